@@ -1,0 +1,29 @@
+// Typed access to the N-API addon in src/native: the syscalls Node lacks.
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { packageRoot } from '../../paths.js';
+
+export interface Native {
+  mount(source: string | null, target: string, fstype: string | null, flags: number, data: string | null): void;
+  umount2(target: string, flags: number): void;
+  mknod(path: string, mode: number, major: number, minor: number): void;
+  lsetxattr(path: string, name: string, value: Buffer): void;
+  /** The attribute's value, or null when the file has no such attribute. */
+  lgetxattr(path: string, name: string): Buffer | null;
+  llistxattr(path: string): string[];
+}
+
+const require = createRequire(import.meta.url);
+export const native: Native = require(path.join(packageRoot, 'src/native/build/Release/berth_native.node'));
+
+// Flags from <sys/mount.h>.
+export const MS_RDONLY = 1;
+export const MS_NOSUID = 2;
+export const MS_NODEV = 4;
+export const MS_NOEXEC = 8;
+export const MS_REMOUNT = 32;
+export const MS_BIND = 4096;
+export const MS_REC = 16384;
+export const MS_PRIVATE = 1 << 18;
+export const MNT_DETACH = 2;
+export const S_IFCHR = 0o020000;

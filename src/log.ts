@@ -1,0 +1,29 @@
+// The root pino logger. JSON on stderr; pretty when stderr is a TTY.
+// Credentials (X-Registry-Auth, Authorization) are redacted wherever they appear.
+import { pino, type Logger, type LevelWithSilent } from 'pino';
+
+export type { Logger };
+
+export const REDACT = [
+  'req.headers["x-registry-auth"]',
+  'req.headers.authorization',
+  'headers["x-registry-auth"]',
+  'headers.authorization',
+  'auth',
+  'password',
+  'identitytoken',
+  'registrytoken',
+  '*.password',
+  '*.auth',
+  '*.identitytoken',
+  '*.registrytoken',
+];
+
+export function createLogger(level: LevelWithSilent, destination?: pino.DestinationStream): Logger {
+  const options: pino.LoggerOptions = { level, redact: { paths: REDACT, censor: '[redacted]' }, base: { pid: process.pid } };
+  if (destination) return pino(options, destination);
+  if (process.stderr.isTTY) {
+    return pino({ ...options, transport: { target: 'pino-pretty', options: { destination: 2 } } });
+  }
+  return pino(options, pino.destination({ dest: 2, sync: false }));
+}
