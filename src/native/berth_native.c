@@ -3,8 +3,10 @@
 // errno name in `code` (like Node's own fs errors) so callers can branch on it.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -19,7 +21,7 @@ static const char *errno_code(int e) {
     case EINVAL: return "EINVAL"; case EBUSY: return "EBUSY"; case ENOTDIR: return "ENOTDIR";
     case EACCES: return "EACCES"; case ENODATA: return "ENODATA"; case ENOTSUP: return "ENOTSUP";
     case ENOSPC: return "ENOSPC"; case E2BIG: return "E2BIG"; case ERANGE: return "ERANGE";
-    case ELOOP: return "ELOOP"; case ENAMETOOLONG: return "ENAMETOOLONG"; case ENODEV: return "ENODEV";
+    case ELOOP: return "ELOOP"; case ENAMETOOLONG: return "ENAMETOOLONG"; case ENODEV: return "ENODEV"; case EWOULDBLOCK: return "EWOULDBLOCK";
     default: return "EUNKNOWN";
   }
 }
@@ -150,6 +152,18 @@ static napi_value js_llistxattr(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// flock(fd, operation): for the daemon's data-root lock, released by the kernel
+// when the process dies, however it dies.
+static napi_value js_flock(napi_env env, napi_callback_info info) {
+  size_t argc = 2; napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd = -1, op = 0;
+  napi_get_value_int32(env, argv[0], &fd);
+  napi_get_value_int32(env, argv[1], &op);
+  if (flock(fd, op) != 0) return throw_errno(env, "flock", NULL, errno);
+  return undefined(env);
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"mount", NULL, js_mount, NULL, NULL, NULL, napi_default, NULL},
@@ -158,6 +172,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"lsetxattr", NULL, js_lsetxattr, NULL, NULL, NULL, napi_default, NULL},
     {"lgetxattr", NULL, js_lgetxattr, NULL, NULL, NULL, napi_default, NULL},
     {"llistxattr", NULL, js_llistxattr, NULL, NULL, NULL, napi_default, NULL},
+    {"flock", NULL, js_flock, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -11,6 +11,7 @@ export interface Native {
   /** The attribute's value, or null when the file has no such attribute. */
   lgetxattr(path: string, name: string): Buffer | null;
   llistxattr(path: string): string[];
+  flock(fd: number, operation: number): void;
 }
 
 const require = createRequire(import.meta.url);
@@ -27,3 +28,5 @@ export const MS_REC = 16384;
 export const MS_PRIVATE = 1 << 18;
 export const MNT_DETACH = 2;
 export const S_IFCHR = 0o020000;
+export const LOCK_EX = 2;
+export const LOCK_NB = 4;
