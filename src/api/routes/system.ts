@@ -1,0 +1,142 @@
+// /_ping, /version, /info: shaped exactly as dockerd shapes them.
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { Engine } from '../../engine/index.js';
+import { MAX_API_VERSION, MIN_API_VERSION } from '../version.js';
+
+const PING_HEADERS = {
+  'Cache-Control': 'no-cache, no-store, must-revalidate',
+  Pragma: 'no-cache',
+  'Docker-Experimental': 'false',
+  'Content-Type': 'text/plain; charset=utf-8',
+};
+
+export function systemRoutes(app: FastifyInstance, engine: Engine): void {
+  const ping = (reply: FastifyReply) => reply.headers(PING_HEADERS).code(200);
+  app.get('/_ping', async (_req, reply) => ping(reply).send('OK'));
+  app.head('/_ping', async (_req, reply) => ping(reply).header('Content-Length', '2').send());
+
+  app.get('/version', async () => {
+    const sys = engine.system;
+    const h = sys.host;
+    const runtime = await sys.ociRuntimeVersion();
+    const details = {
+      ApiVersion: MAX_API_VERSION,
+      Arch: h.arch,
+      BuildTime: '',
+      Experimental: 'false',
+      GitCommit: '',
+      GoVersion: `node${process.versions.node}`,
+      KernelVersion: h.kernelVersion,
+      MinAPIVersion: MIN_API_VERSION,
+      Os: 'linux',
+    };
+    return {
+      Platform: { Name: 'berth' },
+      Components: [
+        { Name: 'Engine', Version: sys.version, Details: details },
+        { Name: sys.settings.defaultRuntime, Version: runtime, Details: { GitCommit: '' } },
+      ],
+      Version: sys.version,
+      ApiVersion: MAX_API_VERSION,
+      MinAPIVersion: MIN_API_VERSION,
+      GitCommit: '',
+      GoVersion: details.GoVersion,
+      Os: 'linux',
+      Arch: h.arch,
+      KernelVersion: h.kernelVersion,
+      BuildTime: '',
+    };
+  });
+
+  app.get('/info', async () => {
+    const sys = engine.system;
+    const cfg = sys.settings;
+    const h = sys.host;
+    const c = sys.counts();
+    const mirrors = cfg.registryMirrors.map((m) => (m.endsWith('/') ? m : `${m}/`));
+    return {
+      ID: sys.id,
+      Containers: c.containers,
+      ContainersRunning: c.running,
+      ContainersPaused: c.paused,
+      ContainersStopped: c.stopped,
+      Images: c.images,
+      Driver: 'overlay2',
+      DriverStatus: [
+        ['Backing Filesystem', 'extfs'],
+        ['Supports d_type', 'true'],
+        ['Native Overlay Diff', 'true'],
+      ],
+      Plugins: { Volume: ['local'], Network: ['host', 'null'], Authorization: null, Log: ['k8s-file'] },
+      MemoryLimit: true,
+      SwapLimit: true,
+      KernelMemoryTCP: false,
+      CpuCfsPeriod: true,
+      CpuCfsQuota: true,
+      CPUShares: true,
+      CPUSet: true,
+      PidsLimit: true,
+      IPv4Forwarding: false,
+      BridgeNfIptables: false,
+      BridgeNfIp6tables: false,
+      Debug: cfg.logLevel === 'debug',
+      NFd: 0,
+      OomKillDisable: true,
+      NGoroutines: 0,
+      SystemTime: new Date().toISOString(),
+      LoggingDriver: 'k8s-file',
+      CgroupDriver: 'cgroupfs',
+      CgroupVersion: h.cgroupVersion,
+      NEventsListener: 0,
+      KernelVersion: h.kernelVersion,
+      OperatingSystem: h.operatingSystem,
+      OSVersion: h.osVersion,
+      OSType: 'linux',
+      Architecture: process.arch === 'x64' ? 'x86_64' : process.arch,
+      IndexServerAddress: 'https://index.docker.io/v1/',
+      RegistryConfig: {
+        AllowNondistributableArtifactsCIDRs: [],
+        AllowNondistributableArtifactsHostnames: [],
+        InsecureRegistryCIDRs: ['127.0.0.0/8'],
+        IndexConfigs: {
+          'docker.io': { Name: 'docker.io', Mirrors: mirrors, Secure: true, Official: true },
+          ...Object.fromEntries(
+            cfg.insecureRegistries.map((r) => [r, { Name: r, Mirrors: [], Secure: false, Official: false }]),
+          ),
+        },
+        Mirrors: mirrors,
+      },
+      NCPU: h.ncpu,
+      MemTotal: h.memTotal,
+      GenericResources: null,
+      DockerRootDir: cfg.dataRoot,
+      HttpProxy: process.env.HTTP_PROXY ?? process.env.http_proxy ?? '',
+      HttpsProxy: process.env.HTTPS_PROXY ?? process.env.https_proxy ?? '',
+      NoProxy: process.env.NO_PROXY ?? process.env.no_proxy ?? '',
+      Name: h.hostname,
+      Labels: [],
+      ExperimentalBuild: false,
+      ServerVersion: sys.version,
+      Runtimes: Object.fromEntries(
+        Object.entries(cfg.runtimes).map(([name, r]) => [name, { path: r.path, ...(r.runtimeArgs.length ? { runtimeArgs: r.runtimeArgs } : {}) }]),
+      ),
+      DefaultRuntime: cfg.defaultRuntime,
+      Swarm: {
+        NodeID: '',
+        NodeAddr: '',
+        LocalNodeState: 'inactive',
+        ControlAvailable: false,
+        Error: '',
+        RemoteManagers: null,
+      },
+      LiveRestoreEnabled: true,
+      Isolation: '',
+      InitBinary: 'catatonit',
+      ContainerdCommit: { ID: '', Expected: '' },
+      RuncCommit: { ID: '', Expected: '' },
+      InitCommit: { ID: '', Expected: '' },
+      SecurityOptions: [],
+      Warnings: null,
+    };
+  });
+}

@@ -1,0 +1,78 @@
+// The Fastify app: version prefix, common headers, Docker-shaped errors, routes.
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { IncomingMessage } from 'node:http';
+import { VERSION } from '../config.js';
+import type { Engine } from '../engine/index.js';
+import type { Logger } from '../log.js';
+import { toHttpError } from './errors.js';
+import { systemRoutes } from './routes/system.js';
+import { checkVersion, compareVersions, MAX_API_VERSION, splitVersion } from './version.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The API version the client asked for, or the maximum when unversioned. */
+    apiVersion: string;
+  }
+}
+
+const REQUESTED_VERSION = Symbol('berth.requestedVersion');
+type VersionedMessage = IncomingMessage & { [REQUESTED_VERSION]?: string | null };
+
+/** Headers dockerd puts on every response; hijacked streams write them by hand. */
+export const COMMON_HEADERS: Record<string, string> = {
+  'Api-Version': MAX_API_VERSION,
+  Server: `berth/${VERSION} (linux)`,
+  Ostype: 'linux',
+};
+
+export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: logger.child({ component: 'api' }) as FastifyBaseLogger,
+    // Requests are logged by our own onRequest hook, at debug.
+    logController: new LogController({ disableRequestLogging: true }),
+    exposeHeadRoutes: false,
+    // One route table for /v1.NN/path and /path: strip the prefix, keep the version.
+    rewriteUrl: (raw) => {
+      const { version, path } = splitVersion(raw.url ?? '/');
+      (raw as VersionedMessage)[REQUESTED_VERSION] = version;
+      return path;
+    },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
+    return503OnClosing: true,
+    bodyLimit: 1024 * 1024 * 1024,
+  });
+
+  // Bodies are handed to routes as streams and parsed one way only (wire/forms.ts),
+  // so that JSON, tar uploads and empty POSTs all follow dockerd's rules.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
+
+  app.decorateRequest('apiVersion', MAX_API_VERSION);
+  app.addHook('onRequest', async (req, reply) => {
+    reply.headers(COMMON_HEADERS);
+    const v = (req.raw as VersionedMessage)[REQUESTED_VERSION];
+    if (v) {
+      req.apiVersion = v;
+      checkVersion(v);
+    }
+    req.log.debug({ method: req.method, url: req.url, version: req.apiVersion }, 'request');
+  });
+
+  app.setErrorHandler((err, req, reply) => {
+    const { status, message } = toHttpError(err);
+    if (status >= 500) req.log.error({ err, url: req.url }, 'request failed');
+    else req.log.debug({ status, message, url: req.url }, 'request refused');
+    if (status === 304) return reply.code(304).send();
+    // dockerd answers in plain text to clients older than API 1.23.
+    if (compareVersions(req.apiVersion, '1.23') < 0) {
+      return reply.code(status).type('text/plain; charset=utf-8').send(`${message}\n`);
+    }
+    return reply.code(status).send({ message });
+  });
+  app.setNotFoundHandler((_req, reply) => reply.code(404).send({ message: 'page not found' }));
+
+  systemRoutes(app, engine);
+  return app;
+}
+
+export type { FastifyRequest };

@@ -1,0 +1,203 @@
+// berthd's configuration: command-line flags merged with daemon.json (dockerd's
+// keys where they overlap) into one frozen Config. All defaults live here.
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+
+export const VERSION = '0.1.0';
+
+export interface RuntimeConfig {
+  path: string;
+  runtimeArgs: string[];
+}
+
+export interface Config {
+  hosts: string[];
+  dataRoot: string;
+  execRoot: string;
+  configFile: string;
+  registryMirrors: string[];
+  insecureRegistries: string[];
+  logLevel: 'debug' | 'info' | 'warn' | 'error' | 'fatal';
+  group: string;
+  pidfile: string | null;
+  defaultRuntime: string;
+  runtimes: Record<string, RuntimeConfig>;
+  maxConcurrentDownloads: number;
+  conmonPath: string;
+  certsDirs: string[];
+}
+
+const DEFAULTS = {
+  hosts: ['unix:///run/berth/berth.sock'],
+  dataRoot: '/var/lib/berth',
+  execRoot: '/run/berth',
+  configFile: '/etc/berth/daemon.json',
+  logLevel: 'info' as const,
+  group: 'docker',
+  defaultRuntime: 'runc',
+  maxConcurrentDownloads: 3,
+};
+
+const LogLevel = z.enum(['debug', 'info', 'warn', 'error', 'fatal']);
+
+// The subset of dockerd's daemon.json that berth understands; other keys are
+// ignored, as dockerd ignores keys that do not apply to its platform.
+const DaemonJson = z.looseObject({
+  hosts: z.array(z.string()).optional(),
+  'data-root': z.string().optional(),
+  'exec-root': z.string().optional(),
+  'registry-mirrors': z.array(z.string()).optional(),
+  'insecure-registries': z.array(z.string()).optional(),
+  'log-level': LogLevel.optional(),
+  'default-runtime': z.string().optional(),
+  runtimes: z
+    .record(z.string(), z.object({ path: z.string(), runtimeArgs: z.array(z.string()).optional() }))
+    .optional(),
+  group: z.string().optional(),
+  pidfile: z.string().optional(),
+  'max-concurrent-downloads': z.number().int().positive().optional(),
+  'conmon-path': z.string().optional(),
+});
+type DaemonJson = z.infer<typeof DaemonJson>;
+
+export class ConfigError extends Error {}
+
+export const USAGE = `Usage: berthd [OPTIONS]
+
+A container engine that speaks the Docker Engine API.
+
+Options:
+  -H, --host list                  Daemon socket(s) to listen on (default unix:///run/berth/berth.sock)
+      --data-root string           Root directory of persistent state (default "/var/lib/berth")
+      --exec-root string           Root directory for execution state files (default "/run/berth")
+      --config-file string         Daemon configuration file (default "/etc/berth/daemon.json")
+      --registry-mirror list       Preferred registry mirror for docker.io
+      --insecure-registry list     Registries reached over plain HTTP (loopback always is)
+  -l, --log-level string           Set the logging level ("debug"|"info"|"warn"|"error"|"fatal")
+  -D, --debug                      Same as --log-level debug
+  -G, --group string               Group for the unix socket (default "docker")
+  -p, --pidfile string             Path to use for daemon PID file
+      --default-runtime string     Default OCI runtime for containers (default "runc")
+      --max-concurrent-downloads int  Max concurrent layer downloads per pull (default 3)
+  -v, --version                    Print version information and quit
+`;
+
+export type ParsedArgs = { help: boolean; version: boolean; config: Config };
+
+/** Parses argv (without node and script) and the daemon.json it names. */
+export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): ParsedArgs {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      host: { type: 'string', short: 'H', multiple: true },
+      'data-root': { type: 'string' },
+      'exec-root': { type: 'string' },
+      'config-file': { type: 'string' },
+      'registry-mirror': { type: 'string', multiple: true },
+      'insecure-registry': { type: 'string', multiple: true },
+      'log-level': { type: 'string', short: 'l' },
+      debug: { type: 'boolean', short: 'D' },
+      group: { type: 'string', short: 'G' },
+      pidfile: { type: 'string', short: 'p' },
+      'default-runtime': { type: 'string' },
+      'max-concurrent-downloads': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+    },
+  });
+  const configFile = values['config-file'] ?? DEFAULTS.configFile;
+  const file = readDaemonJson(configFile, values['config-file'] !== undefined);
+  refuseConflicts(values as Record<string, unknown>, file);
+  if (values['log-level'] !== undefined && !LogLevel.safeParse(values['log-level']).success) {
+    throw new ConfigError(`invalid log level: ${values['log-level']}`);
+  }
+  const maxDownloads = values['max-concurrent-downloads'];
+  if (maxDownloads !== undefined && !/^[1-9][0-9]*$/.test(maxDownloads)) {
+    throw new ConfigError(`invalid value for --max-concurrent-downloads: ${maxDownloads}`);
+  }
+  const runtimes: Record<string, RuntimeConfig> = { runc: { path: 'runc', runtimeArgs: [] } };
+  for (const [name, r] of Object.entries(file.runtimes ?? {})) runtimes[name] = { path: r.path, runtimeArgs: r.runtimeArgs ?? [] };
+  const defaultRuntime = values['default-runtime'] ?? file['default-runtime'] ?? DEFAULTS.defaultRuntime;
+  if (!runtimes[defaultRuntime]) throw new ConfigError(`default runtime ${defaultRuntime} is not defined in runtimes`);
+  const hosts = values.host ?? file.hosts ?? (env.BERTH_HOST ? [env.BERTH_HOST] : DEFAULTS.hosts);
+  hosts.forEach(parseHost);
+  const config: Config = {
+    hosts,
+    dataRoot: values['data-root'] ?? file['data-root'] ?? DEFAULTS.dataRoot,
+    execRoot: values['exec-root'] ?? file['exec-root'] ?? DEFAULTS.execRoot,
+    configFile,
+    registryMirrors: values['registry-mirror'] ?? file['registry-mirrors'] ?? [],
+    insecureRegistries: values['insecure-registry'] ?? file['insecure-registries'] ?? [],
+    logLevel: values.debug ? 'debug' : ((values['log-level'] as Config['logLevel']) ?? file['log-level'] ?? DEFAULTS.logLevel),
+    group: values.group ?? file.group ?? DEFAULTS.group,
+    pidfile: values.pidfile ?? file.pidfile ?? null,
+    defaultRuntime,
+    runtimes,
+    maxConcurrentDownloads: maxDownloads ? Number(maxDownloads) : (file['max-concurrent-downloads'] ?? DEFAULTS.maxConcurrentDownloads),
+    conmonPath: file['conmon-path'] ?? 'conmon',
+    certsDirs: ['/etc/berth/certs.d', '/etc/docker/certs.d'],
+  };
+  return { help: values.help ?? false, version: values.version ?? false, config: Object.freeze(config) };
+}
+
+function readDaemonJson(file: string, explicit: boolean): DaemonJson {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    // dockerd tolerates a missing default config file but not a missing named one.
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT' && !explicit) return {};
+    throw new ConfigError(`unable to read configuration file ${file}: ${(e as Error).message}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(`unable to configure the daemon with file ${file}: ${(e as Error).message}`);
+  }
+  const parsed = DaemonJson.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`unable to configure the daemon with file ${file}: ${issue.path.join('.')}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+// dockerd refuses a directive given both as a flag and in the file.
+const FLAG_TO_KEY: Record<string, string> = {
+  host: 'hosts',
+  'data-root': 'data-root',
+  'exec-root': 'exec-root',
+  'registry-mirror': 'registry-mirrors',
+  'insecure-registry': 'insecure-registries',
+  'log-level': 'log-level',
+  group: 'group',
+  pidfile: 'pidfile',
+  'default-runtime': 'default-runtime',
+  'max-concurrent-downloads': 'max-concurrent-downloads',
+};
+
+function refuseConflicts(flags: Record<string, unknown>, file: DaemonJson): void {
+  const both = Object.entries(FLAG_TO_KEY)
+    .filter(([flag, key]) => flags[flag] !== undefined && (file as Record<string, unknown>)[key] !== undefined)
+    .map(([flag, key]) => `${key}: (from flag: ${String(flags[flag])}, from file: ${String((file as Record<string, unknown>)[key])})`);
+  if (both.length > 0) {
+    throw new ConfigError(
+      `unable to configure the daemon with file: the following directives are specified both as a flag and in the configuration file: ${both.join(', ')}`,
+    );
+  }
+}
+
+export type Listen = { kind: 'unix'; path: string } | { kind: 'tcp'; host: string; port: number };
+
+/** Parses one -H value: unix:///path, /path, tcp://host:port. */
+export function parseHost(h: string): Listen {
+  if (h.startsWith('unix://')) return { kind: 'unix', path: h.slice('unix://'.length) || '/run/berth/berth.sock' };
+  if (h.startsWith('/')) return { kind: 'unix', path: h };
+  const m = /^tcp:\/\/(\[[^\]]+\]|[^:]*)(?::(\d+))?$/.exec(h);
+  if (m) return { kind: 'tcp', host: (m[1] || '127.0.0.1').replace(/^\[|\]$/g, ''), port: Number(m[2] ?? 2375) };
+  throw new ConfigError(`invalid daemon host: ${h} (use unix:///path or tcp://host:port)`);
+}

@@ -1,0 +1,129 @@
+// berthd's lifecycle: lock the data root, open the engine, listen on every host,
+// and shut down cleanly on SIGTERM/SIGINT (containers keep running under conmon).
+import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, ftruncateSync, writeSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './api/server.js';
+import { buildEngine, type Built } from './compose.js';
+import { parseHost, type Config, type Listen } from './config.js';
+import { native, LOCK_EX, LOCK_NB } from './engine/os/native.js';
+import type { Logger } from './log.js';
+
+export class StartError extends Error {}
+
+export interface Daemon {
+  app: FastifyInstance;
+  stop(): Promise<void>;
+}
+
+/** Holds an exclusive flock on <data-root>/berthd.lock for the life of the process. */
+function lockDataRoot(dataRoot: string): number {
+  mkdirSync(dataRoot, { recursive: true, mode: 0o710 });
+  const file = path.join(dataRoot, 'berthd.lock');
+  const fd = openSync(file, 'a+', 0o600);
+  try {
+    native.flock(fd, LOCK_EX | LOCK_NB);
+  } catch (e) {
+    closeSync(fd);
+    if ((e as NodeJS.ErrnoException).code !== 'EWOULDBLOCK') throw e;
+    const holder = readFileSync(file, 'utf8').trim();
+    throw new StartError(
+      `another berthd (pid ${holder || 'unknown'}) is already using data root ${dataRoot}; stop it first or choose another --data-root`,
+    );
+  }
+  ftruncateSync(fd, 0);
+  writeSync(fd, `${process.pid}\n`, 0);
+  return fd;
+}
+
+/** True when something answers on the unix socket at `p`. */
+function socketAnswers(p: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(p);
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+function groupId(name: string): number | null {
+  try {
+    const line = readFileSync('/etc/group', 'utf8')
+      .split('\n')
+      .find((l) => l.split(':')[0] === name);
+    return line ? Number(line.split(':')[2]) : null;
+  } catch {
+    return null;
+  }
+}
+
+async function prepareUnixSocket(p: string): Promise<void> {
+  mkdirSync(path.dirname(p), { recursive: true, mode: 0o755 });
+  if (!existsSync(p)) return;
+  if (await socketAnswers(p)) {
+    throw new StartError(`another daemon is already serving on ${p}; stop it first or choose another --host`);
+  }
+  rmSync(p, { force: true }); // stale socket left by a daemon that died
+}
+
+/** Socket mode 0660, owned by root and the configured group (when it exists). */
+function secureSocket(p: string, group: string, logger: Logger): void {
+  chmodSync(p, 0o660);
+  const gid = groupId(group);
+  if (gid !== null) chownSync(p, 0, gid);
+  else logger.debug({ group }, 'socket group not found; socket stays root-only');
+}
+
+function listen(app: FastifyInstance, l: Listen, first: boolean): Promise<net.Server | null> {
+  const opts = l.kind === 'unix' ? { path: l.path } : { host: l.host, port: l.port };
+  if (first) return app.listen(opts).then(() => null);
+  // Extra hosts feed their connections to the same HTTP server.
+  const server = net.createServer((sock) => app.server.emit('connection', sock));
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts, () => resolve(server));
+  });
+}
+
+export async function startDaemon(config: Config, logger: Logger): Promise<Daemon> {
+  const listens = config.hosts.map(parseHost);
+  const lockFd = lockDataRoot(config.dataRoot);
+  mkdirSync(config.execRoot, { recursive: true, mode: 0o700 });
+  for (const l of listens) if (l.kind === 'unix') await prepareUnixSocket(l.path);
+
+  let built: Built | undefined;
+  const extra: net.Server[] = [];
+  const app = await (async () => {
+    built = await buildEngine(config, logger);
+    return buildApp(built.engine, logger);
+  })();
+  try {
+    for (const [i, l] of listens.entries()) {
+      const s = await listen(app, l, i === 0);
+      if (s) extra.push(s);
+      if (l.kind === 'unix') secureSocket(l.path, config.group, logger);
+    }
+  } catch (e) {
+    await app.close();
+    await built?.close();
+    throw new StartError(`cannot listen: ${(e as Error).message}`);
+  }
+  if (config.pidfile) writeFileSync(config.pidfile, `${process.pid}\n`);
+  logger.info({ hosts: config.hosts, dataRoot: config.dataRoot }, 'berthd is serving');
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      logger.info('shutting down');
+      for (const s of extra) s.close();
+      await app.close(); // stops accepting; in-flight requests finish
+      await built?.close();
+      for (const l of listens) if (l.kind === 'unix') rmSync(l.path, { force: true });
+      if (config.pidfile) rmSync(config.pidfile, { force: true });
+      closeSync(lockFd);
+    })());
+  return { app, stop };
+}

@@ -1,0 +1,102 @@
+// Facts about the daemon and its host, for /version, /info and /_ping.
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import { promisify } from 'node:util';
+import type { Config } from '../config.js';
+import { VERSION } from '../config.js';
+import type { Db } from './store/db.js';
+
+const run = promisify(execFile);
+
+export interface Counts {
+  containers: number;
+  running: number;
+  paused: number;
+  stopped: number;
+  images: number;
+}
+
+export interface HostFacts {
+  kernelVersion: string;
+  operatingSystem: string;
+  osVersion: string;
+  ncpu: number;
+  memTotal: number;
+  hostname: string;
+  cgroupVersion: '1' | '2';
+  arch: string;
+}
+
+const ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64', arm: 'arm', ia32: '386', ppc64: 'ppc64le', s390x: 's390x' };
+export const goArch = (a = process.arch) => ARCH[a] ?? a;
+
+function osRelease(): Record<string, string> {
+  try {
+    const out: Record<string, string> = {};
+    for (const line of readFileSync('/etc/os-release', 'utf8').split('\n')) {
+      const m = /^([A-Z_]+)=("?)(.*)\2$/.exec(line);
+      if (m) out[m[1]!] = m[3]!;
+    }
+    return out;
+  } catch {
+    return {};
+  }
+}
+
+export function hostFacts(): HostFacts {
+  const rel = osRelease();
+  return {
+    kernelVersion: os.release(),
+    operatingSystem: rel.PRETTY_NAME ?? 'Linux',
+    osVersion: rel.VERSION_ID ?? '',
+    ncpu: os.availableParallelism(),
+    memTotal: os.totalmem(),
+    hostname: os.hostname(),
+    // A pure v2 host has cgroup.controllers at the root; hybrid and v1 hosts do not.
+    cgroupVersion: existsSync('/sys/fs/cgroup/cgroup.controllers') ? '2' : '1',
+    arch: goArch(),
+  };
+}
+
+export class SystemService {
+  readonly host = hostFacts();
+  private runtimeVersion: Promise<string> | undefined;
+  readonly id: string;
+  readonly startedAt = new Date();
+
+  constructor(
+    private readonly config: Config,
+    private readonly db: Db,
+    daemonId: string,
+  ) {
+    this.id = daemonId;
+  }
+
+  counts(): Counts {
+    const rows = this.db.prepare('SELECT status, count(*) AS n FROM containers GROUP BY status').all() as { status: string; n: number }[];
+    const by = (s: string) => rows.find((r) => r.status === s)?.n ?? 0;
+    const containers = rows.reduce((a, r) => a + r.n, 0);
+    const running = by('running') + by('restarting');
+    const paused = by('paused');
+    const images = (this.db.prepare('SELECT count(*) AS n FROM images').get() as { n: number }).n;
+    return { containers, running, paused, stopped: containers - running - paused, images };
+  }
+
+  /** The OCI runtime's own version line, asked once and remembered. */
+  ociRuntimeVersion(): Promise<string> {
+    const rt = this.config.runtimes[this.config.defaultRuntime]!;
+    this.runtimeVersion ??= run(rt.path, ['--version'])
+      .then(({ stdout }) => /version\s+(\S+)/.exec(stdout)?.[1] ?? 'unknown')
+      .catch(() => 'unknown');
+    return this.runtimeVersion;
+  }
+
+  get version(): string {
+    return VERSION;
+  }
+
+  get settings(): Config {
+    return this.config;
+  }
+}
