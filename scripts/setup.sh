@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything berth needs on a Debian 12 machine, then builds it.
+# Idempotent and quick when nothing is missing. Run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  runc conmon catatonit            # the OCI runtime, its monitor, and the init for --init
+  docker-registry                  # CNCF distribution: the registry the tests and quickstart run
+  busybox-static                   # the test images' userland
+  skopeo                           # an independent client proving the test images are real
+  curl jq openssl apache2-utils    # quickstart, TLS fixtures, htpasswd
+  python3-docker                   # the Python SDK, as a client under test
+  make g++ python3                 # node-gyp: better-sqlite3 and berth's native addon
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# npm ci when node_modules is absent or older than the lock file.
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+echo "setup: build"
+npm run --silent build

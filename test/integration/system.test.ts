@@ -1,0 +1,160 @@
+// The API frame against a real berthd: versions, ping, errors, the docker CLI,
+// the data-root lock, stale sockets and a clean shutdown.
+import { execFile } from 'node:child_process';
+import { existsSync, writeFileSync, statSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BERTHD, startDaemon, type Daemon } from '../harness/daemon.js';
+
+const run = promisify(execFile);
+let d: Daemon;
+
+beforeAll(async () => {
+  d = await startDaemon();
+});
+afterAll(async () => {
+  await d?.cleanup();
+});
+
+describe('ping and version', () => {
+  it('answers /_ping on versioned and unversioned paths with dockerd headers', async () => {
+    for (const p of ['/_ping', '/v1.40/_ping']) {
+      const r = await d.request('GET', p);
+      expect(r.status).toBe(200);
+      expect(r.text).toBe('OK');
+      expect(r.headers['api-version']).toBe('1.43');
+      expect(r.headers['ostype']).toBe('linux');
+      expect(r.headers['cache-control']).toBe('no-cache, no-store, must-revalidate');
+      expect(r.headers['pragma']).toBe('no-cache');
+      expect(r.headers['docker-experimental']).toBe('false');
+      expect(r.headers['server']).toMatch(/^berth\//);
+    }
+    const head = await d.request('HEAD', '/_ping');
+    expect(head.status).toBe(200);
+    expect(head.text).toBe('');
+  });
+
+  it('accepts any Host header', async () => {
+    const r = await d.request('GET', '/v1.41/_ping', { host: 'some.random.name:1234' });
+    expect(r.status).toBe(200);
+  });
+
+  it('agrees between /version and /v1.40/version', async () => {
+    const a = await d.request('GET', '/version');
+    const b = await d.request('GET', '/v1.40/version');
+    expect(a.status).toBe(200);
+    expect(b.json).toEqual(a.json);
+    expect(a.json).toMatchObject({ ApiVersion: '1.43', MinAPIVersion: '1.24', Os: 'linux', Arch: 'amd64' });
+    expect(a.json.Components[0]).toMatchObject({ Name: 'Engine', Details: { ApiVersion: '1.43' } });
+    expect(a.json.KernelVersion).toBeTruthy();
+  });
+
+  it("refuses versions outside the range with dockerd's wording", async () => {
+    const high = await d.request('GET', '/v9.99/version');
+    expect(high.status).toBe(400);
+    expect(high.json).toEqual({ message: 'client version 9.99 is too new. Maximum supported API version is 1.43' });
+    const low = await d.request('GET', '/v1.12/version');
+    expect(low.status).toBe(400);
+    // Below API 1.23 dockerd answers errors in plain text.
+    expect(low.headers['content-type']).toMatch(/^text\/plain/);
+    expect(low.text).toMatch(/^client version 1.12 is too old. Minimum supported API version is 1.24/);
+  });
+
+  it('answers an unknown route with 404 page not found', async () => {
+    const r = await d.request('GET', '/v1.41/no/such/route');
+    expect(r.status).toBe(404);
+    expect(r.json).toEqual({ message: 'page not found' });
+  });
+
+  it('serves /info with the fields clients read', async () => {
+    const r = await d.request('GET', '/v1.41/info');
+    expect(r.status).toBe(200);
+    expect(r.json).toMatchObject({
+      Containers: 0,
+      Images: 0,
+      Driver: 'overlay2',
+      DockerRootDir: d.dataRoot,
+      OSType: 'linux',
+      CgroupDriver: 'cgroupfs',
+      DefaultRuntime: 'runc',
+      Swarm: { LocalNodeState: 'inactive' },
+    });
+    expect(r.json.NCPU).toBeGreaterThan(0);
+    expect(r.json.MemTotal).toBeGreaterThan(0);
+    expect(r.json.Runtimes.runc.path).toBe('runc');
+    expect(r.json.RegistryConfig.IndexConfigs['docker.io'].Secure).toBe(true);
+  });
+});
+
+describe('docker CLI', () => {
+  it('docker version shows client and server', async () => {
+    const { stdout } = await run('docker', ['version'], { env: { ...process.env, DOCKER_HOST: d.host } });
+    expect(stdout).toMatch(/Server: berth/);
+    expect(stdout).toMatch(/API version:\s+1\.43 \(minimum version 1\.24\)/);
+  });
+  it('docker info shows the server without error', async () => {
+    const { stdout, stderr } = await run('docker', ['info'], { env: { ...process.env, DOCKER_HOST: d.host } });
+    expect(stdout).toMatch(/Storage Driver: overlay2/);
+    expect(stdout).toMatch(new RegExp(`Docker Root Dir: ${d.dataRoot}`));
+    expect(stderr).not.toMatch(/error/i);
+  });
+});
+
+describe('daemon lifecycle', () => {
+  it('makes the socket mode 0660', () => {
+    expect(statSync(d.socket).mode & 0o777).toBe(0o660);
+  });
+
+  it('refuses a second berthd on the same data root and leaves the first serving', async () => {
+    const other = path.join(d.dir, 'other.sock');
+    const err = await run(process.execPath, [BERTHD, '-H', `unix://${other}`, '--data-root', d.dataRoot, '--exec-root', d.execRoot, '--config-file', path.join(d.dir, 'daemon.json')]).catch((e) => e);
+    expect(err.code).toBe(1);
+    expect(err.stderr).toMatch(/another berthd \(pid \d+\) is already using data root/);
+    expect((await d.request('GET', '/_ping')).status).toBe(200);
+  });
+
+  it('refuses a socket another daemon serves', async () => {
+    const err = await run(process.execPath, [BERTHD, '-H', d.host, '--data-root', path.join(d.dir, 'data2'), '--exec-root', d.execRoot, '--config-file', path.join(d.dir, 'daemon.json')]).catch((e) => e);
+    expect(err.code).toBe(1);
+    expect(err.stderr).toMatch(/another daemon is already serving on/);
+  });
+
+  it('refuses a flag given both on the command line and in daemon.json', async () => {
+    const cfg = path.join(d.dir, 'both.json');
+    writeFileSync(cfg, JSON.stringify({ 'data-root': '/tmp/x' }));
+    const err = await run(process.execPath, [BERTHD, '--data-root', '/tmp/y', '--config-file', cfg]).catch((e) => e);
+    expect(err.code).toBe(1);
+    expect(err.stderr).toMatch(/specified both as a flag and in the configuration file/);
+  });
+
+  it('shuts down cleanly on SIGTERM, removes a stale socket on the next start and keeps its state', async () => {
+    const e = await startDaemon();
+    try {
+      const id = (await e.request('GET', '/info')).json.ID;
+      expect(await e.stop()).toBe(0);
+      expect(existsSync(e.socket)).toBe(false);
+      // A daemon that dies hard leaves its socket behind; the next start must clear it.
+      await e.restart();
+      await e.kill();
+      expect(existsSync(e.socket)).toBe(true);
+      await e.restart();
+      expect((await e.request('GET', '/info')).json.ID).toBe(id);
+    } finally {
+      await e.cleanup();
+    }
+  });
+
+  it('listens on every -H given', async () => {
+    const e = await startDaemon({ args: ['-H', 'unix:///tmp/berth-extra-test.sock'] });
+    try {
+      const { request } = await import('../harness/daemon.js');
+      expect((await request('/tmp/berth-extra-test.sock', 'GET', '/_ping')).text).toBe('OK');
+      // The socket is not a leftover: a client can connect and is served.
+      await new Promise<void>((res, rej) => net.connect('/tmp/berth-extra-test.sock').once('connect', function (this: net.Socket) { this.destroy(); res(); }).once('error', rej));
+    } finally {
+      await e.cleanup();
+    }
+  });
+});

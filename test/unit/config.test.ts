@@ -1,0 +1,78 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, parseHost } from '../../src/config.js';
+
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'berth-config-'));
+const file = (name: string, json: unknown) => {
+  const p = path.join(tmp, name);
+  writeFileSync(p, JSON.stringify(json));
+  return p;
+};
+const missing = path.join(tmp, 'absent.json');
+
+describe('loadConfig', () => {
+  it("has dockerd-like defaults when the default config file doesn't exist", () => {
+    // The default file may not exist; only an explicit --config-file must.
+    const { config } = loadConfig(['--data-root', '/d'], {});
+    expect(config.hosts).toEqual(['unix:///run/berth/berth.sock']);
+    expect(config.execRoot).toBe('/run/berth');
+    expect(config.maxConcurrentDownloads).toBe(3);
+    expect(config.defaultRuntime).toBe('runc');
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('takes repeatable flags', () => {
+    const { config } = loadConfig(
+      ['-H', 'unix:///a.sock', '--host', 'tcp://127.0.0.1:2376', '--registry-mirror', 'http://m1', '--insecure-registry', 'r:5000', '--insecure-registry', 'q', '--config-file', file('e.json', {})],
+      {},
+    );
+    expect(config.hosts).toEqual(['unix:///a.sock', 'tcp://127.0.0.1:2376']);
+    expect(config.registryMirrors).toEqual(['http://m1']);
+    expect(config.insecureRegistries).toEqual(['r:5000', 'q']);
+  });
+
+  it('reads daemon.json keys', () => {
+    const f = file('d.json', {
+      'data-root': '/x',
+      'registry-mirrors': ['http://mirror'],
+      'log-level': 'debug',
+      runtimes: { other: { path: '/usr/bin/other', runtimeArgs: ['--debug'] } },
+      'default-runtime': 'other',
+      'unknown-key-dockerd-has': true,
+    });
+    const { config } = loadConfig(['--config-file', f], {});
+    expect(config.dataRoot).toBe('/x');
+    expect(config.registryMirrors).toEqual(['http://mirror']);
+    expect(config.logLevel).toBe('debug');
+    expect(config.runtimes.other).toEqual({ path: '/usr/bin/other', runtimeArgs: ['--debug'] });
+    expect(config.defaultRuntime).toBe('other');
+  });
+
+  it('refuses a directive given as a flag and in the file', () => {
+    const f = file('c.json', { 'data-root': '/x' });
+    expect(() => loadConfig(['--config-file', f, '--data-root', '/y'], {})).toThrow(/specified both as a flag and in the configuration file/);
+  });
+
+  it('refuses a missing explicit config file, bad JSON and bad values', () => {
+    expect(() => loadConfig(['--config-file', missing], {})).toThrow(ConfigError);
+    const bad = path.join(tmp, 'bad.json');
+    writeFileSync(bad, '{nope');
+    expect(() => loadConfig(['--config-file', bad], {})).toThrow(/unable to configure the daemon/);
+    expect(() => loadConfig(['--config-file', file('l.json', { 'log-level': 'loud' })], {})).toThrow(/log-level/);
+    expect(() => loadConfig(['--log-level', 'loud', '--config-file', file('m.json', {})], {})).toThrow(/invalid log level/);
+    expect(() => loadConfig(['--default-runtime', 'nope', '--config-file', file('n.json', {})], {})).toThrow(/not defined/);
+    expect(() => loadConfig(['--bogus'], {})).toThrow();
+  });
+});
+
+describe('parseHost', () => {
+  it.each([
+    ['unix:///run/x.sock', { kind: 'unix', path: '/run/x.sock' }],
+    ['/run/y.sock', { kind: 'unix', path: '/run/y.sock' }],
+    ['tcp://127.0.0.1:2375', { kind: 'tcp', host: '127.0.0.1', port: 2375 }],
+    ['tcp://[::1]:1', { kind: 'tcp', host: '::1', port: 1 }],
+  ])('%s', (h, want) => expect(parseHost(h)).toEqual(want));
+  it('refuses nonsense', () => expect(() => parseHost('ftp://x')).toThrow(ConfigError));
+});
