@@ -152,6 +152,7 @@ function readDaemonJson(file: string, explicit: boolean): DaemonJson {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT' && !explicit) return {};
     throw new ConfigError(`unable to read configuration file ${file}: ${(e as Error).message}`);
   }
+  if (text.trim() === '') return {}; // an empty file configures nothing
   let json: unknown;
   try {
     json = JSON.parse(text);

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The main job: set up everything on a fresh Debian 12 machine (as root), start a
+# local registry seeded from fixtures/ and berthd on a socket under the repository,
+# then walk through the mission's operations with curl, printing each request and
+# answer. berthd and the registry keep running afterwards; `stop` ends them.
+#   npm run quickstart            set up, start, walk through
+#   npm run quickstart -- stop    stop berthd and the registry
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+Q=$ROOT/.quickstart
+SOCK=$Q/berth.sock
+
+stop() {
+  for f in "$Q/berthd.pid" "$Q/registry.pid"; do
+    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+if [ "${1:-}" = "stop" ]; then stop; echo "stopped"; exit 0; fi
+
+bash scripts/setup.sh
+stop
+mkdir -p "$Q"
+
+# A local registry (CNCF distribution) on a free loopback port, with its own storage.
+PORT=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+REG=127.0.0.1:$PORT
+cat > "$Q/registry.yml" <<YML
+version: 0.1
+log: { level: error }
+storage: { filesystem: { rootdirectory: $Q/registry }, delete: { enabled: true } }
+http: { addr: $REG }
+YML
+docker-registry serve "$Q/registry.yml" >"$Q/registry.log" 2>&1 &
+echo $! >"$Q/registry.pid"
+until curl -sf "http://$REG/v2/" >/dev/null; do sleep 0.1; done
+node fixtures/seed-registry.mjs "$REG"
+
+# berthd on a socket under the repository, with its own data root.
+node dist/main.js -H "unix://$SOCK" --data-root "$Q/data" --exec-root "$Q/exec" \
+  --pidfile "$Q/berthd.pid" --config-file /dev/null >"$Q/berthd.log" 2>&1 &
+until curl -sf --unix-socket "$SOCK" http://localhost/_ping >/dev/null; do sleep 0.05; done
+
+show() { # METHOD PATH [JSON BODY]: print the request and the answer
+  local method=$1 path=$2 body=${3:-}
+  echo
+  echo "\$ curl -X $method --unix-socket $SOCK http://localhost$path${body:+ -d '$body'}"
+  if [ -n "$body" ]; then
+    curl -s -X "$method" --unix-socket "$SOCK" -H 'Content-Type: application/json' -d "$body" "http://localhost$path" -w '\n[HTTP %{http_code}]\n'
+  else
+    curl -s -X "$method" --unix-socket "$SOCK" "http://localhost$path" -w '\n[HTTP %{http_code}]\n'
+  fi
+}
+
+show GET /v1.43/_ping
+show GET /v1.43/version
+show GET /v1.43/info
+if [ -f scripts/walkthrough.sh ]; then
+  # shellcheck source=/dev/null
+  source scripts/walkthrough.sh
+fi
+
+cat <<MSG
+
+berthd is serving on $SOCK (logs: $Q/berthd.log); the registry is at $REG.
+Point your tools at it:
+  export DOCKER_HOST=unix://$SOCK
+Stop both with: npm run quickstart -- stop
+MSG
