@@ -1,0 +1,441 @@
+// Extracts one uncompressed layer tar into an empty directory, in one pass,
+// treating every name, link target and header field as hostile.
+//
+// The rules (SECURITY.md §1), and where they live:
+// - names are cleaned lexically and clamped at the layer root (tarpath.ts);
+// - parent directories are resolved inside the layer with symlinks re-rooted,
+//   never followed out of it (rooted.ts);
+// - the last component is always created by us with no-follow semantics
+//   (O_CREAT|O_EXCL|O_NOFOLLOW, mkdir, symlink, link, mknod all refuse to
+//   follow a final symlink); whatever was there is removed first, except a
+//   directory re-declared as a directory, whose metadata is then applied
+//   through an O_NOFOLLOW|O_DIRECTORY descriptor (CVE-2021-32760);
+// - metadata goes through descriptors or l* calls, never through a path that
+//   could end in a link; hardlinks get none (their inode already has it, and
+//   chmod through a hardlink to a symlink would follow the symlink);
+// - whiteouts become overlayfs whiteouts (overlay.ts).
+import { open, mkdir, symlink, link, rm, lchown, chmod, lutimes, realpath, stat } from 'node:fs/promises';
+import { constants as C } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { finished } from 'node:stream';
+import * as tarStream from 'tar-stream';
+import { invalidParameter, isEngineError, messageOf, systemError, type EngineError } from '../../errors.js';
+import { native } from '../os/native.js';
+import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
+import { LayerTree, lstatOrNull } from './rooted.js';
+import { parsePaxXattrs } from './tarformat.js';
+import { checkRawName, classifyWhiteout, cleanComponents, joinRel, MAX_NAME_BYTES, WHITEOUT_META_PREFIX } from './tarpath.js';
+
+export interface ApplyOptions {
+  /** Create device nodes and fifos (a trusted import); otherwise they are skipped. */
+  trusted?: boolean;
+}
+
+export interface ApplyResult {
+  /** Bytes of regular-file content written. */
+  size: number;
+}
+
+/** A tar-stream header as it really is at run time (unknown type flags come out as null). */
+interface TarHeader {
+  name: string;
+  type: string | null;
+  mode: number;
+  uid: number;
+  gid: number;
+  mtime: Date;
+  linkname: string | null;
+  devmajor: number;
+  devminor: number;
+  pax: PaxRecords | null;
+}
+
+/** An entry body as tar-stream gives it (a streamx Readable). */
+type EntryBody = AsyncIterable<unknown> & { resume(): unknown };
+
+const RAW_XATTRS = Symbol('berth.rawXattrs');
+type PaxRecords = Record<string, string> & { [RAW_XATTRS]?: Map<string, Buffer> };
+
+const FILE_FLAGS = C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW;
+const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
+const NODE_TYPE = { 'character-device': C.S_IFCHR, 'block-device': C.S_IFBLK, fifo: C.S_IFIFO } as const;
+/** Writes are gathered up to this size before one writev: fewer thread-pool trips, bounded memory. */
+const WRITE_BATCH = 1 << 20;
+
+/**
+ * Extracts `tar` into `dir`. On failure the promise rejects with an
+ * EngineError (`invalid` for a hostile or malformed archive, `system` for I/O)
+ * and `dir` is left half-written for the caller to remove. On failure `tar` is
+ * destroyed, so that whatever feeds it stops.
+ */
+export async function applyLayer(tar: Readable, dir: string, opts: ApplyOptions = {}): Promise<ApplyResult> {
+  const root = await openRoot(dir);
+  const applier = new Applier(new LayerTree(root), opts.trusted === true);
+  const extract = tarStream.extract();
+  keepRawPaxXattrs(extract);
+
+
+  let inputError: unknown;
+  finished(tar, (err) => {
+    if (!err) return;
+    inputError ??= err;
+    extract.destroy(err);
+  });
+  // The parser's own error; an entry body that dies with it only says "Stream was destroyed".
+  let parseError: unknown;
+  extract.on('error', (err: unknown) => {
+    parseError ??= err;
+  });
+  tar.pipe(extract as unknown as NodeJS.WritableStream);
+
+  try {
+    for await (const entry of extract) await applier.apply(entry.header as unknown as TarHeader, entry);
+    await applier.finish();
+    return { size: applier.size };
+  } catch (e) {
+    const error = classify(e, inputError, parseError);
+    tar.unpipe(extract as unknown as NodeJS.WritableStream);
+    tar.destroy();
+    extract.destroy();
+    throw error;
+  }
+}
+
+async function openRoot(dir: string): Promise<string> {
+  try {
+    const root = await realpath(dir);
+    if (!(await stat(root)).isDirectory()) throw new Error('not a directory');
+    return root;
+  } catch (e) {
+    throw systemError(`layer directory ${dir}: ${messageOf(e)}`, e);
+  }
+}
+
+/**
+ * Our own failures are EngineErrors already (Applier.apply wraps I/O errors);
+ * the input's are I/O; anything else came out of tar-stream's parser.
+ */
+/** A failed system call (Node's fs or our addon): these carry a numeric errno. */
+const isErrno = (e: unknown): e is NodeJS.ErrnoException => e instanceof Error && typeof (e as NodeJS.ErrnoException).errno === 'number';
+
+function classify(e: unknown, inputError: unknown, parseError: unknown): EngineError {
+  if (isEngineError(e)) return e;
+  if (inputError !== undefined) {
+    return isEngineError(inputError) ? inputError : systemError(`reading layer: ${messageOf(inputError)}`, inputError);
+  }
+  const cause = parseError ?? e;
+  return invalidParameter(`Error processing tar file: ${messageOf(cause)}`, cause);
+}
+
+/**
+ * tar-stream decodes PAX values as UTF-8 text, which corrupts binary xattrs
+ * (security.capability). We hook its PAX-block decoder to also keep the raw
+ * xattr records beside the decoded ones. If a future tar-stream renames the
+ * hook, we fall back to its text values (tests cover binary xattrs).
+ */
+function keepRawPaxXattrs(extract: tarStream.Extract): void {
+  type Internals = { _decodeLongHeader?: (buf: Buffer) => void; _header?: { type?: string } | null; _pax?: PaxRecords | null };
+  const ex = extract as unknown as Internals;
+  const decode = ex._decodeLongHeader;
+  if (typeof decode !== 'function') return;
+  ex._decodeLongHeader = function (this: Internals, buf: Buffer) {
+    decode.call(this, buf);
+    if (this._header?.type === 'pax-header' && this._pax) {
+      Object.defineProperty(this._pax, RAW_XATTRS, { value: parsePaxXattrs(buf), enumerable: false });
+    }
+  };
+}
+
+/** Where one entry will be created: its verified parent, and itself. */
+interface Target {
+  /** Relative path of the entry inside the layer (the parent is real; the last component is the entry's own name). */
+  rel: string;
+  abs: string;
+  /** Lexical name, for the directory cache. */
+  lexical: string;
+}
+
+class Applier {
+  size = 0;
+  /** Directory mtimes, applied last: creating children would change them. */
+  private readonly dirTimes = new Map<string, number>();
+
+  constructor(
+    private readonly tree: LayerTree,
+    private readonly trusted: boolean,
+  ) {}
+
+  async apply(h: TarHeader, body: EntryBody): Promise<void> {
+    try {
+      await this.dispatch(h, body);
+    } catch (e) {
+      // Errno errors are our I/O failing; anything else (the parser, the input) is classified by applyLayer.
+      throw isErrno(e) ? systemError(`extracting ${JSON.stringify(h.name)}: ${messageOf(e)}`, e) : e;
+    } finally {
+      body.resume(); // entries we did not read must still be drained, or the parser stalls
+    }
+  }
+
+  private async dispatch(h: TarHeader, body: EntryBody): Promise<void> {
+    const comps = cleanComponents(h.name);
+    if (comps.length === 0) return this.rootEntry(h);
+    if (comps[0]!.startsWith(WHITEOUT_META_PREFIX)) return; // aufs metadata trees (.wh..wh.plnk/...)
+    const base = comps[comps.length - 1]!;
+    const parentComps = comps.slice(0, -1);
+
+    const wh = classifyWhiteout(base, h.name);
+    if (wh.kind === 'meta') return;
+    if (wh.kind === 'opaque') return this.opaque(parentComps, h.name);
+    if (wh.kind === 'whiteout') return this.whiteout(parentComps, wh.target, h.name);
+
+    const type = h.type;
+    if (type === 'character-device' || type === 'block-device' || type === 'fifo') {
+      if (!this.trusted) return; // untrusted layers never get device nodes (checked before any mkdir)
+    }
+    const parent = await this.tree.resolveDir(parentComps, 'create', h.name);
+    const rel = LayerTree.child(parent, base);
+    const target: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel(comps) };
+
+    switch (type) {
+      case 'file':
+      case 'contiguous-file':
+        return this.file(target, h, body);
+      case 'directory':
+        return this.directory(target, h);
+      case 'symlink':
+        return this.symlink(target, h);
+      case 'link':
+        return this.hardlink(target, h);
+      case 'character-device':
+      case 'block-device':
+      case 'fifo':
+        return this.node(target, h, NODE_TYPE[type]);
+      default:
+        throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} has an unsupported type`);
+    }
+  }
+
+  /** `./` or `/`: the layer root itself; only its metadata can change. */
+  private async rootEntry(h: TarHeader): Promise<void> {
+    if (h.type !== 'directory') throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} would replace the layer root`);
+    await this.setDirMetadata({ rel: '', abs: this.tree.root, lexical: '' }, h);
+  }
+
+  private async file(t: Target, h: TarHeader, body: EntryBody): Promise<void> {
+    const fh = await this.replacing(t, () => open(t.abs, FILE_FLAGS, 0o600));
+    try {
+      this.size += await writeBody(fh, body);
+      // chown clears setuid/setgid and capabilities, and writing clears them too: data, owner, mode, xattrs, in that order.
+      await fh.chown(owner(h, 'uid'), owner(h, 'gid'));
+      await fh.chmod(permissions(h));
+      setXattrs(t.abs, h);
+      const time = mtimeOf(h);
+      await fh.utimes(time, time);
+    } finally {
+      await fh.close();
+    }
+  }
+
+  private async directory(t: Target, h: TarHeader): Promise<void> {
+    try {
+      await mkdir(t.abs, 0o700);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const st = await lstatOrNull(t.abs);
+      if (!st?.isDirectory()) {
+        // Anything else, a symlink above all, is replaced and never followed (CVE-2021-32760).
+        await this.remove(t);
+        await mkdir(t.abs, 0o700);
+      }
+    }
+    this.tree.remember(t.lexical, t.rel);
+    await this.setDirMetadata(t, h);
+  }
+
+  private async setDirMetadata(t: Target, h: TarHeader): Promise<void> {
+    const fh = await open(t.abs, DIR_FLAGS);
+    try {
+      await fh.chown(owner(h, 'uid'), owner(h, 'gid'));
+      await fh.chmod(permissions(h));
+    } finally {
+      await fh.close();
+    }
+    setXattrs(t.abs, h);
+    this.dirTimes.set(t.rel, mtimeOf(h));
+  }
+
+  private async symlink(t: Target, h: TarHeader): Promise<void> {
+    const to = h.linkname ?? '';
+    if (to === '') throw invalidParameter(`layer archive symlink ${JSON.stringify(h.name)} has an empty target`);
+    checkRawName(to, 'symlink target'); // the text is data: it is never followed by us
+    await this.replacing(t, () => symlink(to, t.abs));
+    await lchown(t.abs, owner(h, 'uid'), owner(h, 'gid'));
+    setXattrs(t.abs, h);
+    const time = mtimeOf(h);
+    await lutimes(t.abs, time, time);
+  }
+
+  private async hardlink(t: Target, h: TarHeader): Promise<void> {
+    const comps = cleanComponents(h.linkname ?? '', 'hardlink target');
+    if (comps.length === 0) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at the layer root`);
+    const dir = await this.tree.resolveDir(comps.slice(0, -1), 'existing', h.name);
+    const from = LayerTree.child(dir, comps[comps.length - 1]!);
+    if (from === t.rel) return; // a link to itself: nothing to do
+    const st = await lstatOrNull(this.tree.abs(from));
+    if (st === null) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a file that does not exist in the layer`);
+    if (st.isDirectory()) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a directory`);
+    try {
+      // link(2) does not follow a final symlink in `from`: a link to a symlink is a second name for the symlink.
+      await this.replacing(t, () => link(this.tree.abs(from), t.abs));
+    } catch (e) {
+      // Replacing the entry removed its own target (e.g. a link `d` → `d/f` over a directory `d`).
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a file it replaces`);
+      throw e;
+    }
+  }
+
+  /** Device nodes and fifos, trusted layers only. */
+  private async node(t: Target, h: TarHeader, type: number): Promise<void> {
+    await this.replacing(t, async () => native.mknod(t.abs, type | permissions(h), h.devmajor, h.devminor));
+    await lchown(t.abs, owner(h, 'uid'), owner(h, 'gid'));
+    // The node is ours and nothing else writes here, so this path-based chmod cannot land elsewhere.
+    await chmod(t.abs, permissions(h));
+    setXattrs(t.abs, h);
+    const time = mtimeOf(h);
+    await lutimes(t.abs, time, time);
+  }
+
+  private async whiteout(parentComps: string[], name: string, entryName: string): Promise<void> {
+    const dir = await this.tree.resolveDir(parentComps, 'no-symlinks', entryName);
+    const rel = LayerTree.child(dir, name);
+    const t: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel([...parentComps, name]) };
+    await this.replacing(t, async () => makeWhiteout(t.abs));
+    await lchown(t.abs, 0, 0); // a setgid parent would otherwise lend it its group
+  }
+
+  private async opaque(parentComps: string[], entryName: string): Promise<void> {
+    const dir = await this.tree.resolveDir(parentComps, 'no-symlinks', entryName);
+    markOpaque(this.tree.abs(dir));
+  }
+
+  /** Runs `create`; if something already sits at the target, removes it and runs `create` again. */
+  private async replacing<T>(t: Target, create: () => Promise<T>): Promise<T> {
+    try {
+      return await create();
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    await this.remove(t);
+    return create();
+  }
+
+  /** Removes whatever is at the target (recursively for a directory, never following links). */
+  private async remove(t: Target): Promise<void> {
+    const st = await lstatOrNull(t.abs);
+    if (st === null) return;
+    if (st.isDirectory() || st.isSymbolicLink()) {
+      this.tree.forget();
+      this.forgetTimesUnder(t.rel);
+    }
+    await rm(t.abs, { recursive: true, force: true });
+  }
+
+  private forgetTimesUnder(rel: string): void {
+    for (const key of this.dirTimes.keys()) {
+      if (key === rel || key.startsWith(`${rel}/`)) this.dirTimes.delete(key);
+    }
+  }
+
+  /** Directory times, now that nothing will be created in them any more. lutimes: never through a link. */
+  async finish(): Promise<void> {
+    for (const [rel, time] of this.dirTimes) {
+      try {
+        await lutimes(this.tree.abs(rel), time, time);
+      } catch (e) {
+        throw systemError(`setting times of ${JSON.stringify(rel || '/')}: ${messageOf(e)}`, e);
+      }
+    }
+  }
+}
+
+/** Streams an entry's body into `fh`, gathering chunks into batches; returns the bytes written. */
+async function writeBody(fh: FileHandle, body: EntryBody): Promise<number> {
+  let total = 0;
+  let batch: Buffer[] = [];
+  let batched = 0;
+  for await (const data of body) {
+    const chunk = data as Buffer;
+    batch.push(chunk);
+    batched += chunk.length;
+    if (batched >= WRITE_BATCH) {
+      total += await writeAll(fh, batch, batched);
+      batch = [];
+      batched = 0;
+    }
+  }
+  if (batched > 0) total += await writeAll(fh, batch, batched);
+  return total;
+}
+
+/** writev until every byte is down: the kernel may write less than asked. */
+async function writeAll(fh: FileHandle, bufs: Buffer[], length: number): Promise<number> {
+  const { bytesWritten } = await fh.writev(bufs);
+  if (bytesWritten === length) return length;
+  const all = Buffer.concat(bufs, length);
+  for (let done = bytesWritten; done < length; ) done += (await fh.write(all, done)).bytesWritten;
+  return length;
+}
+
+const permissions = (h: TarHeader): number => h.mode & 0o7777;
+
+/** PAX uid/gid win over the header fields, which tar-stream does not apply itself. */
+function owner(h: TarHeader, field: 'uid' | 'gid'): number {
+  const pax = h.pax?.[field];
+  const id = pax !== undefined ? Number(pax) : h[field];
+  if (!Number.isSafeInteger(id) || id < 0 || id > 0xfffffffe) {
+    throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} has an invalid ${field}`);
+  }
+  return id;
+}
+
+/** Seconds since the epoch, with the PAX sub-second precision when present. */
+function mtimeOf(h: TarHeader): number {
+  const pax = h.pax?.mtime;
+  const t = pax !== undefined ? Number(pax) : h.mtime.getTime() / 1000;
+  return Number.isFinite(t) ? t : 0;
+}
+
+/** Applies the entry's `SCHILY.xattr.*` records, minus the ones a tar must never set. */
+function setXattrs(path: string, h: TarHeader): void {
+  for (const [name, value] of entryXattrs(h)) {
+    try {
+      native.lsetxattr(path, name, value);
+    } catch (e) {
+      // Like dockerd: a filesystem or namespace that refuses xattrs (user.* on a symlink, no xattr support) is not fatal.
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'EPERM' || code === 'ENOTSUP') continue;
+      if (code === 'EINVAL' || code === 'ERANGE' || code === 'E2BIG') {
+        throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} has an invalid xattr ${JSON.stringify(name)}`);
+      }
+      throw e;
+    }
+  }
+}
+
+function entryXattrs(h: TarHeader): Array<[string, Buffer]> {
+  const pax = h.pax;
+  if (!pax) return [];
+  const raw = pax[RAW_XATTRS];
+  const out: Array<[string, Buffer]> = [];
+  for (const key of Object.keys(pax)) {
+    if (!key.startsWith('SCHILY.xattr.')) continue;
+    const name = key.slice('SCHILY.xattr.'.length);
+    if (isPrivateXattr(name)) continue;
+    if (name === '' || name.includes('\0') || Buffer.byteLength(name) > MAX_NAME_BYTES) {
+      throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} has an invalid xattr name`);
+    }
+    out.push([name, raw?.get(name) ?? Buffer.from(pax[key]!, 'utf8')]);
+  }
+  return out;
+}

@@ -1,0 +1,114 @@
+// Resolving directories inside a layer as if the layer were `/` (chroot
+// semantics), by hand, because Node has neither chroot nor openat2.
+//
+// Every component is lstat'ed; a symlink among them is re-read and walked
+// again from the layer root (absolute target) or from where it sits (relative
+// target), `..` never climbing above the root. The result is a path made only
+// of real directories that we have seen ourselves, so the kernel, resolving
+// the same string later, follows exactly those directories and no link.
+// That argument holds because only the extractor writes in the layer while it
+// runs (the caller's contract); it is not safe against concurrent writers.
+import { lstat, mkdir, chmod, readlink } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { invalidParameter } from '../../errors.js';
+import { joinRel, linkComponents } from './tarpath.js';
+
+/** Linux's MAXSYMLINKS: more hops than this is a loop or an attack. */
+const MAX_SYMLINK_HOPS = 40;
+
+/**
+ * create:      missing directories are made (0755 root, as `mkdir -p` in the chroot would)
+ * existing:    everything must already exist (hardlink targets)
+ * no-symlinks: like create, but a symlink anywhere is refused (whiteouts)
+ */
+export type WalkPolicy = 'create' | 'existing' | 'no-symlinks';
+
+export async function lstatOrNull(path: string): Promise<Stats | null> {
+  try {
+    return await lstat(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
+  }
+}
+
+export class LayerTree {
+  /** Lexical directory path → the real directory it resolved to, both relative to the root. */
+  private readonly verified = new Map<string, string>([['', '']]);
+
+  constructor(readonly root: string) {}
+
+  abs(rel: string): string {
+    return rel === '' ? this.root : `${this.root}/${rel}`;
+  }
+
+  /** The relative path of `name` inside the verified directory `dirRel`. */
+  static child(dirRel: string, name: string): string {
+    return dirRel === '' ? name : `${dirRel}/${name}`;
+  }
+
+  /** Records a directory we have just made or checked ourselves, so its children skip the walk. */
+  remember(lexical: string, real: string): void {
+    this.verified.set(lexical, real);
+  }
+
+  /**
+   * Forgets every verified directory. Called whenever a directory or symlink
+   * is removed: any cached resolution may have gone through it.
+   */
+  forget(): void {
+    this.verified.clear();
+    this.verified.set('', '');
+  }
+
+  /** Resolves cleaned components to a verified real directory; returns its relative path. */
+  async resolveDir(comps: readonly string[], policy: WalkPolicy, entryName: string): Promise<string> {
+    let known = comps.length;
+    let real = this.verified.get(joinRel(comps));
+    while (real === undefined) real = this.verified.get(joinRel(comps.slice(0, --known)));
+    if (policy === 'no-symlinks' && real !== joinRel(comps.slice(0, known))) {
+      throw invalidParameter(`layer archive entry ${JSON.stringify(entryName)} has a parent path through a symlink`);
+    }
+    if (known === comps.length) return real;
+    return this.walk(real === '' ? [] : real.split('/'), comps, known, policy, entryName);
+  }
+
+  private async walk(cur: string[], comps: readonly string[], from: number, policy: WalkPolicy, entryName: string): Promise<string> {
+    const hops = { n: 0 };
+    for (let i = from; i < comps.length; i++) {
+      await this.step(cur, comps[i]!, policy, entryName, hops);
+      this.verified.set(joinRel(comps.slice(0, i + 1)), joinRel(cur));
+    }
+    return joinRel(cur);
+  }
+
+  /** Resolves one lexical component onto `cur` (mutated), expanding symlinks on the way. */
+  private async step(cur: string[], component: string, policy: WalkPolicy, entryName: string, hops: { n: number }): Promise<void> {
+    const pending = [component]; // a stack: symlink targets are pushed in reverse
+    while (pending.length > 0) {
+      const c = pending.pop()!;
+      if (c === '..') {
+        cur.pop(); // clamped at the root, as in a chroot
+        continue;
+      }
+      const path = this.abs(joinRel([...cur, c]));
+      const st = await lstatOrNull(path);
+      if (st === null) {
+        if (policy === 'existing') throw invalidParameter(`layer archive entry ${JSON.stringify(entryName)} refers to a path that does not exist`);
+        await mkdir(path, 0o755);
+        await chmod(path, 0o755); // whatever the daemon's umask: parents made for an image must be traversable
+        cur.push(c);
+      } else if (st.isDirectory()) {
+        cur.push(c);
+      } else if (st.isSymbolicLink()) {
+        if (policy === 'no-symlinks') throw invalidParameter(`layer archive entry ${JSON.stringify(entryName)} has a parent path through a symlink`);
+        if (++hops.n > MAX_SYMLINK_HOPS) throw invalidParameter(`too many levels of symbolic links resolving layer archive entry ${JSON.stringify(entryName)}`);
+        const target = await readlink(path);
+        if (target.startsWith('/')) cur.length = 0; // re-rooted at the layer, never the host
+        pending.push(...linkComponents(target).reverse());
+      } else {
+        throw invalidParameter(`layer archive entry ${JSON.stringify(entryName)} has a parent that is not a directory`);
+      }
+    }
+  }
+}
