@@ -1,0 +1,390 @@
+// The OCI runtime spec (runc's config.json) for a container, built from its
+// resolved configuration. Pure: every host fact it depends on (the nofile hard
+// limit) is an input, with a cached reader for the daemon to pass.
+//
+// Defaults follow dockerd's (moby oci/defaults.go and daemon/oci_linux.go), see
+// SECURITY.md §4. Left undone: the default seccomp profile, AppArmor, and the
+// host device nodes a privileged container gets in its /dev.
+import { readFileSync } from 'node:fs';
+import { invalidParameter } from '../../errors.js';
+
+// ---------------------------------------------------------------- OCI types
+
+export interface OciUser {
+  uid: number;
+  gid: number;
+  additionalGids?: number[];
+}
+
+export interface OciCapabilities {
+  bounding: string[];
+  effective: string[];
+  permitted: string[];
+}
+
+export interface OciRlimit {
+  type: string;
+  hard: number;
+  soft: number;
+}
+
+export interface OciProcess {
+  terminal: boolean;
+  user: OciUser;
+  args: string[];
+  env: string[];
+  cwd: string;
+  capabilities: OciCapabilities;
+  rlimits: OciRlimit[];
+  noNewPrivileges: boolean;
+}
+
+export interface OciMount {
+  destination: string;
+  type: string;
+  source: string;
+  options: string[];
+}
+
+export interface OciDeviceRule {
+  allow: boolean;
+  type?: 'a' | 'c' | 'b';
+  major?: number;
+  minor?: number;
+  access: string;
+}
+
+export interface OciResources {
+  devices: OciDeviceRule[];
+  memory?: { limit: number; swap?: number };
+  cpu?: { shares?: number; quota?: number; period?: number; cpus?: string };
+  pids?: { limit: number };
+}
+
+export type OciNamespaceType = 'pid' | 'network' | 'mount' | 'ipc' | 'uts' | 'user' | 'cgroup';
+
+export interface OciLinux {
+  namespaces: { type: OciNamespaceType; path?: string }[];
+  resources: OciResources;
+  cgroupsPath: string;
+  maskedPaths: string[];
+  readonlyPaths: string[];
+  sysctl?: Record<string, string>;
+  rootfsPropagation?: string;
+}
+
+export interface OciSpec {
+  ociVersion: string;
+  process: OciProcess;
+  root: { path: string; readonly: boolean };
+  hostname: string;
+  mounts: OciMount[];
+  annotations: Record<string, string>;
+  linux: OciLinux;
+}
+
+// ------------------------------------------------------------------- input
+
+export type Propagation = 'private' | 'rprivate' | 'shared' | 'rshared' | 'slave' | 'rslave';
+
+export interface BindMount {
+  source: string;
+  destination: string;
+  readonly?: boolean;
+  /** Docker's default is rprivate. */
+  propagation?: Propagation;
+}
+
+export interface SpecInput {
+  args: string[];
+  env?: string[];
+  /** Absolute path inside the container; '/' when absent. */
+  cwd?: string;
+  user?: OciUser;
+  tty?: boolean;
+  hostname?: string;
+  rootfsPath: string;
+  readonlyRootfs?: boolean;
+  mounts?: BindMount[];
+  /** Files berth owns, bind-mounted onto /etc/hosts, /etc/hostname, /etc/resolv.conf. */
+  hostsFiles?: { hosts?: string; hostname?: string; resolvConf?: string };
+  networkMode?: 'none' | 'host' | 'private';
+  privileged?: boolean;
+  capAdd?: string[];
+  capDrop?: string[];
+  noNewPrivileges?: boolean;
+  /** Bytes; 0/absent = unlimited. */
+  memory?: number;
+  /** Memory+swap in bytes, Docker's meaning: -1 unlimited, 0/absent = twice `memory`. */
+  memorySwap?: number;
+  nanoCpus?: number;
+  cpuShares?: number;
+  cpusetCpus?: string;
+  /** 0, negative or absent = unlimited. */
+  pidsLimit?: number;
+  /** Run catatonit as pid 1, the command as its child (docker run --init). */
+  init?: boolean;
+  /** The init binary on the host; /usr/bin/catatonit when absent. */
+  initPath?: string;
+  cgroupsPath: string;
+  stopSignal?: string;
+  /** /dev/shm size in bytes; 64 MiB when absent. */
+  shmSize?: number;
+  /** The host's RLIMIT_NOFILE hard limit; read from /proc/self/limits when absent. */
+  nofileHardLimit?: number;
+}
+
+// ---------------------------------------------------------------- constants
+
+/** Where the init binary appears in the container: on the /dev tmpfs, so no mount point is created in the image's rootfs. */
+export const CONTAINER_INIT_PATH = '/dev/init';
+export const DEFAULT_INIT_PATH = '/usr/bin/catatonit';
+const DEFAULT_SHM_SIZE = 64 * 1024 * 1024;
+const NOFILE_CEILING = 1048576;
+const CPU_PERIOD = 100_000;
+
+/** Every capability the kernel defines, in number order (0 … 40). */
+export const ALL_CAPABILITIES: readonly string[] = [
+  'CHOWN', 'DAC_OVERRIDE', 'DAC_READ_SEARCH', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID',
+  'SETPCAP', 'LINUX_IMMUTABLE', 'NET_BIND_SERVICE', 'NET_BROADCAST', 'NET_ADMIN', 'NET_RAW',
+  'IPC_LOCK', 'IPC_OWNER', 'SYS_MODULE', 'SYS_RAWIO', 'SYS_CHROOT', 'SYS_PTRACE', 'SYS_PACCT',
+  'SYS_ADMIN', 'SYS_BOOT', 'SYS_NICE', 'SYS_RESOURCE', 'SYS_TIME', 'SYS_TTY_CONFIG', 'MKNOD',
+  'LEASE', 'AUDIT_WRITE', 'AUDIT_CONTROL', 'SETFCAP', 'MAC_OVERRIDE', 'MAC_ADMIN', 'SYSLOG',
+  'WAKE_ALARM', 'BLOCK_SUSPEND', 'AUDIT_READ', 'PERFMON', 'BPF', 'CHECKPOINT_RESTORE',
+].map((c) => `CAP_${c}`);
+
+/** dockerd's default set (CapEff a80425fb). */
+export const DEFAULT_CAPABILITIES: readonly string[] = [
+  'CHOWN', 'DAC_OVERRIDE', 'FSETID', 'FOWNER', 'MKNOD', 'NET_RAW', 'SETGID', 'SETUID', 'SETFCAP',
+  'SETPCAP', 'NET_BIND_SERVICE', 'SYS_CHROOT', 'KILL', 'AUDIT_WRITE',
+].map((c) => `CAP_${c}`);
+
+export const MASKED_PATHS: readonly string[] = [
+  '/proc/asound', '/proc/acpi', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list',
+  '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap',
+];
+
+export const READONLY_PATHS: readonly string[] = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'];
+
+/** Device nodes a container may use beyond mknod: null, zero, full, random, urandom, tty, pts, ptmx, tun. */
+const ALLOWED_DEVICES: readonly [type: 'c', major: number, minor: number | undefined][] = [
+  ['c', 1, 3], ['c', 1, 5], ['c', 1, 7], ['c', 1, 8], ['c', 1, 9], ['c', 5, 0], ['c', 136, undefined], ['c', 5, 2], ['c', 10, 200],
+];
+
+// ------------------------------------------------------------ capabilities
+
+/** CAP_X, cap_x, x and X all name CAP_X; ALL stays ALL. Unknown names are refused as dockerd does. */
+export function normalizeCapability(name: string): string {
+  const upper = name.trim().toUpperCase();
+  if (upper === 'ALL') return 'ALL';
+  const full = upper.startsWith('CAP_') ? upper : `CAP_${upper}`;
+  if (!ALL_CAPABILITIES.includes(full)) throw invalidParameter(`unknown capability: "${name}"`);
+  return full;
+}
+
+/** The effective capability set: privileged gets all; ALL in add or drop works as in dockerd; an add beats a drop. */
+export function resolveCapabilities(capAdd: string[], capDrop: string[], privileged: boolean): string[] {
+  if (privileged) return [...ALL_CAPABILITIES];
+  const adds = capAdd.map(normalizeCapability);
+  const drops = capDrop.map(normalizeCapability);
+  let caps: string[];
+  if (adds.includes('ALL')) caps = ALL_CAPABILITIES.filter((c) => !drops.includes(c));
+  else if (drops.includes('ALL')) caps = adds;
+  else caps = [...DEFAULT_CAPABILITIES.filter((c) => !drops.includes(c)), ...adds];
+  return [...new Set(caps)];
+}
+
+// ------------------------------------------------------------------ mounts
+
+function defaultMounts(privileged: boolean, shmSize: number): OciMount[] {
+  const ro = privileged ? [] : ['ro'];
+  return [
+    { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
+    { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+    {
+      destination: '/dev/pts',
+      type: 'devpts',
+      source: 'devpts',
+      options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620', 'gid=5'],
+    },
+    { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', ...ro] },
+    { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', ...ro] },
+    { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+    {
+      destination: '/dev/shm',
+      type: 'tmpfs',
+      source: 'shm',
+      options: ['nosuid', 'noexec', 'nodev', 'mode=1777', `size=${shmSize}`],
+    },
+  ];
+}
+
+function bindMount(source: string, destination: string, readonly: boolean, propagation: Propagation = 'rprivate'): OciMount {
+  return { destination, type: 'bind', source, options: ['rbind', propagation, readonly ? 'ro' : 'rw'] };
+}
+
+/** The files berth writes for the container; read-only along with a read-only rootfs, as in dockerd. */
+function hostsFileMounts(files: SpecInput['hostsFiles'], readonly: boolean): OciMount[] {
+  const pairs: [string | undefined, string][] = [
+    [files?.hosts, '/etc/hosts'],
+    [files?.hostname, '/etc/hostname'],
+    [files?.resolvConf, '/etc/resolv.conf'],
+  ];
+  return pairs.filter((p): p is [string, string] => p[0] !== undefined).map(([src, dst]) => bindMount(src, dst, readonly));
+}
+
+function initMount(initPath: string): OciMount {
+  return { destination: CONTAINER_INIT_PATH, type: 'bind', source: initPath, options: ['bind', 'ro', 'nosuid', 'nodev'] };
+}
+
+const depth = (p: string) => p.split('/').filter(Boolean).length;
+const cleanDestination = (p: string) => '/' + p.split('/').filter(Boolean).join('/');
+
+/**
+ * Later mounts replace earlier ones at the same destination (a user's bind on
+ * /dev/shm or /etc/hosts wins); then parents sort before children so /dev is
+ * mounted before /dev/init (stable for equal depths).
+ */
+export function orderMounts(mounts: OciMount[]): OciMount[] {
+  const byDestination = new Map<string, OciMount>();
+  for (const m of mounts) {
+    const key = cleanDestination(m.destination);
+    byDestination.delete(key);
+    byDestination.set(key, { ...m, destination: key });
+  }
+  return [...byDestination.values()].sort((a, b) => depth(a.destination) - depth(b.destination));
+}
+
+/** A shared bind needs a shared rootfs, a slave bind a slave one (dockerd's rule). */
+function rootfsPropagation(binds: BindMount[]): string | undefined {
+  const props = binds.map((b) => b.propagation ?? 'rprivate');
+  if (props.some((p) => p === 'shared' || p === 'rshared')) return 'shared';
+  if (props.some((p) => p === 'slave' || p === 'rslave')) return 'rslave';
+  return undefined;
+}
+
+// ---------------------------------------------------------------- resources
+
+function deviceRules(privileged: boolean): OciDeviceRule[] {
+  if (privileged) return [{ allow: true, access: 'rwm' }];
+  return [
+    { allow: false, access: 'rwm' },
+    // mknod of any node is allowed; using one needs a rule below.
+    { allow: true, type: 'c', access: 'm' },
+    { allow: true, type: 'b', access: 'm' },
+    ...ALLOWED_DEVICES.map(([type, major, minor]): OciDeviceRule =>
+      minor === undefined ? { allow: true, type, major, access: 'rwm' } : { allow: true, type, major, minor, access: 'rwm' },
+    ),
+  ];
+}
+
+function memoryResources(memory?: number, memorySwap?: number): OciResources['memory'] {
+  if (!memory || memory <= 0) return undefined;
+  if (memorySwap === -1) return { limit: memory, swap: -1 };
+  const swap = memorySwap && memorySwap > 0 ? memorySwap : memory * 2;
+  if (swap < memory) {
+    throw invalidParameter('Minimum memoryswap limit should be larger than memory limit, see usage');
+  }
+  return { limit: memory, swap };
+}
+
+function cpuResources(input: SpecInput): OciResources['cpu'] {
+  const cpu: NonNullable<OciResources['cpu']> = {};
+  if (input.cpuShares && input.cpuShares > 0) cpu.shares = input.cpuShares;
+  if (input.nanoCpus && input.nanoCpus > 0) {
+    cpu.period = CPU_PERIOD;
+    cpu.quota = Math.round((input.nanoCpus * CPU_PERIOD) / 1e9);
+  }
+  if (input.cpusetCpus) cpu.cpus = input.cpusetCpus;
+  return Object.keys(cpu).length ? cpu : undefined;
+}
+
+function resources(input: SpecInput): OciResources {
+  const res: OciResources = { devices: deviceRules(input.privileged ?? false) };
+  const memory = memoryResources(input.memory, input.memorySwap);
+  if (memory) res.memory = memory;
+  const cpu = cpuResources(input);
+  if (cpu) res.cpu = cpu;
+  if (input.pidsLimit && input.pidsLimit > 0) res.pids = { limit: input.pidsLimit };
+  return res;
+}
+
+// -------------------------------------------------------------- host facts
+
+let cachedNofileHard: number | undefined;
+
+/** The RLIMIT_NOFILE hard limit of this process (Node has no getrlimit), read once. */
+export function hostNofileHardLimit(): number {
+  if (cachedNofileHard === undefined) {
+    const line = readFileSync('/proc/self/limits', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'));
+    const hard = line?.slice('Max open files'.length).trim().split(/\s+/)[1];
+    cachedNofileHard = hard === undefined || hard === 'unlimited' ? NOFILE_CEILING : Number(hard);
+  }
+  return cachedNofileHard;
+}
+
+// --------------------------------------------------------------------- spec
+
+function namespaces(networkMode: SpecInput['networkMode']): OciLinux['namespaces'] {
+  const types: OciNamespaceType[] = ['mount', 'network', 'uts', 'pid', 'ipc'];
+  return types.filter((t) => t !== 'network' || networkMode !== 'host').map((type) => ({ type }));
+}
+
+/** Unprivileged ports and ping are harmless inside a private network namespace (dockerd sets both). */
+function sysctls(networkMode: SpecInput['networkMode']): Record<string, string> | undefined {
+  if (networkMode === 'host') return undefined;
+  return { 'net.ipv4.ip_unprivileged_port_start': '0', 'net.ipv4.ping_group_range': '0 2147483647' };
+}
+
+function process_(input: SpecInput): OciProcess {
+  if (input.args.length === 0) throw invalidParameter('No command specified');
+  const caps = resolveCapabilities(input.capAdd ?? [], input.capDrop ?? [], input.privileged ?? false);
+  const nofile = Math.min(NOFILE_CEILING, input.nofileHardLimit ?? hostNofileHardLimit());
+  const user = input.user ?? { uid: 0, gid: 0 };
+  return {
+    terminal: input.tty ?? false,
+    user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids ?? [] },
+    args: input.init ? [CONTAINER_INIT_PATH, '--', ...input.args] : [...input.args],
+    env: [...(input.env ?? [])],
+    cwd: input.cwd || '/',
+    capabilities: { bounding: caps, effective: caps, permitted: caps },
+    rlimits: [{ type: 'RLIMIT_NOFILE', hard: nofile, soft: nofile }],
+    noNewPrivileges: input.noNewPrivileges ?? false,
+  };
+}
+
+function mounts(input: SpecInput): OciMount[] {
+  const readonly = input.readonlyRootfs ?? false;
+  return orderMounts([
+    ...defaultMounts(input.privileged ?? false, input.shmSize ?? DEFAULT_SHM_SIZE),
+    ...hostsFileMounts(input.hostsFiles, readonly),
+    ...(input.init ? [initMount(input.initPath ?? DEFAULT_INIT_PATH)] : []),
+    ...(input.mounts ?? []).map((b) => bindMount(b.source, b.destination, b.readonly ?? false, b.propagation)),
+  ]);
+}
+
+export function buildSpec(input: SpecInput): OciSpec {
+  const privileged = input.privileged ?? false;
+  const linux: OciLinux = {
+    namespaces: namespaces(input.networkMode),
+    resources: resources(input),
+    cgroupsPath: input.cgroupsPath,
+    maskedPaths: privileged ? [] : [...MASKED_PATHS],
+    readonlyPaths: privileged ? [] : [...READONLY_PATHS],
+  };
+  const sysctl = sysctls(input.networkMode);
+  if (sysctl) linux.sysctl = sysctl;
+  const propagation = rootfsPropagation(input.mounts ?? []);
+  if (propagation) linux.rootfsPropagation = propagation;
+  return {
+    ociVersion: '1.0.2',
+    process: process_(input),
+    root: { path: input.rootfsPath, readonly: input.readonlyRootfs ?? false },
+    hostname: input.hostname ?? '',
+    mounts: mounts(input),
+    annotations: input.stopSignal ? { 'org.opencontainers.image.stopSignal': input.stopSignal } : {},
+    linux,
+  };
+}

@@ -1,0 +1,114 @@
+// Mounting and unmounting, on top of the native mount(2)/umount2(2).
+//
+// Overlay's options travel in one page (4096 bytes) of mount data, which 100+
+// lower layers with absolute paths overflow (each ~100 bytes under a data root).
+// Instead of dockerd's short-symlink directory plus chdir (the cwd is process-
+// wide, and this process is a daemon), long or unusual layer lists name each
+// lower through an open descriptor, `/proc/self/fd/N` (~18 bytes each): the
+// kernel resolves the magic link to the directory at mount time, and the fds
+// are closed right after. That fits 200+ layers (dockerd caps images at 128),
+// and sidesteps escaping ',' and ':' in paths.
+import { closeSync, constants as fsc, existsSync, openSync, readFileSync, realpathSync } from 'node:fs';
+import { systemError } from '../../errors.js';
+import { MNT_DETACH, MS_BIND, native } from './native.js';
+
+const PAGE = 4096;
+
+export interface OverlayOptions {
+  /** Layer directories, topmost first. */
+  lowerDirs: string[];
+  upperDir: string;
+  workDir: string;
+  target: string;
+}
+
+/** Paths overlay's option parser takes literally: no option or layer separators, escapes or whitespace. */
+const isPlain = (p: string) => p.startsWith('/') && !/[,:\\\s]/.test(p);
+
+/** index=off where the kernel knows the option: a reused upper dir must never fail on a stale index (as dockerd). */
+let indexOffCached: string | undefined;
+function indexOff(): string {
+  indexOffCached ??= existsSync('/sys/module/overlay/parameters/index') ? ',index=off' : '';
+  return indexOffCached;
+}
+
+function overlayData(lowers: string[], upper: string, work: string): string {
+  return `lowerdir=${lowers.join(':')},upperdir=${upper},workdir=${work}${indexOff()}`;
+}
+
+/** Runs fn with each path replaced by a /proc/self/fd/N name of an open descriptor, closed afterwards. */
+function withDirFds<T>(paths: string[], fn: (names: string[]) => T): T {
+  const fds: number[] = [];
+  try {
+    for (const p of paths) fds.push(openSync(p, fsc.O_RDONLY | fsc.O_DIRECTORY));
+    return fn(fds.map((fd) => `/proc/self/fd/${fd}`));
+  } finally {
+    for (const fd of fds) closeSync(fd);
+  }
+}
+
+function mountOverlayData(target: string, data: string): void {
+  if (Buffer.byteLength(data) >= PAGE) {
+    throw systemError(`overlay mount options for ${target} exceed one page (${Buffer.byteLength(data)} bytes): too many layers`);
+  }
+  native.mount('overlay', target, 'overlay', 0, data);
+}
+
+/**
+ * Mounts an overlay at target. Plain paths are used as they are when the
+ * options fit in a page; otherwise every lower (and any unusual upper/work
+ * path) is named through an open descriptor.
+ */
+export function mountOverlay({ lowerDirs, upperDir, workDir, target }: OverlayOptions): void {
+  if (lowerDirs.length === 0) throw systemError('overlay needs at least one lower directory');
+  const literal = overlayData(lowerDirs, upperDir, workDir);
+  if ([...lowerDirs, upperDir, workDir].every(isPlain) && Buffer.byteLength(literal) < PAGE) {
+    native.mount('overlay', target, 'overlay', 0, literal);
+    return;
+  }
+  const indirect = [upperDir, workDir].filter((p) => !isPlain(p));
+  withDirFds([...lowerDirs, ...indirect], (names) => {
+    const lowers = names.slice(0, lowerDirs.length);
+    const rest = names.slice(lowerDirs.length);
+    const upper = isPlain(upperDir) ? upperDir : rest.shift()!;
+    const work = isPlain(workDir) ? workDir : rest.shift()!;
+    mountOverlayData(target, overlayData(lowers, upper, work));
+  });
+}
+
+export function bindMount(source: string, target: string): void {
+  native.mount(source, target, null, MS_BIND, null);
+}
+
+const NOT_MOUNTED = new Set(['EINVAL', 'ENOENT']);
+
+/**
+ * Unmounts target lazily (MNT_DETACH, as dockerd does: a process still holding
+ * a file there must not make removal fail). Returns false when nothing was
+ * mounted there or the path does not exist.
+ */
+export function unmount(target: string): boolean {
+  try {
+    native.umount2(target, MNT_DETACH);
+    return true;
+  } catch (e) {
+    if (NOT_MOUNTED.has((e as NodeJS.ErrnoException).code ?? '')) return false;
+    throw e;
+  }
+}
+
+/** mountinfo escapes space, tab, newline and backslash as \ooo. */
+const unescapeMountinfo = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+
+/** Whether path (symlinks resolved) is the mount point of some mount in this namespace. */
+export function isMountPoint(path: string): boolean {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    return false;
+  }
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .some((line) => line !== '' && unescapeMountinfo(line.split(' ')[4] ?? '') === real);
+}

@@ -1,0 +1,405 @@
+// Reading conmon's k8s-file logs. Each record is one line:
+//   <RFC3339Nano local time> <stdout|stderr> <F|P> <bytes>\n
+// F ends a line of output (its newline is the record's); P is a piece of a
+// line that continues in the stream's next record (conmon adds the newline).
+// Pieces are joined back, so an entry is one line of output as the container
+// wrote it, with its newline (only the very last output may lack one).
+//
+// Rotation: with --log-size-max, conmon opens "<log>.tmp" truncated and
+// renames it over the log before the record that would pass the cap; the old
+// file's contents are complete at that point. Following notices the new inode,
+// drains the old file and continues at offset 0 of the new one.
+import { watch, type FSWatcher } from 'node:fs';
+import { open, stat, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+
+export type LogStream = 'stdout' | 'stderr';
+
+export interface LogEntry {
+  stream: LogStream;
+  /** When conmon read the line (its first piece), millisecond precision. */
+  time: Date;
+  /** The same instant in nanoseconds since the epoch. */
+  timeNano: bigint;
+  /** The timestamp as conmon wrote it. */
+  timeText: string;
+  /** The output, with its trailing newline when it had one. */
+  line: Buffer;
+}
+
+export interface ReadLogOptions {
+  /** Only entries at or after this instant (Date, or bigint nanoseconds since the epoch). */
+  since?: Date | bigint;
+  /** Only entries at or before this instant; when following, stop once it has passed. */
+  until?: Date | bigint;
+  /** Only the last N entries (before since/until filtering, as dockerd); absent or negative = all. */
+  tail?: number;
+  stdout?: boolean;
+  stderr?: boolean;
+  /** Keep reading as the file grows, until signal aborts (then drain what is left and end). */
+  follow?: boolean;
+  signal?: AbortSignal;
+}
+
+// ------------------------------------------------------------- timestamps
+
+const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$/;
+
+/** RFC 3339 with up to nanoseconds → nanoseconds since the epoch; null when malformed. */
+export function parseTimestamp(text: string): bigint | null {
+  const m = TIMESTAMP.exec(text);
+  if (!m) return null;
+  const [, y, mo, d, h, mi, s, frac = '', zone = 'Z'] = m;
+  const ms = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s));
+  const offsetMin = zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6)));
+  return (BigInt(ms) - BigInt(offsetMin) * 60_000n) * 1_000_000n + BigInt(frac.padEnd(9, '0'));
+}
+
+/** Nanoseconds since the epoch → RFC 3339 in UTC with nine fraction digits (dockerd's log timestamps). */
+export function formatTimestamp(ns: bigint): string {
+  const ms = ns / 1_000_000n;
+  const base = new Date(Number(ms)).toISOString().slice(0, 19);
+  const frac = (((ns % 1_000_000_000n) + 1_000_000_000n) % 1_000_000_000n).toString().padStart(9, '0');
+  return `${base}.${frac}Z`;
+}
+
+const toNano = (t: Date | bigint | undefined): bigint | undefined =>
+  t === undefined ? undefined : typeof t === 'bigint' ? t : BigInt(t.getTime()) * 1_000_000n;
+
+// ---------------------------------------------------------------- records
+
+interface Record_ {
+  timeNano: bigint;
+  timeText: string;
+  stream: LogStream;
+  partial: boolean;
+  content: Buffer;
+}
+
+const SPACE = 0x20;
+const NEWLINE = Buffer.from('\n');
+
+/** One log line (without its newline) → record; null for anything malformed (e.g. cut by a crash). */
+export function parseRecord(line: Buffer): Record_ | null {
+  const s1 = line.indexOf(SPACE);
+  const s2 = s1 < 0 ? -1 : line.indexOf(SPACE, s1 + 1);
+  if (s2 < 0 || line.length < s2 + 3 || line[s2 + 2] !== SPACE) return null;
+  const timeText = line.toString('latin1', 0, s1);
+  const stream = line.toString('latin1', s1 + 1, s2);
+  const tag = line[s2 + 1];
+  const timeNano = parseTimestamp(timeText);
+  if (timeNano === null || (stream !== 'stdout' && stream !== 'stderr') || (tag !== 0x46 && tag !== 0x50)) return null;
+  return { timeNano, timeText, stream, partial: tag === 0x50, content: line.subarray(s2 + 3) };
+}
+
+/** A joined line longer than this is handed out in pieces, so one endless line cannot exhaust memory. */
+const MAX_JOINED = 1024 * 1024;
+
+/** Joins P pieces with the F that ends them, per stream. */
+class Joiner {
+  private readonly pending = new Map<LogStream, { first: Record_; parts: Buffer[]; size: number }>();
+
+  push(r: Record_): LogEntry | null {
+    const p = this.pending.get(r.stream);
+    if (!r.partial) {
+      this.pending.delete(r.stream);
+      return toEntry(p?.first ?? r, Buffer.concat([...(p?.parts ?? []), r.content, NEWLINE]));
+    }
+    if (!p) this.pending.set(r.stream, { first: r, parts: [r.content], size: r.content.length });
+    else {
+      p.parts.push(r.content);
+      p.size += r.content.length;
+    }
+    const cur = this.pending.get(r.stream)!;
+    if (cur.size < MAX_JOINED) return null;
+    this.pending.delete(r.stream);
+    return toEntry(cur.first, Buffer.concat(cur.parts));
+  }
+
+  /** Lines that never got their end (the container's last output had no newline), oldest first. */
+  flush(): LogEntry[] {
+    const out = [...this.pending.values()].map((p) => toEntry(p.first, Buffer.concat(p.parts)));
+    this.pending.clear();
+    return out.sort((a, b) => (a.timeNano < b.timeNano ? -1 : a.timeNano > b.timeNano ? 1 : 0));
+  }
+}
+
+function toEntry(first: Record_, line: Buffer): LogEntry {
+  return {
+    stream: first.stream,
+    time: new Date(Number(first.timeNano / 1_000_000n)),
+    timeNano: first.timeNano,
+    timeText: first.timeText,
+    line,
+  };
+}
+
+// ------------------------------------------------------------ file access
+
+const CHUNK = 64 * 1024;
+
+/** Splits bytes into complete lines; keeps the unfinished rest for the next chunk. */
+class LineSplitter {
+  private rest = Buffer.alloc(0);
+
+  push(chunk: Buffer): Buffer[] {
+    const buf = this.rest.length ? Buffer.concat([this.rest, chunk]) : chunk;
+    const lines: Buffer[] = [];
+    let start = 0;
+    for (let nl = buf.indexOf(0x0a); nl >= 0; nl = buf.indexOf(0x0a, start)) {
+      lines.push(buf.subarray(start, nl));
+      start = nl + 1;
+    }
+    // Copied: the chunk's buffer is reused by the next read.
+    this.rest = Buffer.from(buf.subarray(start));
+    return lines;
+  }
+
+  reset(): void {
+    this.rest = Buffer.alloc(0);
+  }
+}
+
+/** An open log file and how far into it we have read. */
+class Cursor {
+  private readonly splitter = new LineSplitter();
+  private readonly buf = Buffer.allocUnsafe(CHUNK);
+
+  private constructor(
+    private fh: FileHandle,
+    private ino: number,
+    private offset: number,
+  ) {}
+
+  static async open(file: string, offset = 0): Promise<Cursor | null> {
+    const fh = await open(file, 'r').catch(() => null);
+    if (!fh) return null;
+    const st = await fh.stat();
+    return new Cursor(fh, st.ino, offset);
+  }
+
+  /** Complete lines from the offset to the end of the file as it is now. */
+  async readLines(): Promise<Buffer[]> {
+    const st = await this.fh.stat();
+    if (st.size < this.offset) this.restart(); // truncated in place: start over
+    const lines: Buffer[] = [];
+    for (;;) {
+      const { bytesRead } = await this.fh.read(this.buf, 0, CHUNK, this.offset);
+      if (bytesRead === 0) return lines;
+      this.offset += bytesRead;
+      lines.push(...this.splitter.push(this.buf.subarray(0, bytesRead)));
+    }
+  }
+
+  /** The lines of the last n entries; reading continues after them. */
+  async tail(n: number): Promise<Buffer[]> {
+    const { lines, end } = await tailLines(this.fh, n);
+    this.offset = end;
+    return lines;
+  }
+
+  /** Whether the path now names another file than the one open (conmon rotated it). */
+  async replaced(file: string): Promise<boolean> {
+    const st = await stat(file).catch(() => null);
+    return st !== null && st.ino !== this.ino;
+  }
+
+  async reopen(file: string): Promise<void> {
+    const next = await Cursor.open(file);
+    if (!next) return;
+    await this.fh.close();
+    this.fh = next.fh;
+    this.ino = next.ino;
+    this.restart();
+  }
+
+  close(): Promise<void> {
+    return this.fh.close().catch(() => undefined);
+  }
+
+  private restart(): void {
+    this.offset = 0;
+    this.splitter.reset();
+  }
+}
+
+/**
+ * The lines of the last n records and the offset just past the last complete
+ * line. Reads backwards; a record's P pieces may interleave with the other
+ * stream's lines, so reading goes on until every kept record has its start
+ * (an earlier F of its stream, or the beginning of the file).
+ */
+async function tailLines(fh: FileHandle, n: number): Promise<{ lines: Buffer[]; end: number }> {
+  const size = (await fh.stat()).size;
+  const buf = Buffer.allocUnsafe(CHUNK);
+  const kept: Buffer[] = [];
+  const state = new Map<LogStream, 'open' | 'done'>();
+  let started = 0;
+  let pos = size;
+  let carry = Buffer.alloc(0);
+  let end = -1;
+  const visit = (line: Buffer): boolean => {
+    const r = parseRecord(line);
+    if (!r || state.get(r.stream) === 'done') return false;
+    if (r.partial && state.get(r.stream) === 'open') kept.push(line);
+    else if (started === n) state.set(r.stream, 'done');
+    else {
+      started++;
+      state.set(r.stream, 'open');
+      kept.push(line);
+    }
+    return started === n && ![...state.values()].includes('open');
+  };
+  while (pos > 0) {
+    const len = Math.min(CHUNK, pos);
+    pos -= len;
+    await fh.read(buf, 0, len, pos);
+    const data = Buffer.concat([buf.subarray(0, len), carry]);
+    const parts = splitAll(data);
+    // parts[0] may continue in the previous chunk; the last part follows the last newline.
+    carry = Buffer.from(parts.shift()!);
+    if (end < 0) {
+      const trailing = parts.pop();
+      if (trailing === undefined) {
+        // No newline in this chunk yet: everything is carried.
+        continue;
+      }
+      end = size - trailing.length;
+    }
+    for (let i = parts.length - 1; i >= 0; i--) if (visit(parts[i]!)) return { lines: kept.reverse(), end };
+  }
+  if (end >= 0 && carry.length) visit(carry);
+  return { lines: kept.reverse(), end: Math.max(end, 0) };
+}
+
+function splitAll(data: Buffer): Buffer[] {
+  const parts: Buffer[] = [];
+  let start = 0;
+  for (let nl = data.indexOf(0x0a); nl >= 0; nl = data.indexOf(0x0a, start)) {
+    parts.push(data.subarray(start, nl));
+    start = nl + 1;
+  }
+  parts.push(data.subarray(start));
+  return parts;
+}
+
+// ---------------------------------------------------------------- follow
+
+/** Wakes a waiter when a file in dir changes (inotify via fs.watch; no polling). */
+class DirNotifier {
+  private dirty = true;
+  private wake: (() => void) | undefined;
+  private readonly watcher: FSWatcher;
+
+  constructor(dir: string, names: string[]) {
+    this.watcher = watch(dir, (_event, name) => {
+      if (!name || names.includes(name)) this.poke();
+    });
+    this.watcher.on('error', () => this.poke());
+  }
+
+  /** Resolves at once if something changed since the last call, else on the next change or abort. */
+  async wait(signal: AbortSignal): Promise<void> {
+    if (!this.dirty && !signal.aborted) {
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+    }
+    this.wake = undefined;
+    this.dirty = false;
+  }
+
+  close(): void {
+    this.watcher.close();
+  }
+
+  private poke(): void {
+    this.dirty = true;
+    this.wake?.();
+  }
+}
+
+/** Aborts when the caller's signal does, or once `until` (if any) is past. */
+function stopSignal(signal: AbortSignal | undefined, until: bigint | undefined): { signal: AbortSignal; dispose: () => void } {
+  const ctl = new AbortController();
+  const abort = () => ctl.abort();
+  signal?.addEventListener('abort', abort, { once: true });
+  if (signal?.aborted) ctl.abort();
+  let timer: NodeJS.Timeout | undefined;
+  if (until !== undefined) {
+    const ms = Number(until / 1_000_000n) - Date.now();
+    timer = setTimeout(abort, Math.max(0, Math.min(ms, 2 ** 31 - 1)));
+  }
+  return {
+    signal: ctl.signal,
+    dispose: () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', abort);
+    },
+  };
+}
+
+// ------------------------------------------------------------------ read
+
+function makeFilter(o: ReadLogOptions): (e: LogEntry) => boolean {
+  const since = toNano(o.since);
+  const until = toNano(o.until);
+  const streams = new Set<LogStream>();
+  if (o.stdout ?? true) streams.add('stdout');
+  if (o.stderr ?? true) streams.add('stderr');
+  return (e) =>
+    streams.has(e.stream) && (since === undefined || e.timeNano >= since) && (until === undefined || e.timeNano <= until);
+}
+
+/** Records → joined entries that pass the filter. */
+function* entries(lines: Buffer[], joiner: Joiner, keep: (e: LogEntry) => boolean): Generator<LogEntry> {
+  for (const line of lines) {
+    const r = parseRecord(line);
+    const e = r && joiner.push(r);
+    if (e && keep(e)) yield e;
+  }
+}
+
+/** Where reading starts: the whole file, or the lines of its last `tail` entries. */
+async function start(file: string, tail: number | undefined): Promise<{ cursor: Cursor | null; initial: Buffer[] }> {
+  const cursor = await Cursor.open(file);
+  if (!cursor || tail === undefined || tail < 0) return { cursor, initial: [] };
+  return { cursor, initial: await cursor.tail(Math.floor(tail)) };
+}
+
+/**
+ * The entries of a conmon k8s-file log. Without follow, what the file holds
+ * now; with follow, also what is appended (across rotations) until
+ * options.signal aborts or `until` passes. A missing file reads as empty
+ * (when following: until it appears).
+ */
+export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGenerator<LogEntry> {
+  const keep = makeFilter(o);
+  const joiner = new Joiner();
+  const notifier = o.follow ? new DirNotifier(path.dirname(file), [path.basename(file), `${path.basename(file)}.tmp`]) : null;
+  const stop = o.follow ? stopSignal(o.signal, toNano(o.until)) : null;
+  let cursor: Cursor | null = null;
+  try {
+    const begun = await start(file, o.tail);
+    cursor = begun.cursor;
+    yield* entries(begun.initial, joiner, keep);
+    if (cursor) yield* entries(await cursor.readLines(), joiner, keep);
+    while (notifier && stop && !stop.signal.aborted) {
+      await notifier.wait(stop.signal);
+      if (!cursor) cursor = await Cursor.open(file);
+      if (!cursor) continue;
+      yield* entries(await cursor.readLines(), joiner, keep);
+      if (await cursor.replaced(file)) {
+        await cursor.reopen(file);
+        yield* entries(await cursor.readLines(), joiner, keep);
+      }
+    }
+    // The last output may lack its newline; it is the end of the log now.
+    for (const e of joiner.flush()) if (keep(e)) yield e;
+  } finally {
+    notifier?.close();
+    stop?.dispose();
+    await cursor?.close();
+  }
+}

@@ -1,0 +1,332 @@
+// Containers through conmon and runc. conmon is spawned per container and
+// outlives berthd; everything else is a short `runc --root <exec-root>/runc …`.
+// No HTTP, no database: callers keep the state, this only acts and reports.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { Readable } from 'node:stream';
+import { promisify } from 'node:util';
+import { conflict, EngineError, invalidParameter, noSuchContainer, systemError } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import { BUNDLE_FILES, conmonArgs, readSyncMessage, type ConmonOptions, type SyncMessage } from './conmon.js';
+import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
+
+const execFileAsync = promisify(execFile);
+
+export interface RuntimeOptions {
+  runcPath: string;
+  conmonPath: string;
+  /** berthd's exec root (e.g. /run/berth): runc state goes to <execRoot>/runc. */
+  execRoot: string;
+  logger: Logger;
+  /** How long runc create may take before the container is killed (podman: 4 min). */
+  createTimeoutMs?: number;
+  /** The log size cap used when create() is given none; 0 = unlimited. */
+  defaultLogSizeMax?: number;
+}
+
+export type CreateOptions = ConmonOptions;
+
+export interface CreateResult {
+  /** The container's init process, as seen from the host. */
+  pid: number;
+  /** The conmon that monitors it (the double-forked one, not the process we spawned). */
+  conmonPid: number;
+}
+
+export type RuntimeStatus = 'creating' | 'created' | 'running' | 'paused' | 'stopped';
+
+export interface RuntimeState {
+  id: string;
+  status: RuntimeStatus;
+  /** 0 once the container has stopped. */
+  pid: number;
+  bundle: string;
+}
+
+/** Default cap on a container's log file: conmon then starts it afresh, so a flood cannot fill the disk. */
+export const DEFAULT_LOG_SIZE_MAX = 100 * 1024 * 1024;
+const DEFAULT_CREATE_TIMEOUT_MS = 240_000;
+const CONMON_ENV_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** runc's rule for ids, and what keeps them safe as file names under exit-dir and socket-dir. */
+const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/;
+const VALID_SIGNAL = /^(?:\d{1,2}|(?:SIG)?[A-Z]+[0-9]*(?:[+-]\d+)?)$/i;
+
+/** A failed `runc <command>`, with runc's own message. */
+class RuncError extends Error {
+  constructor(readonly command: string, readonly runcMessage: string) {
+    super(`runc ${command} failed: ${runcMessage}`);
+  }
+}
+
+export class Runtime {
+  readonly runcRoot: string;
+  readonly socketDir: string;
+  private readonly log: Logger;
+  private prepared: Promise<void> | undefined;
+
+  constructor(private readonly opts: RuntimeOptions) {
+    this.runcRoot = path.join(opts.execRoot, 'runc');
+    this.socketDir = path.join(opts.execRoot, 'conmon');
+    this.log = opts.logger.child({ component: 'runtime' });
+  }
+
+  /**
+   * Spawns conmon, which runs `runc create`; resolves once the container
+   * exists (created, not started) with its pid. A runc failure rejects with a
+   * RuntimeCreateError carrying dockerd's message and exit code.
+   */
+  async create(o: CreateOptions): Promise<CreateResult> {
+    checkId(o.id);
+    await this.prepare();
+    await this.clearLeftovers(o);
+    const t0 = performance.now();
+    const child = this.spawnConmon(o);
+    const stderr = collectText(child.stderr);
+    let report: SyncMessage | null;
+    try {
+      report = await Promise.race([readSyncMessage(child.stdio[3] as Readable, this.createTimeout), spawnFailure(child)]);
+    } catch (e) {
+      await this.abandonCreate(o);
+      throw systemError(`conmon failed to create container ${o.id}: ${(e as Error).message}`, e);
+    }
+    const t1 = performance.now();
+    if (report === null || report.data < 0) {
+      const reason = report?.message || (await this.runcLogError(o.bundleDir)) || stderr();
+      await this.abandonCreate(o);
+      throw reason ? runtimeCreateError(reason) : systemError(`conmon exited without creating container ${o.id}`);
+    }
+    const conmonPid = await readPidFile(path.join(o.bundleDir, BUNDLE_FILES.conmonPid));
+    this.log.debug({ id: o.id, pid: report.data, conmonPid, createMs: round(t1 - t0) }, 'container created');
+    return { pid: report.data, conmonPid: conmonPid ?? 0 };
+  }
+
+  /** Lets the created container's process exec its command. */
+  async start(id: string): Promise<void> {
+    await this.runcFor(id, ['start', id]);
+  }
+
+  /** Sends a signal (name with or without SIG, or number) to the init process, or to every process with all. */
+  async kill(id: string, signal: string | number = 'SIGTERM', opts: { all?: boolean } = {}): Promise<void> {
+    const sig = String(signal);
+    if (!VALID_SIGNAL.test(sig)) throw invalidParameter(`Invalid signal: ${sig}`);
+    await this.runcFor(id, ['kill', ...(opts.all ? ['--all'] : []), id, sig]);
+  }
+
+  /** Removes the runtime's record (and cgroups) of a container; one that does not exist is fine. */
+  async delete(id: string, force = false): Promise<void> {
+    checkId(id);
+    try {
+      await this.runc(['delete', ...(force ? ['--force'] : []), id]);
+    } catch (e) {
+      if (!(e instanceof RuncError && isMissing(e))) throw this.translate(id, e);
+    }
+    await rm(path.join(this.socketDir, id), { force: true });
+  }
+
+  /** The runtime's view of a container, or null when it has none. */
+  async state(id: string): Promise<RuntimeState | null> {
+    checkId(id);
+    try {
+      return toState(JSON.parse(await this.runc(['state', id])));
+    } catch (e) {
+      if (e instanceof RuncError && isMissing(e)) return null;
+      throw this.translate(id, e);
+    }
+  }
+
+  /** Every container runc knows under this exec root (for reconciling after a restart). */
+  async list(): Promise<RuntimeState[]> {
+    await this.prepare();
+    const out = await this.runc(['list', '--format', 'json']);
+    const rows = (JSON.parse(out || 'null') ?? []) as unknown[];
+    return rows.map(toState);
+  }
+
+  async pause(id: string): Promise<void> {
+    await this.runcFor(id, ['pause', id]);
+  }
+
+  async resume(id: string): Promise<void> {
+    await this.runcFor(id, ['resume', id]);
+  }
+
+  /** The container's conmon pid from its pidfile, if that process still runs conmon. */
+  async conmonPid(bundleDir: string): Promise<number | null> {
+    const pid = await readPidFile(path.join(bundleDir, BUNDLE_FILES.conmonPid));
+    if (pid === null) return null;
+    const comm = await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '');
+    return comm.trim() === 'conmon' ? pid : null;
+  }
+
+  /** Whether conmon saw the container's cgroup OOM-kill a process. */
+  async oomKilled(bundleDir: string): Promise<boolean> {
+    return readFile(path.join(bundleDir, BUNDLE_FILES.oom)).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  // ------------------------------------------------------------- internals
+
+  private get createTimeout(): number {
+    return this.opts.createTimeoutMs ?? DEFAULT_CREATE_TIMEOUT_MS;
+  }
+
+  private prepare(): Promise<void> {
+    this.prepared ??= Promise.all([
+      mkdir(this.runcRoot, { recursive: true, mode: 0o700 }),
+      mkdir(this.socketDir, { recursive: true, mode: 0o700 }),
+    ]).then(() => undefined);
+    return this.prepared;
+  }
+
+  /** Files a previous run of the same container left: a stale exit file would read as this run's exit. */
+  private async clearLeftovers(o: CreateOptions): Promise<void> {
+    const files = [
+      path.join(o.exitDir, o.id),
+      path.join(this.socketDir, o.id),
+      ...[BUNDLE_FILES.containerPid, BUNDLE_FILES.conmonPid, BUNDLE_FILES.runcLog, BUNDLE_FILES.oom].map((f) =>
+        path.join(o.bundleDir, f),
+      ),
+    ];
+    if (o.persistDir) files.push(path.join(o.persistDir, 'exit'), path.join(o.persistDir, 'oom'));
+    await Promise.all(files.map((f) => rm(f, { force: true })));
+  }
+
+  private spawnConmon(o: CreateOptions): ChildProcess {
+    const args = conmonArgs(
+      { runcPath: this.opts.runcPath, runcRoot: this.runcRoot, socketDir: this.socketDir },
+      { ...o, logSizeMax: o.logSizeMax ?? this.opts.defaultLogSizeMax ?? DEFAULT_LOG_SIZE_MAX },
+    );
+    const child = spawn(this.opts.conmonPath, args, {
+      // conmon writes its "oom" marker into its working directory.
+      cwd: o.bundleDir,
+      // Its own session: a signal to berthd's process group must not reach it.
+      detached: true,
+      stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
+      env: { PATH: CONMON_ENV_PATH, _OCI_SYNCPIPE: '3' },
+    });
+    child.unref();
+    return child;
+  }
+
+  /** After a failed or timed-out create: no conmon, no runc record, no socket link may remain. */
+  private async abandonCreate(o: CreateOptions): Promise<void> {
+    const pid = await this.conmonPid(o.bundleDir);
+    if (pid !== null) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    await this.delete(o.id, true).catch((e) => this.log.warn({ id: o.id, err: e }, 'cleanup after failed create'));
+  }
+
+  /** The last error runc logged (JSON lines) during create, if any. */
+  private async runcLogError(bundleDir: string): Promise<string | null> {
+    const text = await readFile(path.join(bundleDir, BUNDLE_FILES.runcLog), 'utf8').catch(() => '');
+    const errors = text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => {
+        try {
+          return JSON.parse(l) as { level?: string; msg?: string };
+        } catch {
+          return {};
+        }
+      })
+      .filter((r) => r.level === 'error' && r.msg);
+    return errors.at(-1)?.msg ?? null;
+  }
+
+  private async runc(args: string[]): Promise<string> {
+    try {
+      const { stdout } = await execFileAsync(this.opts.runcPath, ['--root', this.runcRoot, '--log-format', 'json', ...args], {
+        maxBuffer: 16 * 1024 * 1024,
+      });
+      return stdout;
+    } catch (e) {
+      const err = e as { stderr?: string; message: string };
+      throw new RuncError(args[0] ?? '', runcErrorMessage(err.stderr ?? '') || err.message);
+    }
+  }
+
+  /** runc on one container, its errors turned into engine errors. */
+  private async runcFor(id: string, args: string[]): Promise<void> {
+    checkId(id);
+    try {
+      await this.runc(args);
+    } catch (e) {
+      throw this.translate(id, e);
+    }
+  }
+
+  private translate(id: string, e: unknown): EngineError {
+    if (e instanceof EngineError) return e;
+    if (!(e instanceof RuncError)) return systemError(`runtime: ${(e as Error).message}`, e);
+    if (isMissing(e)) return noSuchContainer(id);
+    const msg = e.runcMessage.toLowerCase();
+    if (msg.includes('not running') || msg.includes('process already finished')) {
+      return conflict(`Container ${id} is not running`);
+    }
+    if (msg.includes('unknown signal') || msg.includes('invalid signal')) return invalidParameter(e.runcMessage);
+    if (msg.includes('cannot start') || msg.includes('not paused') || msg.includes('already paused')) {
+      return conflict(e.runcMessage);
+    }
+    return systemError(e.message, e);
+  }
+}
+
+// ---------------------------------------------------------------- helpers
+
+function checkId(id: string): void {
+  if (!VALID_ID.test(id)) throw invalidParameter(`invalid container id: ${JSON.stringify(id)}`);
+}
+
+const isMissing = (e: RuncError) => e.runcMessage.includes('does not exist');
+
+/** runc --log-format json writes {"level":"error","msg":…} lines to stderr. */
+function runcErrorMessage(stderr: string): string {
+  for (const line of stderr.split('\n').reverse()) {
+    try {
+      const rec = JSON.parse(line) as { level?: string; msg?: string };
+      if (rec.msg) return rec.msg;
+    } catch {
+      // not JSON: fall through to the plain text
+    }
+  }
+  return cleanRuntimeMessage(stderr);
+}
+
+function toState(raw: unknown): RuntimeState {
+  const r = raw as { id: string; status: RuntimeStatus; pid?: number; bundle?: string };
+  return { id: r.id, status: r.status, pid: r.status === 'stopped' ? 0 : (r.pid ?? 0), bundle: r.bundle ?? '' };
+}
+
+async function readPidFile(file: string): Promise<number | null> {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  const pid = Number.parseInt(text.trim(), 10);
+  return Number.isInteger(pid) && pid > 0 ? pid : null;
+}
+
+/** Rejects if the process cannot be spawned at all (e.g. no conmon at that path). */
+function spawnFailure(child: ChildProcess): Promise<never> {
+  return new Promise((_, reject) => child.once('error', reject));
+}
+
+/** Accumulates a stream's text (bounded) for error messages. */
+function collectText(stream: Readable | null): () => string {
+  let text = '';
+  stream?.setEncoding('utf8');
+  stream?.on('data', (c: string) => {
+    if (text.length < 8192) text += c;
+  });
+  stream?.on('error', () => {});
+  return () => text.trim();
+}
+
+const round = (ms: number) => Math.round(ms * 10) / 10;
