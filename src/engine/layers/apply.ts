@@ -23,7 +23,8 @@ import * as tarStream from 'tar-stream';
 import { invalidParameter, isEngineError, messageOf, systemError, type EngineError } from '../../errors.js';
 import { native } from '../os/native.js';
 import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
-import { LayerTree, lstatOrNull } from './rooted.js';
+import { LayerTree, lstatOrNull, type WalkPolicy } from './rooted.js';
+import { TaskPool } from './pool.js';
 import { parsePaxXattrs } from './tarformat.js';
 import { checkRawName, classifyWhiteout, cleanComponents, joinRel, MAX_NAME_BYTES, WHITEOUT_META_PREFIX } from './tarpath.js';
 
@@ -42,6 +43,8 @@ interface TarHeader {
   name: string;
   type: string | null;
   mode: number;
+  /** Body length, from the header or its PAX `size` record. */
+  size: number;
   uid: number;
   gid: number;
   mtime: Date;
@@ -62,6 +65,11 @@ const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
 const NODE_TYPE = { 'character-device': C.S_IFCHR, 'block-device': C.S_IFBLK, fifo: C.S_IFIFO } as const;
 /** Writes are gathered up to this size before one writev: fewer thread-pool trips, bounded memory. */
 const WRITE_BATCH = 1 << 20;
+/** Files up to this size are read into memory and written by a background task (see pool.ts)... */
+const SMALL_FILE = 256 << 10;
+/** ...with at most this many tasks and bytes in flight. Larger files stream in the foreground. */
+const MAX_TASKS = 16;
+const MAX_TASK_BYTES = 16 << 20;
 
 /**
  * Extracts `tar` into `dir`. On failure the promise rejects with an
@@ -98,6 +106,7 @@ export async function applyLayer(tar: Readable, dir: string, opts: ApplyOptions 
     tar.unpipe(extract as unknown as NodeJS.WritableStream);
     tar.destroy();
     extract.destroy();
+    await applier.settle(); // nothing of ours may still write once the caller removes `dir`
     throw error;
   }
 }
@@ -156,10 +165,21 @@ interface Target {
   lexical: string;
 }
 
+/**
+ * Applies entries in archive order. Small regular files are written by
+ * background tasks; the ordering rules that keep that equivalent to a
+ * sequential extraction are:
+ * - a task only ever creates a new file at a path whose parent the foreground
+ *   verified, and touches it only through its descriptor;
+ * - anything created at a path with a task still in flight waits for the
+ *   tasks first (claim), and so do every removal and every parent walk that
+ *   misses the directory cache (a pending file could sit on the walked path).
+ */
 class Applier {
   size = 0;
   /** Directory mtimes, applied last: creating children would change them. */
   private readonly dirTimes = new Map<string, number>();
+  private readonly pool = new TaskPool(MAX_TASKS, MAX_TASK_BYTES);
 
   constructor(
     private readonly tree: LayerTree,
@@ -168,10 +188,10 @@ class Applier {
 
   async apply(h: TarHeader, body: EntryBody): Promise<void> {
     try {
+      this.pool.check();
       await this.dispatch(h, body);
     } catch (e) {
-      // Errno errors are our I/O failing; anything else (the parser, the input) is classified by applyLayer.
-      throw isErrno(e) ? systemError(`extracting ${JSON.stringify(h.name)}: ${messageOf(e)}`, e) : e;
+      throw ioError(e, h);
     } finally {
       body.resume(); // entries we did not read must still be drained, or the parser stalls
     }
@@ -193,7 +213,7 @@ class Applier {
     if (type === 'character-device' || type === 'block-device' || type === 'fifo') {
       if (!this.trusted) return; // untrusted layers never get device nodes (checked before any mkdir)
     }
-    const parent = await this.tree.resolveDir(parentComps, 'create', h.name);
+    const parent = await this.resolveDir(parentComps, 'create', h.name);
     const rel = LayerTree.child(parent, base);
     const target: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel(comps) };
 
@@ -222,10 +242,33 @@ class Applier {
     await this.setDirMetadata({ rel: '', abs: this.tree.root, lexical: '' }, h);
   }
 
+  /** LayerTree.resolveDir, after the background tasks when the walk will lstat the disk. */
+  private async resolveDir(comps: readonly string[], policy: WalkPolicy, entryName: string): Promise<string> {
+    if (!this.tree.isVerified(comps)) await this.pool.drain();
+    return this.tree.resolveDir(comps, policy, entryName);
+  }
+
+  /** Waits for the tasks if one of them is still creating `t`. */
+  private async claim(t: Target): Promise<void> {
+    if (this.pool.has(t.rel)) await this.pool.drain();
+  }
+
   private async file(t: Target, h: TarHeader, body: EntryBody): Promise<void> {
-    const fh = await this.replacing(t, () => open(t.abs, FILE_FLAGS, 0o600));
+    await this.claim(t);
+    if (this.tree.mayExist(t.rel) && (await lstatOrNull(t.abs))) await this.remove(t);
+    this.tree.noteCreated(t.rel);
+    if (h.size > SMALL_FILE) return this.writeFile(t, h, body);
+    const chunks = await readSmallBody(body);
+    await this.pool.admit(h.size);
+    this.pool.run(t.rel, h.size, () => this.writeFile(t, h, chunks).catch((e: unknown) => Promise.reject(ioError(e, h))));
+  }
+
+  /** Creates the file at `t` (nothing is there: file() saw to it) and fills it from `body`. */
+  private async writeFile(t: Target, h: TarHeader, body: AsyncIterable<unknown> | Iterable<unknown>): Promise<void> {
+    const fh = await open(t.abs, FILE_FLAGS, 0o600);
     try {
-      this.size += await writeBody(fh, body);
+      const written = await writeBody(fh, body);
+      this.size += written; // not `+= await`: tasks run concurrently
       // chown clears setuid/setgid and capabilities, and writing clears them too: data, owner, mode, xattrs, in that order.
       await fh.chown(owner(h, 'uid'), owner(h, 'gid'));
       await fh.chmod(permissions(h));
@@ -238,6 +281,7 @@ class Applier {
   }
 
   private async directory(t: Target, h: TarHeader): Promise<void> {
+    await this.claim(t);
     try {
       await mkdir(t.abs, 0o700);
     } catch (e) {
@@ -249,6 +293,7 @@ class Applier {
         await mkdir(t.abs, 0o700);
       }
     }
+    this.tree.noteCreated(t.rel);
     this.tree.remember(t.lexical, t.rel);
     await this.setDirMetadata(t, h);
   }
@@ -279,6 +324,7 @@ class Applier {
   private async hardlink(t: Target, h: TarHeader): Promise<void> {
     const comps = cleanComponents(h.linkname ?? '', 'hardlink target');
     if (comps.length === 0) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at the layer root`);
+    await this.pool.drain(); // the target may be a file still being written
     const dir = await this.tree.resolveDir(comps.slice(0, -1), 'existing', h.name);
     const from = LayerTree.child(dir, comps[comps.length - 1]!);
     if (from === t.rel) return; // a link to itself: nothing to do
@@ -307,7 +353,7 @@ class Applier {
   }
 
   private async whiteout(parentComps: string[], name: string, entryName: string): Promise<void> {
-    const dir = await this.tree.resolveDir(parentComps, 'no-symlinks', entryName);
+    const dir = await this.resolveDir(parentComps, 'no-symlinks', entryName);
     const rel = LayerTree.child(dir, name);
     const t: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel([...parentComps, name]) };
     await this.replacing(t, async () => makeWhiteout(t.abs));
@@ -315,12 +361,14 @@ class Applier {
   }
 
   private async opaque(parentComps: string[], entryName: string): Promise<void> {
-    const dir = await this.tree.resolveDir(parentComps, 'no-symlinks', entryName);
+    const dir = await this.resolveDir(parentComps, 'no-symlinks', entryName);
     markOpaque(this.tree.abs(dir));
   }
 
   /** Runs `create`; if something already sits at the target, removes it and runs `create` again. */
   private async replacing<T>(t: Target, create: () => Promise<T>): Promise<T> {
+    await this.claim(t);
+    this.tree.noteCreated(t.rel);
     try {
       return await create();
     } catch (e) {
@@ -332,6 +380,7 @@ class Applier {
 
   /** Removes whatever is at the target (recursively for a directory, never following links). */
   private async remove(t: Target): Promise<void> {
+    await this.pool.drain(); // tasks may be writing below what goes away
     const st = await lstatOrNull(t.abs);
     if (st === null) return;
     if (st.isDirectory() || st.isSymbolicLink()) {
@@ -349,6 +398,7 @@ class Applier {
 
   /** Directory times, now that nothing will be created in them any more. lutimes: never through a link. */
   async finish(): Promise<void> {
+    await this.pool.drain();
     for (const [rel, time] of this.dirTimes) {
       try {
         await lutimes(this.tree.abs(rel), time, time);
@@ -357,10 +407,25 @@ class Applier {
       }
     }
   }
+
+  /** Waits for background tasks, ignoring their failures (we are failing already). */
+  async settle(): Promise<void> {
+    await this.pool.drain().catch(() => undefined);
+  }
+}
+
+/** Errno errors are our I/O failing; anything else (the parser, the input) is classified by applyLayer. */
+const ioError = (e: unknown, h: TarHeader): unknown => (isErrno(e) ? systemError(`extracting ${JSON.stringify(h.name)}: ${messageOf(e)}`, e) : e);
+
+/** Reads a small body into memory for a background task (tar-stream yields exactly the header's size). */
+async function readSmallBody(body: EntryBody): Promise<Buffer[]> {
+  const chunks: Buffer[] = [];
+  for await (const data of body) chunks.push(data as Buffer);
+  return chunks;
 }
 
 /** Streams an entry's body into `fh`, gathering chunks into batches; returns the bytes written. */
-async function writeBody(fh: FileHandle, body: EntryBody): Promise<number> {
+async function writeBody(fh: FileHandle, body: AsyncIterable<unknown> | Iterable<unknown>): Promise<number> {
   let total = 0;
   let batch: Buffer[] = [];
   let batched = 0;

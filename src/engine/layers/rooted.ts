@@ -35,6 +35,13 @@ export async function lstatOrNull(path: string): Promise<Stats | null> {
 export class LayerTree {
   /** Lexical directory path → the real directory it resolved to, both relative to the root. */
   private readonly verified = new Map<string, string>([['', '']]);
+  /**
+   * Every path created in this run. The layer starts empty, so a path not in
+   * here has nothing on it and needs no lstat before its creation (an lstat
+   * that would queue behind concurrent creations in the same directory).
+   * Removals are not tracked: a stale entry only costs one lstat.
+   */
+  private readonly created = new Set<string>();
 
   constructor(readonly root: string) {}
 
@@ -45,6 +52,15 @@ export class LayerTree {
   /** The relative path of `name` inside the verified directory `dirRel`. */
   static child(dirRel: string, name: string): string {
     return dirRel === '' ? name : `${dirRel}/${name}`;
+  }
+
+  noteCreated(rel: string): void {
+    this.created.add(rel);
+  }
+
+  /** False only when nothing can be at `rel`: we never created it, and the layer started empty. */
+  mayExist(rel: string): boolean {
+    return this.created.has(rel);
   }
 
   /** Records a directory we have just made or checked ourselves, so its children skip the walk. */
@@ -59,6 +75,11 @@ export class LayerTree {
   forget(): void {
     this.verified.clear();
     this.verified.set('', '');
+  }
+
+  /** Whether `comps` resolves from the cache alone, without touching the disk. */
+  isVerified(comps: readonly string[]): boolean {
+    return this.verified.has(joinRel(comps));
   }
 
   /** Resolves cleaned components to a verified real directory; returns its relative path. */
@@ -98,6 +119,7 @@ export class LayerTree {
         await mkdir(path, 0o755);
         await chmod(path, 0o755); // whatever the daemon's umask: parents made for an image must be traversable
         cur.push(c);
+        this.created.add(joinRel(cur));
       } else if (st.isDirectory()) {
         cur.push(c);
       } else if (st.isSymbolicLink()) {
