@@ -140,7 +140,7 @@ const CHUNK = 64 * 1024;
 
 /** Splits bytes into complete lines; keeps the unfinished rest for the next chunk. */
 class LineSplitter {
-  private rest = Buffer.alloc(0);
+  private rest: Buffer = Buffer.alloc(0);
 
   push(chunk: Buffer): Buffer[] {
     const buf = this.rest.length ? Buffer.concat([this.rest, chunk]) : chunk;
@@ -150,8 +150,7 @@ class LineSplitter {
       lines.push(buf.subarray(start, nl));
       start = nl + 1;
     }
-    // Copied: the chunk's buffer is reused by the next read.
-    this.rest = Buffer.from(buf.subarray(start));
+    this.rest = buf.subarray(start);
     return lines;
   }
 
@@ -187,7 +186,8 @@ class Cursor {
       const { bytesRead } = await this.fh.read(this.buf, 0, CHUNK, this.offset);
       if (bytesRead === 0) return lines;
       this.offset += bytesRead;
-      lines.push(...this.splitter.push(this.buf.subarray(0, bytesRead)));
+      // A copy: lines (and pieces the joiner keeps) must not alias the reused read buffer.
+      lines.push(...this.splitter.push(Buffer.from(this.buf.subarray(0, bytesRead))));
     }
   }
 
@@ -227,7 +227,8 @@ class Cursor {
  * The lines of the last n records and the offset just past the last complete
  * line. Reads backwards; a record's P pieces may interleave with the other
  * stream's lines, so reading goes on until every kept record has its start
- * (an earlier F of its stream, or the beginning of the file).
+ * (an earlier F of its stream, or the beginning of the file). Records count
+ * in the order of their last line, an unfinished one included.
  */
 async function tailLines(fh: FileHandle, n: number): Promise<{ lines: Buffer[]; end: number }> {
   const size = (await fh.stat()).size;

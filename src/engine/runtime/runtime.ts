@@ -84,6 +84,8 @@ export class Runtime {
     await this.clearLeftovers(o);
     const t0 = performance.now();
     const child = this.spawnConmon(o);
+    let forked = 0; // when the spawned conmon has forked its monitor and exited
+    child.once('exit', () => (forked = performance.now()));
     const stderr = collectText(child.stderr);
     let report: SyncMessage | null;
     try {
@@ -99,7 +101,8 @@ export class Runtime {
       throw reason ? runtimeCreateError(reason) : systemError(`conmon exited without creating container ${o.id}`);
     }
     const conmonPid = await readPidFile(path.join(o.bundleDir, BUNDLE_FILES.conmonPid));
-    this.log.debug({ id: o.id, pid: report.data, conmonPid, createMs: round(t1 - t0) }, 'container created');
+    const timings = { conmonForkMs: round((forked || t1) - t0), createMs: round(t1 - t0) };
+    this.log.debug({ id: o.id, pid: report.data, conmonPid, ...timings }, 'container created');
     return { pid: report.data, conmonPid: conmonPid ?? 0 };
   }
 
@@ -153,12 +156,15 @@ export class Runtime {
     await this.runcFor(id, ['resume', id]);
   }
 
-  /** The container's conmon pid from its pidfile, if that process still runs conmon. */
+  /** The container's conmon pid from its pidfile, if that process still runs conmon (a zombie does not). */
   async conmonPid(bundleDir: string): Promise<number | null> {
     const pid = await readPidFile(path.join(bundleDir, BUNDLE_FILES.conmonPid));
     if (pid === null) return null;
-    const comm = await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '');
-    return comm.trim() === 'conmon' ? pid : null;
+    // /proc/<pid>/stat: "pid (comm) state ..."; comm may hold spaces, so split at the last ')'.
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return comm === 'conmon' && state !== 'Z' && state !== 'X' ? pid : null;
   }
 
   /** Whether conmon saw the container's cgroup OOM-kill a process. */
