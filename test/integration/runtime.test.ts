@@ -213,6 +213,19 @@ describe('containers through conmon and runc', () => {
     expect((await run({ args: sh('exit 3') })).exitCode).toBe(3);
   });
 
+  it('reports each run of a container id that is created again, and lists exits found on disk', async () => {
+    const first = await run({ args: sh('exit 5') });
+    expect(first.exitCode).toBe(5);
+    await runtime.delete(first.id);
+    const again = await create({ args: sh('exit 6') }, first.id);
+    expect(await exits.readExit(again.id)).toBeNull(); // create cleared the old status
+    const exited = exits.waitExit(again.id);
+    await runtime.start(again.id);
+    expect(await exited).toBe(6);
+    const offline = new ExitWatcher(exits.exitDir); // a daemon that was not watching
+    expect(await offline.pending()).toContainEqual({ id: again.id, exitCode: 6 });
+  });
+
   it("fails create for a missing command with dockerd's message and exit code 127, leaving nothing behind", async () => {
     const id = newId();
     const err = await create({ args: ['nope'] }, id).catch((e: unknown) => e);

@@ -338,7 +338,7 @@ function sysctls(networkMode: SpecInput['networkMode']): Record<string, string> 
   return { 'net.ipv4.ip_unprivileged_port_start': '0', 'net.ipv4.ping_group_range': '0 2147483647' };
 }
 
-function process_(input: SpecInput): OciProcess {
+function processSpec(input: SpecInput): OciProcess {
   if (input.args.length === 0) throw invalidParameter('No command specified');
   const caps = resolveCapabilities(input.capAdd ?? [], input.capDrop ?? [], input.privileged ?? false);
   const nofile = Math.min(NOFILE_CEILING, input.nofileHardLimit ?? hostNofileHardLimit());
@@ -380,7 +380,7 @@ export function buildSpec(input: SpecInput): OciSpec {
   if (propagation) linux.rootfsPropagation = propagation;
   return {
     ociVersion: '1.0.2',
-    process: process_(input),
+    process: processSpec(input),
     root: { path: input.rootfsPath, readonly: input.readonlyRootfs ?? false },
     hostname: input.hostname ?? '',
     mounts: mounts(input),

@@ -36,8 +36,8 @@ export interface ExitWatcherEvents {
 
 export class ExitWatcher extends EventEmitter<ExitWatcherEvents> {
   private watcher: FSWatcher | undefined;
-  /** The inode of the exit file last reported per id, so one file is reported once. */
-  private readonly reported = new Map<string, number>();
+  /** The exit file last reported per id (inode and mtime: inodes are reused), so one file is reported once. */
+  private readonly reported = new Map<string, string>();
 
   constructor(readonly exitDir: string) {
     super();
@@ -104,12 +104,16 @@ export class ExitWatcher extends EventEmitter<ExitWatcherEvents> {
   }
 
   private async check(id: string): Promise<void> {
-    const file = path.join(this.exitDir, id);
-    const st = await stat(file).catch(() => null);
-    if (!st?.isFile() || this.reported.get(id) === st.ino) return;
+    const st = await stat(path.join(this.exitDir, id), { bigint: true }).catch(() => null);
+    if (!st?.isFile()) {
+      this.reported.delete(id); // removed: the next file for this id is news
+      return;
+    }
+    const key = `${st.ino}:${st.mtimeNs}`;
+    if (this.reported.get(id) === key) return;
     const exitCode = await this.readExit(id);
-    if (exitCode === null || this.reported.get(id) === st.ino) return;
-    this.reported.set(id, st.ino);
+    if (exitCode === null || this.reported.get(id) === key) return;
+    this.reported.set(id, key);
     this.emit('exit', { id, exitCode });
   }
 }

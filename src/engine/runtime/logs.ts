@@ -177,17 +177,16 @@ class Cursor {
     return new Cursor(fh, st.ino, offset);
   }
 
-  /** Complete lines from the offset to the end of the file as it is now. */
-  async readLines(): Promise<Buffer[]> {
+  /** Complete lines from the offset to the end of the file as it is now, a chunk's worth at a time. */
+  async *batches(): AsyncGenerator<Buffer[]> {
     const st = await this.fh.stat();
     if (st.size < this.offset) this.restart(); // truncated in place: start over
-    const lines: Buffer[] = [];
     for (;;) {
       const { bytesRead } = await this.fh.read(this.buf, 0, CHUNK, this.offset);
-      if (bytesRead === 0) return lines;
+      if (bytesRead === 0) return;
       this.offset += bytesRead;
       // A copy: lines (and pieces the joiner keeps) must not alias the reused read buffer.
-      lines.push(...this.splitter.push(Buffer.from(this.buf.subarray(0, bytesRead))));
+      yield this.splitter.push(Buffer.from(this.buf.subarray(0, bytesRead)));
     }
   }
 
@@ -303,8 +302,12 @@ class DirNotifier {
   async wait(signal: AbortSignal): Promise<void> {
     if (!this.dirty && !signal.aborted) {
       await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        signal.addEventListener('abort', () => resolve(), { once: true });
+        const onAbort = () => resolve();
+        this.wake = () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
       });
     }
     this.wake = undefined;
@@ -362,6 +365,11 @@ function* entries(lines: Buffer[], joiner: Joiner, keep: (e: LogEntry) => boolea
   }
 }
 
+/** Everything from the cursor to the end of its file. */
+async function* drain(cursor: Cursor, joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry> {
+  for await (const batch of cursor.batches()) yield* entries(batch, joiner, keep);
+}
+
 /** Where reading starts: the whole file, or the lines of its last `tail` entries. */
 async function start(file: string, tail: number | undefined): Promise<{ cursor: Cursor | null; initial: Buffer[] }> {
   const cursor = await Cursor.open(file);
@@ -385,15 +393,15 @@ export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGener
     const begun = await start(file, o.tail);
     cursor = begun.cursor;
     yield* entries(begun.initial, joiner, keep);
-    if (cursor) yield* entries(await cursor.readLines(), joiner, keep);
+    if (cursor) yield* drain(cursor, joiner, keep);
     while (notifier && stop && !stop.signal.aborted) {
       await notifier.wait(stop.signal);
       if (!cursor) cursor = await Cursor.open(file);
       if (!cursor) continue;
-      yield* entries(await cursor.readLines(), joiner, keep);
+      yield* drain(cursor, joiner, keep);
       if (await cursor.replaced(file)) {
         await cursor.reopen(file);
-        yield* entries(await cursor.readLines(), joiner, keep);
+        yield* drain(cursor, joiner, keep);
       }
     }
     // The last output may lack its newline; it is the end of the log now.

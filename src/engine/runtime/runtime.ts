@@ -189,7 +189,7 @@ export class Runtime {
     return this.prepared;
   }
 
-  /** Files a previous run of the same container left: a stale exit file would read as this run's exit. */
+  /** Files a previous run of the same container left (a stale exit file would read as this run's exit). */
   private async clearLeftovers(o: CreateOptions): Promise<void> {
     const files = [
       path.join(o.exitDir, o.id),
@@ -200,6 +200,8 @@ export class Runtime {
     ];
     if (o.persistDir) files.push(path.join(o.persistDir, 'exit'), path.join(o.persistDir, 'oom'));
     await Promise.all(files.map((f) => rm(f, { force: true })));
+    // conmon can only report the exit into a directory that exists.
+    await mkdir(o.exitDir, { recursive: true, mode: 0o700 });
   }
 
   private spawnConmon(o: CreateOptions): ChildProcess {
