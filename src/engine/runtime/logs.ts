@@ -68,7 +68,8 @@ const toNano = (t: Date | bigint | undefined): bigint | undefined =>
 
 // ---------------------------------------------------------------- records
 
-interface Record_ {
+/** One line of the file, parsed. */
+export interface LogRecord {
   timeNano: bigint;
   timeText: string;
   stream: LogStream;
@@ -80,7 +81,7 @@ const SPACE = 0x20;
 const NEWLINE = Buffer.from('\n');
 
 /** One log line (without its newline) → record; null for anything malformed (e.g. cut by a crash). */
-export function parseRecord(line: Buffer): Record_ | null {
+export function parseRecord(line: Buffer): LogRecord | null {
   const s1 = line.indexOf(SPACE);
   const s2 = s1 < 0 ? -1 : line.indexOf(SPACE, s1 + 1);
   if (s2 < 0 || line.length < s2 + 3 || line[s2 + 2] !== SPACE) return null;
@@ -97,9 +98,9 @@ const MAX_JOINED = 1024 * 1024;
 
 /** Joins P pieces with the F that ends them, per stream. */
 class Joiner {
-  private readonly pending = new Map<LogStream, { first: Record_; parts: Buffer[]; size: number }>();
+  private readonly pending = new Map<LogStream, { first: LogRecord; parts: Buffer[]; size: number }>();
 
-  push(r: Record_): LogEntry | null {
+  push(r: LogRecord): LogEntry | null {
     const p = this.pending.get(r.stream);
     if (!r.partial) {
       this.pending.delete(r.stream);
@@ -124,7 +125,7 @@ class Joiner {
   }
 }
 
-function toEntry(first: Record_, line: Buffer): LogEntry {
+function toEntry(first: LogRecord, line: Buffer): LogEntry {
   return {
     stream: first.stream,
     time: new Date(Number(first.timeNano / 1_000_000n)),
