@@ -1,0 +1,233 @@
+// From an overlayfs upper directory back to a layer: the tar for `docker
+// commit` (diffLayer) and the list for `GET /containers/{id}/changes`
+// (changes).
+//
+// The upper dir belongs to a container that may still be running, so it is
+// read through walk.ts (held directory fds, no path re-resolution) and every
+// file is opened with O_NOFOLLOW and checked to be the inode we listed: a
+// container cannot make us pack a host file into its image.
+import { Readable } from 'node:stream';
+import { open, readlink } from 'node:fs/promises';
+import { constants as C, type BigIntStats } from 'node:fs';
+import { isEngineError, messageOf, systemError } from '../../errors.js';
+import { native } from '../os/native.js';
+import { isOpaque, isPrivateXattr, isWhiteoutDevice } from './overlay.js';
+import { bodyPadding, encodeEntryHeader, endOfArchive, type EntryHeader } from './tarformat.js';
+import { WHITEOUT_OPAQUE, WHITEOUT_PREFIX } from './tarpath.js';
+import { lstatIfPresent, walkTree, type WalkEntry } from './walk.js';
+
+/**
+ * The uncompressed layer tar of `upperDir`, produced in one streaming pass.
+ * Entries come in a stable order (depth first, names in byte order), so the
+ * same tree always gives the same bytes. Whiteouts become `.wh.<name>`
+ * entries, opaque directories get a `.wh..wh..opq` entry right after their
+ * own. Errors surface as an `error` event carrying an EngineError.
+ */
+export function diffLayer(upperDir: string): Readable {
+  return Readable.from(layerTar(upperDir), { objectMode: false, highWaterMark: 1 << 20 });
+}
+
+async function* layerTar(upperDir: string): AsyncGenerator<Buffer> {
+  try {
+    const firstNames = new Map<string, string>(); // "dev:ino" → first path, for hardlinks
+    for await (const entry of walkTree(upperDir)) yield* entryBlocks(entry, firstNames);
+    yield endOfArchive();
+  } catch (e) {
+    throw isEngineError(e) ? e : systemError(`reading container changes in ${upperDir}: ${messageOf(e)}`, e);
+  }
+}
+
+const READ_CHUNK = 1 << 20;
+const NS = 1_000_000_000n;
+
+async function* entryBlocks(e: WalkEntry, firstNames: Map<string, string>): AsyncGenerator<Buffer> {
+  const { st, rel } = e;
+  if (st.isSocket()) return; // live endpoints, not content (dockerd skips them too)
+  if (isWhiteoutDevice(st)) {
+    // Checked before hardlinks: overlayfs may share one whiteout inode among many names.
+    yield encodeEntryHeader({ ...metadata(st), name: whiteoutName(rel), type: 'file', mode: 0o600, size: 0 });
+    return;
+  }
+  if (st.isDirectory()) {
+    yield encodeEntryHeader({ ...metadata(st), name: rel, type: 'dir', size: 0, xattrs: exportedXattrs(e) });
+    if (isOpaque(e.path)) yield encodeEntryHeader({ ...metadata(st), name: `${rel}/${WHITEOUT_OPAQUE}`, type: 'file', size: 0 });
+    return;
+  }
+  if (st.nlink > 1n) {
+    const key = `${st.dev}:${st.ino}`;
+    const first = firstNames.get(key);
+    if (first !== undefined) {
+      yield encodeEntryHeader({ ...metadata(st), name: rel, type: 'link', linkname: first, size: 0 });
+      return;
+    }
+    firstNames.set(key, rel);
+  }
+  if (st.isFile()) {
+    yield* fileBlocks(e);
+  } else if (st.isSymbolicLink()) {
+    const linkname = await readlink(e.path);
+    yield encodeEntryHeader({ ...metadata(st), name: rel, type: 'symlink', linkname, size: 0, xattrs: exportedXattrs(e) });
+  } else {
+    const type = st.isCharacterDevice() ? 'char' : st.isBlockDevice() ? 'block' : 'fifo';
+    yield encodeEntryHeader({ ...metadata(st), name: rel, type, size: 0, ...deviceNumbers(st.rdev), xattrs: exportedXattrs(e) });
+  }
+}
+
+/** A regular file: header from the opened file's own fstat, then exactly that many bytes. */
+async function* fileBlocks(e: WalkEntry): AsyncGenerator<Buffer> {
+  // O_NONBLOCK: if the name was swapped for a fifo, opening must not hang us.
+  const fh = await open(e.path, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK | C.O_NOCTTY);
+  try {
+    const st = await fh.stat({ bigint: true });
+    if (!st.isFile() || st.ino !== e.st.ino || st.dev !== e.st.dev) throw changedWhileReading(e.rel);
+    const size = Number(st.size);
+    yield encodeEntryHeader({ ...metadata(st), name: e.rel, type: 'file', size, xattrs: exportedXattrs(e) });
+    for (let left = size; left > 0; ) {
+      const buf = Buffer.allocUnsafe(Math.min(left, READ_CHUNK));
+      const { bytesRead } = await fh.read(buf, 0, buf.length, size - left);
+      if (bytesRead === 0) throw changedWhileReading(e.rel); // it shrank: the header would lie
+      left -= bytesRead;
+      yield buf.subarray(0, bytesRead);
+    }
+    yield bodyPadding(size);
+  } finally {
+    await fh.close();
+  }
+}
+
+const changedWhileReading = (rel: string) => systemError(`${JSON.stringify(rel)} changed while it was being read; pause the container`);
+
+function whiteoutName(rel: string): string {
+  const slash = rel.lastIndexOf('/');
+  return `${rel.slice(0, slash + 1)}${WHITEOUT_PREFIX}${rel.slice(slash + 1)}`;
+}
+
+type Metadata = Pick<EntryHeader, 'mode' | 'uid' | 'gid' | 'mtime'>;
+
+function metadata(st: BigIntStats): Metadata {
+  return { mode: Number(st.mode) & 0o7777, uid: Number(st.uid), gid: Number(st.gid), mtime: floorSeconds(st.mtimeNs) };
+}
+
+/** Whole seconds, rounding down (Docker's layer tars carry mtimes in seconds). */
+function floorSeconds(ns: bigint): number {
+  const s = ns / NS;
+  return Number(ns < 0n && s * NS !== ns ? s - 1n : s);
+}
+
+/** glibc's major()/minor() for a 64-bit dev_t. */
+function deviceNumbers(rdev: bigint): { devmajor: number; devminor: number } {
+  return {
+    devmajor: Number(((rdev >> 8n) & 0xfffn) | ((rdev >> 32n) & ~0xfffn)),
+    devminor: Number((rdev & 0xffn) | ((rdev >> 12n) & ~0xffn)),
+  };
+}
+
+/** The entry's xattrs that belong in an image, sorted by name for reproducible output. */
+function exportedXattrs(e: WalkEntry): Array<[string, Buffer]> {
+  const names = native.llistxattr(e.path);
+  // With these, the upper dir alone no longer describes the change (data or names live in a lower layer).
+  for (const unsupported of ['trusted.overlay.metacopy', 'trusted.overlay.redirect']) {
+    if (names.includes(unsupported)) throw systemError(`${JSON.stringify(e.rel)} uses overlayfs ${unsupported.slice(16)}, which berth cannot export; mount without metacopy/redirect_dir`);
+  }
+  const out: Array<[string, Buffer]> = [];
+  for (const name of names.filter((n) => !isPrivateXattr(n)).sort()) {
+    const value = native.lgetxattr(e.path, name);
+    if (value !== null) out.push([name, value]);
+  }
+  return out;
+}
+
+// ---- changes ---------------------------------------------------------------
+
+export const ChangeKind = { Modified: 0, Added: 1, Deleted: 2 } as const;
+export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];
+
+/** Docker's container change record, field names as on the wire. */
+export interface Change {
+  Path: string;
+  Kind: ChangeKind;
+}
+
+/**
+ * What a container changed, as dockerd's overlay2 driver reports it: upper
+ * entries are Added unless the path exists in a lower layer (then Modified);
+ * a directory that only exists because its children changed (same size, mode
+ * and mtime as below) is not reported itself; whiteouts, and opaque
+ * directories that replaced a lower one, are Deleted; the parent of an Added
+ * or Deleted path is reported Modified before it. Paths are absolute.
+ */
+export async function changes(upperDir: string, lowerDirs: readonly string[]): Promise<Change[]> {
+  const lowers = new LowerView(lowerDirs);
+  const out: Change[] = [];
+  const changedDirs = new Set<string>();
+  try {
+    for await (const e of walkTree(upperDir)) {
+      const path = `/${e.rel}`;
+      const kind = await changeKind(e, lowers);
+      if (kind === null) continue;
+      if (e.st.isDirectory()) changedDirs.add(path);
+      if (kind !== ChangeKind.Modified) {
+        const parent = path.slice(0, path.lastIndexOf('/'));
+        if (parent !== '' && !changedDirs.has(parent)) {
+          out.push({ Path: parent, Kind: ChangeKind.Modified });
+          changedDirs.add(parent);
+        }
+      }
+      out.push({ Path: path, Kind: kind });
+    }
+  } catch (e) {
+    throw isEngineError(e) ? e : systemError(`reading container changes in ${upperDir}: ${messageOf(e)}`, e);
+  }
+  return out;
+}
+
+/** The kind of change an upper entry records, or null for a directory that is only a parent of changes. */
+async function changeKind(e: WalkEntry, lowers: LowerView): Promise<ChangeKind | null> {
+  if (isWhiteoutDevice(e.st)) return ChangeKind.Deleted;
+  const below = await lowers.lookup(e.rel);
+  if (e.st.isDirectory() && isOpaque(e.path)) return below ? ChangeKind.Deleted : ChangeKind.Added;
+  if (!below) return ChangeKind.Added;
+  if (below.isDirectory() && e.st.isDirectory() && sameDir(e.st, below)) return null;
+  return ChangeKind.Modified;
+}
+
+function sameDir(a: BigIntStats, b: BigIntStats): boolean {
+  if (a.size !== b.size || a.mode !== b.mode) return false;
+  // Like dockerd: equal, or equal seconds where one side lost its nanoseconds (e.g. it came from a tar).
+  if (a.mtimeNs === b.mtimeNs) return true;
+  return a.mtimeNs / NS === b.mtimeNs / NS && (a.mtimeNs % NS === 0n || b.mtimeNs % NS === 0n);
+}
+
+/**
+ * The merged view of the lower layers (top first), enough to ask "did this
+ * path exist below?". Components are lstat'ed one by one and symlinks are
+ * never followed (a lower layer's symlink could point anywhere on the host).
+ * Whiteouts and opaque directories hide the layers beneath them.
+ */
+class LowerView {
+  constructor(private readonly lowers: readonly string[]) {}
+
+  async lookup(rel: string): Promise<BigIntStats | null> {
+    const comps = rel.split('/');
+    for (const lower of this.lowers) {
+      const found = await this.lookupIn(lower, comps);
+      if (found !== 'absent') return found;
+    }
+    return null;
+  }
+
+  /** The path's stats in one layer; null when this layer hides it; 'absent' when lower layers decide. */
+  private async lookupIn(lower: string, comps: readonly string[]): Promise<BigIntStats | null | 'absent'> {
+    let dir = lower;
+    for (let i = 0; i < comps.length; i++) {
+      const path = `${dir}/${comps[i]}`;
+      const st = await lstatIfPresent(path);
+      if (st === null) return i > 0 && isOpaque(dir) ? null : 'absent';
+      if (isWhiteoutDevice(st)) return null;
+      if (i === comps.length - 1) return st;
+      if (!st.isDirectory()) return null; // a file or symlink here hides anything below it
+      dir = path;
+    }
+    return 'absent';
+  }
+}
