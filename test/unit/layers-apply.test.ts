@@ -391,6 +391,12 @@ describe('applyLayer: correctness', () => {
     await expect(applyLayer(closed, dest)).rejects.toSatisfy((e) => isEngineError(e));
   });
 
+  it('reports a failure of a file written in the background, even with more entries after it', async () => {
+    const entries: Entry[] = [{ name: 'bad', type: 'file', body: 'x', pax: { [`SCHILY.xattr.user.${'n'.repeat(300)}`]: 'v' } }];
+    for (let i = 0; i < 50; i++) entries.push({ name: `more/f${i}`, type: 'file', body: 'y' });
+    await expect(apply(entries, dest)).rejects.toSatisfy((e) => isEngineError(e, 'invalid') && /xattr/.test(e.message));
+  });
+
   it('rejects unknown entry types', async () => {
     const tar = Buffer.from(await tarOf([{ name: 'v', type: 'file', body: '' }]));
     tar[156] = 'V'.charCodeAt(0); // a GNU volume header

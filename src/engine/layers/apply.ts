@@ -83,7 +83,6 @@ export async function applyLayer(tar: Readable, dir: string, opts: ApplyOptions 
   const extract = tarStream.extract();
   keepRawPaxXattrs(extract);
 
-
   let inputError: unknown;
   finished(tar, (err) => {
     if (!err) return;
@@ -121,13 +120,13 @@ async function openRoot(dir: string): Promise<string> {
   }
 }
 
+/** A failed system call (Node's fs or our addon): these carry a numeric errno. */
+const isErrno = (e: unknown): e is NodeJS.ErrnoException => e instanceof Error && typeof (e as NodeJS.ErrnoException).errno === 'number';
+
 /**
  * Our own failures are EngineErrors already (Applier.apply wraps I/O errors);
  * the input's are I/O; anything else came out of tar-stream's parser.
  */
-/** A failed system call (Node's fs or our addon): these carry a numeric errno. */
-const isErrno = (e: unknown): e is NodeJS.ErrnoException => e instanceof Error && typeof (e as NodeJS.ErrnoException).errno === 'number';
-
 function classify(e: unknown, inputError: unknown, parseError: unknown): EngineError {
   if (isEngineError(e)) return e;
   if (inputError !== undefined) {
