@@ -206,7 +206,7 @@ class Applier {
     const wh = classifyWhiteout(base, h.name);
     if (wh.kind === 'meta') return;
     if (wh.kind === 'opaque') return this.opaque(parentComps, h.name);
-    if (wh.kind === 'whiteout') return this.whiteout(parentComps, wh.target, h.name);
+    if (wh.kind === 'whiteout') return this.whiteout(parentComps, wh.target, h);
 
     const type = h.type;
     if (type === 'character-device' || type === 'block-device' || type === 'fifo') {
@@ -351,12 +351,15 @@ class Applier {
     await lutimes(t.abs, time, time);
   }
 
-  private async whiteout(parentComps: string[], name: string, entryName: string): Promise<void> {
-    const dir = await this.resolveDir(parentComps, 'no-symlinks', entryName);
+  /** Mode 0 and root-owned whatever the header says; its mtime is kept so a diff of this layer gives the same tar. */
+  private async whiteout(parentComps: string[], name: string, h: TarHeader): Promise<void> {
+    const dir = await this.resolveDir(parentComps, 'no-symlinks', h.name);
     const rel = LayerTree.child(dir, name);
     const t: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel([...parentComps, name]) };
     await this.replacing(t, async () => makeWhiteout(t.abs));
     await lchown(t.abs, 0, 0); // a setgid parent would otherwise lend it its group
+    const time = mtimeOf(h);
+    await lutimes(t.abs, time, time);
   }
 
   private async opaque(parentComps: string[], entryName: string): Promise<void> {
