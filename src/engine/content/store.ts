@@ -1,0 +1,337 @@
+// Content-addressed blob store: <root>/blobs/<alg>/<hex> (sha256 in practice).
+//
+// Nothing unverified is ever visible under blobs/: bytes are streamed into a
+// temp file under <root>/ingest/ while being hashed and counted, and renamed
+// into place only when both digest and size match (file fsync'd before the
+// rename, directory after). A store keyed by digest that admitted bad bytes
+// would serve them to every later pull of the same digest.
+//
+// Single pass: download, verify and extract
+// -----------------------------------------
+// A layer is read from the network once. `ingest(…, { tap })` copies every
+// byte, as it arrives, to the file and to `tap` (e.g. gunzip → tar extraction
+// into a staging directory), with backpressure from both:
+//
+//   registry ──► verifyingStream ──┬──► ingest/<tmp> ──fsync, rename──► blobs/sha256/<hex>
+//                                  └──► tap (gunzip → untar into staging)
+//
+// The tap sees bytes before they are verified, so the consumer must treat its
+// output as provisional. The contract that makes this safe:
+//   * the tap is ended only after the blob has been verified AND committed;
+//   * on any failure (digest, size, network, disk) the tap is destroyed with
+//     that error instead, so its consumer must discard what it extracted;
+//   * a tap error (say, not a tar) aborts the download and the ingest rejects;
+//   * the tap must be read to its end or destroyed, or the download stalls.
+// When the blob is already stored, or another caller is already downloading
+// the same digest, the tap is fed from the stored file once it is committed.
+import { createHash, randomBytes, type Hash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { once } from 'node:events';
+import path from 'node:path';
+import { Readable, Transform, Writable, type TransformCallback } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { EngineError, invalidParameter, notFound } from '../../errors.js';
+import { DIGEST_ALGORITHMS, parseDigest } from '../images/reference.js';
+
+/** Content whose digest or size is not what its descriptor says. */
+export class ContentVerificationError extends EngineError {
+  constructor(
+    message: string,
+    readonly digest: string,
+  ) {
+    // Bad bytes from a registry or an archive: the input is at fault, not the daemon.
+    super('invalid', message);
+    this.name = 'ContentVerificationError';
+  }
+}
+
+export interface VerifyOptions {
+  /**
+   * What the content is, for dockerd's wording "<what> verification failed for
+   * digest <d>": `filesystem layer`, `image config`, `manifest`. Default `content`.
+   */
+  what?: string;
+}
+
+/** `sha256:<hex>` of some bytes. */
+export function computeDigest(data: Buffer | string, algorithm: keyof typeof DIGEST_ALGORITHMS = 'sha256'): string {
+  return `${algorithm}:${createHash(algorithm).update(data).digest('hex')}`;
+}
+
+/**
+ * A pass-through that hashes and counts. It fails as soon as more than `size`
+ * bytes arrive (so a pipeline stops reading an endless or oversized stream),
+ * and at the end when the size is short or the digest differs. Because the
+ * check at the end runs before the end is passed on, a consumer downstream
+ * that sees 'end' has seen verified content. `size` undefined skips the size
+ * check (content of unknown length, e.g. an archive being loaded).
+ */
+export class VerifyingStream extends Transform {
+  /** Bytes seen so far. */
+  bytes = 0;
+  private readonly hash: Hash;
+  private readonly what: string;
+
+  constructor(
+    readonly digest: string,
+    readonly size: number | undefined,
+    opts: VerifyOptions = {},
+  ) {
+    super();
+    const { algorithm } = parseDigest(digest);
+    if (size !== undefined && !(Number.isSafeInteger(size) && size >= 0)) throw invalidParameter(`invalid size ${size} for ${digest}`);
+    this.hash = createHash(algorithm);
+    this.what = opts.what ?? 'content';
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.bytes += chunk.length;
+    if (this.size !== undefined && this.bytes > this.size) {
+      cb(this.failure(`size mismatch: expected ${this.size} bytes, got more`));
+      return;
+    }
+    this.hash.update(chunk);
+    cb(null, chunk);
+  }
+
+  override _flush(cb: TransformCallback): void {
+    if (this.size !== undefined && this.bytes !== this.size) {
+      cb(this.failure(`size mismatch: expected ${this.size} bytes, got ${this.bytes}`));
+      return;
+    }
+    const actual = `${parseDigest(this.digest).algorithm}:${this.hash.digest('hex')}`;
+    cb(actual === this.digest ? null : this.failure());
+  }
+
+  private failure(why?: string): ContentVerificationError {
+    const base = `${this.what} verification failed for digest ${this.digest}`;
+    return new ContentVerificationError(why ? `${base}: ${why}` : base, this.digest);
+  }
+}
+
+export const verifyingStream = (digest: string, size: number | undefined, opts?: VerifyOptions) => new VerifyingStream(digest, size, opts);
+
+/** Where the bytes come from: a stream, or a function that opens one only if they are needed. */
+export type ContentSource = Readable | (() => Promise<Readable>);
+
+export interface IngestOptions extends VerifyOptions {
+  /** Receives every byte as it is written; see the file comment for the contract. */
+  tap?: Writable;
+  signal?: AbortSignal;
+}
+
+const isMissing = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT';
+
+/** Closes a source we ended up not reading (its download is shared or not needed). */
+function release(source: ContentSource): void {
+  if (typeof source !== 'function') source.destroy();
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * Copies each chunk to the file and to the tap, calling back when both have
+ * taken it (backpressure from the slower). Ending it ends the file only: the
+ * tap is ended by ingest after the commit.
+ */
+function tee(file: Writable, tap: Writable | undefined): Writable {
+  const targets = tap ? [file, tap] : [file];
+  const out: Writable = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      const waits = targets.filter((t) => !t.write(chunk)).map((t) => once(t, 'drain'));
+      if (waits.length === 0) cb();
+      else Promise.all(waits).then(() => cb(), cb);
+    },
+    final(cb) {
+      file.end();
+      once(file, 'finish').then(() => cb(), cb);
+    },
+    destroy(err, cb) {
+      file.destroy();
+      cb(err);
+    },
+  });
+  // A target failing between writes (a tap consumer that is not a tar, a full disk) stops the copy.
+  for (const t of targets) t.on('error', (e) => out.destroy(e));
+  return out;
+}
+
+export class ContentStore {
+  private readonly inflight = new Map<string, Promise<void>>();
+  readonly blobsDir: string;
+  readonly ingestDir: string;
+
+  constructor(readonly root: string) {
+    this.blobsDir = path.join(root, 'blobs');
+    this.ingestDir = path.join(root, 'ingest');
+  }
+
+  /** Creates the directories (0700: layers can hold setuid files) and removes leftovers of a crash. */
+  async init(): Promise<void> {
+    await mkdir(path.join(this.blobsDir, 'sha256'), { recursive: true, mode: 0o700 });
+    await mkdir(this.ingestDir, { recursive: true, mode: 0o700 });
+    await this.cleanupIngest();
+  }
+
+  /** The blob's file. The digest is validated, so the path never leaves the store. */
+  path(digest: string): string {
+    const { algorithm, encoded } = parseDigest(digest);
+    return path.join(this.blobsDir, algorithm, encoded);
+  }
+
+  async has(digest: string): Promise<boolean> {
+    try {
+      return (await stat(this.path(digest))).isFile();
+    } catch (e) {
+      if (isMissing(e)) return false;
+      throw e;
+    }
+  }
+
+  async size(digest: string): Promise<number> {
+    try {
+      return (await stat(this.path(digest))).size;
+    } catch (e) {
+      if (isMissing(e)) throw notFound(`content ${digest} not found`);
+      throw e;
+    }
+  }
+
+  /** Streams a stored blob; a missing one errors the stream with not-found. */
+  read(digest: string): Readable {
+    const file = this.path(digest);
+    async function* chunks(): AsyncGenerator<Buffer> {
+      const s = createReadStream(file);
+      try {
+        for await (const chunk of s) yield chunk as Buffer;
+      } catch (e) {
+        throw isMissing(e) ? notFound(`content ${digest} not found`) : e;
+      } finally {
+        s.destroy();
+      }
+    }
+    return Readable.from(chunks(), { objectMode: false });
+  }
+
+  /** A whole stored blob (manifests, configs), refusing more than `limit` bytes. */
+  async readBuffer(digest: string, limit = 8 * 1024 * 1024): Promise<Buffer> {
+    const size = await this.size(digest);
+    if (size > limit) throw invalidParameter(`content ${digest} is ${size} bytes, over the ${limit}-byte limit`);
+    const chunks: Buffer[] = [];
+    for await (const chunk of this.read(digest)) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  }
+
+  /** Stores bytes already in memory (a manifest, a config), verified like any ingest. */
+  put(digest: string, data: Buffer, opts: VerifyOptions = {}): Promise<void> {
+    return this.ingest(digest, data.length, () => Promise.resolve(Readable.from([data])), opts);
+  }
+
+  /**
+   * Streams `source` into the store, verifying digest and size. Concurrent
+   * ingests of one digest share the first download; a later caller's own
+   * source is used only if that download fails. Already stored → no download.
+   */
+  async ingest(digest: string, expectedSize: number | undefined, source: ContentSource, opts: IngestOptions = {}): Promise<void> {
+    const target = this.path(digest); // validates the digest before anything else
+    const running = this.inflight.get(digest);
+    if (running) {
+      const shared = await running.then(
+        () => true,
+        () => false,
+      );
+      if (shared) return this.finishFromStore(digest, source, opts.tap);
+      return this.ingest(digest, expectedSize, source, opts);
+    }
+    const job = this.download(digest, target, expectedSize, source, opts).finally(() => this.inflight.delete(digest));
+    this.inflight.set(digest, job);
+    return job;
+  }
+
+  private async download(digest: string, target: string, size: number | undefined, source: ContentSource, opts: IngestOptions): Promise<void> {
+    if (await this.has(digest)) return this.finishFromStore(digest, source, opts.tap);
+    const tmp = path.join(this.ingestDir, `${path.basename(target)}-${randomBytes(6).toString('hex')}`);
+    let input: Readable | undefined;
+    try {
+      input = typeof source === 'function' ? await source() : source;
+      await this.writeVerified(tmp, input, digest, size, opts);
+      await mkdir(path.dirname(target), { recursive: true, mode: 0o700 });
+      await rename(tmp, target);
+      await fsyncDir(path.dirname(target));
+    } catch (e) {
+      input?.destroy();
+      opts.tap?.destroy(e as Error);
+      await rm(tmp, { force: true });
+      throw e;
+    }
+    opts.tap?.end();
+  }
+
+  /** Copies input to a new temp file through the verifier (and the tap); fsyncs it. */
+  private async writeVerified(tmp: string, input: Readable, digest: string, size: number | undefined, opts: IngestOptions): Promise<void> {
+    const fh = await open(tmp, 'wx', 0o644);
+    try {
+      // We own the descriptor: the stream must not close it before the fsync.
+      const file = fh.createWriteStream({ autoClose: false });
+      const verify = verifyingStream(digest, size, opts);
+      const sink = tee(file, opts.tap);
+      await (opts.signal ? pipeline(input, verify, sink, { signal: opts.signal }) : pipeline(input, verify, sink));
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+  }
+
+  /** The blob is stored: drop the unneeded source and give the tap the stored bytes. */
+  private async finishFromStore(digest: string, source: ContentSource, tap: Writable | undefined): Promise<void> {
+    release(source);
+    if (tap) await pipeline(this.read(digest), tap);
+  }
+
+  /** Removes a blob; false if it was not there. */
+  async delete(digest: string): Promise<boolean> {
+    try {
+      await rm(this.path(digest));
+      return true;
+    } catch (e) {
+      if (isMissing(e)) return false;
+      throw e;
+    }
+  }
+
+  /** Every stored digest. */
+  async list(): Promise<string[]> {
+    const out: string[] = [];
+    for (const [algorithm, length] of Object.entries(DIGEST_ALGORITHMS)) {
+      let names: string[] = [];
+      try {
+        names = await readdir(path.join(this.blobsDir, algorithm));
+      } catch (e) {
+        if (!isMissing(e)) throw e;
+      }
+      const valid = new RegExp(`^[a-f0-9]{${length}}$`);
+      for (const name of names) if (valid.test(name)) out.push(`${algorithm}:${name}`);
+    }
+    return out.sort();
+  }
+
+  /** Removes half-written ingests (call at start, before any ingest runs). */
+  async cleanupIngest(): Promise<void> {
+    let names: string[] = [];
+    try {
+      names = await readdir(this.ingestDir);
+    } catch (e) {
+      if (isMissing(e)) return;
+      throw e;
+    }
+    await Promise.all(names.map((n) => rm(path.join(this.ingestDir, n), { recursive: true, force: true })));
+  }
+}

@@ -1,0 +1,229 @@
+// Manifest and index documents: media types, strict parsing, and choosing the
+// host's platform from a list/index.
+//
+// Parsing refuses what containers/image and umoci refuse since CVE-2021-41190:
+// a document that is both a manifest and an index (has `layers` and
+// `manifests`), and one whose declared `mediaType` contradicts the
+// Content-Type it was served with, so that one digest cannot mean two things.
+import { z } from 'zod';
+import { invalidParameter, notFound } from '../../errors.js';
+import { isDigest } from '../images/reference.js';
+
+export const MediaTypes = {
+  dockerManifest: 'application/vnd.docker.distribution.manifest.v2+json',
+  dockerList: 'application/vnd.docker.distribution.manifest.list.v2+json',
+  ociManifest: 'application/vnd.oci.image.manifest.v1+json',
+  ociIndex: 'application/vnd.oci.image.index.v1+json',
+  dockerSchema1: 'application/vnd.docker.distribution.manifest.v1+json',
+  dockerSchema1Signed: 'application/vnd.docker.distribution.manifest.v1+prettyjws',
+  dockerConfig: 'application/vnd.docker.container.image.v1+json',
+  ociConfig: 'application/vnd.oci.image.config.v1+json',
+} as const;
+
+const MANIFEST_TYPES: ReadonlySet<string> = new Set([MediaTypes.dockerManifest, MediaTypes.ociManifest]);
+const INDEX_TYPES: ReadonlySet<string> = new Set([MediaTypes.dockerList, MediaTypes.ociIndex]);
+const SCHEMA1_TYPES: ReadonlySet<string> = new Set([MediaTypes.dockerSchema1, MediaTypes.dockerSchema1Signed]);
+
+/** Accept header for manifest GETs: every format berth can pull, nothing it cannot. */
+export const MANIFEST_ACCEPT = [MediaTypes.ociIndex, MediaTypes.dockerList, MediaTypes.ociManifest, MediaTypes.dockerManifest].join(', ');
+
+export const isManifestType = (t: string) => MANIFEST_TYPES.has(t);
+export const isIndexType = (t: string) => INDEX_TYPES.has(t);
+
+const PlatformSchema = z.object({
+  architecture: z.string(),
+  os: z.string(),
+  variant: z.string().optional(),
+  'os.version': z.string().optional(),
+  'os.features': z.array(z.string()).optional(),
+});
+
+const DescriptorSchema = z.object({
+  mediaType: z.string().min(1),
+  digest: z.string().refine(isDigest, 'not a valid digest'),
+  size: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  urls: z.array(z.string()).optional(),
+  annotations: z.record(z.string(), z.string()).optional(),
+  platform: PlatformSchema.optional(),
+  artifactType: z.string().optional(),
+});
+
+const ManifestSchema = z.object({
+  schemaVersion: z.literal(2),
+  mediaType: z.string().optional(),
+  config: DescriptorSchema,
+  layers: z.array(DescriptorSchema),
+  annotations: z.record(z.string(), z.string()).optional(),
+  subject: DescriptorSchema.optional(),
+});
+
+const IndexSchema = z.object({
+  schemaVersion: z.literal(2),
+  mediaType: z.string().optional(),
+  manifests: z.array(DescriptorSchema),
+  annotations: z.record(z.string(), z.string()).optional(),
+});
+
+export type Platform = z.infer<typeof PlatformSchema>;
+export type Descriptor = z.infer<typeof DescriptorSchema>;
+export type ImageManifest = z.infer<typeof ManifestSchema>;
+export type ImageIndex = z.infer<typeof IndexSchema>;
+
+export type ManifestDocument =
+  | { kind: 'manifest'; mediaType: string; manifest: ImageManifest }
+  | { kind: 'index'; mediaType: string; index: ImageIndex };
+
+const invalidManifest = (why: string) => invalidParameter(`invalid manifest: ${why}`);
+/** dockerd's unsupportedMediaTypeError. */
+export const unsupportedMediaType = (t: string) => invalidParameter(`unsupported media type ${t}`);
+
+/** `application/json; charset=utf-8` → `application/json`. */
+export const baseMediaType = (contentType: string | undefined) => (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+
+/**
+ * Parses a manifest or index and decides what it is from, in order: the
+ * document's own `mediaType`, the Content-Type, its shape. The caller caps the
+ * bytes before this and verifies their digest.
+ */
+export function parseManifest(bytes: Buffer, contentType?: string): ManifestDocument {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(bytes.toString('utf8'));
+  } catch (e) {
+    throw invalidManifest((e as Error).message);
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw invalidManifest('not a JSON object');
+  const obj = doc as Record<string, unknown>;
+  const served = baseMediaType(contentType);
+  if (obj.schemaVersion === 1 || SCHEMA1_TYPES.has(served)) {
+    throw unsupportedMediaType(SCHEMA1_TYPES.has(served) ? served : MediaTypes.dockerSchema1Signed);
+  }
+  if ('layers' in obj && 'manifests' in obj) {
+    throw invalidManifest('document has both "layers" and "manifests", so it could be read as an image or as an index (CVE-2021-41190)');
+  }
+  const mediaType = decideMediaType(obj, served);
+  return isIndexType(mediaType) ? parseIndex(obj, mediaType) : parseImageManifest(obj, mediaType);
+}
+
+function decideMediaType(obj: Record<string, unknown>, served: string): string {
+  const declared = typeof obj.mediaType === 'string' ? obj.mediaType : undefined;
+  if (obj.mediaType !== undefined && declared === undefined) throw invalidManifest('mediaType must be a string');
+  const servedKnown = isManifestType(served) || isIndexType(served);
+  if (declared !== undefined && servedKnown && declared !== served) {
+    throw invalidManifest(`mediaType ${declared} contradicts the Content-Type ${served} it was served with`);
+  }
+  // A generic Content-Type (application/json, octet-stream) leaves the shape to decide.
+  const type = declared ?? (servedKnown ? served : 'manifests' in obj ? MediaTypes.ociIndex : MediaTypes.ociManifest);
+  if (!isManifestType(type) && !isIndexType(type)) throw unsupportedMediaType(type);
+  return type;
+}
+
+function parseIndex(obj: Record<string, unknown>, mediaType: string): ManifestDocument {
+  if ('config' in obj || 'layers' in obj) throw invalidManifest(`${mediaType} must not have "config" or "layers"`);
+  const r = IndexSchema.safeParse(obj);
+  if (!r.success) throw invalidManifest(describeIssues(r.error));
+  return { kind: 'index', mediaType, index: r.data };
+}
+
+function parseImageManifest(obj: Record<string, unknown>, mediaType: string): ManifestDocument {
+  if ('manifests' in obj) throw invalidManifest(`${mediaType} must not have "manifests"`);
+  const r = ManifestSchema.safeParse(obj);
+  if (!r.success) throw invalidManifest(describeIssues(r.error));
+  return { kind: 'manifest', mediaType, manifest: r.data };
+}
+
+function describeIssues(err: z.ZodError): string {
+  return err.issues.map((i) => `${i.path.length ? i.path.join('.') : 'document'}: ${i.message}`).join('; ');
+}
+
+// ---- platforms -------------------------------------------------------------------
+
+/** Node's process.arch → the OCI/Go GOARCH names image indexes use. */
+const ARCH: Record<string, string> = {
+  x64: 'amd64',
+  arm64: 'arm64',
+  arm: 'arm',
+  ia32: '386',
+  ppc64: 'ppc64le',
+  s390x: 's390x',
+  riscv64: 'riscv64',
+  loong64: 'loong64',
+  mips: 'mips',
+  mipsel: 'mipsle',
+};
+/** Spellings people and old images use for the same architecture. */
+const ARCH_ALIASES: Record<string, { architecture: string; variant?: string }> = {
+  x86_64: { architecture: 'amd64' },
+  'x86-64': { architecture: 'amd64' },
+  aarch64: { architecture: 'arm64' },
+  armhf: { architecture: 'arm', variant: 'v7' },
+  armel: { architecture: 'arm', variant: 'v6' },
+  i386: { architecture: '386' },
+  i686: { architecture: '386' },
+};
+/** The variant an index entry means when it names none (containerd's normalisation). */
+const DEFAULT_VARIANT: Record<string, string> = { amd64: 'v1', arm64: 'v8', arm: 'v7' };
+
+/** The platform this daemon runs containers for. */
+export function hostPlatform(): Platform {
+  const os = process.platform === 'win32' ? 'windows' : process.platform;
+  const architecture = ARCH[process.arch] ?? process.arch;
+  const armVersion = (process.config.variables as { arm_version?: string }).arm_version;
+  const variant = architecture === 'arm' && armVersion ? `v${armVersion}` : DEFAULT_VARIANT[architecture];
+  return normalizePlatform({ os, architecture, ...(variant ? { variant } : {}) });
+}
+
+export function normalizePlatform(p: Platform): Platform {
+  const alias = ARCH_ALIASES[p.architecture.toLowerCase()];
+  const architecture = alias?.architecture ?? p.architecture.toLowerCase();
+  const variant = (p.variant || alias?.variant || DEFAULT_VARIANT[architecture] || '').toLowerCase();
+  return { ...p, os: p.os.toLowerCase(), architecture, ...(variant ? { variant } : { variant: undefined }) };
+}
+
+/** `linux/arm64/v8`, `linux/amd64` (the default variant is not shown). */
+export function formatPlatform(p: Platform): string {
+  const n = normalizePlatform(p);
+  const showVariant = n.variant && n.variant !== DEFAULT_VARIANT[n.architecture];
+  return [n.os, n.architecture, ...(showVariant ? [n.variant] : [])].join('/');
+}
+
+/** Parses `os[/arch[/variant]]` (the API's `platform=` parameter). */
+export function parsePlatform(s: string): Platform {
+  const parts = s.trim().split('/');
+  if (parts.length > 3 || parts.some((x) => !/^[A-Za-z0-9_.-]+$/.test(x))) {
+    throw invalidParameter(`"${s}": unknown operating system or architecture: invalid argument`);
+  }
+  const [os = '', architecture, variant] = parts;
+  const host = hostPlatform();
+  return normalizePlatform({ os, architecture: architecture ?? host.architecture, ...(variant ? { variant } : architecture ? {} : host.variant ? { variant: host.variant } : {}) });
+}
+
+const variantLevel = (v: string | undefined) => (v && /^v\d+$/.test(v) ? Number(v.slice(1)) : undefined);
+
+/**
+ * How well `candidate` runs on `want`: undefined when it cannot, else higher is
+ * better. Numbered variants are backward compatible (an arm/v7 host runs v6
+ * and v5 images, preferring v7), other variants must match exactly.
+ */
+function platformScore(want: Platform, candidate: Platform): number | undefined {
+  const w = normalizePlatform(want);
+  const c = normalizePlatform(candidate);
+  if (w.os !== c.os || w.architecture !== c.architecture) return undefined;
+  if (w.variant === c.variant) return 1000;
+  const wl = variantLevel(w.variant);
+  const cl = variantLevel(c.variant);
+  if (wl === undefined || cl === undefined || cl > wl) return undefined;
+  return cl;
+}
+
+/** The index entry to pull for `want`, or a not-found error in dockerd's words. */
+export function selectManifest(index: ImageIndex, want: Platform): Descriptor {
+  let best: { d: Descriptor; score: number } | undefined;
+  for (const d of index.manifests) {
+    if (!d.platform || !(isManifestType(d.mediaType) || isIndexType(d.mediaType))) continue;
+    const score = platformScore(want, d.platform);
+    if (score !== undefined && (!best || score > best.score)) best = { d, score };
+  }
+  if (!best) throw notFound(`no matching manifest for ${formatPlatform(want)} in the manifest list entries`);
+  return best.d;
+}
