@@ -6,22 +6,21 @@
 // that kills it when our stdin pipe to it closes — which the kernel does when
 // this process dies, however it dies — and an exit hook kills them as well.
 //
-// Token auth (distribution 2.8, registry/auth/token): the registry trusts the
-// certificates in `rootcertbundle`. A JWT names its signing key either by `kid`
-// (the libtrust fingerprint of a key from that bundle) or by an `x5c` header
-// holding a certificate chain that verifies up to the bundle. We use `x5c`
-// with the self-signed signing certificate itself: no fingerprint to compute.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+// Token auth: the registry's `auth.token` trusts the self-signed certificate
+// of a signing key that fixtures/token-issuer.mjs (a separate process) signs
+// its JWTs with; see that file for what distribution 2.8 wants in a token.
+import { execFile, fork, spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 export type RegistryAuth = 'none' | 'htpasswd' | 'token';
 
@@ -50,6 +49,8 @@ export interface TokenIssuer {
   realm: string;
   service: string;
   issuer: string;
+  /** Every call so far. Reported over IPC by the issuer process, so an entry can
+   *  land a moment after the HTTP answer: poll (expect.poll) rather than read once. */
   requests: TokenRequest[];
 }
 
@@ -75,7 +76,6 @@ export interface Registry {
 export const DEFAULT_USERS: Readonly<Record<string, string>> = Object.freeze({ berth: 's3cret' });
 export const TOKEN_SERVICE = 'berth-test-registry';
 export const TOKEN_ISSUER = 'berth-test-token-issuer';
-const TOKEN_TTL_SECONDS = 300;
 const LOG_TAIL_BYTES = 64 * 1024;
 
 // ──────────────────────────── process bookkeeping ─────────────────────────────
@@ -95,7 +95,15 @@ process.once('exit', () => {
   }
 });
 
-/** SIGKILL the watchdog shell and the registry: they share a process group. */
+/** Remembers a child (started detached: it leads its own group) until it is gone. */
+function track(proc: ChildProcess, dir: string): Running {
+  const entry: Running = { proc, dir, closed: new Promise((resolve) => proc.once('close', () => resolve())) };
+  running.add(entry);
+  void entry.closed.then(() => running.delete(entry));
+  return entry;
+}
+
+/** SIGKILL a child's whole process group (the watchdog shell and its registry). */
 function killGroup(proc: ChildProcess): void {
   try {
     if (proc.pid) process.kill(-proc.pid, 'SIGKILL');
@@ -137,134 +145,54 @@ async function makeServerTls(dir: string): Promise<{ caFile: string; server: Cer
 
 // ─────────────────────────────── token issuer ────────────────────────────────
 
-interface ResourceAccess {
-  type: string;
-  name: string;
-  actions: string[];
-}
+// The issuer runs in its own process (see fixtures/token-issuer.mjs): a test
+// blocked in execFileSync must not stall a token fetch that it waits for.
+const TOKEN_ISSUER_SCRIPT = path.join(ROOT, 'fixtures/token-issuer.mjs');
 
-/** 'repository:some/name:pull,push' → {type, name, actions}; names may hold ':' (host:port). */
-function parseScope(scope: string): ResourceAccess | undefined {
-  const first = scope.indexOf(':');
-  const last = scope.lastIndexOf(':');
-  if (first < 0 || last === first) return undefined;
-  return { type: scope.slice(0, first), name: scope.slice(first + 1, last), actions: scope.slice(last + 1).split(',').filter(Boolean) };
-}
-
-function base64url(data: string | Buffer): string {
-  return Buffer.from(data).toString('base64url');
-}
-
-/** A compact JWS (ES256) whose header carries the signing certificate (x5c). */
-function signJwt(claims: object, key: crypto.KeyObject, certDerBase64: string): string {
-  const header = { typ: 'JWT', alg: 'ES256', x5c: [certDerBase64] };
-  const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(claims))}`;
-  // JWS wants r||s, not DER, for ECDSA signatures.
-  const signature = crypto.sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });
-  return `${input}.${base64url(signature)}`;
-}
-
-function pemToDerBase64(pem: string): string {
-  return pem.replace(/-----[^-]+-----/g, '').replace(/\s+/g, '');
-}
-
-function parseBasic(header: string | undefined): { username: string; password: string } | undefined {
-  const m = /^Basic\s+(\S+)/i.exec(header ?? '');
-  if (!m) return undefined;
-  const decoded = Buffer.from(m[1]!, 'base64').toString('utf8');
-  const colon = decoded.indexOf(':');
-  return colon < 0 ? undefined : { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
-}
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-interface TokenAsk {
-  creds?: { username: string; password: string };
-  scopes: string[];
-}
-
-/**
- * What the caller asks for: docker's GET (Basic header, repeated `scope`) or
- * the OAuth2 POST form with grant_type=password (containerd's first try).
- */
-async function readTokenAsk(req: http.IncomingMessage, url: URL): Promise<TokenAsk | 'unsupported'> {
-  const splitScopes = (values: string[]) => values.flatMap((s) => s.split(' ')).filter(Boolean);
-  if (req.method === 'GET') {
-    return { creds: parseBasic(req.headers.authorization), scopes: splitScopes(url.searchParams.getAll('scope')) };
-  }
-  if (req.method !== 'POST') return 'unsupported';
-  const form = new URLSearchParams(await readBody(req));
-  if (form.get('grant_type') !== 'password') return 'unsupported';
-  return { creds: { username: form.get('username') ?? '', password: form.get('password') ?? '' }, scopes: splitScopes(form.getAll('scope')) };
-}
-
-function sendJson(res: http.ServerResponse, status: number, body: object): void {
-  res.writeHead(status, { 'Content-Type': 'application/json' });
-  res.end(JSON.stringify(body));
-}
+type IssuerMessage = { type: 'ready'; url: string } | { type: 'request'; request: TokenRequest };
 
 interface TokenIssuerHandle {
   info: TokenIssuer;
   certFile: string;
-  close(): Promise<void>;
 }
 
-async function startTokenIssuer(dir: string, users: Record<string, string>, anonymousPull: boolean): Promise<TokenIssuerHandle> {
-  const signer = await makeCert(path.join(dir, 'token'), 'signing', '/CN=berth test token signer', ['keyUsage=critical,digitalSignature']);
-  const key = crypto.createPrivateKey(readFileSync(signer.key));
-  const certDer = pemToDerBase64(readFileSync(signer.cert, 'utf8'));
-  const requests: TokenRequest[] = [];
+/** Registers a child of one registry, so that its stop() kills it. */
+type Adopt = (proc: ChildProcess) => void;
 
-  const grant = (ask: TokenAsk): ResourceAccess[] => {
-    const wanted = ask.scopes.map(parseScope).filter((s): s is ResourceAccess => s !== undefined);
-    if (ask.creds) return wanted; // a valid user may do anything it asks
-    if (!anonymousPull) return []; // like Docker Hub for a private repo: a token for nothing
-    return wanted.filter((s) => s.type === 'repository').map((s) => ({ ...s, actions: s.actions.filter((a) => a === 'pull') }));
-  };
-
-  const issue = (ask: TokenAsk): string => {
-    const now = Math.floor(Date.now() / 1000);
-    const claims = {
-      iss: TOKEN_ISSUER,
-      sub: ask.creds?.username ?? '',
-      aud: TOKEN_SERVICE,
-      exp: now + TOKEN_TTL_SECONDS,
-      nbf: now,
-      iat: now,
-      jti: crypto.randomUUID(),
-      access: grant(ask),
+/** Resolves with the issuer's URL once it reports ready; rejects if it dies first. */
+function waitForIssuer(proc: ChildProcess, stderr: { text(): string }): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: IssuerMessage) => {
+      if (m.type !== 'ready') return;
+      proc.off('exit', onExit);
+      resolve(m.url);
     };
-    return signJwt(claims, key, certDer);
-  };
-
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://issuer');
-    if (url.pathname !== '/token') return sendJson(res, 404, { details: 'not found' });
-    readTokenAsk(req, url).then((ask) => {
-      if (ask === 'unsupported') return sendJson(res, 400, { error: 'unsupported_grant_type' });
-      const user = ask.creds?.username;
-      if (ask.creds && users[ask.creds.username] !== ask.creds.password) {
-        requests.push({ method: req.method!, user, scopes: ask.scopes, outcome: 'denied' });
-        return sendJson(res, 401, { details: 'incorrect username or password' });
-      }
-      requests.push({ method: req.method!, user, scopes: ask.scopes, outcome: ask.creds ? 'granted' : 'anonymous' });
-      const token = issue(ask);
-      sendJson(res, 200, { token, access_token: token, expires_in: TOKEN_TTL_SECONDS, issued_at: new Date().toISOString() });
-    }, (err: unknown) => sendJson(res, 500, { details: String(err) }));
+    const onExit = () => {
+      proc.off('message', onMessage);
+      reject(new Error(`token issuer exited during start-up:\n${stderr.text()}`));
+    };
+    proc.on('message', onMessage);
+    proc.once('exit', onExit);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function startTokenIssuer(dir: string, users: Record<string, string>, anonymousPull: boolean, adopt: Adopt): Promise<TokenIssuerHandle> {
+  const signer = await makeCert(path.join(dir, 'token'), 'signing', '/CN=berth test token signer', ['keyUsage=critical,digitalSignature']);
+  const configFile = path.join(dir, 'token', 'issuer.json');
+  const config = { users, keyFile: signer.key, certFile: signer.cert, service: TOKEN_SERVICE, issuer: TOKEN_ISSUER, anonymousPull };
+  writeFileSync(configFile, JSON.stringify(config), { mode: 0o600 });
+
+  // detached: its own process group, so killGroup() works on it as on the registry.
+  const proc = fork(TOKEN_ISSUER_SCRIPT, [configFile], { detached: true, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+  adopt(proc);
+  const requests: TokenRequest[] = [];
+  proc.on('message', (m: IssuerMessage) => {
+    if (m.type === 'request') requests.push(m.request);
+  });
+  const url = await waitForIssuer(proc, tail(proc.stderr));
   return {
     info: { url, realm: `${url}/token`, service: TOKEN_SERVICE, issuer: TOKEN_ISSUER, requests },
     certFile: signer.cert,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
 
@@ -307,10 +235,11 @@ function registryConfig({ dir, tls, auth }: ConfigParts): object {
 
 // ───────────────────────────────── the process ────────────────────────────────
 
-// $0 is the config file. The registry runs in the background (stdin from
-// /dev/null); the shell waits on its own stdin, our pipe, and kills the
-// registry once the pipe reaches EOF.
-const WATCHDOG = 'docker-registry serve "$0" & read -r _; kill -9 $! 2>/dev/null';
+// $0 is the config file, $1 the temp dir. The registry runs in the background
+// (stdin from /dev/null); the shell waits on its own stdin, our pipe, and once
+// that reaches EOF (we died without cleaning up) kills the registry and
+// removes the temp dir. stop() kills both first, so this only runs on a crash.
+const WATCHDOG = 'docker-registry serve "$0" & read -r _; kill -9 $! 2>/dev/null; wait; rm -rf "$1"';
 
 /** A bounded tail of a stream's text. */
 function tail(stream: NodeJS.ReadableStream | null): { text(): string } {
@@ -378,14 +307,14 @@ interface AuthSetup {
   issuer?: TokenIssuerHandle;
 }
 
-async function setUpAuth(dir: string, opts: RegistryOptions, users: Record<string, string>): Promise<AuthSetup> {
+async function setUpAuth(dir: string, opts: RegistryOptions, users: Record<string, string>, adopt: Adopt): Promise<AuthSetup> {
   if (opts.auth === 'htpasswd') {
     const file = path.join(dir, 'htpasswd');
     await writeHtpasswd(file, users);
     return { config: { htpasswd: { realm: 'berth-test-registry', path: file } } };
   }
   if (opts.auth === 'token') {
-    const issuer = await startTokenIssuer(dir, users, opts.anonymousPull ?? false);
+    const issuer = await startTokenIssuer(dir, users, opts.anonymousPull ?? false, adopt);
     const token = { realm: issuer.info.realm, service: TOKEN_SERVICE, issuer: TOKEN_ISSUER, rootcertbundle: issuer.certFile };
     return { config: { token }, issuer };
   }
@@ -395,23 +324,20 @@ async function setUpAuth(dir: string, opts: RegistryOptions, users: Record<strin
 export async function startRegistry(opts: RegistryOptions = {}): Promise<Registry> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-registry-'));
   const users = opts.auth && opts.auth !== 'none' ? { ...(opts.users ?? DEFAULT_USERS) } : {};
-  let auth: AuthSetup = {};
-  let entry: Running | undefined;
+  const children: Running[] = [];
+  const adopt: Adopt = (proc) => void children.push(track(proc, dir));
   const stop = async () => {
-    if (entry) await killAndWait(entry);
-    await auth.issuer?.close();
-    if (entry) running.delete(entry);
+    await Promise.all(children.map(killAndWait));
     rmSync(dir, { recursive: true, force: true });
   };
   try {
     const tls = opts.tls ? await makeServerTls(dir) : undefined;
-    auth = await setUpAuth(dir, opts, users);
+    const auth = await setUpAuth(dir, opts, users, adopt);
     const configFile = path.join(dir, 'config.yml');
     writeFileSync(configFile, JSON.stringify(registryConfig({ dir, tls: tls?.server, auth: auth.config }), null, 2));
 
-    const proc = spawn('sh', ['-c', WATCHDOG, configFile], { detached: true, stdio: ['pipe', 'ignore', 'pipe'] });
-    entry = { proc, dir, closed: new Promise((resolve) => proc.once('close', () => resolve())) };
-    running.add(entry);
+    const proc = spawn('sh', ['-c', WATCHDOG, configFile, dir], { detached: true, stdio: ['pipe', 'ignore', 'pipe'] });
+    adopt(proc);
     const logs = tail(proc.stderr);
     const port = await waitForListening(proc, logs);
 

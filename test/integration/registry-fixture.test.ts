@@ -1,7 +1,8 @@
 // The test registry and the test images are real: a registry we start accepts
 // what our own push client sends, and independent clients (skopeo, curl) read
 // it back. Covers plain HTTP, htpasswd, TLS with our own CA, and token auth.
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -150,6 +151,46 @@ describe.each(VARIANTS)('$name registry', ({ name, opts }) => {
     // skopeo resolves the index to the child for a chosen platform (its Digest stays the index's).
     const arm = JSON.parse((await skopeoInspect(reg, [`docker://${reg.host}/multiarch:${format}`], { global: ['--override-arch', 'arm64'] })).stdout);
     expect(arm).toMatchObject({ Digest: digest, Architecture: 'arm64', Layers: [images[1]!.layers[0]!.digest] });
+  });
+});
+
+describe('registry lifecycle and token issuer', () => {
+  it('stop() kills every process it started and removes the temp dir', async () => {
+    const reg = await startRegistry({ auth: 'token', tls: true });
+    const pids = () => run('pgrep', ['-f', reg.dir]).then((r) => r.stdout.trim().split('\n'), () => []);
+    expect((await pids()).length).toBeGreaterThanOrEqual(3); // watchdog sh, registry, token issuer
+    await reg.stop();
+    expect(await pids()).toEqual([]);
+    expect(existsSync(reg.dir)).toBe(false);
+  });
+
+  it('issues tokens while the test process is blocked in execFileSync', async () => {
+    const reg = await startRegistry({ auth: 'token' });
+    try {
+      await pushImage(reg, 'busybox', 'latest', await busyboxImage());
+      const before = reg.tokenIssuer!.requests.length;
+      // The issuer is its own process, so a synchronous client cannot deadlock it.
+      const out = execFileSync('skopeo', ['inspect', '--tls-verify=false', '--creds', 'berth:s3cret', `docker://${reg.host}/busybox:latest`], { encoding: 'utf8' });
+      expect(JSON.parse(out).Architecture).toBe('amd64');
+      // Its request log arrives over IPC, once our event loop runs again.
+      await expect.poll(() => reg.tokenIssuer!.requests.length).toBeGreaterThan(before);
+      expect(reg.tokenIssuer!.requests.at(-1)).toMatchObject({ method: 'GET', user: 'berth', scopes: ['repository:busybox:pull'], outcome: 'granted' });
+    } finally {
+      await reg.stop();
+    }
+  });
+
+  it('lets anonymous callers pull, not push, with anonymousPull', async () => {
+    const reg = await startRegistry({ auth: 'token', anonymousPull: true });
+    try {
+      const image = await busyboxImage();
+      await pushImage(reg, 'public', 'latest', image);
+      const info = JSON.parse((await skopeoInspect(reg, [`docker://${reg.host}/public:latest`], { creds: null })).stdout);
+      expect(info.Digest).toBe(image.digest);
+      await expect(pushImage(reg, 'public', 'anon', image, null)).rejects.toMatchObject({ status: 401 });
+    } finally {
+      await reg.stop();
+    }
   });
 });
 
