@@ -78,6 +78,32 @@ export const TOKEN_SERVICE = 'berth-test-registry';
 export const TOKEN_ISSUER = 'berth-test-token-issuer';
 const LOG_TAIL_BYTES = 64 * 1024;
 
+// ─────────────────────────────────── start-up ───────────────────────────────────
+
+/** Subscribes to a readiness signal, calling done(value) once; returns an unsubscribe. */
+type Watch<T> = (done: (value: T) => void) => () => void;
+
+/** Waits for a child's readiness signal; fails if it exits first or takes too long. */
+function startedUp<T>(proc: ChildProcess, what: string, logs: Tail, watch: Watch<T>, timeoutMs = 15_000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    let unwatch: (() => void) | undefined;
+    const finish = (settle: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      proc.off('exit', onExit);
+      unwatch?.();
+      settle();
+    };
+    const onExit = () => finish(() => reject(new Error(`${what} exited during start-up:\n${logs.text()}`)));
+    const timer = setTimeout(() => finish(() => reject(new Error(`${what} did not start in ${timeoutMs} ms:\n${logs.text()}`))), timeoutMs);
+    proc.once('exit', onExit);
+    unwatch = watch((value) => finish(() => resolve(value)));
+    if (settled) unwatch(); // the signal was already there when we subscribed
+  });
+}
+
 // ──────────────────────────── process bookkeeping ─────────────────────────────
 
 interface Running {
@@ -159,21 +185,13 @@ interface TokenIssuerHandle {
 /** Registers a child of one registry, so that its stop() kills it. */
 type Adopt = (proc: ChildProcess) => void;
 
-/** Resolves with the issuer's URL once it reports ready; rejects if it dies first. */
-function waitForIssuer(proc: ChildProcess, stderr: { text(): string }): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const onMessage = (m: IssuerMessage) => {
-      if (m.type !== 'ready') return;
-      proc.off('exit', onExit);
-      resolve(m.url);
-    };
-    const onExit = () => {
-      proc.off('message', onMessage);
-      reject(new Error(`token issuer exited during start-up:\n${stderr.text()}`));
-    };
+/** The issuer's URL, from its { type: 'ready' } message. */
+function issuerReady(proc: ChildProcess): Watch<string> {
+  return (done) => {
+    const onMessage = (m: IssuerMessage) => m.type === 'ready' && done(m.url);
     proc.on('message', onMessage);
-    proc.once('exit', onExit);
-  });
+    return () => proc.off('message', onMessage);
+  };
 }
 
 async function startTokenIssuer(dir: string, users: Record<string, string>, anonymousPull: boolean, adopt: Adopt): Promise<TokenIssuerHandle> {
@@ -189,7 +207,7 @@ async function startTokenIssuer(dir: string, users: Record<string, string>, anon
   proc.on('message', (m: IssuerMessage) => {
     if (m.type === 'request') requests.push(m.request);
   });
-  const url = await waitForIssuer(proc, tail(proc.stderr));
+  const url = await startedUp(proc, 'token issuer', tail(proc.stderr), issuerReady(proc));
   return {
     info: { url, realm: `${url}/token`, service: TOKEN_SERVICE, issuer: TOKEN_ISSUER, requests },
     certFile: signer.cert,
@@ -241,8 +259,12 @@ function registryConfig({ dir, tls, auth }: ConfigParts): object {
 // removes the temp dir. stop() kills both first, so this only runs on a crash.
 const WATCHDOG = 'docker-registry serve "$0" & read -r _; kill -9 $! 2>/dev/null; wait; rm -rf "$1"';
 
+interface Tail {
+  text(): string;
+}
+
 /** A bounded tail of a stream's text. */
-function tail(stream: NodeJS.ReadableStream | null): { text(): string } {
+function tail(stream: NodeJS.ReadableStream | null): Tail {
   let text = '';
   stream?.on('data', (c: Buffer) => {
     text = (text + c.toString('utf8')).slice(-LOG_TAIL_BYTES);
@@ -251,25 +273,17 @@ function tail(stream: NodeJS.ReadableStream | null): { text(): string } {
   return { text: () => text };
 }
 
-/** Resolves with the port from the registry's "listening on 127.0.0.1:PORT" line. */
-function waitForListening(proc: ChildProcess, logs: { text(): string }, timeoutMs = 15_000): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** The port from the registry's "listening on 127.0.0.1:PORT" log line. */
+function registryListening(proc: ChildProcess, logs: Tail): Watch<number> {
+  return (done) => {
     const check = () => {
       const m = /listening on 127\.0\.0\.1:(\d+)/.exec(logs.text());
-      if (m) finish(() => resolve(Number(m[1])));
-    };
-    const onExit = () => finish(() => reject(new Error(`docker-registry exited during start-up:\n${logs.text()}`)));
-    const timer = setTimeout(() => finish(() => reject(new Error(`docker-registry did not start in ${timeoutMs} ms:\n${logs.text()}`))), timeoutMs);
-    const finish = (settle: () => void) => {
-      clearTimeout(timer);
-      proc.stderr?.off('data', check);
-      proc.off('exit', onExit);
-      settle();
+      if (m) done(Number(m[1]));
     };
     proc.stderr?.on('data', check);
-    proc.once('exit', onExit);
     check();
-  });
+    return () => proc.stderr?.off('data', check);
+  };
 }
 
 /** GET /v2/ until it answers 200 or 401 (both mean the API is up). */
@@ -339,7 +353,7 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<Registr
     const proc = spawn('sh', ['-c', WATCHDOG, configFile, dir], { detached: true, stdio: ['pipe', 'ignore', 'pipe'] });
     adopt(proc);
     const logs = tail(proc.stderr);
-    const port = await waitForListening(proc, logs);
+    const port = await startedUp(proc, 'docker-registry', logs, registryListening(proc, logs));
 
     const host = `127.0.0.1:${port}`;
     const url = `${tls ? 'https' : 'http'}://${host}`;
