@@ -2,7 +2,8 @@
 // what our own push client sends, and independent clients (skopeo, curl) read
 // it back. Covers plain HTTP, htpasswd, TLS with our own CA, and token auth.
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -220,6 +221,20 @@ describe('image builder', () => {
     expect(byName.get('tmp/')?.mode).toBe(0o1777);
     expect(byName.get('bin/busybox')).toMatchObject({ type: 'file', mode: 0o755 });
     expect(byName.has('etc/passwd') && byName.has('etc/group')).toBe(true);
+  });
+
+  it.skipIf(process.getuid?.() !== 0)('gives a busybox layer that GNU tar unpacks into a working root (chroot)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-rootfs-'));
+    const blob = path.join(os.tmpdir(), `${path.basename(dir)}.tar.gz`);
+    try {
+      writeFileSync(blob, (await busyboxImage()).layers[0]!.blob!);
+      await run('tar', ['-xzf', blob, '-C', dir]);
+      const { stdout } = await run('chroot', [dir, '/bin/sh', '-c', 'echo hi; id -u app; stat -c %a /tmp']);
+      expect(stdout.split('\n')).toEqual(['hi', '1000', '1777', '']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(blob, { force: true });
+    }
   });
 
   it('keeps hostile names verbatim in raw layers', async () => {
