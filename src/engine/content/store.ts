@@ -25,7 +25,7 @@
 // When the blob is already stored, or another caller is already downloading
 // the same digest, the tap is fed from the stored file once it is committed.
 import { createHash, randomBytes, type Hash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { once } from 'node:events';
 import path from 'node:path';
@@ -128,6 +128,12 @@ function release(source: ContentSource): void {
   if (typeof source !== 'function') source.destroy();
 }
 
+/** Resolves once a stream has emitted 'close' (for a file: its descriptor is closed). */
+function closed(stream: Writable): Promise<void> {
+  if (stream.closed) return Promise.resolve();
+  return new Promise((resolve) => stream.once('close', () => resolve()));
+}
+
 async function fsyncDir(dir: string): Promise<void> {
   const fh = await open(dir, 'r');
   try {
@@ -152,10 +158,12 @@ function tee(file: Writable, tap: Writable | undefined): Writable {
     },
     final(cb) {
       file.end();
-      once(file, 'finish').then(() => cb(), cb);
+      closed(file).then(() => cb(), cb);
     },
     destroy(err, cb) {
-      file.destroy();
+      // pipeline destroys every stream once done; only a failure may stop the file
+      // (its descriptor belongs to the caller, which still has to fsync it).
+      if (err) file.destroy();
       cb(err);
     },
   });
@@ -241,7 +249,16 @@ export class ContentStore {
    * source is used only if that download fails. Already stored → no download.
    */
   async ingest(digest: string, expectedSize: number | undefined, source: ContentSource, opts: IngestOptions = {}): Promise<void> {
-    const target = this.path(digest); // validates the digest before anything else
+    let target: string;
+    try {
+      target = this.path(digest); // validates the digest before anything else
+      if (expectedSize !== undefined && !(Number.isSafeInteger(expectedSize) && expectedSize >= 0)) {
+        throw invalidParameter(`invalid size ${expectedSize} for ${digest}`);
+      }
+    } catch (e) {
+      release(source);
+      throw e;
+    }
     const running = this.inflight.get(digest);
     if (running) {
       const shared = await running.then(
@@ -277,16 +294,17 @@ export class ContentStore {
 
   /** Copies input to a new temp file through the verifier (and the tap); fsyncs it. */
   private async writeVerified(tmp: string, input: Readable, digest: string, size: number | undefined, opts: IngestOptions): Promise<void> {
-    const fh = await open(tmp, 'wx', 0o644);
+    // flush: fsync before close, so the rename that follows publishes durable bytes.
+    const verify = verifyingStream(digest, size, opts);
+    const file = createWriteStream(tmp, { flags: 'wx', mode: 0o644, flush: true });
     try {
-      // We own the descriptor: the stream must not close it before the fsync.
-      const file = fh.createWriteStream({ autoClose: false });
-      const verify = verifyingStream(digest, size, opts);
       const sink = tee(file, opts.tap);
       await (opts.signal ? pipeline(input, verify, sink, { signal: opts.signal }) : pipeline(input, verify, sink));
-      await fh.sync();
     } finally {
-      await fh.close();
+      // Success or not, the descriptor must be closed before the file is renamed or removed
+      // (after a success it already is, and destroy does nothing).
+      file.destroy();
+      await closed(file);
     }
   }
 
