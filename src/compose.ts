@@ -1,10 +1,19 @@
 // The composition root: the only place that builds the parts and wires them.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Config } from './config.js';
+import { ContainerService } from './engine/containers/service.js';
+import { ContentStore } from './engine/content/store.js';
+import { PullingImageService } from './engine/images/pull.js';
 import type { Engine } from './engine/index.js';
+import { LayerStore } from './engine/layers/layers.js';
+import { RegistryClient } from './engine/registry/client.js';
+import { ExitWatcher } from './engine/runtime/exits.js';
+import { DEFAULT_LOG_SIZE_MAX, Runtime } from './engine/runtime/runtime.js';
+import { ContainerRepository } from './engine/store/containers.js';
 import { openDb, type Db } from './engine/store/db.js';
+import { ImageRepository } from './engine/store/images.js';
 import { SystemService } from './engine/system.js';
 import type { Logger } from './log.js';
 
@@ -26,15 +35,75 @@ function daemonId(dataRoot: string): string {
   }
 }
 
-export async function buildEngine(config: Config, _logger: Logger): Promise<Built> {
+/** A program's absolute path: conmon needs one for the runtime. Searches PATH and the sbin dirs. */
+function which(prog: string): string {
+  if (prog.includes('/')) return path.resolve(prog);
+  const dirs = [...(process.env.PATH ?? '').split(':'), '/usr/local/sbin', '/usr/sbin', '/sbin'];
+  for (const d of dirs.filter(Boolean)) {
+    const p = path.join(d, prog);
+    try {
+      accessSync(p, constants.X_OK);
+      return p;
+    } catch {
+      // keep looking
+    }
+  }
+  return prog; // reported when first used
+}
+
+export async function buildEngine(config: Config, logger: Logger): Promise<Built> {
   mkdirSync(config.dataRoot, { recursive: true, mode: 0o710 });
+  const dir = (name: string) => {
+    const p = path.join(config.dataRoot, name);
+    mkdirSync(p, { recursive: true, mode: 0o700 });
+    return p;
+  };
   const db = openDb(path.join(config.dataRoot, 'berth.db'));
+  const imageRepo = new ImageRepository(db);
+
+  const content = new ContentStore(dir('content'));
+  const layers = new LayerStore(dir('layers'));
+  await layers.init();
+  // Leftovers of pulls and commits cut short by a crash: nothing records them.
+  await content.init();
+  await layers.cleanup(imageRepo.layerDirs());
+
+  const registry = new RegistryClient({
+    insecureRegistries: config.insecureRegistries,
+    mirrors: config.registryMirrors,
+    certsDirs: config.certsDirs,
+    logger: logger.child({ component: 'registry' }),
+  });
+  const images = new PullingImageService({
+    repo: imageRepo,
+    layers,
+    content,
+    registry,
+    logger,
+    maxConcurrentDownloads: config.maxConcurrentDownloads,
+  });
+
+  const runtimeCfg = config.runtimes[config.defaultRuntime]!;
+  const runtime = new Runtime({ runcPath: which(runtimeCfg.path), conmonPath: which(config.conmonPath), execRoot: config.execRoot, logger });
+  const exits = new ExitWatcher(path.join(config.execRoot, 'exits'));
+  const containers = new ContainerService({
+    repo: new ContainerRepository(db),
+    images,
+    runtime,
+    exits,
+    logger,
+    root: dir('containers'),
+    logSizeMax: DEFAULT_LOG_SIZE_MAX,
+  });
+  await containers.recover();
+
   const system = new SystemService(config, db, daemonId(config.dataRoot));
-  const engine: Engine = { system };
+  const engine: Engine = { system, images, containers };
   return {
     engine,
     db,
     async close() {
+      exits.close();
       db.close();
     },
   };

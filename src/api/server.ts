@@ -5,6 +5,8 @@ import { VERSION } from '../config.js';
 import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
+import { containerRoutes } from './routes/containers.js';
+import { imageRoutes } from './routes/images.js';
 import { systemRoutes } from './routes/system.js';
 import { checkVersion, compareVersions, MAX_API_VERSION, splitVersion } from './version.js';
 
@@ -72,6 +74,8 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   app.setNotFoundHandler((_req, reply) => reply.code(404).send({ message: 'page not found' }));
 
   systemRoutes(app, engine);
+  imageRoutes(app, engine);
+  containerRoutes(app, engine);
   return app;
 }
 

@@ -1,0 +1,183 @@
+// /containers/*: thin translations between Docker's wire shapes and the container service.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
+import type { Engine } from '../../engine/index.js';
+import type { WaitCondition } from '../../engine/containers/service.js';
+import { invalidParameter, messageOf } from '../../errors.js';
+import { COMMON_HEADERS } from '../server.js';
+import { streamContentType } from '../streams/mux.js';
+import { writeOutput } from '../streams/output.js';
+import { versionBelow } from '../version.js';
+import { containerInspect, containerSummary, CreateBodySchema, withoutNulls } from '../wire/containers.js';
+import { parseFilters } from '../wire/filters.js';
+import { boolValue, intValue, parseJsonBody, query } from '../wire/forms.js';
+
+type IdParams = { Params: { id: string } };
+
+/** Unix seconds with an optional fraction ("1700000000.5") → Date. */
+function timeParam(v: string | undefined, name: string): Date | undefined {
+  if (v === undefined || v === '' || v === '0') return undefined;
+  if (/^\d+(\.\d+)?$/.test(v)) return new Date(Number(v) * 1000);
+  const t = Date.parse(v);
+  if (Number.isNaN(t)) throw invalidParameter(`invalid value for ${name}: ${v}`);
+  return new Date(t);
+}
+
+/** Takes the connection over for a long stream; answers 101 when the client asked to upgrade. */
+function hijack(req: FastifyRequest, reply: FastifyReply, contentType: string): Socket {
+  reply.hijack();
+  const sock = req.raw.socket;
+  const upgrade = /tcp/i.test(String(req.headers.upgrade ?? ''));
+  const head = upgrade
+    ? 'HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n'
+    : 'HTTP/1.1 200 OK\r\n';
+  const headers = { ...COMMON_HEADERS, 'Content-Type': contentType };
+  sock.write(head + Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + '\r\n');
+  sock.setTimeout(0);
+  return sock;
+}
+
+export function containerRoutes(app: FastifyInstance, engine: Engine): void {
+  const containers = engine.containers;
+  const imageName = (ref: string, id: string) => {
+    // The Image column shows what the user asked for while it still names the same image.
+    try {
+      return engine.images.find(ref).id === id ? ref : id;
+    } catch {
+      return id;
+    }
+  };
+
+  app.get('/containers/json', async (req) => {
+    const q = query(req);
+    const list = containers.list({ all: boolValue(q.all), limit: intValue(q.limit, 'limit'), filters: parseFilters(q.filters) });
+    return list.map((c) => containerSummary(c, imageName(c.row.image_ref, c.row.image_id)));
+  });
+
+  app.post('/containers/create', async (req, reply) => {
+    const body = await parseJsonBody(req, CreateBodySchema);
+    const { HostConfig, NetworkingConfig: _n, ...config } = body;
+    const created = await containers.create({
+      ...(query(req).name ? { name: query(req).name! } : {}),
+      config: withoutNulls(config) as never,
+      hostConfig: withoutNulls(HostConfig ?? {}) as never,
+    });
+    return reply.code(201).send(created);
+  });
+
+  app.post('/containers/prune', async (req) => containers.prune(parseFilters(query(req).filters)));
+
+  app.get<IdParams>('/containers/:id/json', async (req) => {
+    const c = containers.get(req.params.id);
+    const lowerDirs = engine.images.layersOf(c.row.image_id).map((l) => engine.images.layerDir(l)).reverse();
+    return containerInspect(c, { lowerDirs });
+  });
+
+  app.post<IdParams>('/containers/:id/start', async (req, reply) => {
+    await containers.start(req.params.id);
+    return reply.code(204).send();
+  });
+
+  app.post<IdParams>('/containers/:id/stop', async (req, reply) => {
+    const q = query(req);
+    await containers.stop(req.params.id, { timeoutSec: intValue(q.t, 't'), ...(q.signal ? { signal: q.signal } : {}) });
+    return reply.code(204).send();
+  });
+
+  app.post<IdParams>('/containers/:id/restart', async (req, reply) => {
+    await containers.restart(req.params.id, intValue(query(req).t, 't'));
+    return reply.code(204).send();
+  });
+
+  app.post<IdParams>('/containers/:id/kill', async (req, reply) => {
+    await containers.kill(req.params.id, query(req).signal || 'SIGKILL');
+    return reply.code(204).send();
+  });
+
+  app.post<IdParams>('/containers/:id/pause', async (req, reply) => {
+    await containers.pause(req.params.id);
+    return reply.code(204).send();
+  });
+
+  app.post<IdParams>('/containers/:id/unpause', async (req, reply) => {
+    await containers.unpause(req.params.id);
+    return reply.code(204).send();
+  });
+
+  app.post<IdParams>('/containers/:id/rename', async (req, reply) => {
+    containers.rename(req.params.id, query(req).name ?? '');
+    return reply.code(204).send();
+  });
+
+  app.delete<IdParams>('/containers/:id', async (req, reply) => {
+    const q = query(req);
+    await containers.remove(req.params.id, { force: boolValue(q.force) });
+    return reply.code(204).send();
+  });
+
+  // dockerd answers the headers at once and the body when the condition is met.
+  app.post<IdParams>('/containers/:id/wait', async (req, reply) => {
+    const result = containers.wait(req.params.id, (query(req).condition || 'not-running') as WaitCondition);
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': 'application/json' });
+    res.flushHeaders();
+    const r = await result;
+    res.end(`${JSON.stringify(versionBelow(req.apiVersion, '1.30') ? { StatusCode: r.StatusCode } : r)}\n`);
+  });
+
+  app.get<IdParams>('/containers/:id/logs', async (req, reply) => {
+    const q = query(req);
+    const stdout = boolValue(q.stdout);
+    const stderr = boolValue(q.stderr);
+    if (!stdout && !stderr) throw invalidParameter('Bad parameters: you must choose at least one stream');
+    const tty = containers.isTty(req.params.id);
+    const tail = q.tail === undefined || q.tail === 'all' || q.tail === '' ? undefined : intValue(q.tail, 'tail');
+    const since = timeParam(q.since, 'since');
+    const until = timeParam(q.until, 'until');
+    const abort = new AbortController();
+    const entries = containers.logs(req.params.id, {
+      stdout,
+      stderr,
+      follow: boolValue(q.follow),
+      signal: abort.signal,
+      ...(tail !== undefined ? { tail } : {}),
+      ...(since ? { since } : {}),
+      ...(until ? { until } : {}),
+    });
+    reply.hijack();
+    const res = reply.raw;
+    res.on('close', () => abort.abort());
+    res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': streamContentType(tty, req.apiVersion, versionBelow) });
+    res.flushHeaders();
+    try {
+      await writeOutput(res, entries, { tty, timestamps: boolValue(q.timestamps) });
+    } catch (e) {
+      req.log.warn({ err: e }, 'log stream failed');
+    }
+    res.end();
+  });
+
+  app.post<IdParams>('/containers/:id/attach', async (req, reply) => {
+    const q = query(req);
+    const tty = containers.isTty(req.params.id);
+    const abort = new AbortController();
+    const entries = containers.attach(req.params.id, {
+      logs: boolValue(q.logs),
+      stream: boolValue(q.stream),
+      stdout: boolValue(q.stdout),
+      stderr: boolValue(q.stderr),
+      signal: abort.signal,
+    });
+    const sock = hijack(req, reply, streamContentType(tty, req.apiVersion, versionBelow));
+    sock.on('close', () => abort.abort());
+    // Output only for now: whatever the client sends is read and dropped.
+    sock.on('data', () => undefined);
+    try {
+      await writeOutput(sock, entries, { tty });
+    } catch (e) {
+      req.log.warn({ err: e, msg: messageOf(e) }, 'attach stream failed');
+    }
+    sock.end();
+  });
+}

@@ -1,0 +1,64 @@
+// /images/*: thin translations between Docker's wire shapes and the image service.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Engine } from '../../engine/index.js';
+import { decodeRegistryAuth } from '../../engine/registry/auth.js';
+import { notImplemented } from '../../errors.js';
+import { JsonLinesStream } from '../streams/progress.js';
+import { parseFilters } from '../wire/filters.js';
+import { boolValue, query } from '../wire/forms.js';
+import { imageInspect, imageSummary } from '../wire/images.js';
+
+/** `/images/<name with slashes>/<action>` → [name, action]. */
+function splitNameAction(req: FastifyRequest, actions: readonly string[]): [string, string] {
+  const rest = decodeURIComponent((req.params as { '*': string })['*']);
+  for (const a of actions) {
+    if (rest.endsWith(`/${a}`)) return [rest.slice(0, -a.length - 1), a];
+  }
+  return [rest, ''];
+}
+
+export function imageRoutes(app: FastifyInstance, engine: Engine): void {
+  const images = engine.images;
+
+  app.get('/images/json', async (req) => {
+    const q = query(req);
+    return images.list({ all: boolValue(q.all), filters: parseFilters(q.filters) }).map((i) => imageSummary(i, req.apiVersion));
+  });
+
+  app.post('/images/create', async (req, reply) => {
+    const q = query(req);
+    if (!q.fromImage) throw notImplemented('importing images (fromSrc) is not supported yet');
+    const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
+    const stream = new JsonLinesStream(reply);
+    try {
+      await images.pull(q.fromImage, q.tag, auth, (e) => stream.progress(e));
+    } catch (e) {
+      if (!stream.hasStarted) throw e;
+      stream.error(e);
+    }
+    stream.end();
+  });
+
+  app.post('/images/prune', async (req) => images.prune(parseFilters(query(req).filters)));
+
+  app.get('/images/*', async (req, reply) => {
+    const [name, action] = splitNameAction(req, ['json', 'history']);
+    if (action === 'json') return imageInspect(images.inspect(name), (l) => images.layerDir(l), req.apiVersion);
+    if (action === 'history') return images.history(name);
+    return reply.callNotFound();
+  });
+
+  app.post('/images/*', async (req, reply) => {
+    const [name, action] = splitNameAction(req, ['tag']);
+    if (action !== 'tag') return reply.callNotFound();
+    const q = query(req);
+    images.tag(name, q.repo ?? '', q.tag);
+    return reply.code(201).send();
+  });
+
+  app.delete('/images/*', async (req) => {
+    const q = query(req);
+    const [name] = splitNameAction(req, []);
+    return images.remove(name, { force: boolValue(q.force), noprune: boolValue(q.noprune) });
+  });
+}

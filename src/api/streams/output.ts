@@ -1,0 +1,28 @@
+// Writing a container's output (logs, attach) to a client: multiplexed frames
+// without a TTY, raw bytes with one; optional RFC 3339 timestamps.
+import type { Writable } from 'node:stream';
+import { formatTimestamp, type LogEntry } from '../../engine/runtime/logs.js';
+import { frame, STDERR, STDOUT } from './mux.js';
+
+export interface OutputOptions {
+  tty: boolean;
+  timestamps?: boolean;
+}
+
+/** Writes entries to `out`, honouring backpressure; resolves when the source ends. */
+export async function writeOutput(out: Writable, entries: AsyncIterable<LogEntry>, o: OutputOptions): Promise<void> {
+  for await (const e of entries) {
+    if (out.destroyed) return;
+    const payload = o.timestamps ? Buffer.concat([Buffer.from(`${formatTimestamp(e.timeNano)} `), e.line]) : e.line;
+    const chunk = o.tty ? payload : frame(e.stream === 'stderr' ? STDERR : STDOUT, payload);
+    if (!out.write(chunk)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          out.off('drain', done).off('close', done);
+          resolve();
+        };
+        out.on('drain', done).on('close', done);
+      });
+    }
+  }
+}

@@ -1,0 +1,64 @@
+// Docker's wire shapes for images.
+import type { Image } from '../../engine/images/service.js';
+import type { LayerRow } from '../../engine/store/images.js';
+import { createdSeconds } from '../../engine/images/config.js';
+import { versionBelow } from '../version.js';
+
+const orNone = (xs: string[], none: string) => (xs.length ? xs : [none]);
+
+/** One entry of `GET /images/json`. */
+export function imageSummary(img: Image, apiVersion: string): Record<string, unknown> {
+  const untagged = img.repoTags.length === 0 && img.repoDigests.length === 0;
+  const out: Record<string, unknown> = {
+    Containers: img.containers,
+    Created: createdSeconds(img.created),
+    Id: img.id,
+    Labels: img.config.config?.Labels ?? {},
+    ParentId: img.parent,
+    // dockerd 20.10 shows an untagged image as <none>:<none> / <none>@<none>.
+    RepoDigests: untagged ? ['<none>@<none>'] : img.repoDigests,
+    RepoTags: untagged || img.repoTags.length === 0 ? ['<none>:<none>'] : img.repoTags,
+    SharedSize: -1,
+    Size: img.size,
+  };
+  if (versionBelow(apiVersion, '1.44')) out.VirtualSize = img.size;
+  return out;
+}
+
+/** `GET /images/{name}/json`. */
+export function imageInspect(img: Image & { layers: LayerRow[] }, layerDir: (l: LayerRow) => string, apiVersion: string): Record<string, unknown> {
+  const c = img.config;
+  const lower = img.layers.map(layerDir).reverse();
+  const out: Record<string, unknown> = {
+    Id: img.id,
+    RepoTags: img.repoTags,
+    RepoDigests: img.repoDigests,
+    Parent: img.parent,
+    Comment: c.comment ?? '',
+    Created: c.created ?? new Date(0).toISOString(),
+    Container: c.container ?? '',
+    ContainerConfig: c.container_config ?? emptyConfig(),
+    DockerVersion: c.docker_version ?? '',
+    Author: c.author ?? '',
+    Config: c.config ?? null,
+    Architecture: c.architecture ?? 'amd64',
+    ...(c.variant ? { Variant: c.variant } : {}),
+    Os: c.os ?? 'linux',
+    ...(c['os.version'] ? { OsVersion: c['os.version'] } : {}),
+    Size: img.size,
+    GraphDriver: {
+      Data: lower.length ? { MergedDir: '', UpperDir: lower[0], LowerDir: lower.slice(1).join(':') || undefined, WorkDir: '' } : null,
+      Name: 'overlay2',
+    },
+    RootFS: { Type: 'layers', Layers: c.rootfs?.diff_ids ?? [] },
+    Metadata: { LastTagTime: '0001-01-01T00:00:00Z' },
+  };
+  if (versionBelow(apiVersion, '1.44')) out.VirtualSize = img.size;
+  return out;
+}
+
+const emptyConfig = () => ({
+  Hostname: '', Domainname: '', User: '', AttachStdin: false, AttachStdout: false, AttachStderr: false,
+  Tty: false, OpenStdin: false, StdinOnce: false, Env: null, Cmd: null, Image: '', Volumes: null,
+  WorkingDir: '', Entrypoint: null, OnBuild: null, Labels: null,
+});

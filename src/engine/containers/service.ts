@@ -1,0 +1,708 @@
+// Docker's container verbs: create, start, stop, kill, wait, restart, pause,
+// rename, remove, prune, and what list/inspect/logs read. State lives in SQLite;
+// processes live under conmon, which outlives berthd; exits arrive by inotify.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { conflict, EngineError, invalidParameter, isEngineError, messageOf, noSuchContainer, notFound, notModified, systemError } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
+import type { ImageConfig } from '../images/config.js';
+import type { ImageService } from '../images/service.js';
+import { prepareRootfs, releaseRootfs } from '../layers/store.js';
+import { RuntimeCreateError } from '../runtime/errors.js';
+import type { ExitWatcher } from '../runtime/exits.js';
+import { readLog, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
+import type { Runtime } from '../runtime/runtime.js';
+import { buildSpec, type BindMount, type Propagation } from './spec.js';
+import { isUniqueViolation, type ContainerRepository, type ContainerRow, type ContainerStatus } from '../store/containers.js';
+import { checkName, generateName } from './names.js';
+import type { ContainerConfig, CreateRequest, HostConfig, Mount } from './types.js';
+import { resolveUser } from './user.js';
+
+const execFileAsync = promisify(execFile);
+
+export type WaitCondition = 'not-running' | 'next-exit' | 'removed';
+
+export interface Container {
+  row: ContainerRow;
+  config: ContainerConfig;
+  hostConfig: HostConfig;
+  /** The command run: Path and Args as inspect shows them. */
+  path: string;
+  args: string[];
+  bundleDir: string;
+  logPath: string;
+}
+
+export interface ContainerDeps {
+  repo: ContainerRepository;
+  images: ImageService;
+  runtime: Runtime;
+  exits: ExitWatcher;
+  logger: Logger;
+  /** <data-root>/containers */
+  root: string;
+  initPath?: string;
+  /** Default cap on a container's log, bytes. */
+  logSizeMax: number;
+}
+
+const RUNNING: ContainerStatus[] = ['running', 'paused', 'restarting'];
+const isRunning = (r: ContainerRow) => r.status === 'running' || r.status === 'paused';
+const SIGNALS: Record<string, number> = Object.fromEntries(Object.entries(os.constants.signals).map(([k, v]) => [k, v]));
+
+/** `9`, `KILL`, `SIGKILL` → `SIGKILL`; unknown names are refused as dockerd refuses them. */
+export function normalizeSignal(sig: string): string {
+  const s = sig.trim().toUpperCase();
+  if (/^\d+$/.test(s)) {
+    const name = Object.entries(SIGNALS).find(([, n]) => n === Number(s))?.[0];
+    if (!name) throw invalidParameter(`Invalid signal: ${sig}`);
+    return name;
+  }
+  const name = s.startsWith('SIG') ? s : `SIG${s}`;
+  if (!(name in SIGNALS)) throw invalidParameter(`Invalid signal: ${sig}`);
+  return name;
+}
+
+/** Parses sizes like `10m`, `1g`, `512k` (log-opts max-size). */
+export function parseSize(s: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$/i.exec(s.trim());
+  if (!m) throw invalidParameter(`invalid size: '${s}'`);
+  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g' | 't'];
+  return Math.floor(Number(m[1]) * mult);
+}
+
+function mergeEnv(image: string[] | null | undefined, user: string[] | null | undefined): string[] {
+  const out = new Map<string, string>();
+  for (const e of [...(image ?? []), ...(user ?? [])]) {
+    const k = e.split('=', 1)[0]!;
+    out.set(k, e);
+  }
+  return [...out.values()];
+}
+
+export class ContainerService {
+  private readonly waiters = new Map<string, { condition: WaitCondition; resolve: (r: { StatusCode: number; Error: { Message: string } | null }) => void }[]>();
+  /** Starts in progress, so an exit that races a start is handled after it. */
+  private readonly starting = new Map<string, Promise<unknown>>();
+  private readonly restartTimers = new Map<string, NodeJS.Timeout>();
+  private readonly log: Logger;
+
+  constructor(private readonly deps: ContainerDeps) {
+    this.log = deps.logger.child({ component: 'containers' });
+  }
+
+  // ------------------------------------------------------------------ lookup
+
+  /** Resolves a full id, a unique id prefix, or a name (with or without '/'). */
+  find(ref: string): ContainerRow {
+    const { repo } = this.deps;
+    if (!ref) throw noSuchContainer(ref);
+    const byId = /^[0-9a-f]{64}$/.test(ref) ? repo.find(ref) : undefined;
+    if (byId) return byId;
+    const byName = repo.findByName(ref.replace(/^\//, ''));
+    if (byName) return byName;
+    if (/^[0-9a-f]+$/.test(ref)) {
+      const rows = repo.findByPrefix(ref);
+      if (rows.length > 1) throw notFound(`Multiple IDs found with provided prefix: ${ref}`);
+      if (rows[0]) return rows[0];
+    }
+    throw noSuchContainer(ref);
+  }
+
+  get(ref: string): Container {
+    return this.hydrate(this.find(ref));
+  }
+
+  private hydrate(row: ContainerRow): Container {
+    const config = JSON.parse(row.config) as ContainerConfig;
+    const hostConfig = JSON.parse(row.host_config) as HostConfig;
+    const argv = [...(config.Entrypoint ?? []), ...(config.Cmd ?? [])];
+    const bundleDir = path.join(this.deps.root, row.id);
+    return { row, config, hostConfig, path: argv[0] ?? '', args: argv.slice(1), bundleDir, logPath: path.join(bundleDir, 'ctr.log') };
+  }
+
+  list(opts: { all?: boolean; limit?: number; filters?: Filters } = {}): Container[] {
+    const f = opts.filters ?? {};
+    checkFilters(f, ['id', 'name', 'label', 'status', 'ancestor', 'exited', 'before', 'since', 'health', 'network', 'volume', 'publish', 'expose', 'isolation', 'is-task']);
+    for (const s of f.status ?? []) {
+      if (!['created', 'restarting', 'running', 'removing', 'paused', 'exited', 'dead'].includes(s)) {
+        throw invalidParameter(`invalid filter 'status=${s}'`);
+      }
+    }
+    const before = f.before?.[0] ? this.find(f.before[0]).seq : undefined;
+    const since = f.since?.[0] ? this.find(f.since[0]).seq : undefined;
+    const ancestors = (f.ancestor ?? []).map((a) => {
+      try {
+        return this.deps.images.find(a).id;
+      } catch {
+        return undefined;
+      }
+    });
+    const all = opts.all || (opts.limit ?? 0) > 0 || !!f.status || !!f.exited || before !== undefined || since !== undefined;
+    const out: Container[] = [];
+    for (const row of this.deps.repo.list()) {
+      if (!all && row.status !== 'running' && row.status !== 'paused' && row.status !== 'restarting') continue;
+      const c = this.hydrate(row);
+      if (f.id?.length && !f.id.some((p) => row.id.startsWith(p))) continue;
+      if (f.name?.length && !f.name.some((n) => new RegExp(n.replace(/^\//, '')).test(row.name))) continue;
+      if (f.status?.length && !f.status.includes(row.status)) continue;
+      if (f.exited?.length && !(row.status === 'exited' && f.exited.map(Number).includes(row.exit_code))) continue;
+      if (!matchLabels(f, c.config.Labels)) continue;
+      if (before !== undefined && row.seq >= before) continue;
+      if (since !== undefined && row.seq <= since) continue;
+      if (f.ancestor?.length && !ancestors.includes(row.image_id) && !f.ancestor.some((a) => globMatch(a, row.image_ref))) continue;
+      out.push(c);
+      if (opts.limit && opts.limit > 0 && out.length >= opts.limit) break;
+    }
+    return out;
+  }
+
+  // ------------------------------------------------------------------ create
+
+  async create(req: CreateRequest): Promise<{ Id: string; Warnings: string[] | null }> {
+    if (!req.config.Image) throw invalidParameter('Config cannot be empty in order to create a container');
+    const name = req.name ? checkName(req.name) : undefined;
+    if (name) this.checkNameFree(name);
+    const image = this.deps.images.find(req.config.Image);
+    const imgCfg = (JSON.parse(image.config) as ImageConfig).config ?? {};
+    const hc = this.hostConfig(req.hostConfig);
+    const config = this.mergeConfig(req.config, imgCfg);
+    if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
+    for (const b of hc.Binds ?? []) parseBind(b);
+    for (const m of hc.Mounts ?? []) mountOf(m);
+    const id = randomBytes(32).toString('hex');
+    if (!config.Hostname) config.Hostname = id.slice(0, 12);
+    const bundleDir = path.join(this.deps.root, id);
+    await mkdir(bundleDir, { recursive: true, mode: 0o700 });
+    try {
+      this.deps.repo.insert({
+        id,
+        name: name ?? generateName((n) => this.deps.repo.findByName(n) !== undefined),
+        image_id: image.id,
+        image_ref: req.config.Image,
+        config: JSON.stringify(config),
+        host_config: JSON.stringify(hc),
+        created: Date.now(),
+      });
+    } catch (e) {
+      await rm(bundleDir, { recursive: true, force: true });
+      if (isUniqueViolation(e) && name) this.checkNameFree(name);
+      throw e;
+    }
+    return { Id: id, Warnings: null };
+  }
+
+  private checkNameFree(name: string): void {
+    const taken = this.deps.repo.findByName(name);
+    if (taken) {
+      throw conflict(
+        `Conflict. The container name "/${name}" is already in use by container "${taken.id}". You have to remove (or rename) that container to be able to reuse that name.`,
+      );
+    }
+  }
+
+  /** The container's effective config: the request over the image's defaults, as dockerd merges them. */
+  private mergeConfig(c: CreateRequest['config'], img: NonNullable<ImageConfig['config']>): ContainerConfig {
+    // A new Entrypoint drops the image's Cmd (dockerd's rule); a Cmd alone keeps the image's Entrypoint.
+    const entrypoint = c.Entrypoint !== undefined ? (c.Entrypoint?.length ? c.Entrypoint : null) : (img.Entrypoint ?? null);
+    const cmd = c.Cmd?.length ? c.Cmd : c.Entrypoint !== undefined ? null : (img.Cmd ?? null);
+    const labels = { ...(img.Labels ?? {}), ...(c.Labels ?? {}) };
+    const ports = { ...(img.ExposedPorts ?? {}), ...(c.ExposedPorts ?? {}) };
+    const volumes = { ...(img.Volumes ?? {}), ...(c.Volumes ?? {}) };
+    return {
+      ...c,
+      Hostname: c.Hostname ?? '',
+      Domainname: c.Domainname ?? '',
+      User: c.User || img.User || '',
+      AttachStdin: c.AttachStdin ?? false,
+      AttachStdout: c.AttachStdout ?? false,
+      AttachStderr: c.AttachStderr ?? false,
+      ExposedPorts: Object.keys(ports).length ? ports : null,
+      Tty: c.Tty ?? false,
+      OpenStdin: c.OpenStdin ?? false,
+      StdinOnce: c.StdinOnce ?? false,
+      Env: mergeEnv(img.Env, c.Env),
+      Cmd: cmd,
+      Image: c.Image,
+      Volumes: Object.keys(volumes).length ? volumes : null,
+      WorkingDir: c.WorkingDir || img.WorkingDir || '',
+      Entrypoint: entrypoint,
+      OnBuild: img.OnBuild ?? null,
+      Labels: labels,
+      ...(c.StopSignal || img.StopSignal ? { StopSignal: c.StopSignal || img.StopSignal } : {}),
+      ...(c.StopTimeout !== undefined ? { StopTimeout: c.StopTimeout } : {}),
+    };
+  }
+
+  private hostConfig(h: Partial<HostConfig>): HostConfig {
+    const policy = h.RestartPolicy ?? { Name: '', MaximumRetryCount: 0 };
+    const name = policy.Name ?? '';
+    if (!['', 'no', 'always', 'unless-stopped', 'on-failure'].includes(name)) {
+      throw invalidParameter(`invalid restart policy '${name}'`);
+    }
+    if (name !== 'on-failure' && (policy.MaximumRetryCount ?? 0) > 0) {
+      throw invalidParameter(`maximum retry count cannot be used with restart policy '${name}'`);
+    }
+    if (h.AutoRemove && name !== '' && name !== 'no') {
+      throw invalidParameter('can\'t create \'AutoRemove\' container with restart policy');
+    }
+    const mode = h.NetworkMode || 'default';
+    if (!['default', 'bridge', 'none', 'host'].includes(mode)) {
+      throw invalidParameter(`network ${mode} not found`);
+    }
+    if (h.LogConfig?.Config?.['max-size']) parseSize(h.LogConfig.Config['max-size']);
+    for (const o of h.SecurityOpt ?? []) {
+      if (!/^no-new-privileges(?:[:=](true|false))?$|^(seccomp|apparmor|label)[:=]/.test(o)) {
+        throw invalidParameter(`Invalid --security-opt: ${JSON.stringify(o)}`);
+      }
+    }
+    return {
+      ...h,
+      Binds: h.Binds ?? null,
+      AutoRemove: h.AutoRemove ?? false,
+      NetworkMode: mode,
+      RestartPolicy: { Name: name as HostConfig['RestartPolicy']['Name'], MaximumRetryCount: policy.MaximumRetryCount ?? 0 },
+      Privileged: h.Privileged ?? false,
+      ReadonlyRootfs: h.ReadonlyRootfs ?? false,
+      CapAdd: h.CapAdd ?? null,
+      CapDrop: h.CapDrop ?? null,
+      SecurityOpt: h.SecurityOpt ?? null,
+      Memory: h.Memory ?? 0,
+      MemorySwap: h.MemorySwap ?? 0,
+      NanoCpus: h.NanoCpus ?? 0,
+      CpuShares: h.CpuShares ?? 0,
+      CpusetCpus: h.CpusetCpus ?? '',
+      LogConfig: { Type: h.LogConfig?.Type || 'k8s-file', Config: h.LogConfig?.Config ?? {} },
+    };
+  }
+
+  // ------------------------------------------------------------------ start
+
+  async start(ref: string): Promise<void> {
+    const row = this.find(ref);
+    if (row.status === 'running' || row.status === 'restarting') throw notModified();
+    if (row.status === 'paused') throw conflict('cannot start a paused container, try unpause instead');
+    await this.guardStart(row.id, () => this.startRow(row.id, { stoppedByUser: false }));
+  }
+
+  private async guardStart<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    if (this.starting.has(id)) throw conflict(`container ${id} is already being started`);
+    const job = fn();
+    this.starting.set(id, job.catch(() => undefined));
+    try {
+      return await job;
+    } finally {
+      this.starting.delete(id);
+    }
+  }
+
+  private async startRow(id: string, o: { stoppedByUser: boolean; restartCount?: number }): Promise<void> {
+    const c = this.hydrate(this.deps.repo.find(id) ?? (() => { throw noSuchContainer(id); })());
+    const { runtime, exits, images } = this.deps;
+    const rootfs = path.join(c.bundleDir, 'rootfs');
+    const lowers = images.layersOf(c.row.image_id).map((l) => images.layerDir(l)).reverse();
+    await exits.clear(id);
+    await prepareRootfs({ lowerDirs: lowers, upperDir: path.join(c.bundleDir, 'upper'), workDir: path.join(c.bundleDir, 'work'), target: rootfs });
+    try {
+      const spec = await this.spec(c, rootfs);
+      await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
+      const maxSize = c.hostConfig.LogConfig?.Config?.['max-size'];
+      const created = await runtime.create({
+        id,
+        bundleDir: c.bundleDir,
+        logPath: c.logPath,
+        exitDir: exits.exitDir,
+        tty: c.config.Tty,
+        logSizeMax: maxSize ? parseSize(maxSize) : this.deps.logSizeMax,
+      });
+      // A fresh network namespace has its loopback down; dockerd brings it up.
+      if (c.hostConfig.NetworkMode !== 'host') await loopbackUp(created.pid);
+      await runtime.start(id);
+      this.deps.repo.update(id, {
+        status: 'running',
+        pid: created.pid,
+        conmon_pid: created.conmonPid,
+        exit_code: 0,
+        error: '',
+        started_at: Date.now(),
+        finished_at: 0,
+        oom_killed: 0,
+        stopped_by_user: o.stoppedByUser ? 1 : 0,
+        ...(o.restartCount !== undefined ? { restart_count: o.restartCount } : {}),
+      });
+    } catch (e) {
+      await runtime.delete(id, true).catch(() => undefined);
+      await releaseRootfs(rootfs).catch(() => undefined);
+      const code = e instanceof RuntimeCreateError ? e.code : 128;
+      this.deps.repo.update(id, { status: c.row.finished_at ? 'exited' : 'created', exit_code: code, error: messageOf(e), pid: 0 });
+      throw e;
+    }
+  }
+
+  private async spec(c: Container, rootfs: string) {
+    const user = await resolveUser(rootfs, c.config.User ?? '');
+    const files = await this.writeEtcFiles(c);
+    const env = [...(c.config.Env ?? [])];
+    if (!env.some((e) => e.startsWith('PATH='))) env.unshift('PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
+    if (!env.some((e) => e.startsWith('HOSTNAME='))) env.push(`HOSTNAME=${c.config.Hostname}`);
+    if (c.config.Tty && !env.some((e) => e.startsWith('TERM='))) env.push('TERM=xterm');
+    if (!env.some((e) => e.startsWith('HOME='))) env.push(`HOME=${user.home}`);
+    const h = c.hostConfig;
+    const mounts: BindMount[] = [...(h.Binds ?? []).map(parseBind), ...(h.Mounts ?? []).map(mountOf)];
+    return buildSpec({
+      args: [c.path, ...c.args],
+      env,
+      cwd: c.config.WorkingDir || '/',
+      user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids },
+      tty: c.config.Tty,
+      hostname: c.config.Hostname,
+      rootfsPath: rootfs,
+      readonlyRootfs: h.ReadonlyRootfs,
+      mounts,
+      hostsFiles: files,
+      networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
+      privileged: h.Privileged,
+      capAdd: h.CapAdd ?? [],
+      capDrop: h.CapDrop ?? [],
+      noNewPrivileges: (h.SecurityOpt ?? []).some((o) => /^no-new-privileges(?:[:=]true)?$/.test(o)),
+      memory: h.Memory,
+      memorySwap: h.MemorySwap,
+      nanoCpus: h.NanoCpus,
+      cpuShares: h.CpuShares,
+      cpusetCpus: h.CpusetCpus,
+      pidsLimit: h.PidsLimit ?? 0,
+      init: h.Init ?? false,
+      ...(this.deps.initPath ? { initPath: this.deps.initPath } : {}),
+      cgroupsPath: `/berth/${c.row.id}`,
+      ...(h.ShmSize ? { shmSize: h.ShmSize } : {}),
+    });
+  }
+
+  /** /etc/hostname, /etc/hosts and /etc/resolv.conf: files berth owns, bind-mounted read-write. */
+  private async writeEtcFiles(c: Container) {
+    const hostname = path.join(c.bundleDir, 'hostname');
+    const hosts = path.join(c.bundleDir, 'hosts');
+    const resolvConf = path.join(c.bundleDir, 'resolv.conf');
+    const host = c.hostConfig.NetworkMode === 'host';
+    const name = host ? os.hostname() : c.config.Hostname;
+    await writeFile(hostname, `${name}\n`);
+    const extra = (c.hostConfig.ExtraHosts ?? []).map((e) => {
+      const [n, ip] = e.split(':', 2);
+      return `${ip}\t${n}`;
+    });
+    const hostsText = host
+      ? await readFile('/etc/hosts', 'utf8').catch(() => '127.0.0.1\tlocalhost\n')
+      : ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', `127.0.1.1\t${name}`, ...extra, ''].join('\n');
+    await writeFile(hosts, hostsText);
+    const dns = c.hostConfig.Dns ?? [];
+    const resolv = dns.length
+      ? dns.map((d) => `nameserver ${d}`).join('\n') + '\n'
+      : await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
+    await writeFile(resolvConf, resolv);
+    return { hosts, hostname, resolvConf };
+  }
+
+  // ------------------------------------------------------------------ exits
+
+  /** Subscribes to exits and reconciles what happened while berthd was down. */
+  async recover(): Promise<void> {
+    const { exits, runtime, repo } = this.deps;
+    exits.on('exit', (e) => void this.onExit(e.id, e.exitCode).catch((err) => this.log.error({ err, id: e.id }, 'exit handling failed')));
+    exits.on('error', (err) => this.log.error({ err }, 'exit watcher failed'));
+    await exits.start();
+    for (const row of repo.withStatus(RUNNING)) {
+      const code = await exits.readExit(row.id);
+      if (code !== null) {
+        await this.onExit(row.id, code);
+        continue;
+      }
+      const st = await runtime.state(row.id).catch(() => null);
+      if (st && (st.status === 'running' || st.status === 'paused')) {
+        if (st.status !== row.status) repo.update(row.id, { status: st.status });
+        continue;
+      }
+      // Neither running nor an exit recorded (the machine rebooted, conmon was killed).
+      await this.onExit(row.id, 255, 'container was not running when berthd started');
+    }
+    // Restart policies that were due while berthd was down.
+    for (const row of repo.withStatus(['exited'])) {
+      const c = this.hydrate(row);
+      const p = c.hostConfig.RestartPolicy.Name;
+      if ((p === 'always' || p === 'unless-stopped') && !row.stopped_by_user) this.scheduleRestart(row.id, 0);
+    }
+  }
+
+  private async onExit(id: string, exitCode: number, error = ''): Promise<void> {
+    await this.starting.get(id);
+    const row = this.deps.repo.find(id);
+    if (!row || !RUNNING.includes(row.status)) return;
+    const c = this.hydrate(row);
+    const oom = await this.deps.runtime.oomKilled(c.bundleDir).catch(() => false);
+    await this.deps.runtime.delete(id, true).catch((err) => this.log.debug({ err, id }, 'runc delete'));
+    await releaseRootfs(path.join(c.bundleDir, 'rootfs')).catch((err) => this.log.warn({ err, id }, 'unmount failed'));
+    const now = Date.now();
+    const restart = this.shouldRestart(c, exitCode);
+    this.deps.repo.update(id, { status: restart ? 'restarting' : 'exited', exit_code: exitCode, finished_at: now, pid: 0, oom_killed: oom ? 1 : 0, error });
+    this.log.debug({ id, exitCode, restart }, 'container exited');
+    this.notify(id, ['not-running', 'next-exit'], exitCode);
+    if (restart) this.scheduleRestart(id, Math.min(100 * 2 ** row.restart_count, 60_000));
+    else if (c.hostConfig.AutoRemove) await this.remove(id, { force: true }).catch((err) => this.log.warn({ err, id }, 'auto-remove failed'));
+  }
+
+  private shouldRestart(c: Container, exitCode: number): boolean {
+    if (c.row.stopped_by_user) return false;
+    const p = c.hostConfig.RestartPolicy;
+    if (p.Name === 'always' || p.Name === 'unless-stopped') return true;
+    if (p.Name === 'on-failure') return exitCode !== 0 && (p.MaximumRetryCount === 0 || c.row.restart_count < p.MaximumRetryCount);
+    return false;
+  }
+
+  private scheduleRestart(id: string, delayMs: number): void {
+    clearTimeout(this.restartTimers.get(id));
+    const t = setTimeout(() => {
+      this.restartTimers.delete(id);
+      const row = this.deps.repo.find(id);
+      if (!row || (row.status !== 'restarting' && row.status !== 'exited')) return;
+      void this.guardStart(id, () => this.startRow(id, { stoppedByUser: false, restartCount: row.restart_count + 1 })).catch((err) => {
+        this.log.warn({ err, id }, 'restart failed');
+        this.deps.repo.update(id, { status: 'exited' });
+        this.notify(id, ['not-running'], row.exit_code);
+      });
+    }, delayMs);
+    t.unref();
+    this.restartTimers.set(id, t);
+  }
+
+  private notify(id: string, conditions: WaitCondition[], code: number, error = ''): void {
+    const list = this.waiters.get(id);
+    if (!list) return;
+    const keep = list.filter((w) => {
+      if (!conditions.includes(w.condition)) return true;
+      w.resolve({ StatusCode: code, Error: error ? { Message: error } : null });
+      return false;
+    });
+    if (keep.length) this.waiters.set(id, keep);
+    else this.waiters.delete(id);
+  }
+
+  // ------------------------------------------------------------------ wait / stop / kill
+
+  /**
+   * `POST /containers/{id}/wait`. Validates at once (so the caller can answer
+   * 404 before streaming), then returns the promise of the exit.
+   */
+  wait(ref: string, condition: WaitCondition = 'not-running'): Promise<{ StatusCode: number; Error: { Message: string } | null }> {
+    if (!['not-running', 'next-exit', 'removed'].includes(condition)) throw invalidParameter(`invalid condition: "${condition}"`);
+    const row = this.find(ref);
+    if (condition === 'not-running' && !RUNNING.includes(row.status) && !this.starting.has(row.id)) {
+      return Promise.resolve({ StatusCode: row.exit_code, Error: null });
+    }
+    return new Promise((resolve) => {
+      const list = this.waiters.get(row.id) ?? [];
+      list.push({ condition, resolve });
+      this.waiters.set(row.id, list);
+    });
+  }
+
+  async stop(ref: string, opts: { timeoutSec?: number; signal?: string } = {}): Promise<void> {
+    const c = this.get(ref);
+    if (!isRunning(c.row) && c.row.status !== 'restarting') throw notModified();
+    const id = c.row.id;
+    this.deps.repo.update(id, { stopped_by_user: 1 });
+    if (c.row.status === 'restarting') {
+      clearTimeout(this.restartTimers.get(id));
+      this.deps.repo.update(id, { status: 'exited' });
+      this.notify(id, ['not-running'], c.row.exit_code);
+      return;
+    }
+    const signal = normalizeSignal(opts.signal || c.config.StopSignal || 'SIGTERM');
+    const timeout = opts.timeoutSec ?? c.config.StopTimeout ?? 10;
+    const exited = this.wait(id, 'not-running');
+    if (c.row.status === 'paused') await this.deps.runtime.resume(id).catch(() => undefined);
+    await this.signal(id, signal);
+    if (timeout < 0) {
+      await exited;
+      return;
+    }
+    const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeout * 1000).unref());
+    if ((await Promise.race([exited, timer])) === 'timeout') {
+      await this.signal(id, 'SIGKILL');
+      await exited;
+    }
+  }
+
+  async kill(ref: string, signal = 'SIGKILL'): Promise<void> {
+    const c = this.get(ref);
+    const sig = normalizeSignal(signal);
+    if (!isRunning(c.row)) throw conflict(`Cannot kill container: ${ref}: Container ${c.row.id} is not running`);
+    if (sig === 'SIGKILL' || sig === 'SIGTERM' || sig === 'SIGINT') this.deps.repo.update(c.row.id, { stopped_by_user: 1 });
+    await this.signal(c.row.id, sig);
+  }
+
+  private async signal(id: string, sig: string): Promise<void> {
+    try {
+      await this.deps.runtime.kill(id, sig, { all: false });
+    } catch (e) {
+      // The process may have exited between our check and the signal.
+      const row = this.deps.repo.find(id);
+      if (row && isRunning(row)) throw e;
+    }
+  }
+
+  async restart(ref: string, timeoutSec?: number): Promise<void> {
+    const row = this.find(ref);
+    if (isRunning(row)) await this.stop(row.id, timeoutSec !== undefined ? { timeoutSec } : {});
+    await this.guardStart(row.id, () => this.startRow(row.id, { stoppedByUser: false }));
+  }
+
+  async pause(ref: string): Promise<void> {
+    const row = this.find(ref);
+    if (row.status === 'paused') throw conflict(`Container ${row.id} is already paused`);
+    if (row.status !== 'running') throw conflict(`Container ${row.id} is not running`);
+    await this.deps.runtime.pause(row.id);
+    this.deps.repo.update(row.id, { status: 'paused' });
+  }
+
+  async unpause(ref: string): Promise<void> {
+    const row = this.find(ref);
+    if (row.status !== 'paused') throw conflict(`Container ${row.id} is not paused`);
+    await this.deps.runtime.resume(row.id);
+    this.deps.repo.update(row.id, { status: 'running' });
+  }
+
+  rename(ref: string, newName: string): void {
+    const row = this.find(ref);
+    if (!newName) throw invalidParameter('Neither old nor new names may be empty');
+    const name = checkName(newName);
+    if (name === row.name) throw invalidParameter('Renaming a container with the same name as its current name');
+    this.checkNameFree(name);
+    try {
+      this.deps.repo.rename(row.id, name);
+    } catch (e) {
+      if (isUniqueViolation(e)) this.checkNameFree(name);
+      throw e;
+    }
+  }
+
+  // ------------------------------------------------------------------ remove
+
+  async remove(ref: string, opts: { force?: boolean } = {}): Promise<void> {
+    const c = this.get(ref);
+    const id = c.row.id;
+    if (isRunning(c.row) || c.row.status === 'restarting') {
+      if (!opts.force) {
+        throw conflict(`You cannot remove a ${c.row.status} container ${id}. Stop the container before attempting removal or force remove`);
+      }
+      clearTimeout(this.restartTimers.get(id));
+      this.deps.repo.update(id, { stopped_by_user: 1 });
+      if (c.row.status === 'restarting') this.deps.repo.update(id, { status: 'exited' });
+      else {
+        const exited = this.wait(id, 'not-running');
+        if (c.row.status === 'paused') await this.deps.runtime.resume(id).catch(() => undefined);
+        await this.signal(id, 'SIGKILL');
+        await exited;
+      }
+    }
+    await this.deps.runtime.delete(id, true).catch(() => undefined);
+    await releaseRootfs(path.join(c.bundleDir, 'rootfs')).catch(() => undefined);
+    this.deps.repo.remove(id);
+    await this.deps.exits.clear(id).catch(() => undefined);
+    await rm(c.bundleDir, { recursive: true, force: true }).catch((e) => {
+      throw systemError(`unable to remove filesystem for ${id}: ${messageOf(e)}`, e);
+    });
+    this.notify(id, ['not-running', 'next-exit', 'removed'], c.row.exit_code);
+  }
+
+  async prune(filters: Filters = {}): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }> {
+    checkFilters(filters, ['label', 'label!', 'until']);
+    const deleted: string[] = [];
+    for (const row of this.deps.repo.withStatus(['created', 'exited', 'dead'])) {
+      const c = this.hydrate(row);
+      if (!matchLabels(filters, c.config.Labels)) continue;
+      if (filters.until?.[0] && row.created >= Date.parse(filters.until[0])) continue;
+      await this.remove(row.id, {});
+      deleted.push(row.id);
+    }
+    return { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: 0 };
+  }
+
+  // ------------------------------------------------------------------ logs
+
+  /**
+   * The container's output from its log file. With follow, it goes on until the
+   * container stops (or `signal` aborts).
+   */
+  async *logs(ref: string, o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal }): AsyncGenerator<LogEntry> {
+    const c = this.get(ref);
+    const stop = new AbortController();
+    o.signal?.addEventListener('abort', () => stop.abort(), { once: true });
+    if (o.follow) {
+      if (!RUNNING.includes(c.row.status) && !this.starting.has(c.row.id)) stop.abort();
+      else void this.wait(c.row.id, 'next-exit').then(() => stop.abort());
+    }
+    yield* readLog(c.logPath, { ...o, signal: stop.signal });
+  }
+
+  /**
+   * Output for attach: from now on (or the whole log with `logs`), until the
+   * container's next exit. A created container may be attached before it starts.
+   */
+  attach(ref: string, o: { logs: boolean; stream: boolean; stdout: boolean; stderr: boolean; signal?: AbortSignal }): AsyncGenerator<LogEntry> {
+    const c = this.get(ref);
+    if (c.row.status === 'exited' || c.row.status === 'dead') {
+      if (o.stream) throw conflict('You cannot attach to a stopped container, start it first');
+    }
+    if (c.row.status === 'paused') throw conflict(`You cannot attach to a paused container, unpause it first`);
+    const stop = new AbortController();
+    o.signal?.addEventListener('abort', () => stop.abort(), { once: true });
+    if (o.stream) void this.wait(c.row.id, c.row.status === 'created' ? 'next-exit' : 'not-running').then(() => stop.abort());
+    const since = o.logs ? undefined : new Date();
+    return readLog(c.logPath, { stdout: o.stdout, stderr: o.stderr, follow: o.stream, signal: stop.signal, ...(since ? { since } : {}) });
+  }
+
+  isTty(ref: string): boolean {
+    return this.get(ref).config.Tty;
+  }
+
+  /** True when an error is a container that failed to start because of its command (dockerd's 400/127). */
+  static isStartFailure(e: unknown): e is EngineError {
+    return isEngineError(e) && e instanceof RuntimeCreateError;
+  }
+}
+
+/** `ip link set lo up` inside the container's network namespace, before it runs. */
+async function loopbackUp(pid: number): Promise<void> {
+  try {
+    await execFileAsync('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', 'link', 'set', 'lo', 'up']);
+  } catch (e) {
+    throw systemError(`cannot bring up the container's loopback: ${messageOf(e)}`, e);
+  }
+}
+
+/** `host:container[:ro|rw][,propagation]` bind specs. */
+export function parseBind(spec: string): BindMount {
+  const parts = spec.split(':');
+  if (parts.length < 2 || parts.length > 3) throw invalidParameter(`invalid volume specification: '${spec}'`);
+  const [source, destination, mode = ''] = parts as [string, string, string?];
+  if (!source.startsWith('/')) throw invalidParameter(`invalid volume specification: '${spec}': named volumes are not supported yet`);
+  if (!destination.startsWith('/')) throw invalidParameter(`invalid volume specification: '${spec}'`);
+  const opts = mode.split(',').filter(Boolean);
+  for (const o of opts) {
+    if (!['ro', 'rw', 'z', 'Z', 'private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave', 'nocopy'].includes(o)) {
+      throw invalidParameter(`invalid mode: ${o}`);
+    }
+  }
+  return { source, destination, readonly: opts.includes('ro'), propagation: (opts.find((o) => /private|shared|slave/.test(o)) ?? 'rprivate') as Propagation };
+}
+
+function mountOf(m: Mount): BindMount {
+  if ((m.Type ?? 'bind') !== 'bind') throw invalidParameter(`mount type ${m.Type} is not supported yet`);
+  if (!m.Source?.startsWith('/')) throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
+  if (!m.Target?.startsWith('/')) throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
+  return { source: m.Source, destination: m.Target, readonly: m.ReadOnly ?? false, propagation: (m.BindOptions?.Propagation || 'rprivate') as Propagation };
+}

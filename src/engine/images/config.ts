@@ -1,0 +1,60 @@
+// The OCI / Docker image config: the parts berth reads.
+
+export interface ContainerConfigFields {
+  Hostname?: string;
+  Domainname?: string;
+  User?: string;
+  Env?: string[] | null;
+  Cmd?: string[] | null;
+  Entrypoint?: string[] | null;
+  WorkingDir?: string;
+  Labels?: Record<string, string> | null;
+  ExposedPorts?: Record<string, object> | null;
+  Volumes?: Record<string, object> | null;
+  StopSignal?: string;
+  OnBuild?: string[] | null;
+  Shell?: string[] | null;
+  Healthcheck?: unknown;
+  ArgsEscaped?: boolean;
+  [k: string]: unknown;
+}
+
+export interface HistoryEntry {
+  created?: string;
+  created_by?: string;
+  author?: string;
+  comment?: string;
+  empty_layer?: boolean;
+}
+
+export interface ImageConfig {
+  architecture?: string;
+  variant?: string;
+  os?: string;
+  'os.version'?: string;
+  created?: string;
+  author?: string;
+  comment?: string;
+  container?: string;
+  container_config?: ContainerConfigFields;
+  docker_version?: string;
+  config?: ContainerConfigFields;
+  rootfs?: { type: string; diff_ids: string[] };
+  history?: HistoryEntry[];
+  [k: string]: unknown;
+}
+
+/** The image config's diff ids, checked to be a list of sha256 digests. */
+export function diffIdsOf(config: ImageConfig): string[] {
+  const ids = config.rootfs?.diff_ids;
+  if (!Array.isArray(ids) || !ids.every((d) => typeof d === 'string' && /^sha256:[0-9a-f]{64}$/.test(d))) {
+    throw new Error('image config has no valid rootfs.diff_ids');
+  }
+  return ids;
+}
+
+/** Seconds since the epoch, as the images API gives `Created`. */
+export const createdSeconds = (created: string | undefined): number => {
+  const t = created ? Date.parse(created) : NaN;
+  return Number.isNaN(t) ? 0 : Math.floor(t / 1000);
+};

@@ -1,0 +1,242 @@
+// Pulling an image: resolve the manifest, then for each layer download, verify
+// and extract in one pass (bytes flow once: registry → digest check → content
+// store file, and → gunzip → diff-id check → layer directory). The image is
+// recorded in one transaction only after every layer is in place.
+import { createHash } from 'node:crypto';
+import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import { invalidParameter, isEngineError, messageOf, systemError } from '../../errors.js';
+import type { ContentStore } from '../content/store.js';
+import { applyLayer } from '../layers/apply.js';
+import { chainIds, LayerStore } from '../layers/layers.js';
+import type { AuthConfig } from '../registry/auth.js';
+import type { Descriptor, RegistryClient } from '../registry/client.js';
+import type { LayerRow } from '../store/images.js';
+import { diffIdsOf, type ImageConfig } from './config.js';
+import { familiarString, normalizeTag, type Reference } from './reference.js';
+import { ImageService, type ImageDeps } from './service.js';
+
+/** One progress report; the API turns these into dockerd's JSON lines. */
+export interface PullEvent {
+  status: string;
+  id?: string;
+  current?: number;
+  total?: number;
+}
+
+export interface PullDeps extends ImageDeps {
+  registry: RegistryClient;
+  maxConcurrentDownloads: number;
+}
+
+const PROGRESS_INTERVAL_MS = 100;
+const short = (digest: string) => digest.replace(/^sha256:/, '').slice(0, 12);
+
+/** Counts bytes going through, reporting at most every PROGRESS_INTERVAL_MS. */
+class Meter extends Transform {
+  bytes = 0;
+  private last = 0;
+  constructor(private readonly report: (bytes: number) => void) {
+    super();
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.bytes += chunk.length;
+    const now = Date.now();
+    if (now - this.last >= PROGRESS_INTERVAL_MS) {
+      this.last = now;
+      this.report(this.bytes);
+    }
+    cb(null, chunk);
+  }
+}
+
+/** Hashes what goes through; `digest` is final after the stream ends. */
+class Hasher extends Transform {
+  private readonly hash = createHash('sha256');
+  digest = '';
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.hash.update(chunk);
+    cb(null, chunk);
+  }
+  override _flush(cb: TransformCallback): void {
+    this.digest = `sha256:${this.hash.digest('hex')}`;
+    cb();
+  }
+}
+
+/** A tiny counting semaphore for max-concurrent-downloads. */
+class Limiter {
+  private active = 0;
+  private readonly queue: (() => void)[] = [];
+  constructor(private readonly max: number) {}
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.max) await new Promise<void>((r) => this.queue.push(r));
+    this.active++;
+    try {
+      return await fn();
+    } finally {
+      this.active--;
+      this.queue.shift()?.();
+    }
+  }
+}
+
+function decompressor(mediaType: string): Transform {
+  if (/zstd/.test(mediaType)) throw invalidParameter(`unsupported layer compression: ${mediaType}`);
+  if (/gzip/.test(mediaType)) return createGunzip();
+  return new PassThrough();
+}
+
+export class PullingImageService extends ImageService {
+  private readonly limiter: Limiter;
+
+  constructor(private readonly pdeps: PullDeps) {
+    super(pdeps);
+    this.limiter = new Limiter(pdeps.maxConcurrentDownloads);
+  }
+
+  /** `POST /images/create?fromImage=&tag=`. */
+  async pull(fromImage: string, tag: string | undefined, auth: AuthConfig | undefined, emit: (e: PullEvent) => void): Promise<void> {
+    const ref = normalizeTag(fromImage, tag);
+    const { registry, repo, content } = this.pdeps;
+    const resolved = await registry.resolve(ref, auth);
+    emit({ status: `Pulling from ${ref.familiar.includes('/') || ref.domain !== 'docker.io' ? ref.path : `library/${ref.familiar}`}`, id: ref.digest ?? ref.tag ?? 'latest' });
+
+    const config = JSON.parse(resolved.config.toString('utf8')) as ImageConfig;
+    let diffIds: string[];
+    try {
+      diffIds = diffIdsOf(config);
+    } catch (e) {
+      throw invalidParameter(`invalid image config: ${messageOf(e)}`);
+    }
+    if (diffIds.length !== resolved.layers.length) {
+      throw invalidParameter("layers from manifest don't match image configuration");
+    }
+    const chains = chainIds(diffIds);
+    const imageId = resolved.configDigest;
+    const tagRef = ref.tag && !ref.digest ? `${ref.name}:${ref.tag}` : undefined;
+    const digestRef = `${ref.name}@${resolved.manifestDigest}`;
+    const before = tagRef ? repo.imageForTag(tagRef) : repo.imageForDigest(digestRef);
+
+    const existing = chains.map((c) => repo.layer(c));
+    resolved.layers.forEach((d, i) => {
+      if (existing[i]) emit({ status: 'Already exists', id: short(d.digest) });
+      else emit({ status: 'Pulling fs layer', id: short(d.digest) });
+    });
+    let queued = 0;
+    resolved.layers.forEach((d, i) => {
+      if (!existing[i] && queued++ >= this.pdeps.maxConcurrentDownloads) emit({ status: 'Waiting', id: short(d.digest) });
+    });
+
+    const fresh: LayerRow[] = [];
+    const ingested: string[] = [];
+    try {
+      const rows = await Promise.all(
+        resolved.layers.map(async (desc, i): Promise<LayerRow> => {
+          const known = existing[i];
+          if (known) return known;
+          const row = await this.limiter.run(() => this.pullLayer(ref, auth, desc, diffIds[i]!, chains[i]!, chains[i - 1] ?? null, emit));
+          fresh.push(row);
+          ingested.push(desc.digest);
+          return row;
+        }),
+      );
+      await content.put(resolved.configDigest, resolved.config);
+      await content.put(resolved.manifestDigest, resolved.manifest);
+      if (resolved.image.digest !== resolved.manifestDigest) await content.put(resolved.image.digest, resolved.image.bytes);
+      repo.add({
+        image: {
+          id: imageId,
+          parent: '',
+          config: resolved.config.toString('utf8'),
+          size: rows.reduce((a, r) => a + r.size, 0),
+          created: config.created ?? new Date(0).toISOString(),
+          added_at: Date.now(),
+        },
+        layers: rows,
+        blobs: [...new Set([resolved.configDigest, resolved.manifestDigest, resolved.image.digest, ...resolved.layers.map((l) => l.digest)])],
+        tags: tagRef ? [tagRef] : [],
+        repoDigests: [digestRef],
+      });
+    } catch (e) {
+      // Nothing of a failed pull stays: layers and blobs no image records go.
+      for (const l of fresh) if (!repo.layer(l.chain_id)) await this.pdeps.layers.remove(l.dir);
+      for (const b of ingested) if (!repo.find(imageId)) await content.delete(b).catch(() => undefined);
+      throw e;
+    }
+    emit({ status: `Digest: ${resolved.manifestDigest}` });
+    const shown = familiarString(ref);
+    emit({ status: before === imageId ? `Status: Image is up to date for ${shown}` : `Status: Downloaded newer image for ${shown}` });
+  }
+
+  private async pullLayer(
+    ref: Reference,
+    auth: AuthConfig | undefined,
+    desc: Descriptor,
+    diffId: string,
+    chainId: string,
+    parent: string | null,
+    emit: (e: PullEvent) => void,
+  ): Promise<LayerRow> {
+    const id = short(desc.digest);
+    const size = await this.pdeps.layers.extract(chainId, async (dir) => {
+      const body: Readable = await this.pdeps.registry.fetchBlob(ref, desc, auth);
+      const meter = new Meter((n) => emit({ status: 'Downloading', id, current: n, total: desc.size }));
+      const toStore = new PassThrough();
+      const toTree = new PassThrough();
+      const diffHash = new Hasher();
+      const gunzip = decompressor(desc.mediaType);
+      const tar = new PassThrough();
+      const download = pipeline(body, meter, async function* (src) {
+        for await (const chunk of src) {
+          // Feed both branches, waiting for whichever is slower.
+          const a = toStore.write(chunk);
+          const b = toTree.write(chunk);
+          if (!a) await drained(toStore);
+          if (!b) await drained(toTree);
+        }
+        toStore.end();
+        toTree.end();
+      });
+      const store = this.pdeps.content.ingest(desc.digest, desc.size, toStore);
+      const unpack = pipeline(toTree, gunzip, diffHash, tar);
+      const apply = applyLayer(tar, dir);
+      const fail = (e: unknown) => {
+        for (const s of [body, toStore, toTree, gunzip, tar]) s.destroy();
+        throw e;
+      };
+      let result;
+      try {
+        [, , , result] = await Promise.all([download, store, unpack.catch(tarError), apply]);
+      } catch (e) {
+        fail(e);
+      }
+      emit({ status: 'Verifying Checksum', id });
+      emit({ status: 'Download complete', id });
+      if (diffHash.digest !== diffId) {
+        throw invalidParameter(`layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${diffHash.digest}, config says ${diffId}`);
+      }
+      emit({ status: 'Extracting', id, current: desc.size, total: desc.size });
+      return result!.size;
+    });
+    emit({ status: 'Pull complete', id });
+    return { chain_id: chainId, diff_id: diffId, parent, dir: LayerStore.dirName(chainId), size, blob: desc.digest };
+  }
+}
+
+/** Resolves when `s` can take more, or is gone (so a failed branch never hangs the other). */
+const drained = (s: PassThrough) =>
+  new Promise<void>((resolve) => {
+    if (s.destroyed) return resolve();
+    const done = () => {
+      s.off('drain', done).off('close', done);
+      resolve();
+    };
+    s.on('drain', done).on('close', done);
+  });
+
+function tarError(e: unknown): never {
+  if (isEngineError(e)) throw e;
+  throw systemError(`Error processing tar file(${messageOf(e)})`, e);
+}

@@ -1,0 +1,306 @@
+// Docker's image verbs over the store: find, list, inspect, history, tag, remove, prune.
+// Pulling lives in pull.ts.
+import { conflict, invalidParameter, noSuchImage, notFound } from '../../errors.js';
+import type { ContentStore } from '../content/store.js';
+import { boolFilter, checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
+import type { LayerStore } from '../layers/layers.js';
+import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
+import type { Logger } from '../../log.js';
+import { createdSeconds, type ImageConfig } from './config.js';
+import { familiarString, parseReference, type Reference } from './reference.js';
+
+export interface Image {
+  id: string;
+  parent: string;
+  config: ImageConfig;
+  size: number;
+  created: string;
+  /** Familiar forms: `busybox:latest`, `busybox@sha256:…`. */
+  repoTags: string[];
+  repoDigests: string[];
+  containers: number;
+}
+
+export interface HistoryItem {
+  Id: string;
+  Created: number;
+  CreatedBy: string;
+  Tags: string[] | null;
+  Size: number;
+  Comment: string;
+}
+
+export type DeleteItem = { Untagged: string } | { Deleted: string };
+
+const shortId = (id: string) => id.replace(/^sha256:/, '').slice(0, 12);
+
+/** `docker.io/library/busybox:latest` → `busybox:latest`. */
+export const familiar = (fullRef: string): string => familiarString(parseReference(fullRef, { defaultTag: false }));
+
+export interface ImageDeps {
+  repo: ImageRepository;
+  layers: LayerStore;
+  content: ContentStore;
+  logger: Logger;
+}
+
+export class ImageService {
+  constructor(protected readonly deps: ImageDeps) {}
+
+  /**
+   * Resolves what a user typed: a full or short id, a name[:tag], or name@digest,
+   * in dockerd's order (reference first, then id prefix).
+   */
+  find(refOrId: string): ImageRow {
+    const { repo } = this.deps;
+    const full = /^sha256:([0-9a-f]{64})$/.exec(refOrId);
+    if (full) return repo.find(refOrId) ?? throwNoSuch(refOrId);
+    let ref: Reference | undefined;
+    try {
+      ref = parseReference(refOrId);
+    } catch {
+      ref = undefined;
+    }
+    if (ref) {
+      const id = ref.digest ? repo.imageForDigest(`${ref.name}@${ref.digest}`) : repo.imageForTag(`${ref.name}:${ref.tag}`);
+      const row = id ? repo.find(id) : undefined;
+      if (row) return row;
+    }
+    const prefix = /^(?:sha256:)?([0-9a-f]{1,64})$/.exec(refOrId)?.[1];
+    if (prefix) {
+      const rows = repo.findByPrefix(prefix);
+      if (rows.length > 1) throw notFound(`Multiple IDs found with provided prefix: ${refOrId}`);
+      if (rows[0]) return rows[0];
+    }
+    return throwNoSuch(refOrId);
+  }
+
+  private present(row: ImageRow, refs?: { tags: string[]; digests: string[] }, containers = 0): Image {
+    const { repo } = this.deps;
+    const tags = refs?.tags ?? repo.tagsOf(row.id);
+    const digests = refs?.digests ?? repo.digestsOf(row.id);
+    return {
+      id: row.id,
+      parent: row.parent,
+      config: JSON.parse(row.config) as ImageConfig,
+      size: row.size,
+      created: row.created,
+      repoTags: tags.map(familiar),
+      repoDigests: digests.map(familiar),
+      containers,
+    };
+  }
+
+  inspect(refOrId: string): Image & { layers: LayerRow[] } {
+    const row = this.find(refOrId);
+    return { ...this.present(row, undefined, this.deps.repo.containersUsing(row.id).length), layers: this.deps.repo.layersOf(row.id) };
+  }
+
+  /** Where a layer's tree is on disk (an overlay lowerdir). */
+  layerDir(l: LayerRow): string {
+    return this.deps.layers.diffDir(l.dir);
+  }
+
+  /** The chain of layer rows of an image, bottom first (for a container's rootfs). */
+  layersOf(imageId: string): LayerRow[] {
+    return this.deps.repo.layersOf(imageId);
+  }
+
+  list(opts: { all?: boolean; filters?: Filters } = {}): Image[] {
+    const filters = opts.filters ?? {};
+    checkFilters(filters, ['dangling', 'label', 'reference', 'before', 'since']);
+    const { repo } = this.deps;
+    const refs = repo.refsByImage();
+    const counts = repo.containerCounts();
+    const dangling = boolFilter(filters, 'dangling');
+    const before = filters.before?.[0] ? this.find(filters.before[0]) : undefined;
+    const since = filters.since?.[0] ? this.find(filters.since[0]) : undefined;
+    const rows = repo.list();
+    const parents = new Set(rows.map((r) => r.parent).filter(Boolean));
+    const out: Image[] = [];
+    for (const row of rows) {
+      const r = refs.get(row.id) ?? { tags: [], digests: [] };
+      const untagged = r.tags.length === 0;
+      // Without `all`, intermediate images (untagged parents of others) are hidden, as dockerd does.
+      if (!opts.all && untagged && r.digests.length === 0 && parents.has(row.id)) continue;
+      if (dangling === true && !untagged) continue;
+      if (dangling === false && untagged) continue;
+      const img = this.present(row, r, counts.get(row.id) ?? 0);
+      if (!matchLabels(filters, img.config.config?.Labels)) continue;
+      if (before && !(row.created < before.created)) continue;
+      if (since && !(row.created > since.created)) continue;
+      if (filters.reference?.length && !filters.reference.some((p) => matchesReference(p, img.repoTags))) continue;
+      out.push(img);
+    }
+    return out;
+  }
+
+  history(refOrId: string): HistoryItem[] {
+    const { repo } = this.deps;
+    const start = this.find(refOrId);
+    const cfg = JSON.parse(start.config) as ImageConfig;
+    const layers = repo.layersOf(start.id);
+    const tagsOf = (id: string) => nullIfEmpty(repo.tagsOf(id).map(familiar));
+    if (!cfg.history?.length) {
+      return [{ Id: start.id, Created: createdSeconds(cfg.created), CreatedBy: '', Tags: tagsOf(start.id), Size: start.size, Comment: cfg.comment ?? '' }];
+    }
+    // Non-empty history entries line up with the layers, bottom first.
+    let li = 0;
+    const sizes = cfg.history.map((h) => (h.empty_layer ? 0 : (layers[li++]?.size ?? 0)));
+    // An image whose config has n entries owns entry n-1 (commit chains share the rest).
+    const owners = new Map<number, ImageRow>();
+    for (let row: ImageRow | undefined = start; row; row = row.parent ? repo.find(row.parent) : undefined) {
+      const n = (JSON.parse(row.config) as ImageConfig).history?.length ?? 0;
+      if (n > 0 && !owners.has(n - 1)) owners.set(n - 1, row);
+    }
+    return cfg.history
+      .map((h, i) => {
+        const owner = owners.get(i);
+        return {
+          Id: owner?.id ?? '<missing>',
+          Created: createdSeconds(h.created),
+          CreatedBy: h.created_by ?? '',
+          Tags: owner ? tagsOf(owner.id) : null,
+          Size: sizes[i] ?? 0,
+          Comment: h.comment ?? '',
+        };
+      })
+      .reverse();
+  }
+
+  /** `POST /images/{name}/tag?repo=&tag=`. */
+  tag(source: string, repoName: string, tag?: string): void {
+    const img = this.find(source);
+    if (!repoName) throw invalidParameter('repository name must have at least one component');
+    let ref = parseReference(repoName, { defaultTag: false });
+    if (ref.digest) throw invalidParameter('refusing to create a tag with a digest reference');
+    if (tag) ref = parseReference(`${ref.name}:${tag}`);
+    else if (!ref.tag) ref = parseReference(ref.name);
+    this.deps.repo.setTag(`${ref.name}:${ref.tag}`, img.id);
+  }
+
+  /** `DELETE /images/{name}`: untag, and delete the image when nothing else names it. */
+  async remove(refOrId: string, opts: { force?: boolean; noprune?: boolean } = {}): Promise<DeleteItem[]> {
+    const { repo } = this.deps;
+    const row = this.find(refOrId);
+    const tags = repo.tagsOf(row.id);
+    const digests = repo.digestsOf(row.id);
+    const users = repo.containersUsing(row.id);
+    const running = users.find((c) => c.status === 'running' || c.status === 'paused' || c.status === 'restarting');
+    const byName = !isIdLike(refOrId, row.id);
+    const out: DeleteItem[] = [];
+
+    if (byName) {
+      const ref = parseReference(refOrId);
+      const full = ref.digest ? `${ref.name}@${ref.digest}` : `${ref.name}:${ref.tag}`;
+      // Several names, or a container using it: removing a name only untags.
+      if (tags.length + digests.length > 1 || (users.length > 0 && !opts.force)) {
+        if (tags.length + digests.length === 1 && users.length > 0) {
+          throw conflict(
+            `conflict: unable to remove repository reference "${refOrId}" (must force) - container ${shortId(users[0]!.id)} is using its referenced image ${shortId(row.id)}`,
+          );
+        }
+        if (ref.digest ? repo.deleteDigest(full) : repo.deleteTag(full)) out.push({ Untagged: familiar(full) });
+        // dockerd drops the repo digests of a repository once its last tag there is gone.
+        if (!ref.digest && !repo.tagsOf(row.id).some((t) => t.startsWith(`${ref.name}:`))) {
+          for (const d of repo.digestsOf(row.id).filter((x) => x.startsWith(`${ref.name}@`))) {
+            if (repo.tagsOf(row.id).length > 0 && repo.deleteDigest(d)) out.push({ Untagged: familiar(d) });
+          }
+        }
+        if (repo.tagsOf(row.id).length + repo.digestsOf(row.id).length > 0) return out;
+        if (users.length > 0) return out; // keep the image for its containers
+      }
+    } else if (tags.length > 1 && !opts.force) {
+      throw conflict(`conflict: unable to delete ${shortId(row.id)} (must be forced) - image is referenced in multiple repositories`);
+    }
+    if (running) {
+      throw conflict(`conflict: unable to delete ${shortId(row.id)} (cannot be forced) - image is being used by running container ${shortId(running.id)}`);
+    }
+    if (users.length > 0 && !opts.force) {
+      throw conflict(`conflict: unable to delete ${shortId(row.id)} (must be forced) - image is being used by stopped container ${shortId(users[0]!.id)}`);
+    }
+    if (repo.children(row.id).length > 0) {
+      // An image others were committed from stays as an untagged parent.
+      for (const t of repo.tagsOf(row.id)) if (repo.deleteTag(t)) out.push({ Untagged: familiar(t) });
+      return out;
+    }
+    for (const t of repo.tagsOf(row.id)) out.push({ Untagged: familiar(t) });
+    for (const d of repo.digestsOf(row.id)) out.push({ Untagged: familiar(d) });
+    await this.deleteImage(row.id, out);
+    if (!opts.noprune && row.parent) await this.pruneParents(row.parent, out);
+    return out;
+  }
+
+  private async deleteImage(id: string, out: DeleteItem[]): Promise<void> {
+    const freed = this.deps.repo.deleteImage(id);
+    out.push({ Deleted: id });
+    for (const l of freed.layers) await this.deps.layers.remove(l.dir);
+    for (const b of freed.blobs) await this.deps.content.delete(b);
+  }
+
+  /** Deletes untagged, unused parents left behind (dockerd's prune-parents). */
+  private async pruneParents(id: string, out: DeleteItem[]): Promise<void> {
+    const { repo } = this.deps;
+    for (let cur: string | undefined = id; cur; ) {
+      const row = repo.find(cur);
+      if (!row || repo.tagsOf(cur).length || repo.digestsOf(cur).length || repo.children(cur).length || repo.containersUsing(cur).length) return;
+      await this.deleteImage(cur, out);
+      cur = row.parent || undefined;
+    }
+  }
+
+  /** `POST /images/prune`: dangling images (or, with dangling=false, all unused ones). */
+  async prune(filters: Filters = {}): Promise<{ ImagesDeleted: DeleteItem[] | null; SpaceReclaimed: number }> {
+    checkFilters(filters, ['dangling', 'label', 'label!', 'until']);
+    const onlyDangling = boolFilter(filters, 'dangling') ?? true;
+    const until = filters.until?.[0] ? parseUntil(filters.until[0]) : undefined;
+    const { repo } = this.deps;
+    const deleted: DeleteItem[] = [];
+    let reclaimed = 0;
+    for (const row of repo.list()) {
+      if (!repo.find(row.id)) continue; // went with an earlier one
+      if (repo.containersUsing(row.id).length || repo.children(row.id).length) continue;
+      const tagged = repo.tagsOf(row.id).length > 0;
+      if (onlyDangling && tagged) continue;
+      const cfg = JSON.parse(row.config) as ImageConfig;
+      if (!matchLabels(filters, cfg.config?.Labels)) continue;
+      if ((filters['label!'] ?? []).length && matchLabels({ label: filters['label!']! }, cfg.config?.Labels)) continue;
+      if (until !== undefined && createdSeconds(row.created) >= until) continue;
+      for (const t of repo.tagsOf(row.id)) deleted.push({ Untagged: familiar(t) });
+      for (const d of repo.digestsOf(row.id)) deleted.push({ Untagged: familiar(d) });
+      await this.deleteImage(row.id, deleted);
+      reclaimed += row.size;
+    }
+    return { ImagesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
+  }
+}
+
+function throwNoSuch(ref: string): never {
+  throw noSuchImage(ref);
+}
+
+const nullIfEmpty = <T>(xs: T[]): T[] | null => (xs.length ? xs : null);
+
+/** True when the user named the image by (a prefix of) its id rather than by a reference. */
+function isIdLike(input: string, id: string): boolean {
+  const hex = input.replace(/^sha256:/, '');
+  return /^[0-9a-f]+$/.test(hex) && id.startsWith(`sha256:${hex}`);
+}
+
+/** dockerd's reference filter: the pattern matches the familiar name or name:tag. */
+function matchesReference(pattern: string, repoTags: string[]): boolean {
+  return repoTags.some((t) => {
+    const name = t.replace(/:[^:/]+$/, '');
+    return globMatch(pattern, t) || globMatch(pattern, name);
+  });
+}
+
+/** `until`: a unix timestamp, an RFC 3339 time, or a Go duration before now. */
+export function parseUntil(v: string): number {
+  if (/^\d+(\.\d+)?$/.test(v)) return Number(v);
+  const d = /^(\d+)(s|m|h)$/.exec(v);
+  if (d) return Math.floor(Date.now() / 1000) - Number(d[1]) * { s: 1, m: 60, h: 3600 }[d[2] as 's' | 'm' | 'h'];
+  const t = Date.parse(v);
+  if (Number.isNaN(t)) throw invalidParameter(`invalid filter 'until=${v}'`);
+  return Math.floor(t / 1000);
+}

@@ -1,0 +1,104 @@
+// SQL for containers. Only the containers service calls it.
+import type { Db } from './db.js';
+
+export type ContainerStatus = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
+
+export interface ContainerRow {
+  id: string;
+  name: string;
+  image_id: string;
+  image_ref: string;
+  config: string;
+  host_config: string;
+  created: number;
+  status: ContainerStatus;
+  pid: number;
+  conmon_pid: number;
+  exit_code: number;
+  error: string;
+  started_at: number;
+  finished_at: number;
+  restart_count: number;
+  oom_killed: number;
+  stopped_by_user: number;
+  seq: number;
+}
+
+export type StatePatch = Partial<
+  Pick<ContainerRow, 'status' | 'pid' | 'conmon_pid' | 'exit_code' | 'error' | 'started_at' | 'finished_at' | 'restart_count' | 'oom_killed' | 'stopped_by_user'>
+>;
+
+const statements = (db: Db) => ({
+  byId: db.prepare('SELECT * FROM containers WHERE id = ?'),
+  byName: db.prepare('SELECT * FROM containers WHERE name = ?'),
+  byPrefix: db.prepare("SELECT * FROM containers WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
+  all: db.prepare('SELECT * FROM containers ORDER BY seq DESC'),
+  withStatus: db.prepare('SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq'),
+  nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM containers'),
+  insert: db.prepare(
+    `INSERT INTO containers (id, name, image_id, image_ref, config, host_config, created, status, seq)
+     VALUES (@id, @name, @image_id, @image_ref, @config, @host_config, @created, 'created', @seq)`,
+  ),
+  rename: db.prepare('UPDATE containers SET name = ? WHERE id = ?'),
+  remove: db.prepare('DELETE FROM containers WHERE id = ?'),
+});
+
+export class ContainerRepository {
+  private readonly q: ReturnType<typeof statements>;
+  private readonly patchers = new Map<string, ReturnType<Db['prepare']>>();
+
+  constructor(private readonly db: Db) {
+    this.q = statements(db);
+  }
+
+  find(id: string): ContainerRow | undefined {
+    return this.q.byId.get(id) as ContainerRow | undefined;
+  }
+
+  findByName(name: string): ContainerRow | undefined {
+    return this.q.byName.get(name) as ContainerRow | undefined;
+  }
+
+  findByPrefix(prefix: string): ContainerRow[] {
+    return this.q.byPrefix.all(prefix, prefix) as ContainerRow[];
+  }
+
+  list(): ContainerRow[] {
+    return this.q.all.all() as ContainerRow[];
+  }
+
+  withStatus(statuses: ContainerStatus[]): ContainerRow[] {
+    return this.q.withStatus.all(JSON.stringify(statuses)) as ContainerRow[];
+  }
+
+  /** Inserts a new container; a taken name surfaces as SQLite's UNIQUE error. */
+  insert(row: Pick<ContainerRow, 'id' | 'name' | 'image_id' | 'image_ref' | 'config' | 'host_config' | 'created'>): void {
+    this.db.transaction(() => {
+      const seq = (this.q.nextSeq.get() as { n: number }).n;
+      this.q.insert.run({ ...row, seq });
+    })();
+  }
+
+  update(id: string, patch: StatePatch): void {
+    const keys = Object.keys(patch).sort();
+    if (keys.length === 0) return;
+    const sig = keys.join(',');
+    let stmt = this.patchers.get(sig);
+    if (!stmt) {
+      stmt = this.db.prepare(`UPDATE containers SET ${keys.map((k) => `${k} = @${k}`).join(', ')} WHERE id = @id`);
+      this.patchers.set(sig, stmt);
+    }
+    stmt.run({ ...patch, id });
+  }
+
+  rename(id: string, name: string): void {
+    this.q.rename.run(name, id);
+  }
+
+  remove(id: string): void {
+    this.q.remove.run(id);
+  }
+}
+
+/** True for SQLite's unique-constraint failure (a taken name). */
+export const isUniqueViolation = (e: unknown) => (e as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';

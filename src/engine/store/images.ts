@@ -1,0 +1,191 @@
+// SQL for images, tags, repo digests and layers. Only the images service calls it.
+import type { Db } from './db.js';
+
+export interface ImageRow {
+  id: string;
+  parent: string;
+  config: string;
+  size: number;
+  created: string;
+  added_at: number;
+}
+
+export interface LayerRow {
+  chain_id: string;
+  diff_id: string;
+  parent: string | null;
+  dir: string;
+  size: number;
+  blob: string | null;
+}
+
+/** Everything one pull or commit adds, written in one transaction. */
+export interface NewImage {
+  image: ImageRow;
+  layers: LayerRow[]; // bottom first; rows already present are kept as they are
+  blobs: string[];
+  tags: string[];
+  repoDigests: string[];
+}
+
+const statements = (db: Db) => ({
+    byId: db.prepare('SELECT * FROM images WHERE id = ?'),
+    byPrefix: db.prepare("SELECT * FROM images WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
+    all: db.prepare('SELECT * FROM images ORDER BY created DESC, id'),
+    tag: db.prepare('SELECT image_id FROM tags WHERE ref = ?'),
+    digest: db.prepare('SELECT image_id FROM repo_digests WHERE ref = ?'),
+    tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = ? ORDER BY ref'),
+    digestsOf: db.prepare('SELECT ref FROM repo_digests WHERE image_id = ? ORDER BY ref'),
+    allTags: db.prepare('SELECT ref, image_id FROM tags ORDER BY ref'),
+    allDigests: db.prepare('SELECT ref, image_id FROM repo_digests ORDER BY ref'),
+    layersOf: db.prepare(
+      'SELECT l.* FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id WHERE il.image_id = ? ORDER BY il.idx',
+    ),
+    layer: db.prepare('SELECT * FROM layers WHERE chain_id = ?'),
+    insertImage: db.prepare(
+      'INSERT OR IGNORE INTO images (id, parent, config, size, created, added_at) VALUES (@id, @parent, @config, @size, @created, @added_at)',
+    ),
+    insertLayer: db.prepare(
+      'INSERT OR IGNORE INTO layers (chain_id, diff_id, parent, dir, size, blob) VALUES (@chain_id, @diff_id, @parent, @dir, @size, @blob)',
+    ),
+    insertImageLayer: db.prepare('INSERT OR IGNORE INTO image_layers (image_id, idx, chain_id) VALUES (?, ?, ?)'),
+    insertBlob: db.prepare('INSERT OR IGNORE INTO image_blobs (image_id, digest) VALUES (?, ?)'),
+    setTag: db.prepare('INSERT INTO tags (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id'),
+    setDigest: db.prepare(
+      'INSERT INTO repo_digests (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id',
+    ),
+    deleteTag: db.prepare('DELETE FROM tags WHERE ref = ?'),
+    deleteDigest: db.prepare('DELETE FROM repo_digests WHERE ref = ?'),
+    deleteImage: db.prepare('DELETE FROM images WHERE id = ?'),
+    children: db.prepare('SELECT id FROM images WHERE parent = ?'),
+    unusedLayers: db.prepare(
+      'SELECT * FROM layers WHERE chain_id NOT IN (SELECT chain_id FROM image_layers) AND chain_id NOT IN (SELECT parent FROM layers WHERE parent IS NOT NULL)',
+    ),
+    deleteLayer: db.prepare('DELETE FROM layers WHERE chain_id = ?'),
+    blobsOf: db.prepare('SELECT digest FROM image_blobs WHERE image_id = ?'),
+    blobUsed: db.prepare('SELECT 1 FROM image_blobs WHERE digest = ? LIMIT 1'),
+    allLayerDirs: db.prepare('SELECT dir FROM layers'),
+    containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = ? ORDER BY created'),
+    containerCounts: db.prepare('SELECT image_id, count(*) AS n FROM containers GROUP BY image_id'),
+});
+
+export class ImageRepository {
+  private readonly q: ReturnType<typeof statements>;
+
+  constructor(private readonly db: Db) {
+    this.q = statements(db);
+  }
+
+  find(id: string): ImageRow | undefined {
+    return this.q.byId.get(id) as ImageRow | undefined;
+  }
+
+  /** Images whose id starts with `sha256:<prefix>` (at most two: enough to tell ambiguity). */
+  findByPrefix(prefix: string): ImageRow[] {
+    const p = `sha256:${prefix}`;
+    return this.q.byPrefix.all(p, p) as ImageRow[];
+  }
+
+  list(): ImageRow[] {
+    return this.q.all.all() as ImageRow[];
+  }
+
+  imageForTag(ref: string): string | undefined {
+    return (this.q.tag.get(ref) as { image_id: string } | undefined)?.image_id;
+  }
+
+  imageForDigest(ref: string): string | undefined {
+    return (this.q.digest.get(ref) as { image_id: string } | undefined)?.image_id;
+  }
+
+  tagsOf(id: string): string[] {
+    return (this.q.tagsOf.all(id) as { ref: string }[]).map((r) => r.ref);
+  }
+
+  digestsOf(id: string): string[] {
+    return (this.q.digestsOf.all(id) as { ref: string }[]).map((r) => r.ref);
+  }
+
+  /** All tags and digests, grouped by image id, for listing many images at once. */
+  refsByImage(): Map<string, { tags: string[]; digests: string[] }> {
+    const out = new Map<string, { tags: string[]; digests: string[] }>();
+    const get = (id: string) => out.get(id) ?? (out.set(id, { tags: [], digests: [] }), out.get(id)!);
+    for (const r of this.q.allTags.all() as { ref: string; image_id: string }[]) get(r.image_id).tags.push(r.ref);
+    for (const r of this.q.allDigests.all() as { ref: string; image_id: string }[]) get(r.image_id).digests.push(r.ref);
+    return out;
+  }
+
+  layersOf(id: string): LayerRow[] {
+    return this.q.layersOf.all(id) as LayerRow[];
+  }
+
+  layer(chainId: string): LayerRow | undefined {
+    return this.q.layer.get(chainId) as LayerRow | undefined;
+  }
+
+  children(id: string): string[] {
+    return (this.q.children.all(id) as { id: string }[]).map((r) => r.id);
+  }
+
+  /** Adds an image with its layers, blobs, tags and digests, all or nothing. */
+  add(n: NewImage): void {
+    this.db.transaction(() => {
+      for (const l of n.layers) this.q.insertLayer.run(l);
+      this.q.insertImage.run(n.image);
+      n.layers.forEach((l, i) => this.q.insertImageLayer.run(n.image.id, i, l.chain_id));
+      for (const b of n.blobs) this.q.insertBlob.run(n.image.id, b);
+      for (const t of n.tags) this.q.setTag.run(t, n.image.id);
+      for (const d of n.repoDigests) this.q.setDigest.run(d, n.image.id);
+    })();
+  }
+
+  setTag(ref: string, id: string): void {
+    this.q.setTag.run(ref, id);
+  }
+
+  deleteTag(ref: string): boolean {
+    return this.q.deleteTag.run(ref).changes > 0;
+  }
+
+  deleteDigest(ref: string): boolean {
+    return this.q.deleteDigest.run(ref).changes > 0;
+  }
+
+  /**
+   * Deletes an image row (tags, digests, layer links cascade) and returns what it
+   * freed: layers no image uses any more and blobs no image holds.
+   */
+  deleteImage(id: string): { layers: LayerRow[]; blobs: string[] } {
+    return this.db.transaction(() => {
+      const blobs = (this.q.blobsOf.all(id) as { digest: string }[]).map((r) => r.digest);
+      this.q.deleteImage.run(id);
+      const layers: LayerRow[] = [];
+      // Remove unused layers from the top down: a layer is in use while a child layer is.
+      for (;;) {
+        const unused = this.q.unusedLayers.all() as LayerRow[];
+        if (unused.length === 0) break;
+        for (const l of unused) {
+          this.q.deleteLayer.run(l.chain_id);
+          layers.push(l);
+        }
+      }
+      return { layers, blobs: blobs.filter((b) => !this.q.blobUsed.get(b)) };
+    })();
+  }
+
+  layerDirs(): Set<string> {
+    return new Set((this.q.allLayerDirs.all() as { dir: string }[]).map((r) => r.dir));
+  }
+
+  containersUsing(id: string): { id: string; status: string }[] {
+    return this.q.containersUsing.all(id) as { id: string; status: string }[];
+  }
+
+  containerCounts(): Map<string, number> {
+    return new Map((this.q.containerCounts.all() as { image_id: string; n: number }[]).map((r) => [r.image_id, r.n]));
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+}

@@ -1,0 +1,64 @@
+// A ready environment for container tests: a registry holding busybox, and a
+// berthd that has pulled it. Each test file gets its own.
+import { busyboxImage, pushImage } from './images.js';
+import { startDaemon, type Daemon } from './daemon.js';
+import { startRegistry, type Registry } from './registry.js';
+
+export interface Env {
+  registry: Registry;
+  daemon: Daemon;
+  /** The pulled busybox, e.g. 127.0.0.1:PORT/busybox:latest */
+  busybox: string;
+  stop(): Promise<void>;
+}
+
+/** Pulls `ref` through the API and fails with the stream's error if any. */
+export async function pull(d: Daemon, ref: string, headers: Record<string, string> = {}): Promise<string> {
+  const [name, tag] = splitTag(ref);
+  const r = await d.request('POST', `/v1.43/images/create?fromImage=${encodeURIComponent(name)}&tag=${encodeURIComponent(tag)}`, { headers });
+  if (r.status !== 200) throw new Error(`pull ${ref}: ${r.status} ${r.text}`);
+  const last = r.text.trim().split('\n').map((l) => JSON.parse(l)).at(-1);
+  if (last?.error) throw new Error(`pull ${ref}: ${last.error}`);
+  return r.text;
+}
+
+export function splitTag(ref: string): [string, string] {
+  const at = ref.indexOf('@');
+  if (at !== -1) return [ref.slice(0, at), ref.slice(at + 1)];
+  const m = /^(.*?)(?::([\w][\w.-]*))?$/.exec(ref)!;
+  return [m[1]!, m[2] ?? 'latest'];
+}
+
+export async function startEnv(): Promise<Env> {
+  const registry = await startRegistry();
+  let daemon: Daemon | undefined;
+  try {
+    await pushImage(registry, 'busybox', 'latest', await busyboxImage());
+    daemon = await startDaemon();
+    const busybox = `${registry.host}/busybox:latest`;
+    await pull(daemon, busybox);
+    const d = daemon;
+    return {
+      registry,
+      daemon: d,
+      busybox,
+      async stop() {
+        await removeAllContainers(d);
+        await d.cleanup();
+        await registry.stop();
+      },
+    };
+  } catch (e) {
+    await daemon?.cleanup();
+    await registry.stop();
+    throw e;
+  }
+}
+
+/** Force-removes every container so no process or mount outlives a test file. */
+export async function removeAllContainers(d: Daemon): Promise<void> {
+  const r = await d.request('GET', '/containers/json?all=1').catch(() => undefined);
+  for (const c of (r?.json as { Id: string }[] | undefined) ?? []) {
+    await d.request('DELETE', `/containers/${c.Id}?force=1`).catch(() => undefined);
+  }
+}

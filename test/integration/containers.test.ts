@@ -1,0 +1,222 @@
+// Containers through the API with plain HTTP (as curl would): the mission's two
+// sequences, errors with dockerd's statuses, and isolation that is real.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor, type Daemon } from '../harness/daemon.js';
+import { startEnv, type Env } from '../harness/env.js';
+
+let env: Env;
+let d: Daemon;
+
+beforeAll(async () => {
+  env = await startEnv();
+  d = env.daemon;
+});
+afterAll(async () => {
+  await env?.stop();
+});
+
+/** Parses a multiplexed stream into [stream, text] frames. */
+export function demux(buf: Buffer): [number, string][] {
+  const out: [number, string][] = [];
+  for (let i = 0; i + 8 <= buf.length; ) {
+    const len = buf.readUInt32BE(i + 4);
+    out.push([buf[i]!, buf.subarray(i + 8, i + 8 + len).toString()]);
+    i += 8 + len;
+  }
+  return out;
+}
+
+async function create(body: Record<string, unknown>, name?: string): Promise<string> {
+  const r = await d.request('POST', `/v1.40/containers/create${name ? `?name=${name}` : ''}`, { body: { Image: env.busybox, ...body } });
+  expect(r.status, r.text).toBe(201);
+  return r.json.Id;
+}
+
+async function run(cmd: string[], extra: Record<string, unknown> = {}): Promise<{ id: string; code: number }> {
+  const id = await create({ Cmd: cmd, ...extra });
+  const s = await d.request('POST', `/v1.40/containers/${id}/start`);
+  expect(s.status, s.text).toBe(204);
+  const w = await d.request('POST', `/v1.40/containers/${id}/wait`);
+  return { id, code: w.json.StatusCode };
+}
+
+const stdoutOf = async (id: string) => demux((await d.request('GET', `/v1.40/containers/${id}/logs?stdout=1&stderr=1`)).body).map(([, t]) => t).join('');
+
+describe('the foreground sequence', () => {
+  it('create → start → wait → logs', async () => {
+    const c = await d.request('POST', '/v1.40/containers/create', { body: { Image: env.busybox, Cmd: ['echo', 'hello world'] }, host: 'anything.example' });
+    expect(c.status).toBe(201);
+    expect(c.json).toEqual({ Id: expect.stringMatching(/^[0-9a-f]{64}$/), Warnings: null });
+    const id = c.json.Id;
+    expect((await d.request('POST', `/v1.40/containers/${id}/start`)).status).toBe(204);
+    const w = await d.request('POST', `/v1.40/containers/${id}/wait`);
+    expect(w.status).toBe(200);
+    expect(w.json).toEqual({ StatusCode: 0, Error: null });
+    const logs = await d.request('GET', `/v1.40/containers/${id}/logs?stdout=1`);
+    expect(logs.status).toBe(200);
+    expect(demux(logs.body)).toEqual([[1, 'hello world\n']]);
+  });
+
+  it('reports exit codes, and stdout and stderr apart in order', async () => {
+    // Two pipes carry stdout and stderr, so only output apart in time has a cross-stream order.
+    const { id, code } = await run(['sh', '-c', 'echo out; sleep 0.05; echo err >&2; sleep 0.05; echo out2; exit 3']);
+    expect(code).toBe(3);
+    const frames = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body);
+    expect(frames).toEqual([[1, 'out\n'], [2, 'err\n'], [1, 'out2\n']]);
+    const onlyErr = demux((await d.request('GET', `/containers/${id}/logs?stderr=1`)).body);
+    expect(onlyErr).toEqual([[2, 'err\n']]);
+  });
+
+  it('supports tail and timestamps', async () => {
+    const { id } = await run(['sh', '-c', 'for i in 1 2 3 4 5; do echo line$i; done']);
+    const tail = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&tail=2`)).body);
+    expect(tail.map(([, t]) => t)).toEqual(['line4\n', 'line5\n']);
+    const ts = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&timestamps=1&tail=1`)).body);
+    expect(ts[0]![1]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z line5\n$/);
+  });
+
+  it('reports a killed container as 128+signal', async () => {
+    const id = await create({ Cmd: ['sleep', '100'] });
+    await d.request('POST', `/containers/${id}/start`);
+    expect((await d.request('POST', `/containers/${id}/kill`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(137);
+  });
+
+  it('answers a missing command with 400 and exit code 127', async () => {
+    const id = await create({ Cmd: ['/no/such/binary'] });
+    const s = await d.request('POST', `/containers/${id}/start`);
+    expect(s.status).toBe(400);
+    expect(s.json.message).toMatch(/no such file or directory|not found/);
+    const i = await d.request('GET', `/containers/${id}/json`);
+    expect(i.json.State.ExitCode).toBe(127);
+    expect(i.json.State.Running).toBe(false);
+  });
+
+  it('keeps each stream whole and in order under concurrent writes', async () => {
+    const { id } = await run(['sh', '-c', '(for i in $(seq 1 200); do echo o$i; done) & (for i in $(seq 1 200); do echo e$i >&2; done); wait']);
+    const frames = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body);
+    const lines = (n: number) => frames.filter(([s]) => s === n).map(([, t]) => t).join('').split('\n').filter(Boolean);
+    expect(lines(1)).toEqual(Array.from({ length: 200 }, (_, i) => `o${i + 1}`));
+    expect(lines(2)).toEqual(Array.from({ length: 200 }, (_, i) => `e${i + 1}`));
+  });
+});
+
+describe('the background sequence', () => {
+  it('create → start → list → logs → stop', async () => {
+    const id = await create({ Cmd: ['sh', '-c', 'echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done'] }, 'bg-one');
+    await d.request('POST', `/v1.40/containers/${id}/start`);
+    const list = await d.request('GET', '/v1.40/containers/json');
+    const mine = list.json.find((c: { Id: string }) => c.Id === id);
+    expect(mine).toMatchObject({ Id: id, Names: ['/bg-one'], Image: env.busybox, State: 'running', Status: expect.stringMatching(/^Up /) });
+    await waitFor(async () => (await stdoutOf(id)).includes('started'), 'output');
+    const t0 = Date.now();
+    expect((await d.request('POST', `/v1.40/containers/${id}/stop?t=5`)).status).toBe(204);
+    expect(Date.now() - t0).toBeLessThan(4000); // the TERM trap ended it, not the KILL
+    expect(await stdoutOf(id)).toBe('started\nbye\n');
+    const after = await d.request('GET', `/containers/json`);
+    expect(after.json.find((c: { Id: string }) => c.Id === id)).toBeUndefined();
+    const all = await d.request('GET', `/containers/json?all=1`);
+    expect(all.json.find((c: { Id: string }) => c.Id === id)).toMatchObject({ State: 'exited', Status: expect.stringMatching(/^Exited \(0\) /) });
+    // Stopping a stopped container: 304, no body.
+    const again = await d.request('POST', `/containers/${id}/stop`);
+    expect(again.status).toBe(304);
+    expect(again.text).toBe('');
+  });
+
+  it('follows logs until the container stops', async () => {
+    const id = await create({ Cmd: ['sh', '-c', 'for i in 1 2 3; do echo tick$i; sleep 0.2; done'] });
+    await d.request('POST', `/containers/${id}/start`);
+    const r = await d.request('GET', `/containers/${id}/logs?stdout=1&follow=1`);
+    expect(demux(r.body).map(([, t]) => t)).toEqual(['tick1\n', 'tick2\n', 'tick3\n']);
+  });
+});
+
+describe('names, ids and errors', () => {
+  it('resolves names with and without / and unique id prefixes', async () => {
+    const id = await create({ Cmd: ['true'] }, 'named-x');
+    for (const ref of ['named-x', '/named-x', id.slice(0, 12), id]) {
+      const r = await d.request('GET', `/containers/${encodeURIComponent(ref)}/json`);
+      expect(r.status, ref).toBe(200);
+      expect(r.json).toMatchObject({ Id: id, Name: '/named-x', State: { Status: 'created' } });
+    }
+  });
+
+  it("answers dockerd's errors", async () => {
+    const nope = await d.request('POST', '/containers/nope/wait');
+    expect(nope.status).toBe(404);
+    expect(nope.json).toEqual({ message: 'No such container: nope' });
+    const badName = await d.request('POST', '/containers/create?name=-bad', { body: { Image: env.busybox } });
+    expect(badName.status).toBe(400);
+    expect(badName.json.message).toBe('Invalid container name (-bad), only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed');
+    const noImage = await d.request('POST', '/containers/create', { body: { Image: 'no-such-image:1' } });
+    expect(noImage.status).toBe(404);
+    expect(noImage.json.message).toBe('No such image: no-such-image:1');
+    const text = await d.request('POST', '/containers/create', { raw: '{}', headers: { 'Content-Type': 'text/plain' } });
+    expect(text.status).toBe(400);
+    expect(text.json.message).toBe("Content-Type specified (text/plain) must be 'application/json'");
+    const bad = await d.request('POST', '/containers/create', { raw: '{"Image": ', headers: { 'Content-Type': 'application/json' } });
+    expect(bad.status).toBe(400);
+    expect(bad.json.message).toMatch(/invalid JSON/);
+    const wrongType = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Tty: 'yes' } });
+    expect(wrongType.status).toBe(400);
+    expect(wrongType.json.message).toMatch(/Tty/);
+  });
+
+  it('gives one 201 and seven 409 for eight parallel creates of one name', async () => {
+    const rs = await Promise.all(Array.from({ length: 8 }, () => d.request('POST', '/containers/create?name=racer', { body: { Image: env.busybox, Cmd: ['true'] } })));
+    expect(rs.filter((r) => r.status === 201)).toHaveLength(1);
+    const conflicts = rs.filter((r) => r.status === 409);
+    expect(conflicts).toHaveLength(7);
+    expect(conflicts[0]!.json.message).toMatch(/^Conflict. The container name "\/racer" is already in use by container "[0-9a-f]{64}"/);
+  });
+
+  it('refuses to remove a running container without force', async () => {
+    const id = await create({ Cmd: ['sleep', '100'] });
+    await d.request('POST', `/containers/${id}/start`);
+    const r = await d.request('DELETE', `/containers/${id}`);
+    expect(r.status).toBe(409);
+    expect((await d.request('DELETE', `/containers/${id}?force=1`)).status).toBe(204);
+    expect((await d.request('GET', `/containers/${id}/json`)).status).toBe(404);
+  });
+});
+
+describe('isolation', () => {
+  it('has its own pid 1, hostname, mounts and rootfs', async () => {
+    const { id, code } = await run(['sh', '-c', 'echo pid=$$; hostname; cat /proc/1/cmdline | tr "\\0" " "; echo; ls /; grep -c " / overlay " /proc/mounts'], { Hostname: 'box' });
+    expect(code).toBe(0);
+    const out = await stdoutOf(id);
+    expect(out).toMatch(/^pid=1\nbox\nsh -c/);
+    expect(out).toMatch(/\bbin\b/);
+    expect(out).not.toMatch(/\bboot\b|\bwork\b/); // not the host's /
+    expect(out.trim().split('\n').at(-1)).toBe('1');
+  });
+
+  it('enforces Memory and PidsLimit', async () => {
+    const mem = await run(['sh', '-c', 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes'], { HostConfig: { Memory: 64 * 1024 * 1024 } });
+    expect((await stdoutOf(mem.id)).trim()).toBe(String(64 * 1024 * 1024));
+    const pids = await run(['sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 5 & done; wait'], { HostConfig: { PidsLimit: 5 } });
+    expect(await stdoutOf(pids.id)).toMatch(/can't fork|Resource temporarily unavailable/);
+    // A memory hog over its limit is OOM-killed.
+    const hog = await run(['sh', '-c', 'x=$(head -c 100000000 /dev/zero | tr "\\0" a); echo $x | wc -c'], { HostConfig: { Memory: 16 * 1024 * 1024, MemorySwap: 16 * 1024 * 1024 } });
+    expect(hog.code).toBe(137);
+  });
+
+  it('makes ReadonlyRootfs read-only and shows a bind mount', async () => {
+    const ro = await run(['touch', '/x'], { HostConfig: { ReadonlyRootfs: true } });
+    expect(ro.code).not.toBe(0);
+    expect(await stdoutOf(ro.id)).toMatch(/Read-only file system/);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-bind-'));
+    writeFileSync(path.join(dir, 'hello.txt'), 'from the host\n');
+    const b = await run(['cat', '/data/hello.txt'], { HostConfig: { Binds: [`${dir}:/data:ro`] } });
+    expect(b.code).toBe(0);
+    expect(await stdoutOf(b.id)).toBe('from the host\n');
+  });
+
+  it('runs as the image user given by name', async () => {
+    const { id } = await run(['id'], { User: 'nobody' });
+    expect(await stdoutOf(id)).toMatch(/^uid=65534/);
+  });
+});
