@@ -3,15 +3,11 @@
 // has begun (before that, errors are ordinary HTTP errors).
 import type { FastifyReply } from 'fastify';
 import { messageOf } from '../../errors.js';
+import type { PullEvent } from '../../engine/images/pull.js';
 import { COMMON_HEADERS } from '../server.js';
 
 /** What the engine reports; `current`/`total` become progressDetail and the bar. */
-export interface ProgressEvent {
-  status: string;
-  id?: string;
-  current?: number;
-  total?: number;
-}
+export type ProgressEvent = PullEvent;
 
 /** docker/go-units HumanSize: decimal units, four significant digits. */
 export function humanSize(n: number): string {
@@ -49,7 +45,7 @@ const goDuration = (s: number) => {
 /** The JSON object dockerd writes for one event. */
 export function progressMessage(e: ProgressEvent, startedAt?: number): Record<string, unknown> {
   const msg: Record<string, unknown> = { status: e.status };
-  if (e.current !== undefined || e.id !== undefined) {
+  if (e.layer || e.current !== undefined) {
     msg.progressDetail = e.current !== undefined ? { current: e.current, ...(e.total ? { total: e.total } : {}) } : {};
   }
   if (e.current !== undefined) msg.progress = progressBar(e.current, e.total, startedAt);

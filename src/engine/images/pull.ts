@@ -21,6 +21,8 @@ import { ImageService, type ImageDeps } from './service.js';
 export interface PullEvent {
   status: string;
   id?: string;
+  /** True for per-layer messages (dockerd gives those a progressDetail). */
+  layer?: boolean;
   current?: number;
   total?: number;
 }
@@ -121,12 +123,12 @@ export class PullingImageService extends ImageService {
 
     const existing = chains.map((c) => repo.layer(c));
     resolved.layers.forEach((d, i) => {
-      if (existing[i]) emit({ status: 'Already exists', id: short(d.digest) });
-      else emit({ status: 'Pulling fs layer', id: short(d.digest) });
+      if (existing[i]) emit({ status: 'Already exists', id: short(d.digest), layer: true });
+      else emit({ status: 'Pulling fs layer', id: short(d.digest), layer: true });
     });
     let queued = 0;
     resolved.layers.forEach((d, i) => {
-      if (!existing[i] && queued++ >= this.pdeps.maxConcurrentDownloads) emit({ status: 'Waiting', id: short(d.digest) });
+      if (!existing[i] && queued++ >= this.pdeps.maxConcurrentDownloads) emit({ status: 'Waiting', id: short(d.digest), layer: true });
     });
 
     const fresh: LayerRow[] = [];
@@ -182,7 +184,7 @@ export class PullingImageService extends ImageService {
     const id = short(desc.digest);
     const size = await this.pdeps.layers.extract(chainId, async (dir) => {
       const body: Readable = await this.pdeps.registry.fetchBlob(ref, desc, auth);
-      const meter = new Meter((n) => emit({ status: 'Downloading', id, current: n, total: desc.size }));
+      const meter = new Meter((n) => emit({ status: 'Downloading', id, layer: true, current: n, total: desc.size }));
       const toStore = new PassThrough();
       const toTree = new PassThrough();
       const diffHash = new Hasher();
@@ -212,15 +214,15 @@ export class PullingImageService extends ImageService {
       } catch (e) {
         fail(e);
       }
-      emit({ status: 'Verifying Checksum', id });
-      emit({ status: 'Download complete', id });
+      emit({ status: 'Verifying Checksum', id, layer: true });
+      emit({ status: 'Download complete', id, layer: true });
       if (diffHash.digest !== diffId) {
         throw invalidParameter(`layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${diffHash.digest}, config says ${diffId}`);
       }
-      emit({ status: 'Extracting', id, current: desc.size, total: desc.size });
+      emit({ status: 'Extracting', id, layer: true, current: desc.size, total: desc.size });
       return result!.size;
     });
-    emit({ status: 'Pull complete', id });
+    emit({ status: 'Pull complete', id, layer: true });
     return { chain_id: chainId, diff_id: diffId, parent, dir: LayerStore.dirName(chainId), size, blob: desc.digest };
   }
 }

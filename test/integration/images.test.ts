@@ -1,0 +1,287 @@
+// Pulling and managing images against real registries: plain, htpasswd, token
+// and TLS; by tag, digest and index; through a mirror; failures leave nothing.
+import { existsSync, mkdirSync, copyFileSync, readdirSync, rmSync, statSync, writeFileSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, waitFor, type Daemon } from '../harness/daemon.js';
+import { pull, removeAllContainers } from '../harness/env.js';
+import { buildImage, buildLayer, busyboxImage, busyboxLayer, largeImage, multiLayerImage, pushImage, pushIndex, rawLayer } from '../harness/images.js';
+import { startRegistry, type Registry } from '../harness/registry.js';
+
+let d: Daemon;
+let plain: Registry;
+const extra: Registry[] = [];
+
+beforeAll(async () => {
+  plain = await startRegistry();
+  await pushImage(plain, 'busybox', 'latest', await busyboxImage());
+  d = await startDaemon();
+});
+afterAll(async () => {
+  await removeAllContainers(d);
+  await d?.cleanup();
+  await plain?.stop();
+  for (const r of extra) await r.stop();
+});
+
+const lines = (text: string) => text.trim().split('\n').map((l) => JSON.parse(l));
+const images = async () => (await d.request('GET', '/v1.43/images/json')).json as { Id: string; RepoTags: string[]; RepoDigests: string[] }[];
+const tagged = async (t: string) => (await images()).find((i) => i.RepoTags.includes(t));
+const b64 = (o: unknown, urlSafe: boolean, pad: boolean) => {
+  let s = Buffer.from(JSON.stringify(o)).toString(urlSafe ? 'base64url' : 'base64');
+  if (!urlSafe && !pad) s = s.replace(/=+$/, '');
+  if (urlSafe && pad) s += '='.repeat((4 - (s.length % 4)) % 4);
+  return s;
+};
+
+describe('pull', () => {
+  it("streams dockerd's progress and lists the image", async () => {
+    const ref = `${plain.host}/busybox`;
+    const r = await d.request('POST', `/v1.43/images/create?fromImage=${ref}&tag=latest`);
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toBe('application/json');
+    const msgs = lines(r.text);
+    expect(msgs[0]).toEqual({ status: 'Pulling from busybox', id: 'latest' });
+    const statuses = msgs.map((m) => m.status);
+    for (const s of ['Pulling fs layer', 'Verifying Checksum', 'Download complete', 'Extracting', 'Pull complete']) expect(statuses).toContain(s);
+    expect(msgs.find((m) => m.status === 'Pulling fs layer')).toMatchObject({ progressDetail: {}, id: expect.stringMatching(/^[0-9a-f]{12}$/) });
+    expect(statuses.at(-2)).toMatch(/^Digest: sha256:[0-9a-f]{64}$/);
+    expect(statuses.at(-1)).toBe(`Status: Downloaded newer image for ${ref}:latest`);
+    const img = await tagged(`${ref}:latest`);
+    expect(img).toMatchObject({ Id: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), ParentId: '', RepoDigests: [expect.stringMatching(new RegExp(`^${ref}@sha256:`))] });
+    const again = lines((await d.request('POST', `/v1.43/images/create?fromImage=${ref}&tag=latest`)).text);
+    expect(again.at(-1).status).toBe(`Status: Image is up to date for ${ref}:latest`);
+    expect(again.map((m) => m.status)).toContain('Already exists');
+  });
+
+  it('pulls by digest and from a manifest list, picking linux/amd64', async () => {
+    const amd = await busyboxImage({ config: { Labels: { arch: 'amd64' } } });
+    const arm = await busyboxImage({ architecture: 'arm64', config: { Labels: { arch: 'arm64' } } });
+    await pushIndex(plain, 'multi', 'latest', [{ image: arm }, { image: amd }]);
+    await pull(d, `${plain.host}/multi:latest`);
+    const inspect = await d.request('GET', `/images/${plain.host}/multi:latest/json`);
+    expect(inspect.json).toMatchObject({ Architecture: 'amd64', Os: 'linux', Config: { Labels: { arch: 'amd64' } } });
+    const digest = await pushImage(plain, 'bydigest', 'v1', await busyboxImage({ config: { Labels: { by: 'digest' } } }));
+    await pull(d, `${plain.host}/bydigest@${digest}`);
+    const byDigest = (await images()).find((i) => i.RepoDigests.includes(`${plain.host}/bydigest@${digest}`));
+    expect(byDigest).toBeDefined();
+    expect(byDigest!.RepoTags).toEqual(['<none>:<none>']);
+  });
+
+  it('answers unknown tags and repositories with 404 and lists nothing', async () => {
+    const before = (await images()).length;
+    const tag = await d.request('POST', `/images/create?fromImage=${plain.host}/busybox&tag=nope`);
+    expect(tag.status).toBe(404);
+    expect(tag.json.message).toMatch(/manifest unknown/);
+    const repo = await d.request('POST', `/images/create?fromImage=${plain.host}/no-such-repo&tag=latest`);
+    expect(repo.status).toBe(404);
+    expect((await images()).length).toBe(before);
+    const bad = await d.request('POST', '/images/create?fromImage=Bad/Name');
+    expect(bad.status).toBe(400);
+    expect(bad.json.message).toMatch(/invalid reference format/);
+  });
+
+  it('extracts whiteouts and opaque directories so a container sees the merged tree', async () => {
+    const img = await multiLayerImage();
+    await pushImage(plain, 'multilayer', 'latest', img);
+    await pull(d, `${plain.host}/multilayer:latest`);
+    const files = Object.keys(img.expected.files);
+    const script = [
+      ...files.map((f) => `printf '%s=' ${f}; cat ${f}; echo`),
+      ...img.expected.absent.map((f) => `test -e ${f} && echo PRESENT ${f} || true`),
+    ].join('; ');
+    const c = await d.request('POST', '/containers/create', { body: { Image: `${plain.host}/multilayer:latest`, Cmd: ['sh', '-c', script] } });
+    await d.request('POST', `/containers/${c.json.Id}/start`);
+    await d.request('POST', `/containers/${c.json.Id}/wait`);
+    const out = (await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`)).body;
+    const text = demuxText(out);
+    for (const [f, content] of Object.entries(img.expected.files)) expect(text).toContain(`${f}=${content}`);
+    expect(text).not.toMatch(/PRESENT/);
+  });
+});
+
+function demuxText(buf: Buffer): string {
+  let s = '';
+  for (let i = 0; i + 8 <= buf.length; ) {
+    const len = buf.readUInt32BE(i + 4);
+    s += buf.subarray(i + 8, i + 8 + len).toString();
+    i += 8 + len;
+  }
+  return s;
+}
+
+describe('credentials', () => {
+  it('pulls through Basic auth with X-Registry-Auth in all four base64 forms, and refuses wrong ones', async () => {
+    const reg = await startRegistry({ auth: 'htpasswd' });
+    extra.push(reg);
+    await pushImage(reg, 'secret', 'latest', await busyboxImage({ config: { Labels: { secret: 'yes' } } }));
+    const good = { username: 'berth', password: 's3cret', serveraddress: reg.host };
+    const before = (await images()).length;
+    const wrong = await d.request('POST', `/images/create?fromImage=${reg.host}/secret&tag=latest`, { headers: { 'X-Registry-Auth': b64({ ...good, password: 'nope' }, true, true) } });
+    expect(wrong.status).toBe(401);
+    expect(wrong.json.message).toMatch(/unauthorized|authentication required|incorrect/i);
+    const none = await d.request('POST', `/images/create?fromImage=${reg.host}/secret&tag=latest`);
+    expect(none.status).toBe(401);
+    expect((await images()).length).toBe(before);
+    for (const [urlSafe, pad] of [[false, true], [false, false], [true, true], [true, false]] as const) {
+      await pull(d, `${reg.host}/secret:latest`, { 'X-Registry-Auth': b64(good, urlSafe, pad) });
+    }
+    expect(await tagged(`${reg.host}/secret:latest`)).toBeDefined();
+    // The credentials never reach the log.
+    expect(d.stderr()).not.toContain('s3cret');
+    expect(d.stderr()).not.toContain(b64(good, true, true));
+  });
+
+  it('pulls through Bearer-token auth', async () => {
+    const reg = await startRegistry({ auth: 'token' });
+    extra.push(reg);
+    await pushImage(reg, 'tok', 'latest', await busyboxImage({ config: { Labels: { tok: 'yes' } } }));
+    // dockerd's answer to an anonymous pull the token service grants nothing: 404, "pull access denied".
+    const anon = await d.request('POST', `/images/create?fromImage=${reg.host}/tok&tag=latest`);
+    expect(anon.status).toBe(404);
+    expect(anon.json.message).toMatch(/^pull access denied for .*tok, repository does not exist or may require 'docker login'/);
+    await pull(d, `${reg.host}/tok:latest`, { 'X-Registry-Auth': b64({ username: 'berth', password: 's3cret' }, false, true) });
+    expect(await tagged(`${reg.host}/tok:latest`)).toBeDefined();
+    expect(reg.tokenIssuer!.requests.some((q) => q.outcome === 'granted' && q.scopes.some((s) => s.includes('repository:tok:pull')))).toBe(true);
+  });
+
+  it('pulls over TLS with the CA in certs.d', async () => {
+    const reg = await startRegistry({ tls: true });
+    extra.push(reg);
+    await pushImage(reg, 'tls', 'latest', await busyboxImage({ config: { Labels: { tls: 'yes' } } }));
+    // A loopback registry is tried over HTTPS first; the CA must be trusted.
+    const certDir = path.join('/etc/berth/certs.d', reg.host);
+    mkdirSync(certDir, { recursive: true });
+    copyFileSync(reg.caFile!, path.join(certDir, 'ca.crt'));
+    try {
+      await pull(d, `${reg.host}/tls:latest`);
+      expect(await tagged(`${reg.host}/tls:latest`)).toBeDefined();
+    } finally {
+      rmSync(certDir, { recursive: true, force: true });
+    }
+  });
+
+  it('pulls a short name through a registry mirror', async () => {
+    const mirror = await startRegistry();
+    extra.push(mirror);
+    await pushImage(mirror, 'library/mirrored', 'latest', await busyboxImage({ config: { Labels: { mirror: 'yes' } } }));
+    const m = await startDaemon({ args: ['--registry-mirror', mirror.url] });
+    try {
+      const r = await m.request('POST', '/images/create?fromImage=mirrored&tag=latest');
+      expect(r.status).toBe(200);
+      expect(lines(r.text).at(-1).status).toBe('Status: Downloaded newer image for mirrored:latest');
+      const list = (await m.request('GET', '/images/json')).json;
+      expect(list[0].RepoTags).toEqual(['mirrored:latest']);
+    } finally {
+      await m.cleanup();
+    }
+  });
+});
+
+describe('hostile and broken content', () => {
+  it('contains a traversal layer and touches nothing outside the data root', async () => {
+    const victimDir = path.join(os.tmpdir(), `berth-victim-${process.pid}`);
+    mkdirSync(victimDir, { recursive: true });
+    writeFileSync(path.join(victimDir, 'hello'), 'victim');
+    const before = statSync(path.join(victimDir, 'hello')).mtimeMs;
+    const evil = await rawLayer([
+      { name: `../../../../../../../..${victimDir}/pwned`, content: 'x' },
+      { name: 'escape', type: 'symlink', linkname: victimDir },
+      { name: 'escape/pwned2', content: 'x' },
+      { name: 'hl', type: 'link', linkname: `${victimDir}/hello` },
+    ]);
+    const img = buildImage({ layers: [await busyboxLayer(), evil] });
+    await pushImage(plain, 'evil', 'latest', img);
+    const r = await d.request('POST', `/images/create?fromImage=${plain.host}/evil&tag=latest`);
+    // Either refused or contained; in no case did a file appear beside the victim.
+    expect(readdirSync(victimDir)).toEqual(['hello']);
+    expect(readFileSync(path.join(victimDir, 'hello'), 'utf8')).toBe('victim');
+    expect(statSync(path.join(victimDir, 'hello')).mtimeMs).toBe(before);
+    if (lines(r.text).at(-1).error) expect(await tagged(`${plain.host}/evil:latest`)).toBeUndefined();
+    rmSync(victimDir, { recursive: true, force: true });
+  });
+
+  it('refuses a tampered layer blob and lists nothing', async () => {
+    const layer = await buildLayer([{ path: 'data.txt', content: 'original' }]);
+    const img = buildImage({ layers: [await busyboxLayer(), layer] });
+    await pushImage(plain, 'tampered', 'latest', img);
+    const hex = layer.digest.slice('sha256:'.length);
+    const blob = path.join(plain.dir, 'storage', 'docker/registry/v2/blobs/sha256', hex.slice(0, 2), hex, 'data');
+    expect(existsSync(blob)).toBe(true);
+    const other = await buildLayer([{ path: 'data.txt', content: 'tampered' }]);
+    writeFileSync(blob, other.blob!);
+    const r = await d.request('POST', `/images/create?fromImage=${plain.host}/tampered&tag=latest`);
+    const last = lines(r.text).at(-1);
+    expect(last.error).toMatch(/verification failed|digest/);
+    expect(last.errorDetail.message).toBe(last.error);
+    expect(await tagged(`${plain.host}/tampered:latest`)).toBeUndefined();
+    // The daemon keeps serving.
+    expect((await d.request('GET', '/_ping')).status).toBe(200);
+  });
+
+  it('leaves no listed image when killed mid-pull, and the next pull completes', async () => {
+    await pushImage(plain, 'large', 'latest', await largeImage(48, 3));
+    const k = await startDaemon();
+    try {
+      const url = `/images/create?fromImage=${plain.host}/large&tag=latest`;
+      const pending = k.request('POST', url).catch(() => undefined);
+      await waitFor(() => existsSync(path.join(k.dataRoot, 'layers/tmp')) && readdirSync(path.join(k.dataRoot, 'layers/tmp')).length > 0, 'a layer being extracted', 20_000, 5);
+      await k.kill();
+      await pending;
+      await k.restart();
+      expect((await k.request('GET', '/images/json')).json).toEqual([]);
+      expect(readdirSync(path.join(k.dataRoot, 'layers/tmp'))).toEqual([]);
+      await pull(k, `${plain.host}/large:latest`);
+      expect((await k.request('GET', '/images/json')).json).toHaveLength(1);
+    } finally {
+      await k.cleanup();
+    }
+  });
+});
+
+describe('tag, inspect, history, remove, prune', () => {
+  it('tags, untags and deletes, with 409 while a container uses the image', async () => {
+    const src = `${plain.host}/busybox:latest`;
+    await pull(d, src);
+    const t = await d.request('POST', `/images/${src}/tag?repo=mine/box&tag=v1`);
+    expect(t.status).toBe(201);
+    const id = (await tagged(src))!.Id;
+    expect((await tagged('mine/box:v1'))!.Id).toBe(id);
+    const inspect = await d.request('GET', '/images/mine/box:v1/json');
+    expect(inspect.json).toMatchObject({ Id: id, RootFS: { Type: 'layers', Layers: [expect.stringMatching(/^sha256:/)] }, Os: 'linux', Config: { Cmd: ['sh'] } });
+    const history = await d.request('GET', '/images/mine/box:v1/history');
+    expect(history.json[0]).toMatchObject({ Id: id, Tags: expect.arrayContaining(['mine/box:v1']) });
+    // Untag one of two names.
+    const untag = await d.request('DELETE', '/images/mine/box:v1');
+    expect(untag.json).toEqual([{ Untagged: 'mine/box:v1' }]);
+    // A container pins the image.
+    const c = await d.request('POST', '/containers/create', { body: { Image: 'sha256:' + id.slice(7), Cmd: ['true'] } });
+    expect(c.status).toBe(201);
+    const byId = await d.request('DELETE', `/images/${id}`);
+    expect(byId.status).toBe(409);
+    expect(byId.json.message).toMatch(/image is being used by stopped container/);
+    await d.request('DELETE', `/containers/${c.json.Id}`);
+    const del = await d.request('DELETE', `/images/${id}?force=1`);
+    expect(del.status).toBe(200);
+    expect(del.json).toEqual(expect.arrayContaining([{ Deleted: id }]));
+    expect(await tagged(src)).toBeUndefined();
+    expect((await d.request('GET', `/images/${id}/json`)).status).toBe(404);
+  });
+
+  it('prunes dangling images and filters the list', async () => {
+    const digest = await pushImage(plain, 'dangle', 'v1', await busyboxImage({ config: { Labels: { dangle: '1' } } }));
+    await pull(d, `${plain.host}/dangle@${digest}`);
+    const dangling = (await d.request('GET', `/images/json?filters=${encodeURIComponent('{"dangling":["true"]}')}`)).json;
+    expect(dangling.some((i: { RepoDigests: string[] }) => i.RepoDigests.includes(`${plain.host}/dangle@${digest}`))).toBe(true);
+    const byLabel = (await d.request('GET', `/images/json?filters=${encodeURIComponent('{"label":["dangle=1"]}')}`)).json;
+    expect(byLabel).toHaveLength(1);
+    const badFilter = await d.request('GET', `/images/json?filters=${encodeURIComponent('{"nope":["x"]}')}`);
+    expect(badFilter.status).toBe(400);
+    expect(badFilter.json.message).toBe("invalid filter 'nope'");
+    const pruned = await d.request('POST', '/images/prune');
+    expect(pruned.status).toBe(200);
+    expect(pruned.json.ImagesDeleted).toEqual(expect.arrayContaining([{ Deleted: byLabel[0].Id }]));
+    expect(pruned.json.SpaceReclaimed).toBeGreaterThan(0);
+  });
+});
