@@ -1,0 +1,86 @@
+// berthd dies (SIGKILL) or stops while containers run: they keep running under
+// conmon, exits that happen meanwhile are found, logs and wait still work, and
+// restart policies are honoured.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor, type Daemon } from '../harness/daemon.js';
+import { startEnv, type Env } from '../harness/env.js';
+
+let env: Env;
+let d: Daemon;
+
+beforeAll(async () => {
+  env = await startEnv();
+  d = env.daemon;
+});
+afterAll(async () => {
+  await env?.stop();
+});
+
+async function start(cmd: string[], hostConfig: Record<string, unknown> = {}): Promise<string> {
+  const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: cmd, HostConfig: hostConfig } });
+  expect(c.status, c.text).toBe(201);
+  const s = await d.request('POST', `/containers/${c.json.Id}/start`);
+  expect(s.status, s.text).toBe(204);
+  return c.json.Id;
+}
+const state = async (id: string) => (await d.request('GET', `/containers/${id}/json`)).json.State;
+const logText = async (id: string) => {
+  const b = (await d.request('GET', `/containers/${id}/logs?stdout=1`)).body;
+  let s = '';
+  for (let i = 0; i + 8 <= b.length; i += 8 + b.readUInt32BE(i + 4)) s += b.subarray(i + 8, i + 8 + b.readUInt32BE(i + 4)).toString();
+  return s;
+};
+
+describe('daemon restart', () => {
+  it('keeps containers running across SIGKILL and records exits that happened meanwhile', async () => {
+    const long = await start(['sh', '-c', 'echo begin; sleep 300']);
+    const short = await start(['sh', '-c', 'echo first; sleep 1; echo second; exit 7']);
+    await waitFor(async () => (await logText(long)).includes('begin'), 'output');
+    await d.kill();
+    // While berthd is down, `short` finishes and writes more output.
+    await new Promise((r) => setTimeout(r, 1500));
+    await d.restart();
+    expect(await state(long)).toMatchObject({ Status: 'running', Running: true });
+    const s = await state(short);
+    expect(s).toMatchObject({ Status: 'exited', Running: false, ExitCode: 7 });
+    expect(await logText(short)).toBe('first\nsecond\n');
+    const w = await d.request('POST', `/containers/${short}/wait`);
+    expect(w.json.StatusCode).toBe(7);
+    // The surviving container is still managed: stop works and wait sees it.
+    const waiting = d.request('POST', `/containers/${long}/wait`);
+    expect((await d.request('POST', `/containers/${long}/stop?t=1`)).status).toBe(204);
+    expect((await waiting).json.StatusCode).toBe(137);
+  });
+
+  it('keeps running containers after a clean SIGTERM shutdown', async () => {
+    const id = await start(['sleep', '300']);
+    expect(await d.stop()).toBe(0);
+    await d.restart();
+    expect(await state(id)).toMatchObject({ Status: 'running' });
+    expect((await d.request('POST', `/containers/${id}/kill`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(137);
+  });
+});
+
+describe('restart policies', () => {
+  it('restarts on-failure up to the maximum', async () => {
+    const id = await start(['sh', '-c', 'echo run; exit 1'], { RestartPolicy: { Name: 'on-failure', MaximumRetryCount: 2 } });
+    await waitFor(async () => {
+      const s = await state(id);
+      return s.Status === 'exited' && (await d.request('GET', `/containers/${id}/json`)).json.RestartCount === 2;
+    }, 'two restarts', 20_000, 100);
+    expect(await logText(id)).toBe('run\nrun\nrun\n');
+  });
+
+  it('does not restart a container the user stopped', async () => {
+    const id = await start(['sleep', '300'], { RestartPolicy: { Name: 'always' } });
+    await d.request('POST', `/containers/${id}/stop?t=0`);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await state(id)).toMatchObject({ Status: 'exited' });
+  });
+
+  it('refuses an unknown policy', async () => {
+    const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, HostConfig: { RestartPolicy: { Name: 'sometimes' } } } });
+    expect(c.status).toBe(400);
+  });
+});
