@@ -42,15 +42,17 @@ node dist/main.js -H "unix://$SOCK" --data-root "$Q/data" --exec-root "$Q/exec" 
   --pidfile "$Q/berthd.pid" --config-file /dev/null >"$Q/berthd.log" 2>&1 &
 until curl -sf --unix-socket "$SOCK" http://localhost/_ping >/dev/null; do sleep 0.05; done
 
-show() { # METHOD PATH [JSON BODY]: print the request and the answer
+LAST=
+show() { # METHOD PATH [JSON BODY]: print the request and the answer; the body stays in $LAST
   local method=$1 path=$2 body=${3:-}
+  local args=(-s -X "$method" --unix-socket "$SOCK" -o "$Q/last" -w '%{http_code}')
+  [ -n "$body" ] && args+=(-H 'Content-Type: application/json' -d "$body")
   echo
-  echo "\$ curl -X $method --unix-socket $SOCK http://localhost$path${body:+ -d '$body'}"
-  if [ -n "$body" ]; then
-    curl -s -X "$method" --unix-socket "$SOCK" -H 'Content-Type: application/json' -d "$body" "http://localhost$path" -w '\n[HTTP %{http_code}]\n'
-  else
-    curl -s -X "$method" --unix-socket "$SOCK" "http://localhost$path" -w '\n[HTTP %{http_code}]\n'
-  fi
+  echo "\$ curl -X $method --unix-socket $SOCK 'http://localhost$path'${body:+ -H 'Content-Type: application/json' -d '$body'}"
+  local code
+  code=$(curl "${args[@]}" "http://localhost$path")
+  LAST=$(cat "$Q/last")
+  printf '%s\n[HTTP %s]\n' "$LAST" "$code"
 }
 
 show GET /v1.43/_ping
