@@ -8,6 +8,7 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, createReadStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -513,5 +514,54 @@ describe('documents the real registry refuses to store (parsed directly)', () =>
   it('refuses bad descriptors', () => {
     expect(() => parseManifest(doc({ schemaVersion: 2, config: { ...desc, digest: 'sha256:zz' }, layers: [] }), MediaTypes.ociManifest)).toThrow(/config.digest/);
     expect(() => parseManifest(doc({ schemaVersion: 2, config: { ...desc, size: -1 }, layers: [] }), MediaTypes.ociManifest)).toThrow(/config.size/);
+  });
+});
+
+describe('a registry that stalls (a real one cannot be made to; raw sockets stand in)', () => {
+  const servers: Array<http.Server | net.Server> = [];
+  const sockets = new Set<net.Socket>();
+  afterAll(async () => {
+    for (const s of sockets) s.destroy();
+    await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  });
+
+  async function listen<T extends http.Server | net.Server>(server: T): Promise<string> {
+    servers.push(server);
+    server.on('connection', (s: net.Socket) => sockets.add(s));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  it('one that accepts and never answers times out, as unavailable', async () => {
+    const host = await listen(net.createServer(() => {}));
+    const started = Date.now();
+    const err = await errorOf(client({ headerTimeoutMs: 300 }).resolve(`${host}/x:latest`));
+    expect(err.kind).toBe('unavailable');
+    expect(err.message).toBe(`Get "http://${host}/v2/": timeout awaiting response headers after 0.3s`);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  /** /v2/ answers; blobs send `sent` of `total` bytes at once, then nothing more. */
+  const blobServer = (sent: number, total: number) =>
+    http.createServer((req, res) => {
+      if (req.url === '/v2/') return void res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
+      res.writeHead(200, { 'Content-Length': String(total) });
+      res.write(Buffer.alloc(sent, 1));
+      if (sent === total) res.end();
+    });
+  const digest = `sha256:${'0'.repeat(64)}`;
+
+  it('a blob body that stops arriving errors the stream', async () => {
+    const host = await listen(blobServer(10, 1000));
+    const body = await client({ idleTimeoutMs: 300 }).fetchBlob(`${host}/x`, { digest });
+    await expect(readAll(body)).rejects.toThrow(`Get "http://${host}/v2/x/blobs/${digest}": registry stalled: no data for 0.3s`);
+  });
+
+  it('a slow reader is not mistaken for a stalled registry', async () => {
+    const total = 4 * 1024 * 1024;
+    const host = await listen(blobServer(total, total));
+    const body = await client({ idleTimeoutMs: 200 }).fetchBlob(`${host}/x`, { digest });
+    await new Promise((r) => setTimeout(r, 700)); // backpressure: the socket is quiet because we are
+    expect((await readAll(body)).length).toBe(total);
   });
 });
