@@ -20,7 +20,7 @@ import { ContentStore } from '../../src/engine/content/store.js';
 import { parseReference } from '../../src/engine/images/reference.js';
 import { decodeRegistryAuth } from '../../src/engine/registry/auth.js';
 import { RegistryClient, type RegistryClientOptions } from '../../src/engine/registry/client.js';
-import { MediaTypes, parseManifest } from '../../src/engine/registry/manifest.js';
+import { formatPlatform, hostPlatform, MediaTypes, parseManifest, parsePlatform } from '../../src/engine/registry/manifest.js';
 import { startRegistry, type Registry } from '../harness/registry.js';
 import { buildImage, buildLayer, busyboxImage, pushImage, pushIndex, type Image } from '../harness/images.js';
 
@@ -445,6 +445,8 @@ describe('blob redirects to another host (S3-style storage)', () => {
   let image: Image;
   let redirecting: { host: string; stop: () => void };
   const seenAuth: Array<string | undefined> = [];
+  const seenPaths: string[] = [];
+  let hostile = false;
   let storageServer: http.Server;
 
   beforeAll(async () => {
@@ -455,6 +457,12 @@ describe('blob redirects to another host (S3-style storage)', () => {
     // The "storage host": 127.0.0.2, another origin. It serves the registry's files and records what it was sent.
     storageServer = http.createServer((req, res) => {
       seenAuth.push(req.headers.authorization);
+      seenPaths.push(req.url!);
+      if (hostile) {
+        // Asks for credentials at a realm of its own: the client must not take it up.
+        const realm = `http://${req.headers.host}/evil-token`;
+        return void res.writeHead(401, { 'WWW-Authenticate': `Bearer realm="${realm}",service="evil"` }).end();
+      }
       const file = path.join(storage, decodeURIComponent(new URL(req.url!, 'http://x').pathname));
       if (!file.startsWith(storage + path.sep) || !existsSync(file)) return void res.writeHead(404).end();
       res.writeHead(200, { 'Content-Length': String(statSync(file).size) });
@@ -478,6 +486,47 @@ describe('blob redirects to another host (S3-style storage)', () => {
     expect(sha(bytes)).toBe(layer.digest);
     expect(seenAuth.length).toBeGreaterThanOrEqual(2);
     expect(seenAuth.every((a) => a === undefined)).toBe(true);
+  });
+
+  it('ignores a challenge from the host it was redirected to', async () => {
+    const [username, password] = Object.entries(reg.users)[0]!;
+    const auth = { username, password };
+    const c = client();
+    const r = await c.resolve(`${redirecting.host}/redir/app:latest`, auth);
+    hostile = true;
+    try {
+      const err = await errorOf(c.fetchBlob(r.ref, r.layers[0]!, auth));
+      expect(err.kind).toBe('unauthorized');
+    } finally {
+      hostile = false;
+    }
+    expect(seenPaths.filter((p) => p.startsWith('/evil-token'))).toEqual([]);
+    expect(seenAuth.every((a) => a === undefined)).toBe(true);
+  });
+});
+
+describe('platforms', () => {
+  it('maps the host to OCI names', () => {
+    const p = hostPlatform();
+    expect(p.os).toBe('linux');
+    expect(p.architecture).toBe({ x64: 'amd64', arm64: 'arm64' }[process.arch as string] ?? p.architecture);
+  });
+
+  it.each([
+    ['linux/amd64', 'linux/amd64'],
+    ['linux/x86_64', 'linux/amd64'],
+    ['linux/aarch64', 'linux/arm64'],
+    ['linux/arm64/v8', 'linux/arm64'],
+    ['linux/arm/v6', 'linux/arm/v6'],
+    ['linux/armhf', 'linux/arm'],
+    ['Linux/AMD64', 'linux/amd64'],
+  ])('%s → %s', (input, shown) => {
+    expect(formatPlatform(parsePlatform(input))).toBe(shown);
+  });
+
+  it('refuses nonsense', () => {
+    expect(() => parsePlatform('linux/amd64/v1/extra')).toThrow(/unknown operating system or architecture/);
+    expect(() => parsePlatform('')).toThrow(/unknown operating system or architecture/);
   });
 });
 

@@ -243,6 +243,13 @@ describe('fetchToken', () => {
     expect(seen[1]!.authorization).toMatch(/^Basic /);
   });
 
+  it('never resends the OAuth form (it holds the refresh token) to another origin', async () => {
+    const other = base.replace('127.0.0.1', '127.0.0.2');
+    handler = (s, res) => (s.method === 'POST' ? res.writeHead(307, { Location: `${other}/steal` }).end() : json(res, 200, { token: 'T' }));
+    await expect(fetchToken(send, tokenReq({ identitytoken: 'refresh-me' }))).rejects.toThrow(/refusing to resend a request body to http:\/\/127\.0\.0\.2/);
+    expect(seen.map((s) => s.url.pathname)).toEqual(['/token']);
+  });
+
   it('reports a refusal as the registry words it', async () => {
     handler = (_s, res) => json(res, 401, { details: 'incorrect username or password' });
     await expect(fetchToken(send, tokenReq({ username: 'u', password: 'bad' }))).rejects.toMatchObject({

@@ -148,7 +148,12 @@ class InsecurePolicy {
 
   private async decide(host: string): Promise<boolean> {
     if (this.names.has(host)) return true;
-    const hostname = new URL(`http://${host}`).hostname.replace(/^\[|\]$/g, '');
+    let hostname: string;
+    try {
+      hostname = new URL(`http://${host}`).hostname.replace(/^\[|\]$/g, '');
+    } catch {
+      return false;
+    }
     if (hostname === 'localhost') return true;
     // As dockerd: the host's addresses decide; an unresolvable host is secure.
     const addresses = isIP(hostname) ? [{ address: hostname, family: isIP(hostname) }] : await lookup(hostname, { all: true }).catch(() => []);
@@ -376,6 +381,9 @@ export class RegistryClient {
         throw this.transportFailure(e);
       }
       if (res.status !== 401 || attempt > 0) return res;
+      // Only the registry itself may ask for credentials: a 401 from a host it
+      // redirected us to must not make us send them to a realm that host names.
+      if (res.url.origin !== ctx.url.origin) return res;
       const challenges = parseChallenges(res.authenticate);
       const changed = challenges.length > 0 && !sameChallenges(challenges, s.probe.challenges);
       const usedToken = Boolean(authz?.startsWith('Bearer ') && !s.auth?.registrytoken);

@@ -164,14 +164,19 @@ export class HttpTransport {
       const timer = setTimeout(() => {
         r.destroy(Object.assign(new Error(`timeout awaiting response headers after ${this.headerTimeoutMs / 1000}s`), { code: 'ETIMEDOUT_HEADERS' }));
       }, this.headerTimeoutMs);
+      let response: IncomingMessage | undefined;
       r.once('response', (res) => {
         clearTimeout(timer);
+        response = res;
         this.watchStall(req, res);
         resolve(wrap(req.url, res));
       });
-      r.once('error', (e) => {
+      // `on`, not `once`: an error after the response must not go unhandled; it ends the body instead.
+      r.on('error', (e) => {
         clearTimeout(timer);
-        reject(transportError(req.method, req.url, e));
+        const err = transportError(req.method, req.url, e);
+        if (response) response.destroy(err);
+        else reject(err);
       });
       r.end(req.body);
     });
@@ -193,6 +198,11 @@ export class HttpTransport {
       const next = new URL(location, current.url);
       if (next.protocol !== 'http:' && next.protocol !== 'https:') {
         throw transportError(req.method, req.url, new Error(`refusing redirect to ${next.protocol} URL`));
+      }
+      const keepsBody = res.status === 307 || res.status === 308;
+      if (keepsBody && current.body !== undefined && next.origin !== current.url.origin) {
+        // A 307/308 would resend the body (an OAuth form holds the refresh token) to another host.
+        throw transportError(req.method, req.url, new Error(`refusing to resend a request body to ${next.origin} after a ${res.status} redirect`));
       }
       current = redirected(current, next, res.status);
     }
