@@ -48,6 +48,7 @@ const HUB_REGISTRY = 'https://registry-1.docker.io';
 const PROBE_TTL_MS = 60_000;
 const INSECURE_TTL_MS = 60_000;
 const MAX_INDEX_DEPTH = 2;
+const MAX_REMEMBERED_SOURCES = 1024;
 
 export interface RegistryClientOptions {
   /** dockerd's insecure-registries: `host[:port]` entries or CIDRs. Loopback is always insecure. */
@@ -202,6 +203,7 @@ export class RegistryClient {
     const ref = typeof reference === 'string' ? parseReference(reference) : reference;
     return this.acrossEndpoints(ref, this.endpoints(ref), async (endpoint) => {
       const resolved = await this.resolveAt(endpoint, ref, auth, opts);
+      if (this.servedBy.size >= MAX_REMEMBERED_SOURCES) this.servedBy.clear();
       this.servedBy.set(ref.name, resolved.source);
       return resolved;
     });
@@ -214,9 +216,9 @@ export class RegistryClient {
   async fetchBlob(reference: Reference | string, desc: Pick<Descriptor, 'digest'>, auth?: AuthConfig, opts: { signal?: AbortSignal } = {}): Promise<Readable> {
     const ref = typeof reference === 'string' ? parseReference(reference) : reference;
     parseDigest(desc.digest);
-    const all = this.endpoints(ref);
     const preferred = this.servedBy.get(ref.name);
-    const ordered = [...all.filter((e) => e.candidates.includes(preferred ?? '')), ...all.filter((e) => !e.candidates.includes(preferred ?? ''))];
+    const rank = (e: Endpoint) => (preferred !== undefined && e.candidates.includes(preferred) ? 0 : 1);
+    const ordered = this.endpoints(ref).sort((a, b) => rank(a) - rank(b)); // stable: otherwise the usual order
     return this.acrossEndpoints(ref, ordered, async (endpoint) => {
       const s = await this.session(endpoint, ref, auth, opts.signal);
       const ctx = this.context(s, 'GET', blobPath(ref, desc.digest));
@@ -250,16 +252,17 @@ export class RegistryClient {
 
   /** Runs `fn` on each endpoint in turn; a failing mirror falls back to the next, as dockerd does. */
   private async acrossEndpoints<T>(ref: Reference, endpoints: Endpoint[], fn: (e: Endpoint) => Promise<T>): Promise<T> {
+    let last: unknown = unavailable(`no registry endpoint for ${ref.name}`);
     for (const endpoint of endpoints) {
       try {
         return await fn(endpoint);
       } catch (e) {
         if (!endpoint.mirror) throw e;
+        last = e;
         this.logger?.info({ mirror: endpoint.candidates[0], ref: ref.name, err: (e as Error).message }, 'registry mirror failed, falling back');
       }
     }
-    // Unreachable: the last endpoint is never a mirror.
-    throw unavailable(`no registry endpoint for ${ref.name}`);
+    throw last;
   }
 
   private async tlsFor(url: URL): Promise<TlsSettings> {
