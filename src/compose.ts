@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { Config } from './config.js';
 import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
+import { EventBus } from './engine/events.js';
 import { PullingImageService } from './engine/images/pull.js';
 import type { Engine } from './engine/index.js';
 import { LayerStore } from './engine/layers/layers.js';
@@ -60,6 +61,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   };
   const db = openDb(path.join(config.dataRoot, 'berth.db'));
   const imageRepo = new ImageRepository(db);
+  const events = new EventBus();
 
   const content = new ContentStore(dir('content'));
   const layers = new LayerStore(dir('layers'));
@@ -80,6 +82,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     content,
     registry,
     logger,
+    events,
     maxConcurrentDownloads: config.maxConcurrentDownloads,
   });
 
@@ -94,11 +97,12 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     logger,
     root: dir('containers'),
     logSizeMax: DEFAULT_LOG_SIZE_MAX,
+    events,
   });
   await containers.recover();
 
   const system = new SystemService(config, db, daemonId(config.dataRoot));
-  const engine: Engine = { system, images, containers };
+  const engine: Engine = { system, images, containers, events };
   return {
     engine,
     db,

@@ -6,6 +6,7 @@ import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
 import { containerRoutes } from './routes/containers.js';
+import { eventRoutes } from './routes/events.js';
 import { imageRoutes } from './routes/images.js';
 import { systemRoutes } from './routes/system.js';
 import { checkVersion, compareVersions, MAX_API_VERSION, splitVersion } from './version.js';
@@ -76,6 +77,7 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   systemRoutes(app, engine);
   imageRoutes(app, engine);
   containerRoutes(app, engine);
+  eventRoutes(app, engine);
   return app;
 }
 

@@ -1,10 +1,12 @@
 // All that api/ sees of the engine.
 import type { ContainerService } from './containers/service.js';
 import type { PullingImageService } from './images/pull.js';
+import type { EventBus } from './events.js';
 import type { SystemService } from './system.js';
 
 export interface Engine {
   system: SystemService;
   images: PullingImageService;
   containers: ContainerService;
+  events: EventBus;
 }

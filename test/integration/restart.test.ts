@@ -84,3 +84,20 @@ describe('restart policies', () => {
     expect(c.status).toBe(400);
   });
 });
+
+describe('events', () => {
+  it('streams container and image events with filters, since and until', async () => {
+    const since = (Date.now() / 1000).toFixed(3);
+    const id = await start(['true']);
+    await d.request('POST', `/containers/${id}/wait`);
+    await d.request('DELETE', `/containers/${id}`);
+    const until = ((Date.now() + 200) / 1000).toFixed(3);
+    const r = await d.request('GET', `/events?since=${since}&until=${until}&filters=${encodeURIComponent(JSON.stringify({ container: [id] }))}`);
+    expect(r.status).toBe(200);
+    const evs = r.text.trim().split('\n').map((l) => JSON.parse(l));
+    expect(evs.map((e) => e.Action)).toEqual(['create', 'start', 'die', 'destroy']);
+    expect(evs[2]).toMatchObject({ Type: 'container', status: 'die', id, Actor: { ID: id, Attributes: { exitCode: '0', image: env.busybox } } });
+    const bad = await d.request('GET', `/events?filters=${encodeURIComponent('{"nope":["x"]}')}`);
+    expect(bad.status).toBe(400);
+  });
+});

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { conflict, EngineError, invalidParameter, isEngineError, messageOf, noSuchContainer, notFound, notModified, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
+import type { EventBus } from '../events.js';
 import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
 import type { ImageConfig } from '../images/config.js';
 import type { ImageService } from '../images/service.js';
@@ -49,6 +50,7 @@ export interface ContainerDeps {
   initPath?: string;
   /** Default cap on a container's log, bytes. */
   logSizeMax: number;
+  events: EventBus;
 }
 
 const RUNNING: ContainerStatus[] = ['running', 'paused', 'restarting'];
@@ -94,6 +96,12 @@ export class ContainerService {
 
   constructor(private readonly deps: ContainerDeps) {
     this.log = deps.logger.child({ component: 'containers' });
+  }
+
+  /** Publishes a container event with dockerd's attributes (image, name, labels). */
+  private event(row: ContainerRow, action: string, extra: Record<string, string> = {}): void {
+    const labels = (JSON.parse(row.config) as ContainerConfig).Labels ?? {};
+    this.deps.events.publish('container', action, row.id, { ...labels, image: row.image_ref, name: row.name, ...extra });
   }
 
   // ------------------------------------------------------------------ lookup
@@ -194,6 +202,7 @@ export class ContainerService {
       if (isUniqueViolation(e) && name) this.checkNameFree(name);
       throw e;
     }
+    this.event(this.deps.repo.find(id)!, 'create');
     return { Id: id, Warnings: null };
   }
 
@@ -335,6 +344,7 @@ export class ContainerService {
         stopped_by_user: o.stoppedByUser ? 1 : 0,
         ...(o.restartCount !== undefined ? { restart_count: o.restartCount } : {}),
       });
+      this.event(c.row, 'start');
     } catch (e) {
       await runtime.delete(id, true).catch(() => undefined);
       await releaseRootfs(rootfs).catch(() => undefined);
@@ -449,6 +459,7 @@ export class ContainerService {
     const restart = this.shouldRestart(c, exitCode);
     this.deps.repo.update(id, { status: restart ? 'restarting' : 'exited', exit_code: exitCode, finished_at: now, pid: 0, oom_killed: oom ? 1 : 0, error });
     this.log.debug({ id, exitCode, restart }, 'container exited');
+    this.event(row, 'die', { exitCode: String(exitCode) });
     this.notify(id, ['not-running', 'next-exit'], exitCode);
     if (restart) this.scheduleRestart(id, Math.min(100 * 2 ** row.restart_count, 60_000));
     else if (c.hostConfig.AutoRemove) await this.remove(id, { force: true }).catch((err) => this.log.warn({ err, id }, 'auto-remove failed'));
@@ -534,6 +545,7 @@ export class ContainerService {
       await this.signal(id, 'SIGKILL');
       await exited;
     }
+    this.event(c.row, 'stop');
   }
 
   async kill(ref: string, signal = 'SIGKILL'): Promise<void> {
@@ -542,6 +554,7 @@ export class ContainerService {
     if (!isRunning(c.row)) throw conflict(`Cannot kill container: ${ref}: Container ${c.row.id} is not running`);
     if (sig === 'SIGKILL' || sig === 'SIGTERM' || sig === 'SIGINT') this.deps.repo.update(c.row.id, { stopped_by_user: 1 });
     await this.signal(c.row.id, sig);
+    this.event(c.row, 'kill', { signal: String(SIGNALS[sig] ?? sig) });
   }
 
   private async signal(id: string, sig: string): Promise<void> {
@@ -558,6 +571,7 @@ export class ContainerService {
     const row = this.find(ref);
     if (isRunning(row)) await this.stop(row.id, timeoutSec !== undefined ? { timeoutSec } : {});
     await this.guardStart(row.id, () => this.startRow(row.id, { stoppedByUser: false }));
+    this.event(row, 'restart');
   }
 
   async pause(ref: string): Promise<void> {
@@ -566,6 +580,7 @@ export class ContainerService {
     if (row.status !== 'running') throw conflict(`Container ${row.id} is not running`);
     await this.deps.runtime.pause(row.id);
     this.deps.repo.update(row.id, { status: 'paused' });
+    this.event(row, 'pause');
   }
 
   async unpause(ref: string): Promise<void> {
@@ -573,6 +588,7 @@ export class ContainerService {
     if (row.status !== 'paused') throw conflict(`Container ${row.id} is not paused`);
     await this.deps.runtime.resume(row.id);
     this.deps.repo.update(row.id, { status: 'running' });
+    this.event(row, 'unpause');
   }
 
   rename(ref: string, newName: string): void {
@@ -587,6 +603,7 @@ export class ContainerService {
       if (isUniqueViolation(e)) this.checkNameFree(name);
       throw e;
     }
+    this.event({ ...row, name }, 'rename', { oldName: `/${row.name}` });
   }
 
   // ------------------------------------------------------------------ remove
@@ -616,6 +633,7 @@ export class ContainerService {
       throw systemError(`unable to remove filesystem for ${id}: ${messageOf(e)}`, e);
     });
     this.notify(id, ['not-running', 'next-exit', 'removed'], c.row.exit_code);
+    this.event(c.row, 'destroy');
   }
 
   async prune(filters: Filters = {}): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }> {

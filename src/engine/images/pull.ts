@@ -167,6 +167,7 @@ export class PullingImageService extends ImageService {
       for (const b of ingested) if (!repo.find(imageId)) await content.delete(b).catch(() => undefined);
       throw e;
     }
+    this.pdeps.events.publish('image', 'pull', familiarString(ref), { name: familiarString(ref) });
     emit({ status: `Digest: ${resolved.manifestDigest}` });
     const shown = familiarString(ref);
     emit({ status: before === imageId ? `Status: Image is up to date for ${shown}` : `Status: Downloaded newer image for ${shown}` });

@@ -6,6 +6,7 @@ import { boolFilter, checkFilters, globMatch, matchLabels, type Filters } from '
 import type { LayerStore } from '../layers/layers.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import type { Logger } from '../../log.js';
+import type { EventBus } from '../events.js';
 import { createdSeconds, type ImageConfig } from './config.js';
 import { familiarString, parseReference, type Reference } from './reference.js';
 
@@ -38,6 +39,7 @@ const shortId = (id: string) => id.replace(/^sha256:/, '').slice(0, 12);
 export const familiar = (fullRef: string): string => familiarString(parseReference(fullRef, { defaultTag: false }));
 
 export interface ImageDeps {
+  events: EventBus;
   repo: ImageRepository;
   layers: LayerStore;
   content: ContentStore;
@@ -177,10 +179,21 @@ export class ImageService {
     if (tag) ref = parseReference(`${ref.name}:${tag}`);
     else if (!ref.tag) ref = parseReference(ref.name);
     this.deps.repo.setTag(`${ref.name}:${ref.tag}`, img.id);
+    this.deps.events.publish('image', 'tag', img.id, { name: familiar(`${ref.name}:${ref.tag}`) });
   }
 
   /** `DELETE /images/{name}`: untag, and delete the image when nothing else names it. */
   async remove(refOrId: string, opts: { force?: boolean; noprune?: boolean } = {}): Promise<DeleteItem[]> {
+    const out = await this.removeImage(refOrId, opts);
+    this.announceUntags(out);
+    return out;
+  }
+
+  private announceUntags(items: DeleteItem[]): void {
+    for (const i of items) if ('Untagged' in i) this.deps.events.publish('image', 'untag', i.Untagged, { name: i.Untagged });
+  }
+
+  private async removeImage(refOrId: string, opts: { force?: boolean; noprune?: boolean }): Promise<DeleteItem[]> {
     const { repo } = this.deps;
     const row = this.find(refOrId);
     const tags = repo.tagsOf(row.id);
@@ -234,6 +247,7 @@ export class ImageService {
   private async deleteImage(id: string, out: DeleteItem[]): Promise<void> {
     const freed = this.deps.repo.deleteImage(id);
     out.push({ Deleted: id });
+    this.deps.events.publish('image', 'delete', id, { name: id });
     for (const l of freed.layers) await this.deps.layers.remove(l.dir);
     for (const b of freed.blobs) await this.deps.content.delete(b);
   }
@@ -271,6 +285,7 @@ export class ImageService {
       await this.deleteImage(row.id, deleted);
       reclaimed += row.size;
     }
+    this.announceUntags(deleted);
     return { ImagesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
   }
 }
