@@ -1,6 +1,6 @@
 // Containers through the API with plain HTTP (as curl would): the mission's two
 // sequences, errors with dockerd's statuses, and isolation that is real.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -218,5 +218,89 @@ describe('isolation', () => {
   it('runs as the image user given by name', async () => {
     const { id } = await run(['id'], { User: 'nobody' });
     expect(await stdoutOf(id)).toMatch(/^uid=65534/);
+  });
+});
+
+describe('host config', () => {
+  const capEff = async (extra: Record<string, unknown>) => {
+    const { id } = await run(['sh', '-c', 'grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status'], extra);
+    return stdoutOf(id);
+  };
+
+  it("applies Docker's default capabilities, CapAdd, CapDrop, Privileged and no-new-privileges", async () => {
+    expect(await capEff({})).toMatch(/CapEff:\s+00000000a80425fb\nNoNewPrivs:\s+0/);
+    expect(await capEff({ HostConfig: { CapDrop: ['NET_RAW'], CapAdd: ['CAP_SYS_ADMIN'] } })).toMatch(/CapEff:\s+00000000a82405fb/);
+    // Privileged: every capability berthd holds (this host withholds CAP_SYS_RESOURCE).
+    const bnd = /CapBnd:\s+([0-9a-f]+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1];
+    expect(await capEff({ HostConfig: { Privileged: true } })).toContain(`CapEff:\t${bnd}`);
+    expect(await capEff({ HostConfig: { SecurityOpt: ['no-new-privileges'] } })).toMatch(/NoNewPrivs:\s+1/);
+  });
+
+  it('runs an init as pid 1 with Init', async () => {
+    const { id } = await run(['sh', '-c', 'cat /proc/1/cmdline | tr "\\0" " "'], { HostConfig: { Init: true } });
+    expect(await stdoutOf(id)).toMatch(/^\/dev\/init -- sh -c/);
+  });
+
+  it('gives a private network namespace with loopback up, none, and host', async () => {
+    const { id } = await run(['sh', '-c', 'cat /sys/class/net/lo/operstate; ls /sys/class/net | wc -l']);
+    expect(await stdoutOf(id)).toMatch(/^(unknown|up)\n1\n$/);
+    const none = await run(['sh', '-c', 'ls /sys/class/net'], { HostConfig: { NetworkMode: 'none' } });
+    expect(await stdoutOf(none.id)).toBe('lo\n');
+    const host = await run(['hostname'], { HostConfig: { NetworkMode: 'host' } });
+    expect((await stdoutOf(host.id)).trim()).toBe(os.hostname());
+    const bad = await d.request('POST', '/containers/create', { body: { Image: env.busybox, HostConfig: { NetworkMode: 'nonet' } } });
+    expect(bad.status).toBe(400);
+  });
+
+  it('caps the log size with LogConfig max-size so a noisy container cannot fill the disk', async () => {
+    const { id } = await run(['sh', '-c', 'yes 0123456789012345678901234567890123456789 | head -c 5000000'], { HostConfig: { LogConfig: { Type: 'json-file', Config: { 'max-size': '256k' } } } });
+    const logPath = (await d.request('GET', `/containers/${id}/json`)).json.LogPath;
+    const { statSync } = await import('node:fs');
+    expect(statSync(logPath).size).toBeLessThan(600 * 1024);
+    expect((await d.request('GET', '/_ping')).status).toBe(200);
+  });
+
+  it('merges the image config: Env, WorkingDir, Entrypoint rules, Labels', async () => {
+    const { id } = await run(['sh', '-c', 'echo $PATH; echo $FOO; pwd'], { Env: ['FOO=bar'], WorkingDir: '/tmp', Labels: { team: 'a' } });
+    expect(await stdoutOf(id)).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nbar\n/tmp\n');
+    const i = (await d.request('GET', `/containers/${id}/json`)).json;
+    expect(i).toMatchObject({ Path: 'sh', Args: ['-c', expect.any(String)], Config: { Labels: { team: 'a' }, Env: expect.arrayContaining(['FOO=bar']) } });
+    const ep = await run([], { Entrypoint: ['echo', 'from-entrypoint'] });
+    expect(await stdoutOf(ep.id)).toBe('from-entrypoint\n');
+    const labelled = await d.request('GET', `/containers/json?all=1&filters=${encodeURIComponent('{"label":["team=a"]}')}`);
+    expect(labelled.json.map((c: { Id: string }) => c.Id)).toEqual([id]);
+  });
+
+  it('reports top, stats and sizes', async () => {
+    const id = await create({ Cmd: ['sh', '-c', 'dd if=/dev/zero of=/big bs=1k count=300 2>/dev/null; sleep 100'] });
+    await d.request('POST', `/containers/${id}/start`);
+    await waitFor(async () => (await d.request('GET', `/containers/${id}/top`)).json.Processes?.some((p: string[]) => p.at(-1) === 'sleep 100'), 'sleep in top');
+    const top = (await d.request('GET', `/containers/${id}/top`)).json;
+    expect(top.Titles).toContain('PID');
+    const stats = (await d.request('GET', `/containers/${id}/stats?stream=0`)).json;
+    expect(stats).toMatchObject({ id, name: expect.stringMatching(/^\//) });
+    expect(stats.pids_stats.current).toBeGreaterThanOrEqual(1);
+    expect(stats.memory_stats.usage).toBeGreaterThan(0);
+    expect(stats.cpu_stats.cpu_usage.total_usage).toBeGreaterThan(0);
+    const sized = (await d.request('GET', '/containers/json?size=1')).json.find((c: { Id: string }) => c.Id === id);
+    expect(sized.SizeRw).toBeGreaterThanOrEqual(300 * 1024);
+    expect(sized.SizeRootFs).toBeGreaterThan(sized.SizeRw);
+    await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+
+  it('pauses and unpauses, renames, and restarts', async () => {
+    const id = await create({ Cmd: ['sleep', '100'] }, 'to-rename');
+    await d.request('POST', `/containers/${id}/start`);
+    expect((await d.request('POST', `/containers/${id}/pause`)).status).toBe(204);
+    expect((await d.request('GET', `/containers/${id}/json`)).json.State).toMatchObject({ Status: 'paused', Paused: true });
+    expect((await d.request('POST', `/containers/${id}/unpause`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${id}/rename?name=renamed`)).status).toBe(204);
+    expect((await d.request('GET', '/containers/renamed/json')).json.Id).toBe(id);
+    const pid0 = (await d.request('GET', `/containers/${id}/json`)).json.State.Pid;
+    expect((await d.request('POST', `/containers/${id}/restart?t=0`)).status).toBe(204);
+    const after = (await d.request('GET', `/containers/${id}/json`)).json.State;
+    expect(after.Running).toBe(true);
+    expect(after.Pid).not.toBe(pid0);
+    await d.request('DELETE', `/containers/${id}?force=1`);
   });
 });

@@ -34,6 +34,10 @@ function hijack(req: FastifyRequest, reply: FastifyReply, contentType: string): 
   const headers = { ...COMMON_HEADERS, 'Content-Type': contentType };
   sock.write(head + Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + '\r\n');
   sock.setTimeout(0);
+  // A client with no stdin to send half-closes at once (the docker CLI's CloseWrite);
+  // Node's HTTP server would answer that by ending the socket and cutting the output
+  // short, where dockerd keeps writing. The stream ends when we end it or the client closes.
+  sock.removeAllListeners('end');
   return sock;
 }
 
@@ -51,7 +55,13 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   app.get('/containers/json', async (req) => {
     const q = query(req);
     const list = containers.list({ all: boolValue(q.all), limit: intValue(q.limit, 'limit'), filters: parseFilters(q.filters) });
-    return list.map((c) => containerSummary(c, imageName(c.row.image_ref, c.row.image_id)));
+    const withSize = boolValue(q.size);
+    return Promise.all(
+      list.map(async (c) => ({
+        ...containerSummary(c, imageName(c.row.image_ref, c.row.image_id)),
+        ...(withSize ? await containers.sizes(c) : {}),
+      })),
+    );
   });
 
   app.post('/containers/create', async (req, reply) => {
@@ -71,6 +81,31 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const c = containers.get(req.params.id);
     const lowerDirs = engine.images.layersOf(c.row.image_id).map((l) => engine.images.layerDir(l)).reverse();
     return containerInspect(c, { lowerDirs });
+  });
+
+  app.get<IdParams>('/containers/:id/top', async (req) => containers.top(req.params.id, query(req).ps_args));
+
+  // One sample (stream=0), or one a second until the client goes away.
+  app.get<IdParams>('/containers/:id/stats', async (req, reply) => {
+    const q = query(req);
+    const first = await containers.stats(req.params.id);
+    if (!boolValue(q.stream, true) || boolValue(q['one-shot'])) return first;
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': 'application/json' });
+    let prev = first;
+    res.write(`${JSON.stringify(first)}\n`);
+    const timer = setInterval(async () => {
+      try {
+        const next = await containers.stats(req.params.id);
+        res.write(`${JSON.stringify({ ...next, preread: prev.read, precpu_stats: prev.cpu_stats })}\n`);
+        prev = next;
+      } catch {
+        clearInterval(timer);
+        res.end();
+      }
+    }, 1000);
+    res.on('close', () => clearInterval(timer));
   });
 
   app.post<IdParams>('/containers/:id/start', async (req, reply) => {

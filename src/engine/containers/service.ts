@@ -4,7 +4,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { conflict, EngineError, invalidParameter, isEngineError, messageOf, noSuchContainer, notFound, notModified, systemError } from '../../errors.js';
@@ -23,6 +23,7 @@ import { isUniqueViolation, type ContainerRepository, type ContainerRow, type Co
 import { checkName, generateName } from './names.js';
 import type { ContainerConfig, CreateRequest, HostConfig, Mount } from './types.js';
 import { resolveUser } from './user.js';
+import { cgroupStats, top } from './stats.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -184,7 +185,8 @@ export class ContainerService {
     for (const b of hc.Binds ?? []) parseBind(b);
     for (const m of hc.Mounts ?? []) mountOf(m);
     const id = randomBytes(32).toString('hex');
-    if (!config.Hostname) config.Hostname = id.slice(0, 12);
+    // dockerd: a host-network container takes the host's name, others their short id.
+    if (!config.Hostname) config.Hostname = hc.NetworkMode === 'host' ? os.hostname() : id.slice(0, 12);
     const bundleDir = path.join(this.deps.root, id);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
     try {
@@ -388,7 +390,7 @@ export class ContainerService {
       pidsLimit: h.PidsLimit ?? 0,
       init: h.Init ?? false,
       ...(this.deps.initPath ? { initPath: this.deps.initPath } : {}),
-      cgroupsPath: `/berth/${c.row.id}`,
+      cgroupsPath: cgroupPath(c.row.id),
       ...(h.ShmSize ? { shmSize: h.ShmSize } : {}),
     });
   }
@@ -683,6 +685,26 @@ export class ContainerService {
     return readLog(c.logPath, { stdout: o.stdout, stderr: o.stderr, follow: o.stream, signal: stop.signal, ...(since ? { since } : {}) });
   }
 
+  /** Bytes in the container's writable layer (SizeRw), and with its image's (SizeRootFs). */
+  async sizes(c: Container): Promise<{ SizeRw: number; SizeRootFs: number }> {
+    const rw = await duBytes(path.join(c.bundleDir, 'upper'));
+    const image = this.deps.images.layersOf(c.row.image_id).reduce((a, l) => a + l.size, 0);
+    return { SizeRw: rw, SizeRootFs: rw + image };
+  }
+
+  /** `GET /containers/{id}/stats?stream=0`. */
+  async stats(ref: string) {
+    const c = this.get(ref);
+    return cgroupStats({ path: cgroupPath(c.row.id) }, c.row.id, c.row.name);
+  }
+
+  /** `GET /containers/{id}/top`. */
+  async top(ref: string, psArgs?: string) {
+    const c = this.get(ref);
+    if (!isRunning(c.row)) throw conflict(`Container ${c.row.id} is not running`);
+    return top({ path: cgroupPath(c.row.id) }, psArgs || '-ef');
+  }
+
   isTty(ref: string): boolean {
     return this.get(ref).config.Tty;
   }
@@ -692,6 +714,19 @@ export class ContainerService {
     return isEngineError(e) && e instanceof RuntimeCreateError;
   }
 }
+
+/** Apparent size of the regular files under a directory (0 when it does not exist). */
+async function duBytes(dir: string): Promise<number> {
+  let total = 0;
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
+  for (const e of entries) {
+    if (e.isFile()) total += (await lstat(path.join(e.parentPath, e.name)).catch(() => ({ size: 0 }))).size;
+  }
+  return total;
+}
+
+/** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
+const cgroupPath = (id: string) => `/berth/${id}`;
 
 /** `ip link set lo up` inside the container's network namespace, before it runs. */
 async function loopbackUp(pid: number): Promise<void> {

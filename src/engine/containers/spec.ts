@@ -183,12 +183,27 @@ export function normalizeCapability(name: string): string {
 }
 
 /** The effective capability set: privileged gets all; ALL in add or drop works as in dockerd; an add beats a drop. */
+/**
+ * The capabilities berthd itself may grant: its bounding set (a host without
+ * CAP_SYS_RESOURCE cannot hand it to a container; runc would fail to apply it).
+ */
+let bounding: string[] | undefined;
+export function grantableCapabilities(): string[] {
+  if (!bounding) {
+    const hex = /^CapBnd:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    const mask = hex ? BigInt(`0x${hex}`) : (1n << BigInt(ALL_CAPABILITIES.length)) - 1n;
+    bounding = ALL_CAPABILITIES.filter((_, bit) => (mask >> BigInt(bit)) & 1n);
+  }
+  return bounding;
+}
+
 export function resolveCapabilities(capAdd: string[], capDrop: string[], privileged: boolean): string[] {
-  if (privileged) return [...ALL_CAPABILITIES];
+  const all = grantableCapabilities();
+  if (privileged) return [...all];
   const adds = capAdd.map(normalizeCapability);
   const drops = capDrop.map(normalizeCapability);
   let caps: string[];
-  if (adds.includes('ALL')) caps = ALL_CAPABILITIES.filter((c) => !drops.includes(c));
+  if (adds.includes('ALL')) caps = all.filter((c) => !drops.includes(c));
   else if (drops.includes('ALL')) caps = adds;
   else caps = [...DEFAULT_CAPABILITIES.filter((c) => !drops.includes(c)), ...adds];
   return [...new Set(caps)];

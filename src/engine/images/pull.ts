@@ -3,7 +3,7 @@
 // store file, and → gunzip → diff-id check → layer directory). The image is
 // recorded in one transaction only after every layer is in place.
 import { createHash } from 'node:crypto';
-import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
+import { PassThrough, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { invalidParameter, isEngineError, messageOf, systemError } from '../../errors.js';
@@ -184,36 +184,27 @@ export class PullingImageService extends ImageService {
   ): Promise<LayerRow> {
     const id = short(desc.digest);
     const size = await this.pdeps.layers.extract(chainId, async (dir) => {
-      const body: Readable = await this.pdeps.registry.fetchBlob(ref, desc, auth);
       const meter = new Meter((n) => emit({ status: 'Downloading', id, layer: true, current: n, total: desc.size }));
-      const toStore = new PassThrough();
-      const toTree = new PassThrough();
-      const diffHash = new Hasher();
       const gunzip = decompressor(desc.mediaType);
+      const diffHash = new Hasher();
       const tar = new PassThrough();
-      const download = pipeline(body, meter, async function* (src) {
-        for await (const chunk of src) {
-          // Feed both branches, waiting for whichever is slower.
-          const a = toStore.write(chunk);
-          const b = toTree.write(chunk);
-          if (!a) await drained(toStore);
-          if (!b) await drained(toTree);
-        }
-        toStore.end();
-        toTree.end();
-      });
-      const store = this.pdeps.content.ingest(desc.digest, desc.size, toStore);
-      const unpack = pipeline(toTree, gunzip, diffHash, tar);
-      const apply = applyLayer(tar, dir);
-      const fail = (e: unknown) => {
-        for (const s of [body, toStore, toTree, gunzip, tar]) s.destroy();
-        throw e;
+      // The content store writes the blob and feeds the same bytes to the tap
+      // (gunzip → diff-id hash → extraction); it ends the tap only once the blob
+      // is verified, and destroys it on any failure.
+      const fetch = async () => {
+        const body = await this.pdeps.registry.fetchBlob(ref, desc, auth);
+        body.once('error', (e) => meter.destroy(e));
+        return body.pipe(meter);
       };
+      const store = this.pdeps.content.ingest(desc.digest, desc.size, fetch, { tap: gunzip, what: 'filesystem layer' });
+      const unpack = pipeline(gunzip, diffHash, tar).catch(tarError);
+      const apply = applyLayer(tar, dir);
       let result;
       try {
-        [, , , result] = await Promise.all([download, store, unpack.catch(tarError), apply]);
+        [, , result] = await Promise.all([store, unpack, apply]);
       } catch (e) {
-        fail(e);
+        for (const s of [meter, gunzip, tar]) s.destroy();
+        throw e;
       }
       emit({ status: 'Verifying Checksum', id, layer: true });
       emit({ status: 'Download complete', id, layer: true });
@@ -227,17 +218,6 @@ export class PullingImageService extends ImageService {
     return { chain_id: chainId, diff_id: diffId, parent, dir: LayerStore.dirName(chainId), size, blob: desc.digest };
   }
 }
-
-/** Resolves when `s` can take more, or is gone (so a failed branch never hangs the other). */
-const drained = (s: PassThrough) =>
-  new Promise<void>((resolve) => {
-    if (s.destroyed) return resolve();
-    const done = () => {
-      s.off('drain', done).off('close', done);
-      resolve();
-    };
-    s.on('drain', done).on('close', done);
-  });
 
 function tarError(e: unknown): never {
   if (isEngineError(e)) throw e;

@@ -1,0 +1,96 @@
+// `GET /containers/{id}/stats` and `/top`, read from the container's cgroups
+// (v1 hierarchies, or the unified one on a pure v2 host) and the host's /proc.
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import os from 'node:os';
+import { promisify } from 'node:util';
+import { invalidParameter } from '../../errors.js';
+
+const run = promisify(execFile);
+const CG = '/sys/fs/cgroup';
+
+const readNum = async (p: string): Promise<number | undefined> => {
+  const t = await readFile(p, 'utf8').catch(() => undefined);
+  const n = t === undefined ? NaN : Number(t.trim());
+  return Number.isFinite(n) ? n : undefined;
+};
+
+async function readKeyed(p: string): Promise<Record<string, number>> {
+  const t = await readFile(p, 'utf8').catch(() => '');
+  return Object.fromEntries(t.split('\n').filter(Boolean).map((l) => l.split(/\s+/)).map(([k, v]) => [k!, Number(v)]));
+}
+
+/** Host CPU time in nanoseconds, as dockerd's system_cpu_usage. */
+async function systemCpuNanos(): Promise<number> {
+  const line = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!;
+  const ticks = line.split(/\s+/).slice(1, 8).reduce((a, v) => a + Number(v), 0);
+  return (ticks / 100) * 1e9; // USER_HZ is 100 on Linux
+}
+
+export interface CgroupRef {
+  /** The cgroups path given to runc, e.g. /berth/<id>. */
+  path: string;
+}
+
+export async function cgroupStats(cg: CgroupRef, id: string, name: string) {
+  const mem = await readKeyed(`${CG}/memory${cg.path}/memory.stat`);
+  const usage = (await readNum(`${CG}/memory${cg.path}/memory.usage_in_bytes`)) ?? 0;
+  const limit = (await readNum(`${CG}/memory${cg.path}/memory.limit_in_bytes`)) ?? os.totalmem();
+  const percpu = ((await readFile(`${CG}/cpuacct${cg.path}/cpuacct.usage_percpu`, 'utf8').catch(() => '')) || '').trim().split(/\s+/).filter(Boolean).map(Number);
+  const cpuStat = await readKeyed(`${CG}/cpuacct${cg.path}/cpuacct.stat`);
+  const tick = 1e9 / 100;
+  const cpu = {
+    cpu_usage: {
+      total_usage: (await readNum(`${CG}/cpuacct${cg.path}/cpuacct.usage`)) ?? 0,
+      percpu_usage: percpu,
+      usage_in_kernelmode: (cpuStat.system ?? 0) * tick,
+      usage_in_usermode: (cpuStat.user ?? 0) * tick,
+    },
+    system_cpu_usage: await systemCpuNanos(),
+    online_cpus: os.availableParallelism(),
+    throttling_data: { periods: 0, throttled_periods: 0, throttled_time: 0 },
+  };
+  return {
+    read: new Date().toISOString(),
+    preread: '0001-01-01T00:00:00Z',
+    pids_stats: { current: (await readNum(`${CG}/pids${cg.path}/pids.current`)) ?? 0 },
+    blkio_stats: { io_service_bytes_recursive: null, io_serviced_recursive: null, io_queue_recursive: null, io_service_time_recursive: null, io_wait_time_recursive: null, io_merged_recursive: null, io_time_recursive: null, sectors_recursive: null },
+    num_procs: 0,
+    storage_stats: {},
+    cpu_stats: cpu,
+    precpu_stats: { cpu_usage: { total_usage: 0, usage_in_kernelmode: 0, usage_in_usermode: 0 }, throttling_data: { periods: 0, throttled_periods: 0, throttled_time: 0 } },
+    memory_stats: {
+      usage,
+      max_usage: (await readNum(`${CG}/memory${cg.path}/memory.max_usage_in_bytes`)) ?? usage,
+      stats: mem,
+      limit: Math.min(limit, os.totalmem()),
+    },
+    name: `/${name}`,
+    id,
+  };
+}
+
+/** The processes of a container: `ps <args>` on the host, rows kept for the cgroup's pids. */
+export async function top(cg: CgroupRef, psArgs = '-ef'): Promise<{ Titles: string[]; Processes: string[][] }> {
+  if (!/^[-a-zA-Z0-9 ,=%]*$/.test(psArgs)) throw invalidParameter(`invalid ps arguments: ${psArgs}`);
+  const procs = ((await readFile(`${CG}/pids${cg.path}/cgroup.procs`, 'utf8').catch(() => '')) || '').split('\n').filter(Boolean);
+  const pids = new Set(procs);
+  let out: string;
+  try {
+    out = (await run('ps', psArgs.split(' ').filter(Boolean))).stdout;
+  } catch (e) {
+    throw invalidParameter(`Error running ps: ${(e as Error).message}`);
+  }
+  const [head = '', ...rows] = out.trimEnd().split('\n');
+  const titles = head.trim().split(/\s+/);
+  const pidCol = titles.indexOf('PID');
+  if (pidCol === -1) throw invalidParameter(`Couldn't find PID field in ps output`);
+  const processes = rows
+    .map((r) => {
+      const cols = r.trim().split(/\s+/);
+      // The last column (the command) keeps its spaces.
+      return [...cols.slice(0, titles.length - 1), cols.slice(titles.length - 1).join(' ')];
+    })
+    .filter((cols) => pids.has(cols[pidCol]!));
+  return { Titles: titles, Processes: processes };
+}
