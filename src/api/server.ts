@@ -60,6 +60,13 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
     }
     req.log.debug({ method: req.method, url: req.url, version: req.apiVersion }, 'request');
   });
+  // dockerd's JSON is `application/json` with no charset, and the Go client reads an error's
+  // message only under exactly that type (else it prints the raw body).
+  app.addHook('onSend', async (_req, reply, payload) => {
+    const type = reply.getHeader('content-type');
+    if (typeof type === 'string' && type.startsWith('application/json;')) reply.header('content-type', 'application/json');
+    return payload;
+  });
 
   app.setErrorHandler((err, req, reply) => {
     const { status, message } = toHttpError(err);

@@ -8,6 +8,7 @@ import { startDaemon, waitFor, type Daemon } from '../harness/daemon.js';
 import { pull, removeAllContainers } from '../harness/env.js';
 import { buildImage, buildLayer, busyboxImage, busyboxLayer, largeImage, multiLayerImage, pushImage, pushIndex, rawLayer } from '../harness/images.js';
 import { startRegistry, type Registry } from '../harness/registry.js';
+import { dockerCli } from '../harness/cli.js';
 
 let d: Daemon;
 let plain: Registry;
@@ -283,5 +284,81 @@ describe('tag, inspect, history, remove, prune', () => {
     expect(pruned.status).toBe(200);
     expect(pruned.json.ImagesDeleted).toEqual(expect.arrayContaining([{ Deleted: byLabel[0].Id }]));
     expect(pruned.json.SpaceReclaimed).toBeGreaterThan(0);
+  });
+});
+
+describe('docker CLI', () => {
+  it('pulls by tag and digest, and lists, tags and removes', async () => {
+    const docker = dockerCli(d);
+    const digest = await pushImage(plain, 'clipull', 'v1', await busyboxImage({ config: { Labels: { cli: '1' } } }));
+    const r = await docker(['pull', `${plain.host}/clipull:v1`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/Pull complete/);
+    expect(r.stdout).toContain(`Digest: ${digest}`);
+    expect(r.stdout).toContain(`Status: Downloaded newer image for ${plain.host}/clipull:v1`);
+    const byDigest = await docker(['pull', `${plain.host}/clipull@${digest}`]);
+    expect(byDigest.code, byDigest.stderr).toBe(0);
+    const ls = await docker(['images', '--format', '{{.Repository}}:{{.Tag}} {{.ID}}']);
+    expect(ls.stdout).toMatch(new RegExp(`${plain.host}/clipull:v1 [0-9a-f]{12}`));
+    expect((await docker(['tag', `${plain.host}/clipull:v1`, 'cli/tagged:x'])).code).toBe(0);
+    const rmi = await docker(['rmi', 'cli/tagged:x']);
+    expect(rmi.stdout).toContain('Untagged: cli/tagged:x');
+    const missing = await docker(['pull', `${plain.host}/clipull:nope`]);
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toMatch(/manifest unknown|not found/);
+  });
+
+  it('logs in and pulls through Basic and token auth, and refuses a wrong password', async () => {
+    for (const auth of ['htpasswd', 'token'] as const) {
+      const reg = await startRegistry({ auth });
+      extra.push(reg);
+      await pushImage(reg, 'private', 'latest', await busyboxImage({ config: { Labels: { auth } } }));
+      const docker = dockerCli(d);
+      const bad = await docker(['login', reg.host, '-u', 'berth', '--password-stdin'], { input: 'wrong\n' });
+      expect(bad.code, auth).not.toBe(0);
+      const login = await docker(['login', reg.host, '-u', 'berth', '--password-stdin'], { input: 's3cret\n' });
+      expect(login.code, `${auth}: ${login.stderr}`).toBe(0);
+      expect(login.stdout).toContain('Login Succeeded');
+      const r = await docker(['pull', `${reg.host}/private:latest`]);
+      expect(r.code, `${auth}: ${r.stderr}`).toBe(0);
+      expect(r.stdout).toContain('Status: Downloaded newer image');
+    }
+  });
+
+  it('pulls over TLS and through a mirror', async () => {
+    const reg = await startRegistry({ tls: true });
+    extra.push(reg);
+    await pushImage(reg, 'tlscli', 'latest', await busyboxImage({ config: { Labels: { tlscli: '1' } } }));
+    const certDir = path.join('/etc/berth/certs.d', reg.host);
+    mkdirSync(certDir, { recursive: true });
+    copyFileSync(reg.caFile!, path.join(certDir, 'ca.crt'));
+    try {
+      const r = await dockerCli(d)(['pull', `${reg.host}/tlscli:latest`]);
+      expect(r.code, r.stderr).toBe(0);
+    } finally {
+      rmSync(certDir, { recursive: true, force: true });
+    }
+    const mirror = await startRegistry();
+    extra.push(mirror);
+    await pushImage(mirror, 'library/viamirror', 'latest', await busyboxImage({ config: { Labels: { via: 'mirror' } } }));
+    const m = await startDaemon({ args: ['--registry-mirror', mirror.url] });
+    try {
+      const r = await dockerCli(m)(['pull', 'viamirror']);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain('docker.io/library/viamirror:latest');
+    } finally {
+      await m.cleanup();
+    }
+  });
+
+  it('mounts an image of 100 layers', async () => {
+    const layers = [await busyboxLayer()];
+    for (let i = 0; i < 100; i++) layers.push(await buildLayer([{ path: `l/f${i}`, content: `layer ${i}\n` }]));
+    await pushImage(plain, 'hundred', 'latest', buildImage({ layers }));
+    await pull(d, `${plain.host}/hundred:latest`);
+    const c = await d.request('POST', '/containers/create', { body: { Image: `${plain.host}/hundred:latest`, Cmd: ['sh', '-c', 'ls /l | wc -l; cat /l/f0 /l/f99'] } });
+    expect((await d.request('POST', `/containers/${c.json.Id}/start`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${c.json.Id}/wait`)).json.StatusCode).toBe(0);
+    expect(demuxText((await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`)).body)).toBe('100\nlayer 0\nlayer 99\n');
   });
 });

@@ -8,9 +8,9 @@ import { COMMON_HEADERS } from '../server.js';
 import { streamContentType } from '../streams/mux.js';
 import { writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
-import { containerInspect, containerSummary, CreateBodySchema, withoutNulls } from '../wire/containers.js';
+import { containerInspect, containerSummary, CreateBodySchema } from '../wire/containers.js';
 import { parseFilters } from '../wire/filters.js';
-import { boolValue, intValue, parseJsonBody, query } from '../wire/forms.js';
+import { boolValue, intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 
 type IdParams = { Params: { id: string } };
 

@@ -5,8 +5,8 @@ import { decodeRegistryAuth } from '../../engine/registry/auth.js';
 import { notImplemented } from '../../errors.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';
-import { boolValue, query } from '../wire/forms.js';
-import { imageInspect, imageSummary } from '../wire/images.js';
+import { boolValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
+import { AuthBody, imageInspect, imageSummary } from '../wire/images.js';
 
 /** `/images/<name with slashes>/<action>` → [name, action]. */
 function splitNameAction(req: FastifyRequest, actions: readonly string[]): [string, string] {
@@ -19,6 +19,13 @@ function splitNameAction(req: FastifyRequest, actions: readonly string[]): [stri
 
 export function imageRoutes(app: FastifyInstance, engine: Engine): void {
   const images = engine.images;
+
+  // docker login: dockerd checks the credentials with the registry and answers this shape.
+  app.post('/auth', async (req) => {
+    const body = await parseJsonBody(req, AuthBody);
+    await images.login(withoutNulls(body));
+    return { Status: 'Login Succeeded', IdentityToken: '' };
+  });
 
   app.get('/images/json', async (req) => {
     const q = query(req);

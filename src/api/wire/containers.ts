@@ -69,10 +69,6 @@ export const CreateBodySchema = z.looseObject({
 
 export type CreateBody = z.infer<typeof CreateBodySchema>;
 
-/** Drops nulls so the engine sees absent fields as absent. */
-export function withoutNulls<T extends Record<string, unknown>>(o: T): Partial<{ [K in keyof T]: NonNullable<T[K]> }> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined)) as Partial<{ [K in keyof T]: NonNullable<T[K]> }>;
-}
 
 // ------------------------------------------------------------------ responses
 

@@ -66,3 +66,8 @@ async function readBodyText(req: FastifyRequest): Promise<string> {
   }
   return Buffer.concat(chunks).toString('utf8');
 }
+
+/** Drops nulls so the engine sees absent fields as absent. */
+export function withoutNulls<T extends Record<string, unknown>>(o: T): Partial<{ [K in keyof T]: NonNullable<T[K]> }> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined)) as Partial<{ [K in keyof T]: NonNullable<T[K]> }>;
+}

@@ -1,4 +1,5 @@
 // Docker's wire shapes for images.
+import { z } from 'zod';
 import type { Image } from '../../engine/images/service.js';
 import type { LayerRow } from '../../engine/store/images.js';
 import { createdSeconds } from '../../engine/images/config.js';
@@ -61,4 +62,14 @@ const emptyConfig = () => ({
   Hostname: '', Domainname: '', User: '', AttachStdin: false, AttachStdout: false, AttachStderr: false,
   Tty: false, OpenStdin: false, StdinOnce: false, Env: null, Cmd: null, Image: '', Volumes: null,
   WorkingDir: '', Entrypoint: null, OnBuild: null, Labels: null,
+});
+
+/** `POST /auth`: docker login's credentials. */
+export const AuthBody = z.looseObject({
+  username: z.string().nullish(),
+  password: z.string().nullish(),
+  serveraddress: z.string().nullish(),
+  identitytoken: z.string().nullish(),
+  registrytoken: z.string().nullish(),
+  email: z.string().nullish(),
 });

@@ -98,6 +98,11 @@ export class PullingImageService extends ImageService {
     this.limiter = new Limiter(pdeps.maxConcurrentDownloads);
   }
 
+  /** `POST /auth` (docker login): the registry accepts these credentials. */
+  async login(auth: AuthConfig): Promise<void> {
+    await this.pdeps.registry.login(auth.serveraddress ?? '', auth);
+  }
+
   /** `POST /images/create?fromImage=&tag=`. */
   async pull(fromImage: string, tag: string | undefined, auth: AuthConfig | undefined, emit: (e: PullEvent) => void): Promise<void> {
     const ref = normalizeTag(fromImage, tag);

@@ -138,7 +138,7 @@ export async function fetchToken(send: Send, req: TokenRequest, now = Date.now):
   }
   const url = new URL(realm);
   if (req.service) url.searchParams.append('service', req.service);
-  url.searchParams.append('scope', req.scope);
+  if (req.scope) url.searchParams.append('scope', req.scope);
   url.searchParams.append('offline_token', 'true');
   url.searchParams.append('client_id', CLIENT_ID);
   const headers: Record<string, string> = creds ? { Authorization: basicHeader(creds) } : {};
@@ -163,7 +163,7 @@ function realmUrl(req: TokenRequest): URL {
 function oauthRequest(realm: URL, req: TokenRequest): HttpRequest {
   const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: req.auth?.identitytoken ?? '', client_id: CLIENT_ID, access_type: 'offline' });
   if (req.service) form.append('service', req.service);
-  form.append('scope', req.scope);
+  if (req.scope) form.append('scope', req.scope);
   return {
     method: 'POST',
     url: realm,

@@ -162,6 +162,13 @@ class InsecurePolicy {
   }
 }
 
+/** docker login's server address (`https://index.docker.io/v1/`, `host:port`, a URL) → a registry host. */
+function loginHost(address: string): string {
+  const raw = address.trim() || DEFAULT_DOMAIN;
+  const host = raw.includes('://') ? new URL(raw).host : raw.replace(/\/.*$/, '');
+  return host === 'index.docker.io' || host === 'registry-1.docker.io' ? DEFAULT_DOMAIN : host;
+}
+
 const blobPath = (ref: Reference, digest: string) => `/v2/${ref.path}/blobs/${digest}`;
 const manifestPath = (ref: Reference, reference: string) => `/v2/${ref.path}/manifests/${reference}`;
 const sameChallenge = (a: Challenge, b: Challenge) =>
@@ -207,6 +214,22 @@ export class RegistryClient {
       this.servedBy.set(ref.name, resolved.source);
       return resolved;
     });
+  }
+
+  /**
+   * `POST /auth` (docker login): checks credentials against the registry's
+   * `/v2/` with the auth it asks for (Basic, or a token with no scope), never
+   * a mirror. Resolves when the registry accepts them.
+   */
+  async login(serverAddress: string, auth: AuthConfig): Promise<void> {
+    const host = loginHost(serverAddress);
+    const ref = parseReference(`${host}/login`);
+    const endpoint = this.endpoints(ref).at(-1)!;
+    const s = { ...(await this.session(endpoint, ref, auth, undefined)), scope: '' };
+    const ctx = this.context(s, 'GET', '/v2/');
+    const res = await this.request(s, ctx);
+    await discard(res);
+    if (res.status !== 200) throw unauthorized(`login attempt to ${ctx.url.href} failed with status: ${res.status}`);
   }
 
   /**

@@ -1,0 +1,33 @@
+// Runs the real docker CLI against a berthd, with its own client config dir.
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Daemon } from './daemon.js';
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface Cli {
+  (args: string[], opts?: { input?: string; timeoutMs?: number }): Promise<CliResult>;
+  configDir: string;
+}
+
+/** A `docker` bound to `d` (DOCKER_HOST) with a private DOCKER_CONFIG. */
+export function dockerCli(d: Daemon): Cli {
+  const configDir = mkdtempSync(path.join(os.tmpdir(), 'berth-cli-'));
+  const cli = (args: string[], opts: { input?: string; timeoutMs?: number } = {}) =>
+    new Promise<CliResult>((resolve) => {
+      const child = execFile(
+        'docker',
+        args,
+        { env: { ...process.env, DOCKER_HOST: d.host, DOCKER_CONFIG: configDir }, timeout: opts.timeoutMs ?? 60_000 },
+        (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+      child.stdin?.end(opts.input ?? '');
+    });
+  return Object.assign(cli, { configDir });
+}
