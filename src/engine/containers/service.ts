@@ -288,7 +288,9 @@ export class ContainerService {
       NanoCpus: h.NanoCpus ?? 0,
       CpuShares: h.CpuShares ?? 0,
       CpusetCpus: h.CpusetCpus ?? '',
-      LogConfig: { Type: h.LogConfig?.Type || 'k8s-file', Config: h.LogConfig?.Config ?? {} },
+      // json-file: the driver whose behaviour berth's logs have (max-size, max-file, readable
+      // through the API); clients such as docker-py read logs only for it or journald.
+      LogConfig: { Type: h.LogConfig?.Type || 'json-file', Config: h.LogConfig?.Config ?? {} },
     };
   }
 
