@@ -208,7 +208,7 @@ export class ImageService {
       const full = ref.digest ? `${ref.name}@${ref.digest}` : `${ref.name}:${ref.tag}`;
       // Several names, or a container using it: removing a name only untags.
       if (tags.length + digests.length > 1 || (users.length > 0 && !opts.force)) {
-        if (tags.length + digests.length === 1 && users.length > 0) {
+        if (!opts.force && users.length > 0 && isSingleReference(tags, digests)) {
           throw conflict(
             `conflict: unable to remove repository reference "${refOrId}" (must force) - container ${shortId(users[0]!.id)} is using its referenced image ${shortId(row.id)}`,
           );
@@ -295,6 +295,18 @@ function throwNoSuch(ref: string): never {
 }
 
 const nullIfEmpty = <T>(xs: T[]): T[] | null => (xs.length ? xs : null);
+
+/**
+ * dockerd's isSingleReference: at most one tag, and any digests of that same repository.
+ * Removing such a name would leave the image of a container dangling, so it needs force.
+ */
+function isSingleReference(tags: string[], digests: string[]): boolean {
+  if (tags.length + digests.length <= 1) return tags.length + digests.length === 1;
+  if (tags.length > 1) return false;
+  const repos = new Set(digests.map((d) => d.slice(0, d.indexOf('@'))));
+  const name = tags[0] !== undefined ? tags[0].slice(0, tags[0].lastIndexOf(':')) : [...repos][0];
+  return repos.size === 1 && repos.has(name!);
+}
 
 /** True when the user named the image by (a prefix of) its id rather than by a reference. */
 function isIdLike(input: string, id: string): boolean {
