@@ -10,3 +10,5 @@ if [ "${1:-}" = "--with-dockerd" ] && ! command -v dockerd >/dev/null; then
 fi
 echo "== daemon start-up"
 node bench/startup.mjs 20
+echo "== layer extraction"
+node bench/layers.mjs

@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
+# The tests are TypeScript too: type-check them with the sources.
+npx tsc -p tsconfig.test.json
+
 report=$(mktemp /tmp/berth-vitest-XXXXXX.json)
 trap 'rm -f "$report"' EXIT
 set +e

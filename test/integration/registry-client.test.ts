@@ -242,7 +242,7 @@ describe('tampered content in the registry’s storage', () => {
     await pushImage(reg, 'tl', 'latest', image);
     const layer = image.layers[0]!;
     tamper(reg, layer.digest, (b) => {
-      b[b.length - 1] ^= 0xff;
+      b[b.length - 1] = b[b.length - 1]! ^ 0xff;
       return b;
     });
     const root = mkdtempSync(path.join(os.tmpdir(), 'berth-store-'));

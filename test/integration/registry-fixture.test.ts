@@ -113,7 +113,8 @@ describe.each(VARIANTS)('$name registry', ({ name, opts }) => {
     expect(Buffer.from(res.body).equals(busybox.manifestBytes)).toBe(true);
   });
 
-  it.skipIf(!opts.auth)('rejects a wrong password with 401', async () => {
+  // Auth-only checks exist only for the registries that have auth.
+  if (opts.auth) it('rejects a wrong password with 401', async () => {
     const wrong = { username: 'berth', password: 'wrong' };
     if (reg.tokenIssuer) {
       const denied = await curl(reg, `${reg.tokenIssuer.realm}?service=x&scope=repository:busybox:pull`, ['-u', 'berth:wrong']);
@@ -125,7 +126,7 @@ describe.each(VARIANTS)('$name registry', ({ name, opts }) => {
     await expect(pushImage(reg, 'busybox', 'wrong', busybox, wrong)).rejects.toMatchObject({ status: 401 });
   });
 
-  it.skipIf(!opts.auth)('refuses anonymous pulls with 401', async () => {
+  if (opts.auth) it('refuses anonymous pulls with 401', async () => {
     expect((await getManifest(reg, 'busybox', 'latest', null)).status).toBe(401);
     if (reg.tokenIssuer) {
       // The issuer hands anonymous callers a token for nothing; the registry still says 401.
@@ -223,7 +224,7 @@ describe('image builder', () => {
     expect(byName.has('etc/passwd') && byName.has('etc/group')).toBe(true);
   });
 
-  it.skipIf(process.getuid?.() !== 0)('gives a busybox layer that GNU tar unpacks into a working root (chroot)', async () => {
+  it('gives a busybox layer that GNU tar unpacks into a working root (chroot)', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-rootfs-'));
     const blob = path.join(os.tmpdir(), `${path.basename(dir)}.tar.gz`);
     try {

@@ -407,38 +407,3 @@ describe('applyLayer: correctness', () => {
     await expect(applyLayer(Readable.from([tar]), dest)).rejects.toSatisfy((e) => isEngineError(e, 'invalid'));
   });
 });
-
-// BERTH_BENCH=1 npx vitest run test/unit/layers-apply.test.ts -t bench
-describe.runIf(process.env.BERTH_BENCH)('applyLayer: bench', () => {
-  it('extracts ~100 MiB (4 big files + 2,000 small ones)', async () => {
-    const { createReadStream, createWriteStream } = await import('node:fs');
-    const tarPath = path.join(base, 'bench.tar');
-    const out = createWriteStream(tarPath);
-    const put = (b: Buffer) => new Promise<void>((resolve) => (out.write(b) ? resolve() : out.once('drain', resolve)));
-    const addFile = async (name: string, size: number) => {
-      await put(encodeEntryHeader({ name, type: 'file', mode: 0o644, uid: 0, gid: 0, size, mtime: 1 }));
-      for (let left = size; left > 0; left -= 1 << 20) await put(randomBytes(Math.min(left, 1 << 20)));
-      await put(bodyPadding(size));
-    };
-    for (let i = 0; i < 4; i++) await addFile(`big/blob${i}`, 24 << 20);
-    for (let d = 0; d < 100; d++) {
-      await put(encodeEntryHeader({ name: `small/d${d}`, type: 'dir', mode: 0o755, uid: 0, gid: 0, size: 0, mtime: 1 }));
-      for (let f = 0; f < 20; f++) await addFile(`small/d${d}/f${f}`, 512 + ((d * 20 + f) * 37) % 3584);
-    }
-    await put(endOfArchive());
-    await new Promise((resolve) => out.end(resolve));
-    const bytes = (await stat(tarPath)).size;
-
-    const runs: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      const into = path.join(base, `bench-${i}`);
-      await mkdir(into);
-      const t0 = process.hrtime.bigint();
-      await applyLayer(createReadStream(tarPath, { highWaterMark: 1 << 20 }), into);
-      runs.push(Number(process.hrtime.bigint() - t0) / 1e9);
-      await rm(into, { recursive: true });
-    }
-    const best = Math.min(...runs);
-    console.log(`applyLayer: ${(bytes / 1e6).toFixed(1)} MB in ${best.toFixed(3)} s = ${(bytes / 1e6 / best).toFixed(0)} MB/s (runs ${runs.map((r) => r.toFixed(3)).join(', ')})`);
-  });
-});
