@@ -8,10 +8,14 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <node_api.h>
+#include <uv.h>
 
 #define CHECK(call) do { if ((call) != napi_ok) { napi_throw_error(env, NULL, "napi call failed: " #call); return NULL; } } while (0)
 
@@ -22,6 +26,8 @@ static const char *errno_code(int e) {
     case EACCES: return "EACCES"; case ENODATA: return "ENODATA"; case ENOTSUP: return "ENOTSUP";
     case ENOSPC: return "ENOSPC"; case E2BIG: return "E2BIG"; case ERANGE: return "ERANGE";
     case ELOOP: return "ELOOP"; case ENAMETOOLONG: return "ENAMETOOLONG"; case ENODEV: return "ENODEV"; case EWOULDBLOCK: return "EWOULDBLOCK";
+    case ECONNREFUSED: return "ECONNREFUSED"; case ECONNRESET: return "ECONNRESET"; case EPIPE: return "EPIPE"; case EBADF: return "EBADF";
+    case ENOTCONN: return "ENOTCONN"; case EMSGSIZE: return "EMSGSIZE";
     default: return "EUNKNOWN";
   }
 }
@@ -164,6 +170,250 @@ static napi_value js_flock(napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// ------------------------------------------------------------ seqpacket client
+// A SOCK_SEQPACKET unix socket client (conmon's attach socket; Node's net has
+// only SOCK_STREAM), driven by a uv_poll_t on Node's own loop: readiness wakes
+// it, nothing polls. JS gets one callback, onEvent(type, value):
+//   SP_DATA  (Buffer: one packet)   SP_END (peer shut down / closed)
+//   SP_WRITABLE (after a write() that returned false)   SP_ERROR (errno name)
+// Reading runs while enabled (setReading); a write is one packet, sent whole or
+// not at all (false: wait for SP_WRITABLE). close() is idempotent; the memory
+// goes when both the uv handle is closed and the JS handle is collected.
+enum { SP_DATA = 0, SP_END = 1, SP_WRITABLE = 2, SP_ERROR = 3 };
+#define SP_PACKET_MAX 65536
+#define SP_BURST 32
+
+typedef struct {
+  uv_poll_t poll;
+  int fd;
+  int reading, want_write, eof, failed;
+  int closing, handle_closed, finalized;
+  napi_env env;
+  napi_ref callback;
+  napi_async_context async;
+} seqpacket_t;
+
+static char sp_buf[SP_PACKET_MAX];
+
+static void sp_emit(seqpacket_t *sp, int type, napi_value value) {
+  napi_env env = sp->env;
+  napi_value cb, recv, argv[2], result;
+  if (sp->closing || napi_get_reference_value(env, sp->callback, &cb) != napi_ok || cb == NULL) return;
+  napi_get_global(env, &recv);
+  napi_create_int32(env, type, &argv[0]);
+  if (value) argv[1] = value; else napi_get_undefined(env, &argv[1]);
+  if (napi_make_callback(env, sp->async, recv, cb, 2, argv, &result) != napi_ok) {
+    bool pending = false;
+    napi_is_exception_pending(env, &pending);
+    if (pending) {
+      napi_value err;
+      napi_get_and_clear_last_exception(env, &err);
+      napi_fatal_exception(env, err);  // to process 'uncaughtException', as Node's own callbacks do
+    }
+  }
+}
+
+static void sp_poll_cb(uv_poll_t *handle, int status, int events);
+
+static void sp_update(seqpacket_t *sp) {
+  if (sp->closing) return;
+  int ev = (sp->reading && !sp->eof && !sp->failed ? UV_READABLE : 0) | (sp->want_write && !sp->failed ? UV_WRITABLE : 0);
+  if (ev) uv_poll_start(&sp->poll, ev, sp_poll_cb);
+  else uv_poll_stop(&sp->poll);
+}
+
+static void sp_emit_simple(seqpacket_t *sp, int type, const char *code) {
+  napi_handle_scope scope;
+  napi_open_handle_scope(sp->env, &scope);
+  napi_value v = NULL;
+  if (code) napi_create_string_utf8(sp->env, code, NAPI_AUTO_LENGTH, &v);
+  sp_emit(sp, type, v);
+  napi_close_handle_scope(sp->env, scope);
+}
+
+static void sp_fail(seqpacket_t *sp, int err) {
+  sp->failed = 1;
+  sp_update(sp);
+  sp_emit_simple(sp, SP_ERROR, errno_code(err));
+}
+
+static void sp_poll_cb(uv_poll_t *handle, int status, int events) {
+  seqpacket_t *sp = handle->data;
+  if (sp->closing) return;
+  if (status < 0) {
+    sp_fail(sp, -status);
+    return;
+  }
+  if (events & UV_WRITABLE) {
+    sp->want_write = 0;
+    sp_update(sp);
+    sp_emit_simple(sp, SP_WRITABLE, NULL);
+  }
+  // A bounded burst per wakeup, so one busy socket cannot starve the loop.
+  for (int i = 0; (events & UV_READABLE) && i < SP_BURST && sp->reading && !sp->closing && !sp->eof && !sp->failed; i++) {
+    ssize_t n = recv(sp->fd, sp_buf, sizeof sp_buf, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0) {
+      sp_fail(sp, errno);
+      break;
+    }
+    if (n == 0) {
+      sp->eof = 1;
+      sp_update(sp);
+      sp_emit_simple(sp, SP_END, NULL);
+      break;
+    }
+    napi_handle_scope scope;
+    napi_open_handle_scope(sp->env, &scope);
+    napi_value buf;
+    void *dst;
+    if (napi_create_buffer_copy(sp->env, (size_t)n, sp_buf, &dst, &buf) == napi_ok) sp_emit(sp, SP_DATA, buf);
+    napi_close_handle_scope(sp->env, scope);
+  }
+}
+
+static void sp_free_if_done(seqpacket_t *sp) {
+  if (sp->handle_closed && sp->finalized) free(sp);
+}
+
+static void sp_on_close(uv_handle_t *handle) {
+  seqpacket_t *sp = handle->data;
+  // Released here, never inside one of our own callbacks (close() may be called from one).
+  napi_delete_reference(sp->env, sp->callback);
+  napi_async_destroy(sp->env, sp->async);
+  close(sp->fd);
+  sp->fd = -1;
+  sp->handle_closed = 1;
+  sp_free_if_done(sp);
+}
+
+static void sp_close(seqpacket_t *sp) {
+  if (sp->closing) return;
+  sp->closing = 1;
+  uv_poll_stop(&sp->poll);
+  uv_close((uv_handle_t *)&sp->poll, sp_on_close);
+}
+
+static void sp_finalize(napi_env env, void *data, void *hint) {
+  (void)env; (void)hint;
+  seqpacket_t *sp = data;
+  sp->finalized = 1;
+  if (!sp->closing) sp_close(sp);
+  else sp_free_if_done(sp);
+}
+
+static seqpacket_t *sp_get(napi_env env, napi_value v) {
+  seqpacket_t *sp = NULL;
+  if (napi_get_value_external(env, v, (void **)&sp) != napi_ok || sp == NULL) {
+    napi_throw_type_error(env, NULL, "not a seqpacket handle");
+    return NULL;
+  }
+  if (sp->closing) {
+    throw_errno(env, "seqpacket", NULL, EBADF);
+    return NULL;
+  }
+  return sp;
+}
+
+// seqpacketConnect(path, onEvent) -> handle. Unix connects complete at once (or fail).
+static napi_value js_seqpacket_connect(napi_env env, napi_callback_info info) {
+  size_t argc = 2; napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  char *path = get_string(env, argv[0]);
+  if (!path) { napi_throw_type_error(env, NULL, "path must be a string"); return NULL; }
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof addr.sun_path) { napi_value r = throw_errno(env, "connect", path, ENAMETOOLONG); free(path); return r; }
+  strcpy(addr.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) { napi_value r = throw_errno(env, "socket", path, errno); free(path); return r; }
+  int r;
+  do r = connect(fd, (struct sockaddr *)&addr, sizeof addr); while (r < 0 && errno == EINTR);
+  if (r < 0) {
+    int e = errno;
+    close(fd);
+    napi_value out = throw_errno(env, "connect", path, e);
+    free(path);
+    return out;
+  }
+  free(path);
+  seqpacket_t *sp = calloc(1, sizeof *sp);
+  if (!sp) { close(fd); napi_throw_error(env, "ENOMEM", "out of memory"); return NULL; }
+  sp->fd = fd;
+  sp->env = env;
+  uv_loop_t *loop;
+  napi_value name, handle;
+  if (napi_get_uv_event_loop(env, &loop) != napi_ok || uv_poll_init(loop, &sp->poll, fd) != 0) {
+    close(fd); free(sp);
+    napi_throw_error(env, NULL, "cannot watch the socket");
+    return NULL;
+  }
+  sp->poll.data = sp;
+  napi_create_reference(env, argv[1], 1, &sp->callback);
+  napi_create_string_utf8(env, "berth.seqpacket", NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, NULL, name, &sp->async);
+  CHECK(napi_create_external(env, sp, sp_finalize, NULL, &handle));
+  return handle;
+}
+
+// seqpacketSetReading(handle, bool)
+static napi_value js_seqpacket_set_reading(napi_env env, napi_callback_info info) {
+  size_t argc = 2; napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  seqpacket_t *sp = sp_get(env, argv[0]);
+  if (!sp) return NULL;
+  bool on = false;
+  napi_get_value_bool(env, argv[1], &on);
+  sp->reading = on;
+  sp_update(sp);
+  return undefined(env);
+}
+
+// seqpacketWrite(handle, Buffer) -> true when sent, false when the socket is full (SP_WRITABLE follows).
+static napi_value js_seqpacket_write(napi_env env, napi_callback_info info) {
+  size_t argc = 2; napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  seqpacket_t *sp = sp_get(env, argv[0]);
+  if (!sp) return NULL;
+  void *data = NULL; size_t len = 0;
+  CHECK(napi_get_buffer_info(env, argv[1], &data, &len));
+  ssize_t n;
+  do n = send(sp->fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL); while (n < 0 && errno == EINTR);
+  napi_value out;
+  if (n >= 0) {
+    napi_get_boolean(env, true, &out);
+    return out;
+  }
+  if (errno != EAGAIN && errno != EWOULDBLOCK) return throw_errno(env, "send", NULL, errno);
+  sp->want_write = 1;
+  sp_update(sp);
+  napi_get_boolean(env, false, &out);
+  return out;
+}
+
+// seqpacketShutdown(handle): no more writes (the peer reads end-of-file).
+static napi_value js_seqpacket_shutdown(napi_env env, napi_callback_info info) {
+  size_t argc = 1; napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  seqpacket_t *sp = sp_get(env, argv[0]);
+  if (!sp) return NULL;
+  if (shutdown(sp->fd, SHUT_WR) < 0 && errno != ENOTCONN) return throw_errno(env, "shutdown", NULL, errno);
+  return undefined(env);
+}
+
+// seqpacketClose(handle): stops watching and closes; no event follows. Idempotent.
+static napi_value js_seqpacket_close(napi_env env, napi_callback_info info) {
+  size_t argc = 1; napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  seqpacket_t *sp = NULL;
+  if (napi_get_value_external(env, argv[0], (void **)&sp) != napi_ok || sp == NULL) {
+    napi_throw_type_error(env, NULL, "not a seqpacket handle");
+    return NULL;
+  }
+  sp_close(sp);
+  return undefined(env);
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"mount", NULL, js_mount, NULL, NULL, NULL, napi_default, NULL},
@@ -173,6 +423,11 @@ static napi_value init(napi_env env, napi_value exports) {
     {"lgetxattr", NULL, js_lgetxattr, NULL, NULL, NULL, napi_default, NULL},
     {"llistxattr", NULL, js_llistxattr, NULL, NULL, NULL, napi_default, NULL},
     {"flock", NULL, js_flock, NULL, NULL, NULL, napi_default, NULL},
+    {"seqpacketConnect", NULL, js_seqpacket_connect, NULL, NULL, NULL, napi_default, NULL},
+    {"seqpacketSetReading", NULL, js_seqpacket_set_reading, NULL, NULL, NULL, napi_default, NULL},
+    {"seqpacketWrite", NULL, js_seqpacket_write, NULL, NULL, NULL, napi_default, NULL},
+    {"seqpacketShutdown", NULL, js_seqpacket_shutdown, NULL, NULL, NULL, napi_default, NULL},
+    {"seqpacketClose", NULL, js_seqpacket_close, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

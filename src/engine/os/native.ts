@@ -12,7 +12,17 @@ export interface Native {
   lgetxattr(path: string, name: string): Buffer | null;
   llistxattr(path: string): string[];
   flock(fd: number, operation: number): void;
+  /** A SOCK_SEQPACKET unix socket client on Node's loop (see seqpacket.ts). */
+  seqpacketConnect(path: string, onEvent: (type: number, value?: Buffer | string) => void): SeqpacketHandle;
+  seqpacketSetReading(handle: SeqpacketHandle, on: boolean): void;
+  /** One packet; false when the socket is full (a writable event follows). */
+  seqpacketWrite(handle: SeqpacketHandle, packet: Buffer): boolean;
+  seqpacketShutdown(handle: SeqpacketHandle): void;
+  seqpacketClose(handle: SeqpacketHandle): void;
 }
+
+declare const seqpacketBrand: unique symbol;
+export type SeqpacketHandle = { readonly [seqpacketBrand]: true };
 
 const require = createRequire(import.meta.url);
 export const native: Native = require(path.join(packageRoot, 'src/native/build/Release/berth_native.node'));

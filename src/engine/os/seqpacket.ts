@@ -1,0 +1,88 @@
+// A SOCK_SEQPACKET unix socket client as a Node Duplex (conmon's attach
+// sockets are seqpacket, which Node's net cannot open). The readable side is
+// in object mode: each chunk is one packet, boundaries kept. Written bytes are
+// sent in packets of at most `maxPacket` bytes; end() shuts the write side
+// down (the peer reads end-of-file) while reading goes on. Backed by
+// src/native: a uv_poll_t on Node's loop, no polling.
+import { Duplex } from 'node:stream';
+import { native, type SeqpacketHandle } from './native.js';
+
+const DATA = 0;
+const END = 1;
+const WRITABLE = 2;
+const ERROR = 3;
+
+export interface SeqpacketOptions {
+  /** The largest packet to send; longer writes are split. */
+  maxPacket?: number;
+  /** Packets buffered before reading pauses. */
+  highWaterMark?: number;
+}
+
+export class SeqpacketSocket extends Duplex {
+  private readonly handle: SeqpacketHandle;
+  private readonly maxPacket: number;
+  private onWritable: (() => void) | undefined;
+
+  /** Connects at once (a unix connect never waits); throws with an errno `code` (ENOENT, ECONNREFUSED…). */
+  constructor(path: string, o: SeqpacketOptions = {}) {
+    super({ readableObjectMode: true, readableHighWaterMark: o.highWaterMark ?? 64, allowHalfOpen: true });
+    this.maxPacket = o.maxPacket ?? 32 * 1024;
+    this.handle = native.seqpacketConnect(path, (type, value) => this.onEvent(type, value));
+  }
+
+  private onEvent(type: number, value: Buffer | string | undefined): void {
+    if (type === DATA) {
+      if (!this.push(value)) native.seqpacketSetReading(this.handle, false);
+    } else if (type === END) {
+      this.push(null);
+    } else if (type === WRITABLE) {
+      const resume = this.onWritable;
+      this.onWritable = undefined;
+      resume?.();
+    } else if (type === ERROR) {
+      const err = Object.assign(new Error(`seqpacket: ${String(value)}`), { code: value });
+      this.destroy(err);
+    }
+  }
+
+  override _read(): void {
+    native.seqpacketSetReading(this.handle, true);
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    let off = 0;
+    const next = (): void => {
+      try {
+        while (off < chunk.length) {
+          const end = Math.min(chunk.length, off + this.maxPacket);
+          if (!native.seqpacketWrite(this.handle, chunk.subarray(off, end))) {
+            this.onWritable = next;
+            return;
+          }
+          off = end;
+        }
+      } catch (e) {
+        cb(e as Error);
+        return;
+      }
+      cb();
+    };
+    next();
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    try {
+      native.seqpacketShutdown(this.handle);
+      cb();
+    } catch (e) {
+      cb(e as Error);
+    }
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    this.onWritable = undefined;
+    native.seqpacketClose(this.handle);
+    cb(err);
+  }
+}
