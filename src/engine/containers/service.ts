@@ -300,7 +300,14 @@ export class ContainerService {
     const row = this.find(ref);
     if (row.status === 'running' || row.status === 'restarting') throw notModified();
     if (row.status === 'paused') throw conflict('cannot start a paused container, try unpause instead');
-    await this.guardStart(row.id, () => this.startRow(row.id, { stoppedByUser: false }));
+    await this.guardStart(row.id, () =>
+      this.startRow(row.id, { stoppedByUser: false }).catch(async (e) => {
+        // As dockerd: an AutoRemove container that cannot start is removed (`docker run --rm`
+        // waits for condition=removed after a failed start).
+        if (this.hydrate(row).hostConfig.AutoRemove) await this.remove(row.id, { force: true }).catch((err) => this.log.warn({ err, id: row.id }, 'auto-remove failed'));
+        throw e;
+      }),
+    );
   }
 
   private async guardStart<T>(id: string, fn: () => Promise<T>): Promise<T> {
