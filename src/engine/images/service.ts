@@ -127,11 +127,16 @@ export class ImageService {
       if (!opts.all && untagged && r.digests.length === 0 && parents.has(row.id)) continue;
       if (dangling === true && !untagged) continue;
       if (dangling === false && untagged) continue;
-      const img = this.present(row, r, counts.get(row.id) ?? 0);
+      let img = this.present(row, r, counts.get(row.id) ?? 0);
       if (!matchLabels(filters, img.config.config?.Labels)) continue;
       if (before && !(row.created < before.created)) continue;
       if (since && !(row.created > since.created)) continue;
-      if (filters.reference?.length && !filters.reference.some((p) => matchesReference(p, img.repoTags))) continue;
+      if (filters.reference?.length) {
+        // As dockerd: only the names that match are listed (`docker images -q name` prints one line).
+        const match = (t: string) => filters.reference!.some((p) => matchesReference(p, [t]));
+        img = { ...img, repoTags: img.repoTags.filter(match), repoDigests: img.repoDigests.filter(match) };
+        if (!img.repoTags.length && !img.repoDigests.length) continue;
+      }
       out.push(img);
     }
     return out;
@@ -217,7 +222,7 @@ export class ImageService {
         // dockerd drops the repo digests of a repository once its last tag there is gone.
         if (!ref.digest && !repo.tagsOf(row.id).some((t) => t.startsWith(`${ref.name}:`))) {
           for (const d of repo.digestsOf(row.id).filter((x) => x.startsWith(`${ref.name}@`))) {
-            if (repo.tagsOf(row.id).length > 0 && repo.deleteDigest(d)) out.push({ Untagged: familiar(d) });
+            if (repo.deleteDigest(d)) out.push({ Untagged: familiar(d) });
           }
         }
         if (repo.tagsOf(row.id).length + repo.digestsOf(row.id).length > 0) return out;
@@ -314,10 +319,10 @@ function isIdLike(input: string, id: string): boolean {
   return /^[0-9a-f]+$/.test(hex) && id.startsWith(`sha256:${hex}`);
 }
 
-/** dockerd's reference filter: the pattern matches the familiar name or name:tag. */
+/** dockerd's reference filter: the pattern matches the familiar name, or the whole name:tag or name@digest. */
 function matchesReference(pattern: string, repoTags: string[]): boolean {
   return repoTags.some((t) => {
-    const name = t.replace(/:[^:/]+$/, '');
+    const name = t.includes('@') ? t.slice(0, t.indexOf('@')) : t.replace(/:[^:/]+$/, '');
     return globMatch(pattern, t) || globMatch(pattern, name);
   });
 }
