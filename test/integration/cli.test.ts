@@ -1,0 +1,183 @@
+// The real docker CLI (v28, DOCKER_HOST=unix://…) against berthd: pull, images,
+// run in the foreground and in the background, ps, logs, stop, rm, inspect,
+// tag and rmi, and the errors a user reads.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dockerCli, type Cli } from '../harness/cli.js';
+import { pushFreshImage } from '../harness/clients.js';
+import { waitFor } from '../harness/daemon.js';
+import { startEnv, type Env } from '../harness/env.js';
+
+let env: Env;
+let docker: Cli;
+let image: string;
+
+beforeAll(async () => {
+  env = await startEnv();
+  docker = dockerCli(env.daemon);
+  image = env.busybox;
+});
+afterAll(async () => {
+  await env?.stop();
+});
+
+/** Runs docker and fails with its stderr unless it exits 0; resolves with stdout. */
+async function ok(args: string[]): Promise<string> {
+  const r = await docker(args);
+  expect(r.code, `docker ${args.join(' ')}: ${r.stderr}`).toBe(0);
+  return r.stdout;
+}
+
+const psNames = async (...flags: string[]) => (await ok(['ps', ...flags, '--format', '{{.Names}} {{.Status}}'])).split('\n').filter(Boolean);
+
+describe('images', () => {
+  it('pulls from the registry and lists the image', async () => {
+    const { ref, digest } = await pushFreshImage(env.registry, 'cli-pull');
+    const pulled = await ok(['pull', ref]);
+    expect(pulled).toMatch(/Pull complete/);
+    expect(pulled).toContain(`Digest: ${digest}`);
+    expect(pulled).toContain(`Status: Downloaded newer image for ${ref}`);
+    const images = await ok(['images', '--format', '{{.Repository}}:{{.Tag}} {{.ID}} {{.Size}}']);
+    expect(images).toMatch(new RegExp(`^${ref} [0-9a-f]{12} [\\d.]+MB$`, 'm'));
+    expect(images).toMatch(new RegExp(`^${image} `, 'm'));
+    // The pulled layer is there for a container.
+    expect(await docker(['run', '--rm', ref, 'cat', '/etc/berth-image'])).toEqual({ code: 0, stdout: 'cli-pull\n', stderr: '' });
+  });
+
+  it('tags and removes, refusing while a container uses the only name', async () => {
+    const { ref } = await pushFreshImage(env.registry, 'cli-tag');
+    await ok(['pull', '-q', ref]);
+    const id = (await ok(['images', '-q', ref])).trim();
+    await ok(['tag', ref, 'mine/tagged:v1']);
+    expect(await ok(['images', '-q', 'mine/tagged:v1'])).toBe(`${id}\n`);
+    expect(await ok(['rmi', 'mine/tagged:v1'])).toBe('Untagged: mine/tagged:v1\n');
+
+    // A stopped container pins the image's last name, as with dockerd.
+    const ctr = (await ok(['create', ref, 'true'])).trim();
+    const refused = await docker(['rmi', ref]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^Error response from daemon: conflict: unable to remove repository reference ".*" \(must force\) - container [0-9a-f]{12} is using its referenced image [0-9a-f]{12}$/m);
+    await ok(['rm', ctr]);
+    const removed = await ok(['rmi', ref]);
+    expect(removed).toContain(`Untagged: ${ref}`);
+    expect(removed).toMatch(/^Deleted: sha256:[0-9a-f]{64}$/m);
+    expect(await ok(['images', '-q', ref])).toBe('');
+  });
+
+  it('inspects an image', async () => {
+    const out = await ok(['image', 'inspect', '--format', '{{.Os}}/{{.Architecture}} {{json .Config.Cmd}} {{json .RepoTags}}', image]);
+    expect(out).toBe(`linux/amd64 ["sh"] ["${image}"]\n`);
+  });
+});
+
+describe('docker run in the foreground', () => {
+  it('prints the output and exits 0, and --rm leaves nothing behind', async () => {
+    const r = await docker(['run', '--rm', image, 'echo', 'hi']);
+    expect(r).toEqual({ code: 0, stdout: 'hi\n', stderr: '' });
+    expect(await ok(['ps', '-aq'])).toBe('');
+  });
+
+  it("returns the container's exit code, with stdout and stderr apart", async () => {
+    const r = await docker(['run', '--rm', image, 'sh', '-c', 'echo out; echo err >&2; exit 3']);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toBe('out\n');
+    expect(r.stderr).toBe('err\n');
+  });
+
+  it('passes env, working dir, user and hostname', async () => {
+    const r = await docker(['run', '--rm', '-e', 'GREETING=hello', '-w', '/tmp', '-u', '1000:1000', '--hostname', 'boxy', image, 'sh', '-c', 'echo $GREETING; pwd; id -u; hostname']);
+    expect(r).toEqual({ code: 0, stdout: 'hello\n/tmp\n1000\nboxy\n', stderr: '' });
+  });
+
+  it('pulls an image it does not have yet', async () => {
+    const { ref } = await pushFreshImage(env.registry, 'cli-autopull');
+    const r = await docker(['run', '--rm', ref, 'echo', 'pulled and ran']);
+    expect(r.code, r.stderr).toBe(0);
+    // The pull's progress goes to stderr, as with dockerd; the container's output to stdout.
+    expect(r.stderr).toContain(`Unable to find image '${ref}' locally`);
+    expect(r.stderr).toContain(`Status: Downloaded newer image for ${ref}`);
+    expect(r.stdout).toBe('pulled and ran\n');
+  });
+
+  it('exits 127 for a missing command, and --rm still removes the container', async () => {
+    const r = await docker(['run', '--rm', image, '/no/such/binary'], { timeoutMs: 20_000 });
+    expect(r.code).toBe(127);
+    expect(r.stderr).toMatch(/no such file or directory/);
+    expect(await ok(['ps', '-aq'])).toBe('');
+  });
+
+  it('keeps a stopped container without --rm, listed by ps -a', async () => {
+    const r = await docker(['run', '--name', 'fg-kept', image, 'sh', '-c', 'exit 2']);
+    expect(r.code).toBe(2);
+    expect(await psNames()).not.toContainEqual(expect.stringMatching(/^fg-kept /));
+    expect(await psNames('-a')).toContainEqual(expect.stringMatching(/^fg-kept Exited \(2\) /));
+    expect(await ok(['rm', 'fg-kept'])).toBe('fg-kept\n');
+  });
+});
+
+describe('docker run -d and the background sequence', () => {
+  it('run -d → ps → logs → stop → ps -a → inspect → rm', async () => {
+    const run = await ok(['run', '-d', '--name', 'bg-web', image, 'sh', '-c', 'echo started; echo warn >&2; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done']);
+    expect(run).toMatch(/^[0-9a-f]{64}\n$/);
+    const id = run.trim();
+
+    const ps = await ok(['ps', '--no-trunc', '--format', '{{.ID}}|{{.Image}}|{{.Command}}|{{.Status}}|{{.Names}}']);
+    expect(ps).toContain(`${id}|${image}|"sh -c 'echo started; echo warn >&2; trap \\"echo bye; exit 0\\" TERM; while true; do sleep 0.1; done'"|Up `);
+    expect(ps).toMatch(/\|bg-web\n/);
+
+    // docker logs writes the container's stdout to stdout and its stderr to stderr.
+    const logs = await waitFor(async () => {
+      const r = await docker(['logs', 'bg-web']);
+      return r.stdout === 'started\n' && r.stderr === 'warn\n' && r;
+    }, 'the first lines in docker logs');
+    expect(logs.code).toBe(0);
+
+    const t0 = Date.now();
+    expect(await ok(['stop', '-t', '5', 'bg-web'])).toBe('bg-web\n');
+    expect(Date.now() - t0).toBeLessThan(4000); // the TERM trap ended it, not the KILL
+    expect((await docker(['logs', 'bg-web'])).stdout).toBe('started\nbye\n');
+
+    expect(await psNames()).not.toContainEqual(expect.stringMatching(/^bg-web /));
+    expect(await psNames('-a')).toContainEqual(expect.stringMatching(/^bg-web Exited \(0\) .* ago$/));
+
+    const inspected = JSON.parse(await ok(['inspect', 'bg-web']));
+    expect(inspected).toHaveLength(1);
+    expect(inspected[0]).toMatchObject({
+      Id: id,
+      Name: '/bg-web',
+      Path: 'sh',
+      State: { Status: 'exited', Running: false, ExitCode: 0 },
+      Config: { Image: image },
+    });
+    expect(await ok(['inspect', '-f', '{{.State.Status}} {{.State.ExitCode}} {{.Config.Image}}', id.slice(0, 12)])).toBe(`exited 0 ${image}\n`);
+
+    expect(await ok(['rm', 'bg-web'])).toBe('bg-web\n');
+    expect(await psNames('-a')).not.toContainEqual(expect.stringMatching(/^bg-web /));
+  });
+
+  it('rm refuses a running container and rm -f removes it', async () => {
+    const id = (await ok(['run', '-d', image, 'sleep', '100'])).trim();
+    const refused = await docker(['rm', id]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`Error response from daemon: You cannot remove a running container ${id}.`);
+    expect(await ok(['rm', '-f', id])).toBe(`${id}\n`);
+    expect(await ok(['ps', '-aq'])).not.toContain(id.slice(0, 12));
+  });
+});
+
+describe('errors', () => {
+  it("shows the daemon's message, not its JSON", async () => {
+    for (const args of [['logs', 'nope'], ['stop', 'nope'], ['rm', 'nope']]) {
+      const r = await docker(args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr.trim(), args.join(' ')).toBe('Error response from daemon: No such container: nope');
+    }
+    const inspect = await docker(['inspect', 'nope']);
+    expect(inspect.code).toBe(1);
+    expect(inspect.stderr.trim()).toBe('Error: No such object: nope');
+    const dup = await docker(['create', '--name', 'twice', image, 'true']);
+    expect(dup.code).toBe(0);
+    const again = await docker(['run', '--name', 'twice', image, 'true']);
+    expect(again.code).toBe(125);
+    expect(again.stderr).toContain('Conflict. The container name "/twice" is already in use by container');
+  });
+});
