@@ -56,7 +56,7 @@ async function bench(name, mkArgs) {
 
 const berth = await bench('berthd', (dir) => ({
   cmd: process.execPath,
-  args: [path.join(ROOT, 'dist/main.js'), '-H', `unix://${dir}/s.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`, '--config-file', '/dev/null/none'].slice(0, -2),
+  args: [path.join(ROOT, 'bin/berthd.cjs'), '-H', `unix://${dir}/s.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`, '--config-file', '/dev/null/none'].slice(0, -2),
   socket: `${dir}/s.sock`,
 }));
 

@@ -38,7 +38,7 @@ until curl -sf "http://$REG/v2/" >/dev/null; do sleep 0.1; done
 node fixtures/seed-registry.mjs "$REG"
 
 # berthd on a socket under the repository, with its own data root.
-node dist/main.js -H "unix://$SOCK" --data-root "$Q/data" --exec-root "$Q/exec" \
+node bin/berthd.cjs -H "unix://$SOCK" --data-root "$Q/data" --exec-root "$Q/exec" \
   --pidfile "$Q/berthd.pid" --config-file /dev/null >"$Q/berthd.log" 2>&1 &
 until curl -sf --unix-socket "$SOCK" http://localhost/_ping >/dev/null; do sleep 0.05; done
 

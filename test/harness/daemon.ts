@@ -1,4 +1,4 @@
-// Starts the real berthd (dist/main.js) as a process on a temp socket and data
+// Starts the real berthd (bin/berthd.cjs, the built bundle) as a process on a temp socket and data
 // root, and talks to it over the unix socket. Every daemon started here is
 // stopped when the test process exits, even after a failure.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const BERTHD = path.join(ROOT, 'dist/main.js');
+export const BERTHD = path.join(ROOT, 'bin/berthd.cjs');
 
 export interface ApiResponse {
   status: number;

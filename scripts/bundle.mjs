@@ -1,0 +1,43 @@
+// Bundles dist/main.js (tsc's output) and its JavaScript dependencies into one
+// CommonJS file, then starts it once on a scratch data root so the launcher
+// (bin/berthd.cjs) writes its V8 code cache. Native addons stay outside.
+import { build } from 'esbuild';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const out = path.join(root, 'dist/berthd.bundle.cjs');
+rmSync(path.join(root, 'dist/berthd.bundle.cache'), { force: true });
+
+await build({
+  entryPoints: [path.join(root, 'dist/main.js')],
+  outfile: out,
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: 'node20',
+  // Native code and the optional pretty printer load at run time from node_modules.
+  external: ['better-sqlite3', 'pino-pretty'],
+  define: { 'import.meta.url': '__berth_import_meta_url' },
+  banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
+  logLevel: 'error',
+});
+
+// Warm the code cache: start, answer one ping, stay long enough for the cache write, stop.
+const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-warm-'));
+const sock = path.join(dir, 's.sock');
+const child = spawn(process.execPath, [path.join(root, 'bin/berthd.cjs'), '-H', `unix://${sock}`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`, '--config-file', '/dev/null', '--log-level', 'error'], { stdio: 'inherit' });
+const ping = () => new Promise((r) => http.get({ socketPath: sock, path: '/_ping' }, (res) => { res.resume(); r(res.statusCode === 200); }).on('error', () => r(false)));
+const deadline = Date.now() + 20_000;
+while (!(existsSync(sock) && (await ping()))) {
+  if (child.exitCode !== null || Date.now() > deadline) throw new Error('bundle: berthd did not start for the cache warm-up');
+  await new Promise((r) => setTimeout(r, 20));
+}
+await new Promise((r) => setTimeout(r, 2500));
+child.kill('SIGTERM');
+await new Promise((r) => child.once('exit', r));
+rmSync(dir, { recursive: true, force: true });
+if (!existsSync(path.join(root, 'dist/berthd.bundle.cache'))) throw new Error('bundle: no code cache was written');
