@@ -1,5 +1,6 @@
 // A ready environment for container tests: a registry holding busybox, and a
 // berthd that has pulled it. Each test file gets its own.
+import { afterAll, beforeAll } from 'vitest';
 import { busyboxImage, pushImage } from './images.js';
 import { startDaemon, type Daemon } from './daemon.js';
 import { startRegistry, type Registry } from './registry.js';
@@ -61,4 +62,26 @@ export async function removeAllContainers(d: Daemon): Promise<void> {
   for (const c of (r?.json as { Id: string }[] | undefined) ?? []) {
     await d.request('DELETE', `/containers/${c.Id}?force=1`).catch(() => undefined);
   }
+}
+
+/**
+ * One environment for a test file: started before its tests, stopped after.
+ * Read `.env` inside tests (it is set once beforeAll has run).
+ */
+export function useEnv(): { readonly env: Env; readonly daemon: Daemon } {
+  let env: Env | undefined;
+  beforeAll(async () => {
+    env = await startEnv();
+  });
+  afterAll(async () => {
+    await env?.stop();
+  });
+  return {
+    get env() {
+      return env!;
+    },
+    get daemon() {
+      return env!.daemon;
+    },
+  };
 }

@@ -3,31 +3,18 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
-import { startEnv, type Env } from '../harness/env.js';
+import { useEnv, type Env } from '../harness/env.js';
+import { demux } from '../harness/streams.js';
 
+const ctx = useEnv();
 let env: Env;
 let d: Daemon;
-
-beforeAll(async () => {
-  env = await startEnv();
-  d = env.daemon;
-});
-afterAll(async () => {
-  await env?.stop();
+beforeAll(() => {
+  ({ env, daemon: d } = ctx);
 });
 
-/** Parses a multiplexed stream into [stream, text] frames. */
-export function demux(buf: Buffer): [number, string][] {
-  const out: [number, string][] = [];
-  for (let i = 0; i + 8 <= buf.length; ) {
-    const len = buf.readUInt32BE(i + 4);
-    out.push([buf[i]!, buf.subarray(i + 8, i + 8 + len).toString()]);
-    i += 8 + len;
-  }
-  return out;
-}
 
 async function create(body: Record<string, unknown>, name?: string): Promise<string> {
   const r = await d.request('POST', `/v1.40/containers/create${name ? `?name=${name}` : ''}`, { body: { Image: env.busybox, ...body } });

@@ -9,6 +9,7 @@ import { pull, removeAllContainers } from '../harness/env.js';
 import { buildImage, buildLayer, busyboxImage, busyboxLayer, largeImage, multiLayerImage, pushImage, pushIndex, rawLayer } from '../harness/images.js';
 import { startRegistry, type Registry } from '../harness/registry.js';
 import { dockerCli } from '../harness/cli.js';
+import { demuxText } from '../harness/streams.js';
 
 let d: Daemon;
 let plain: Registry;
@@ -35,6 +36,18 @@ const b64 = (o: unknown, urlSafe: boolean, pad: boolean) => {
   if (urlSafe && pad) s += '='.repeat((4 - (s.length % 4)) % 4);
   return s;
 };
+
+/** Puts the registry's CA in berth's certs.d for the duration of `fn`. */
+async function withTrustedCa(reg: Registry, fn: () => Promise<void>): Promise<void> {
+  const certDir = path.join('/etc/berth/certs.d', reg.host);
+  mkdirSync(certDir, { recursive: true });
+  copyFileSync(reg.caFile!, path.join(certDir, 'ca.crt'));
+  try {
+    await fn();
+  } finally {
+    rmSync(certDir, { recursive: true, force: true });
+  }
+}
 
 describe('pull', () => {
   it("streams dockerd's progress and lists the image", async () => {
@@ -102,15 +115,6 @@ describe('pull', () => {
   });
 });
 
-function demuxText(buf: Buffer): string {
-  let s = '';
-  for (let i = 0; i + 8 <= buf.length; ) {
-    const len = buf.readUInt32BE(i + 4);
-    s += buf.subarray(i + 8, i + 8 + len).toString();
-    i += 8 + len;
-  }
-  return s;
-}
 
 describe('credentials', () => {
   it('pulls through Basic auth with X-Registry-Auth in all four base64 forms, and refuses wrong ones', async () => {
@@ -152,15 +156,10 @@ describe('credentials', () => {
     extra.push(reg);
     await pushImage(reg, 'tls', 'latest', await busyboxImage({ config: { Labels: { tls: 'yes' } } }));
     // A loopback registry is tried over HTTPS first; the CA must be trusted.
-    const certDir = path.join('/etc/berth/certs.d', reg.host);
-    mkdirSync(certDir, { recursive: true });
-    copyFileSync(reg.caFile!, path.join(certDir, 'ca.crt'));
-    try {
+    await withTrustedCa(reg, async () => {
       await pull(d, `${reg.host}/tls:latest`);
       expect(await tagged(`${reg.host}/tls:latest`)).toBeDefined();
-    } finally {
-      rmSync(certDir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('pulls a short name through a registry mirror', async () => {
@@ -329,15 +328,10 @@ describe('docker CLI', () => {
     const reg = await startRegistry({ tls: true });
     extra.push(reg);
     await pushImage(reg, 'tlscli', 'latest', await busyboxImage({ config: { Labels: { tlscli: '1' } } }));
-    const certDir = path.join('/etc/berth/certs.d', reg.host);
-    mkdirSync(certDir, { recursive: true });
-    copyFileSync(reg.caFile!, path.join(certDir, 'ca.crt'));
-    try {
+    await withTrustedCa(reg, async () => {
       const r = await dockerCli(d)(['pull', `${reg.host}/tlscli:latest`]);
       expect(r.code, r.stderr).toBe(0);
-    } finally {
-      rmSync(certDir, { recursive: true, force: true });
-    }
+    });
     const mirror = await startRegistry();
     extra.push(mirror);
     await pushImage(mirror, 'library/viamirror', 'latest', await busyboxImage({ config: { Labels: { via: 'mirror' } } }));

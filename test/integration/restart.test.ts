@@ -1,19 +1,16 @@
 // berthd dies (SIGKILL) or stops while containers run: they keep running under
 // conmon, exits that happen meanwhile are found, logs and wait still work, and
 // restart policies are honoured.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
-import { startEnv, type Env } from '../harness/env.js';
+import { useEnv, type Env } from '../harness/env.js';
+import { demuxText } from '../harness/streams.js';
 
+const ctx = useEnv();
 let env: Env;
 let d: Daemon;
-
-beforeAll(async () => {
-  env = await startEnv();
-  d = env.daemon;
-});
-afterAll(async () => {
-  await env?.stop();
+beforeAll(() => {
+  ({ env, daemon: d } = ctx);
 });
 
 async function start(cmd: string[], hostConfig: Record<string, unknown> = {}): Promise<string> {
@@ -24,12 +21,7 @@ async function start(cmd: string[], hostConfig: Record<string, unknown> = {}): P
   return c.json.Id;
 }
 const state = async (id: string) => (await d.request('GET', `/containers/${id}/json`)).json.State;
-const logText = async (id: string) => {
-  const b = (await d.request('GET', `/containers/${id}/logs?stdout=1`)).body;
-  let s = '';
-  for (let i = 0; i + 8 <= b.length; i += 8 + b.readUInt32BE(i + 4)) s += b.subarray(i + 8, i + 8 + b.readUInt32BE(i + 4)).toString();
-  return s;
-};
+const logText = async (id: string) => demuxText((await d.request('GET', `/containers/${id}/logs?stdout=1`)).body);
 
 describe('daemon restart', () => {
   it('keeps containers running across SIGKILL and records exits that happened meanwhile', async () => {
