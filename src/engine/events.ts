@@ -58,14 +58,23 @@ export class EventBus {
     this.emitter.on('event', onEvent);
     const onAbort = () => wake?.();
     o.signal?.addEventListener('abort', onAbort);
-    const untilTimer = o.untilNano !== undefined ? setTimeout(onAbort, Math.max(0, o.untilNano / 1e6 - Date.now())) : undefined;
+    // Timers run on the monotonic clock and may fire when Date.now() has only just reached
+    // `until`; the flag, not a second look at the clock, ends the stream then.
+    let expired = false;
+    const untilTimer =
+      o.untilNano !== undefined
+        ? setTimeout(() => {
+            expired = true;
+            wake?.();
+          }, Math.max(0, o.untilNano / 1e6 - Date.now()))
+        : undefined;
     try {
       if (o.sinceNano !== undefined) {
         for (const e of this.recent) if (e.timeNano >= o.sinceNano && (o.untilNano === undefined || e.timeNano <= o.untilNano) && keep(e)) yield e;
       }
       for (;;) {
         if (o.signal?.aborted) return;
-        if (o.untilNano !== undefined && Date.now() * 1e6 > o.untilNano) return;
+        if (expired || (o.untilNano !== undefined && Date.now() * 1e6 > o.untilNano)) return;
         const e = queue.shift();
         if (e) {
           if (keep(e)) yield e;
