@@ -1,6 +1,6 @@
 // The real docker CLI (v28, DOCKER_HOST=unix://…) against berthd: pull, images,
 // run in the foreground and in the background, ps, logs, stop, rm, inspect,
-// tag and rmi, and the errors a user reads.
+// tag and rmi, events, and the errors a user reads.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerCli, type Cli } from '../harness/cli.js';
 import { pushFreshImage } from '../harness/clients.js';
@@ -161,6 +161,22 @@ describe('docker run -d and the background sequence', () => {
     expect(refused.stderr).toContain(`Error response from daemon: You cannot remove a running container ${id}.`);
     expect(await ok(['rm', '-f', id])).toBe(`${id}\n`);
     expect(await ok(['ps', '-aq'])).not.toContain(id.slice(0, 12));
+  });
+});
+
+describe('docker events', () => {
+  it('replays a run from --since and returns at --until', async () => {
+    const since = (Date.now() / 1000).toFixed(3);
+    await ok(['run', '--rm', '--name', 'evented', image, 'true']);
+    // A few times, each with an --until still ahead when the request arrives: the stream
+    // must end by itself every time (a timer firing as the clock reaches --until once hung it).
+    for (let i = 0; i < 5; i++) {
+      const until = ((Date.now() + 200 + i) / 1000).toFixed(3);
+      const r = await docker(['events', '--since', since, '--until', until, '--filter', 'container=evented', '--format', '{{.Type}} {{.Action}}'], { timeoutMs: 10_000 });
+      expect(r.code, r.stderr).toBe(0);
+      const lifecycle = r.stdout.split('\n').filter((l) => /^container (create|start|die|destroy)$/.test(l));
+      expect(lifecycle).toEqual(['container create', 'container start', 'container die', 'container destroy']);
+    }
   });
 });
 
