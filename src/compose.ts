@@ -3,6 +3,7 @@ import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'n
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Config } from './config.js';
+import { ExecService } from './engine/containers/exec.js';
 import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';
@@ -100,9 +101,10 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     events,
   });
   await containers.recover();
+  const execs = new ExecService({ containers, runtime, events, logger });
 
   const system = new SystemService(config, db, daemonId(config.dataRoot));
-  const engine: Engine = { system, images, containers, events };
+  const engine: Engine = { system, images, containers, execs, events };
   return {
     engine,
     db,

@@ -7,6 +7,7 @@ import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
 import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
+import { execRoutes } from './routes/exec.js';
 import { imageRoutes } from './routes/images.js';
 import { systemRoutes } from './routes/system.js';
 import { checkVersion, compareVersions, MAX_API_VERSION, splitVersion } from './version.js';
@@ -84,6 +85,7 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   systemRoutes(app, engine);
   imageRoutes(app, engine);
   containerRoutes(app, engine);
+  execRoutes(app, engine);
   eventRoutes(app, engine);
   return app;
 }

@@ -1,4 +1,5 @@
 // All that api/ sees of the engine.
+import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
 import type { PullingImageService } from './images/pull.js';
 import type { EventBus } from './events.js';
@@ -8,5 +9,6 @@ export interface Engine {
   system: SystemService;
   images: PullingImageService;
   containers: ContainerService;
+  execs: ExecService;
   events: EventBus;
 }

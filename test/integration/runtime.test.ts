@@ -462,7 +462,7 @@ describe('log reader', () => {
  */
 async function compileRuntimeForChild(): Promise<string> {
   const out = path.join(root, 'child');
-  for (const rel of ['src/errors.ts', 'src/engine/runtime/runtime.ts', 'src/engine/runtime/conmon.ts', 'src/engine/runtime/errors.ts']) {
+  for (const rel of ['src/errors.ts', 'src/engine/runtime/runtime.ts', 'src/engine/runtime/conmon.ts', 'src/engine/runtime/errors.ts', 'src/engine/runtime/proc.ts', 'src/engine/runtime/exec.ts']) {
     const js = ts.transpileModule(await readFile(path.join(REPO, rel), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
     }).outputText;

@@ -1,11 +1,11 @@
 // /containers/*: thin translations between Docker's wire shapes and the container service.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Socket } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import type { Engine } from '../../engine/index.js';
 import type { WaitCondition } from '../../engine/containers/service.js';
-import { invalidParameter, messageOf } from '../../errors.js';
+import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
 import { streamContentType } from '../streams/mux.js';
+import { hijack, runSession } from '../streams/hijack.js';
 import { writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
 import { containerInspect, containerSummary, CreateBodySchema } from '../wire/containers.js';
@@ -21,24 +21,6 @@ function timeParam(v: string | undefined, name: string): Date | undefined {
   const t = Date.parse(v);
   if (Number.isNaN(t)) throw invalidParameter(`invalid value for ${name}: ${v}`);
   return new Date(t);
-}
-
-/** Takes the connection over for a long stream; answers 101 when the client asked to upgrade. */
-function hijack(req: FastifyRequest, reply: FastifyReply, contentType: string): Socket {
-  reply.hijack();
-  const sock = req.raw.socket;
-  const upgrade = /tcp/i.test(String(req.headers.upgrade ?? ''));
-  const head = upgrade
-    ? 'HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n'
-    : 'HTTP/1.1 200 OK\r\n';
-  const headers = { ...COMMON_HEADERS, 'Content-Type': contentType };
-  sock.write(head + Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + '\r\n');
-  sock.setTimeout(0);
-  // A client with no stdin to send half-closes at once (the docker CLI's CloseWrite);
-  // Node's HTTP server would answer that by ending the socket and cutting the output
-  // short, where dockerd keeps writing. The stream ends when we end it or the client closes.
-  sock.removeAllListeners('end');
-  return sock;
 }
 
 export function containerRoutes(app: FastifyInstance, engine: Engine): void {
@@ -80,7 +62,8 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   app.get<IdParams>('/containers/:id/json', async (req) => {
     const c = containers.get(req.params.id);
     const lowerDirs = engine.images.layersOf(c.row.image_id).map((l) => engine.images.layerDir(l)).reverse();
-    return containerInspect(c, { lowerDirs });
+    const execIds = engine.execs.idsOf(c.row.id);
+    return { ...containerInspect(c, { lowerDirs }), ExecIDs: execIds.length ? execIds : null };
   });
 
   app.get<IdParams>('/containers/:id/top', async (req) => containers.top(req.params.id, query(req).ps_args));
@@ -195,24 +178,21 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post<IdParams>('/containers/:id/attach', async (req, reply) => {
     const q = query(req);
-    const tty = containers.isTty(req.params.id);
-    const abort = new AbortController();
-    const entries = containers.attach(req.params.id, {
+    const session = containers.attach(req.params.id, {
       logs: boolValue(q.logs),
       stream: boolValue(q.stream),
+      stdin: boolValue(q.stdin),
       stdout: boolValue(q.stdout),
       stderr: boolValue(q.stderr),
-      signal: abort.signal,
+      ...(q.detachKeys ? { detachKeys: q.detachKeys } : {}),
     });
-    const sock = hijack(req, reply, streamContentType(tty, req.apiVersion, versionBelow));
-    sock.on('close', () => abort.abort());
-    // Output only for now: whatever the client sends is read and dropped.
-    sock.on('data', () => undefined);
-    try {
-      await writeOutput(sock, entries, { tty });
-    } catch (e) {
-      req.log.warn({ err: e, msg: messageOf(e) }, 'attach stream failed');
-    }
-    sock.end();
+    const sock = hijack(req, reply, streamContentType(session.tty, req.apiVersion, versionBelow));
+    await runSession(req, sock, session);
+  });
+
+  app.post<IdParams>('/containers/:id/resize', async (req, reply) => {
+    const q = query(req);
+    await containers.resize(req.params.id, intValue(q.h, 'h') ?? 0, intValue(q.w, 'w') ?? 0);
+    return reply.code(200).send();
   });
 }

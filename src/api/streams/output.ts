@@ -9,11 +9,14 @@ export interface OutputOptions {
   timestamps?: boolean;
 }
 
+/** A log entry, or a piece of live output (no timestamp). */
+export type OutputEntry = Pick<LogEntry, 'stream' | 'line'> & { timeNano?: bigint };
+
 /** Writes entries to `out`, honouring backpressure; resolves when the source ends. */
-export async function writeOutput(out: Writable, entries: AsyncIterable<LogEntry>, o: OutputOptions): Promise<void> {
+export async function writeOutput(out: Writable, entries: AsyncIterable<OutputEntry>, o: OutputOptions): Promise<void> {
   for await (const e of entries) {
     if (out.destroyed) return;
-    const payload = o.timestamps ? Buffer.concat([Buffer.from(`${formatTimestamp(e.timeNano)} `), e.line]) : e.line;
+    const payload = o.timestamps && e.timeNano !== undefined ? Buffer.concat([Buffer.from(`${formatTimestamp(e.timeNano)} `), e.line]) : e.line;
     const chunk = o.tty ? payload : frame(e.stream === 'stderr' ? STDERR : STDOUT, payload);
     if (!out.write(chunk)) {
       await new Promise<void>((resolve) => {

@@ -18,7 +18,8 @@ import { RuntimeCreateError } from '../runtime/errors.js';
 import type { ExitWatcher } from '../runtime/exits.js';
 import { readLog, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
 import type { Runtime } from '../runtime/runtime.js';
-import { buildSpec, type BindMount, type Propagation } from './spec.js';
+import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
+import { buildSpec, consoleSize, withDefaultEnv, type BindMount, type Propagation } from './spec.js';
 import { isUniqueViolation, type ContainerRepository, type ContainerRow, type ContainerStatus } from '../store/containers.js';
 import { checkName, generateName } from './names.js';
 import type { ContainerConfig, CreateRequest, HostConfig, Mount } from './types.js';
@@ -79,7 +80,7 @@ export function parseSize(s: string): number {
   return Math.floor(Number(m[1]) * mult);
 }
 
-function mergeEnv(image: string[] | null | undefined, user: string[] | null | undefined): string[] {
+export function mergeEnv(image: string[] | null | undefined, user: string[] | null | undefined): string[] {
   const out = new Map<string, string>();
   for (const e of [...(image ?? []), ...(user ?? [])]) {
     const k = e.split('=', 1)[0]!;
@@ -94,9 +95,12 @@ export class ContainerService {
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly restartTimers = new Map<string, NodeJS.Timeout>();
   private readonly log: Logger;
+  /** Clients attached to containers' stdio (attach.ts). */
+  private readonly attachments: Attachments;
 
   constructor(private readonly deps: ContainerDeps) {
     this.log = deps.logger.child({ component: 'containers' });
+    this.attachments = new Attachments(this.log);
   }
 
   /** Publishes a container event with dockerd's attributes (image, name, labels). */
@@ -338,10 +342,14 @@ export class ContainerService {
         logPath: c.logPath,
         exitDir: exits.exitDir,
         tty: c.config.Tty,
+        stdin: c.config.OpenStdin,
+        stdinOnce: c.config.StdinOnce,
         logSizeMax: maxSize ? parseSize(maxSize) : this.deps.logSizeMax,
       });
       // A fresh network namespace has its loopback down; dockerd brings it up.
       if (c.hostConfig.NetworkMode !== 'host') await loopbackUp(created.pid);
+      // Clients attached before the start join now, before the process runs.
+      this.attachments.connect(id, runtime.attachSocket(id));
       await runtime.start(id);
       this.deps.repo.update(id, {
         status: 'running',
@@ -355,8 +363,11 @@ export class ContainerService {
         stopped_by_user: o.stoppedByUser ? 1 : 0,
         ...(o.restartCount !== undefined ? { restart_count: o.restartCount } : {}),
       });
+      // One who attached while this start was under way (and saw "created").
+      this.attachments.connect(id, runtime.attachSocket(id));
       this.event(c.row, 'start');
     } catch (e) {
+      this.attachments.fail(id);
       await runtime.delete(id, true).catch(() => undefined);
       await releaseRootfs(rootfs).catch(() => undefined);
       const code = e instanceof RuntimeCreateError ? e.code : 128;
@@ -368,11 +379,8 @@ export class ContainerService {
   private async spec(c: Container, rootfs: string) {
     const user = await resolveUser(rootfs, c.config.User ?? '');
     const files = await this.writeEtcFiles(c);
-    const env = [...(c.config.Env ?? [])];
-    if (!env.some((e) => e.startsWith('PATH='))) env.unshift('PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
-    if (!env.some((e) => e.startsWith('HOSTNAME='))) env.push(`HOSTNAME=${c.config.Hostname}`);
-    if (c.config.Tty && !env.some((e) => e.startsWith('TERM='))) env.push('TERM=xterm');
-    if (!env.some((e) => e.startsWith('HOME='))) env.push(`HOME=${user.home}`);
+    const env = withDefaultEnv(c.config.Env ?? [], { hostname: c.config.Hostname, tty: c.config.Tty, home: user.home });
+    const size = consoleSize(c.hostConfig.ConsoleSize);
     const h = c.hostConfig;
     const mounts: BindMount[] = [...(h.Binds ?? []).map(parseBind), ...(h.Mounts ?? []).map(mountOf)];
     return buildSpec({
@@ -381,6 +389,7 @@ export class ContainerService {
       cwd: c.config.WorkingDir || '/',
       user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids },
       tty: c.config.Tty,
+      ...(size ? { consoleSize: size } : {}),
       hostname: c.config.Hostname,
       rootfsPath: rootfs,
       readonlyRootfs: h.ReadonlyRootfs,
@@ -678,20 +687,38 @@ export class ContainerService {
   }
 
   /**
-   * Output for attach: from now on (or the whole log with `logs`), until the
-   * container's next exit. A created container may be attached before it starts.
+   * Attaches a client to the container's stdio (attach.ts): the log so far
+   * with `logs`, then with `stream` the live output until the process ends,
+   * and its input to the process's stdin with `stdin` (and OpenStdin). A
+   * created container may be attached before it starts: the start then waits
+   * for the attach to be connected, so no output is missed.
    */
-  attach(ref: string, o: { logs: boolean; stream: boolean; stdout: boolean; stderr: boolean; signal?: AbortSignal }): AsyncGenerator<LogEntry> {
+  attach(ref: string, o: { logs: boolean; stream: boolean; stdin: boolean; stdout: boolean; stderr: boolean; detachKeys?: string }): AttachSession {
     const c = this.get(ref);
     if (c.row.status === 'exited' || c.row.status === 'dead') {
       if (o.stream) throw conflict('You cannot attach to a stopped container, start it first');
     }
     if (c.row.status === 'paused') throw conflict(`You cannot attach to a paused container, unpause it first`);
-    const stop = new AbortController();
-    o.signal?.addEventListener('abort', () => stop.abort(), { once: true });
-    if (o.stream) void this.wait(c.row.id, c.row.status === 'created' ? 'next-exit' : 'not-running').then(() => stop.abort());
-    const since = o.logs ? undefined : new Date();
-    return readLog(c.logPath, { stdout: o.stdout, stderr: o.stderr, follow: o.stream, signal: stop.signal, ...(since ? { since } : {}) });
+    const detachKeys = parseDetachKeys(o.detachKeys || DEFAULT_DETACH_KEYS);
+    const io = { tty: c.config.Tty, openStdin: c.config.OpenStdin, stdinOnce: c.config.StdinOnce };
+    const session = this.attachments.open(c.row.id, io, {
+      stdin: o.stdin,
+      stdout: o.stdout,
+      stderr: o.stderr,
+      detachKeys,
+      noStream: !o.stream,
+      ...(o.logs ? { history: () => readLog(c.logPath, { stdout: o.stdout, stderr: o.stderr }) } : {}),
+    });
+    if (o.stream && isRunning(c.row)) this.attachments.connect(c.row.id, this.deps.runtime.attachSocket(c.row.id));
+    return session;
+  }
+
+  /** `POST /containers/{id}/resize`: the terminal's size, through conmon. */
+  async resize(ref: string, height: number, width: number): Promise<void> {
+    const c = this.get(ref);
+    if (!isRunning(c.row)) throw conflict(`Container ${c.row.id} is not running`);
+    if (!c.config.Tty) return;
+    await this.deps.runtime.resize(c.bundleDir, height, width);
   }
 
   /** Bytes in the container's writable layer (SizeRw), and with its image's (SizeRootFs). */

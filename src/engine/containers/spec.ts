@@ -37,6 +37,8 @@ export interface OciProcess {
   capabilities: OciCapabilities;
   rlimits: OciRlimit[];
   noNewPrivileges: boolean;
+  /** The terminal's initial size (runc sets it before the process runs). */
+  consoleSize?: { height: number; width: number };
 }
 
 export interface OciMount {
@@ -102,6 +104,8 @@ export interface SpecInput {
   cwd?: string;
   user?: OciUser;
   tty?: boolean;
+  /** With tty: the terminal's size from the start (HostConfig.ConsoleSize). */
+  consoleSize?: { height: number; width: number };
   hostname?: string;
   rootfsPath: string;
   readonlyRootfs?: boolean;
@@ -367,7 +371,26 @@ function processSpec(input: SpecInput): OciProcess {
     capabilities: { bounding: caps, effective: caps, permitted: caps },
     rlimits: [{ type: 'RLIMIT_NOFILE', hard: nofile, soft: nofile }],
     noNewPrivileges: input.noNewPrivileges ?? false,
+    ...(input.tty && input.consoleSize ? { consoleSize: input.consoleSize } : {}),
   };
+}
+
+/** dockerd's additions to a process's environment, where the image and user set none: PATH, HOSTNAME, TERM with a terminal, HOME. */
+export function withDefaultEnv(env: string[], o: { hostname: string; tty: boolean; home?: string }): string[] {
+  const out = [...env];
+  const has = (name: string) => out.some((e) => e.startsWith(`${name}=`));
+  if (!has('PATH')) out.unshift('PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
+  if (!has('HOSTNAME')) out.push(`HOSTNAME=${o.hostname}`);
+  if (o.tty && !has('TERM')) out.push('TERM=xterm');
+  if (o.home !== undefined && !has('HOME')) out.push(`HOME=${o.home}`);
+  return out;
+}
+
+/** Docker's ConsoleSize ([height, width]) when both are set. */
+export function consoleSize(size: unknown): { height: number; width: number } | undefined {
+  if (!Array.isArray(size) || size.length !== 2) return undefined;
+  const [height, width] = size.map(Number) as [number, number];
+  return Number.isInteger(height) && Number.isInteger(width) && height > 0 && width > 0 ? { height, width } : undefined;
 }
 
 function mounts(input: SpecInput): OciMount[] {

@@ -20,7 +20,19 @@ export const BUNDLE_FILES = {
   oom: 'oom',
   /** The attach socket (SOCK_SEQPACKET), reached through <socket-dir>/<id> → bundle. */
   attach: 'attach',
+  /** conmon's control FIFO: "1 <height> <width>\n" resizes the terminal (ctrl.c, WIN_RESIZE_EVENT). */
+  ctl: 'ctl',
 } as const;
+
+// The attach socket's protocol (conn_sock.c, ctr_stdio.c): each packet conmon
+// sends is one read of the container's output, its first byte naming the pipe
+// (utils.h: STDOUT_PIPE 2, STDERR_PIPE 3; a terminal is all stdout); packets we
+// send are written to the container's stdin (conmon reads at most 32 KiB of a
+// packet). When we shut our write side down (or close), conmon closes the
+// container's stdin unless it runs with --leave-stdin-open.
+export const ATTACH_STDOUT = 2;
+export const ATTACH_STDERR = 3;
+export const ATTACH_MAX_PACKET = 32 * 1024;
 
 export interface ConmonOptions {
   id: string;
@@ -46,27 +58,64 @@ export interface ConmonEnvironment {
   socketDir: string;
 }
 
-export function conmonArgs(env: ConmonEnvironment, o: ConmonOptions): string[] {
+/** What a container's conmon and an exec's conmon share: runc, the bundle's files, the terminal and stdin. */
+function sharedArgs(env: ConmonEnvironment, o: { id: string; uuid: string; bundleDir: string; tty?: boolean; stdin?: boolean; stdinOnce?: boolean }): string[] {
   const inBundle = (f: string) => path.join(o.bundleDir, f);
   const args = [
     // A flag in conmon 2.1 (G_OPTION_ARG_NONE): selects the {"data": …} sync messages.
     '--api-version',
-    ...['-c', o.id, '-u', o.id],
+    ...['-c', o.id, '-u', o.uuid],
     ...['-r', env.runcPath, '-b', o.bundleDir],
     ...['-p', inBundle(BUNDLE_FILES.containerPid), '-P', inBundle(BUNDLE_FILES.conmonPid)],
-    ...['-l', `k8s-file:${o.logPath}`, '--exit-dir', o.exitDir, '--socket-dir-path', env.socketDir],
+    ...['--socket-dir-path', env.socketDir],
     ...['--runtime-arg', `--root=${env.runcRoot}`],
     ...['--runtime-arg', `--log=${inBundle(BUNDLE_FILES.runcLog)}`, '--runtime-arg', '--log-format=json'],
+  ];
+  if (o.tty) args.push('-t');
+  if (o.stdin) args.push('-i');
+  // dockerd closes stdin when the attached client's input ends only for StdinOnce
+  // without a terminal; a terminal's stdin stays open for the next attach.
+  if (o.stdin && (!o.stdinOnce || o.tty)) args.push('--leave-stdin-open');
+  return args;
+}
+
+export function conmonArgs(env: ConmonEnvironment, o: ConmonOptions): string[] {
+  const args = [
+    ...sharedArgs(env, { ...o, uuid: o.id }),
+    ...['-l', `k8s-file:${o.logPath}`, '--exit-dir', o.exitDir],
     // The log is not fsync'd at exit (dockerd's json-file never syncs either): it
     // would delay the exit file, and with it every `docker run`.
     '--no-sync-log',
   ];
   if (o.persistDir) args.push('--persist-dir', o.persistDir);
   if (o.logSizeMax && o.logSizeMax > 0) args.push('--log-size-max', String(o.logSizeMax));
-  if (o.tty) args.push('-t');
-  if (o.stdin) args.push('-i');
-  if (o.stdin && !o.stdinOnce) args.push('--leave-stdin-open');
   return args;
+}
+
+export interface ConmonExecOptions {
+  /** The container the process joins. */
+  containerId: string;
+  /** The exec's id: names its attach socket link under the socket dir. */
+  execId: string;
+  /** The exec's own directory: process spec, pid files, attach socket, ctl FIFO. */
+  dir: string;
+  processSpec: string;
+  tty: boolean;
+  stdin: boolean;
+}
+
+/**
+ * `conmon --exec`: runs `runc exec --detach --process <spec>` and supervises the
+ * process, reporting its pid and then its exit status on the sync pipe. With
+ * --exec-attach it waits on the start pipe twice (once before forking, once
+ * before running runc) and reports on the attach pipe when the attach socket
+ * is listening in between. Exec output is not logged (dockerd logs none).
+ */
+export function conmonExecArgs(env: ConmonEnvironment, o: ConmonExecOptions): string[] {
+  return [
+    ...sharedArgs(env, { id: o.containerId, uuid: o.execId, bundleDir: o.dir, tty: o.tty, stdin: o.stdin, stdinOnce: true }),
+    ...['-l', 'none', '-e', '--exec-attach', '--exec-process-spec', o.processSpec],
+  ];
 }
 
 export interface SyncMessage {
@@ -106,6 +155,55 @@ export function readSyncMessage(pipe: Readable, timeoutMs: number): Promise<Sync
     pipe.on('end', () => settle(buf.trim() ? buf : null));
     pipe.on('error', (e) => finish(e));
   });
+}
+
+/**
+ * Successive messages on a conmon pipe (an exec's conmon reports its pid, then
+ * its exit status, on the same pipe). next() resolves with null once the pipe
+ * has closed with no further message.
+ */
+export class SyncReader {
+  private buf = '';
+  private readonly lines: string[] = [];
+  private ended = false;
+  private failure: Error | undefined;
+  private wake: (() => void) | undefined;
+
+  constructor(pipe: Readable) {
+    pipe.setEncoding('utf8');
+    pipe.on('data', (chunk: string) => {
+      this.buf += chunk;
+      for (let nl = this.buf.indexOf('\n'); nl >= 0; nl = this.buf.indexOf('\n')) {
+        this.lines.push(this.buf.slice(0, nl));
+        this.buf = this.buf.slice(nl + 1);
+      }
+      this.poke();
+    });
+    pipe.on('end', () => {
+      if (this.buf.trim()) this.lines.push(this.buf);
+      this.ended = true;
+      this.poke();
+    });
+    pipe.on('error', (e) => {
+      this.failure = e;
+      this.ended = true;
+      this.poke();
+    });
+  }
+
+  async next(): Promise<SyncMessage | null> {
+    while (!this.lines.length && !this.ended) await new Promise<void>((r) => (this.wake = r));
+    const line = this.lines.shift();
+    if (line !== undefined) return parseSyncMessage(line);
+    if (this.failure) throw this.failure;
+    return null;
+  }
+
+  private poke(): void {
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+  }
 }
 
 function parseSyncMessage(line: string): SyncMessage {

@@ -31,8 +31,9 @@ export function cleanRuntimeMessage(raw: string): string {
   return last;
 }
 
-export function runtimeCreateError(raw: string): RuntimeCreateError {
-  const runtimeMessage = cleanRuntimeMessage(raw) || 'container create failed';
+/** A failed `runc create` (or `runc exec`, with verb 'exec') in dockerd's words, with its exit code. */
+export function runtimeCreateError(raw: string, verb: 'create' | 'exec' = 'create'): RuntimeCreateError {
+  const runtimeMessage = cleanRuntimeMessage(raw) || `container ${verb} failed`;
   const lower = runtimeMessage.toLowerCase();
   let detail = runtimeMessage;
   let kind: Kind = 'invalid';
@@ -46,5 +47,5 @@ export function runtimeCreateError(raw: string): RuntimeCreateError {
     code = 128;
     kind = 'system';
   }
-  return new RuntimeCreateError(kind, `OCI runtime create failed: ${detail}: unknown`, code, runtimeMessage);
+  return new RuntimeCreateError(kind, `OCI runtime ${verb} failed: ${detail}: unknown`, code, runtimeMessage);
 }

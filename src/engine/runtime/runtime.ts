@@ -2,7 +2,8 @@
 // outlives berthd; everything else is a short `runc --root <exec-root>/runc …`.
 // No HTTP, no database: callers keep the state, this only acts and reports.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, readFile, rm } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
@@ -11,6 +12,8 @@ import { conflict, EngineError, invalidParameter, noSuchContainer, systemError }
 import type { Logger } from '../../log.js';
 import { BUNDLE_FILES, conmonArgs, readSyncMessage, type ConmonOptions, type SyncMessage } from './conmon.js';
 import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
+import { runExec, type ExecProcess, type ExecProcessOptions } from './exec.js';
+import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError, spawnFailure } from './proc.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -48,7 +51,6 @@ export interface RuntimeState {
 /** Default cap on a container's log file: conmon then starts it afresh, so a flood cannot fill the disk. */
 export const DEFAULT_LOG_SIZE_MAX = 100 * 1024 * 1024;
 const DEFAULT_CREATE_TIMEOUT_MS = 240_000;
-const CONMON_ENV_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** runc's rule for ids, and what keeps them safe as file names under exit-dir and socket-dir. */
 const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/;
@@ -96,7 +98,7 @@ export class Runtime {
     }
     const t1 = performance.now();
     if (report === null || report.data < 0) {
-      const reason = report?.message || (await this.runcLogError(o.bundleDir)) || stderr();
+      const reason = report?.message || (await runcLogError(path.join(o.bundleDir, BUNDLE_FILES.runcLog))) || stderr();
       await this.abandonCreate(o);
       throw reason ? runtimeCreateError(reason) : systemError(`conmon exited without creating container ${o.id}`);
     }
@@ -104,6 +106,55 @@ export class Runtime {
     const timings = { conmonForkMs: round((forked || t1) - t0), createMs: round(t1 - t0) };
     this.log.debug({ id: o.id, pid: report.data, conmonPid, ...timings }, 'container created');
     return { pid: report.data, conmonPid: conmonPid ?? 0 };
+  }
+
+  /** The container's attach socket (conmon's, SOCK_SEQPACKET); it exists from create until the container exits. */
+  attachSocket(id: string): string {
+    checkId(id);
+    return path.join(this.socketDir, id, BUNDLE_FILES.attach);
+  }
+
+  /**
+   * Sets the terminal size of a container (its bundle directory) or an exec
+   * (its directory) through conmon's ctl FIFO. Refused when no conmon reads it.
+   */
+  async resize(dir: string, height: number, width: number): Promise<void> {
+    if (!Number.isInteger(height) || !Number.isInteger(width) || height < 0 || width < 0 || height > 65535 || width > 65535) {
+      throw invalidParameter(`invalid terminal size ${height}x${width}`);
+    }
+    // Non-blocking: with no reader (conmon gone) the open fails with ENXIO instead of waiting.
+    const fh = await open(path.join(dir, BUNDLE_FILES.ctl), constants.O_WRONLY | constants.O_NONBLOCK).catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENXIO' || e.code === 'ENOENT') return null;
+      throw systemError(`cannot resize: ${e.message}`, e);
+    });
+    if (!fh) throw conflict('cannot resize: the process is not running');
+    try {
+      await fh.write(`1 ${height} ${width}\n`);
+    } finally {
+      await fh.close();
+    }
+  }
+
+  /** Runs a process in a running container under its own conmon (see exec.ts). */
+  async exec(o: Omit<ExecProcessOptions, 'dir'>): Promise<ExecProcess> {
+    checkId(o.containerId);
+    checkId(o.execId);
+    await this.prepare();
+    const env = {
+      runcPath: this.opts.runcPath,
+      runcRoot: this.runcRoot,
+      socketDir: this.socketDir,
+      conmonPath: this.opts.conmonPath,
+      logger: this.log,
+      startTimeoutMs: this.createTimeout,
+    };
+    return runExec(env, { ...o, dir: this.execDir(o.execId) });
+  }
+
+  /** An exec's directory (its process spec, attach socket and ctl FIFO), while it runs. */
+  execDir(execId: string): string {
+    checkId(execId);
+    return path.join(this.opts.execRoot, 'execs', execId);
   }
 
   /** Lets the created container's process exec its command. */
@@ -234,23 +285,6 @@ export class Runtime {
     await this.delete(o.id, true).catch((e) => this.log.warn({ id: o.id, err: e }, 'cleanup after failed create'));
   }
 
-  /** The last error runc logged (JSON lines) during create, if any. */
-  private async runcLogError(bundleDir: string): Promise<string | null> {
-    const text = await readFile(path.join(bundleDir, BUNDLE_FILES.runcLog), 'utf8').catch(() => '');
-    const errors = text
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => {
-        try {
-          return JSON.parse(l) as { level?: string; msg?: string };
-        } catch {
-          return {};
-        }
-      })
-      .filter((r) => r.level === 'error' && r.msg);
-    return errors.at(-1)?.msg ?? null;
-  }
-
   private async runc(args: string[]): Promise<string> {
     try {
       const { stdout } = await execFileAsync(this.opts.runcPath, ['--root', this.runcRoot, '--log-format', 'json', ...args], {
@@ -313,28 +347,6 @@ function runcErrorMessage(stderr: string): string {
 function toState(raw: unknown): RuntimeState {
   const r = raw as { id: string; status: RuntimeStatus; pid?: number; bundle?: string };
   return { id: r.id, status: r.status, pid: r.status === 'stopped' ? 0 : (r.pid ?? 0), bundle: r.bundle ?? '' };
-}
-
-async function readPidFile(file: string): Promise<number | null> {
-  const text = await readFile(file, 'utf8').catch(() => '');
-  const pid = Number.parseInt(text.trim(), 10);
-  return Number.isInteger(pid) && pid > 0 ? pid : null;
-}
-
-/** Rejects if the process cannot be spawned at all (e.g. no conmon at that path). */
-function spawnFailure(child: ChildProcess): Promise<never> {
-  return new Promise((_, reject) => child.once('error', reject));
-}
-
-/** Accumulates a stream's text (bounded) for error messages. */
-function collectText(stream: Readable | null): () => string {
-  let text = '';
-  stream?.setEncoding('utf8');
-  stream?.on('data', (c: string) => {
-    if (text.length < 8192) text += c;
-  });
-  stream?.on('error', () => {});
-  return () => text.trim();
 }
 
 const round = (ms: number) => Math.round(ms * 10) / 10;

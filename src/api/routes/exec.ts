@@ -1,0 +1,57 @@
+// /containers/{id}/exec and /exec/*: thin translations to the exec service.
+import type { FastifyInstance } from 'fastify';
+import type { Engine } from '../../engine/index.js';
+import { messageOf } from '../../errors.js';
+import { hijack, runSession } from '../streams/hijack.js';
+import { frame, STDOUT, streamContentType } from '../streams/mux.js';
+import { versionBelow } from '../version.js';
+import { ExecCreateSchema, execInspect, ExecStartSchema } from '../wire/exec.js';
+import { intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
+
+type IdParams = { Params: { id: string } };
+
+export function execRoutes(app: FastifyInstance, engine: Engine): void {
+  const execs = engine.execs;
+
+  app.post<IdParams>('/containers/:id/exec', async (req, reply) => {
+    const body = withoutNulls(await parseJsonBody(req, ExecCreateSchema));
+    return reply.code(201).send(execs.create(req.params.id, body as never));
+  });
+
+  app.get<IdParams>('/exec/:id/json', async (req) => execInspect(execs.inspect(req.params.id)));
+
+  app.post<IdParams>('/exec/:id/resize', async (req, reply) => {
+    const q = query(req);
+    await execs.resize(req.params.id, intValue(q.h, 'h') ?? 0, intValue(q.w, 'w') ?? 0);
+    return reply.code(200).send();
+  });
+
+  // Detached: answers once the process runs. Attached: the connection is
+  // hijacked first; a process that cannot start is reported in the stream
+  // (dockerd writes the error to stdout), its exit code in the exec's inspect.
+  app.post<IdParams>('/exec/:id/start', async (req, reply) => {
+    const body = await parseJsonBody(req, ExecStartSchema);
+    const detach = body.Detach ?? false;
+    const start = execs.start(req.params.id, { detach, ...(body.Tty != null ? { tty: body.Tty } : {}), consoleSize: body.ConsoleSize ?? null });
+    if (detach) {
+      await start.run();
+      return reply.code(200).send();
+    }
+    const { tty, session } = start;
+    const sock = hijack(req, reply, streamContentType(tty, req.apiVersion, versionBelow));
+    const run = async () => {
+      try {
+        await start.run();
+        return null;
+      } catch (e) {
+        const text = Buffer.from(`${messageOf(e)}\r\n`);
+        return tty ? text : frame(STDOUT, text);
+      }
+    };
+    if (session) return runSession(req, sock, session, run);
+    // Nothing attached: the stream ends once the process runs.
+    const failure = await run();
+    if (failure) sock.write(failure);
+    sock.end();
+  });
+}

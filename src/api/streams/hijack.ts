@@ -1,0 +1,46 @@
+// Hijacked connections (attach, exec start): the HTTP response head written by
+// hand, then the raw socket in both directions.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
+import type { AttachSession } from '../../engine/containers/attach.js';
+import { messageOf } from '../../errors.js';
+import { COMMON_HEADERS } from '../server.js';
+import { writeOutput } from './output.js';
+
+/** Takes the connection over for a long stream; answers 101 when the client asked to upgrade. */
+export function hijack(req: FastifyRequest, reply: FastifyReply, contentType: string): Socket {
+  reply.hijack();
+  const sock = req.raw.socket;
+  const upgrade = /tcp/i.test(String(req.headers.upgrade ?? ''));
+  const head = upgrade
+    ? 'HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n'
+    : 'HTTP/1.1 200 OK\r\n';
+  const headers = { ...COMMON_HEADERS, 'Content-Type': contentType };
+  sock.write(head + Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + '\r\n');
+  sock.setTimeout(0);
+  sock.setNoDelay(true);
+  // A client with no stdin to send half-closes at once (the docker CLI's CloseWrite);
+  // Node's HTTP server would answer that by ending the socket and cutting the output
+  // short, where dockerd keeps writing. The stream ends when we end it or the client closes.
+  sock.removeAllListeners('end');
+  return sock;
+}
+
+/**
+ * Runs an attach over a hijacked socket: the client's bytes to the process's
+ * stdin (if attached), its output back (framed without a TTY), until the
+ * output ends; then the connection is closed.
+ */
+export async function runSession(req: FastifyRequest, sock: Socket, session: AttachSession, prelude?: () => Promise<Buffer | null>): Promise<void> {
+  sock.on('close', () => session.close());
+  sock.on('error', () => session.close());
+  session.attachInput(sock);
+  try {
+    const failure = prelude ? await prelude() : null;
+    if (failure) sock.write(failure);
+    else await writeOutput(sock, session.output(), { tty: session.tty });
+  } catch (e) {
+    req.log.warn({ err: e, msg: messageOf(e) }, 'attach stream failed');
+  }
+  sock.end();
+}

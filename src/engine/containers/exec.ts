@@ -1,0 +1,222 @@
+// `docker exec`: processes run in a running container, each supervised by its
+// own conmon (runtime/exec.ts) so that its exit code is always collected.
+// Exec instances live in memory only, as in dockerd: they are forgotten a while
+// after they exit, and with their container.
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { conflict, invalidParameter, messageOf, noSuchExec } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import type { EventBus } from '../events.js';
+import { RuntimeCreateError } from '../runtime/errors.js';
+import type { Runtime } from '../runtime/runtime.js';
+import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
+import { mergeEnv, type Container, type ContainerService } from './service.js';
+import { consoleSize, resolveCapabilities, withDefaultEnv, type OciProcess } from './spec.js';
+import { resolveUser } from './user.js';
+
+export interface ExecConfig {
+  Cmd: string[];
+  AttachStdin: boolean;
+  AttachStdout: boolean;
+  AttachStderr: boolean;
+  Tty: boolean;
+  Env: string[] | null;
+  User: string;
+  WorkingDir: string;
+  Privileged: boolean;
+  DetachKeys: string;
+  /** [height, width] of the terminal from the start. */
+  ConsoleSize?: [number, number] | null;
+}
+
+export interface ExecInstance {
+  id: string;
+  containerId: string;
+  config: ExecConfig;
+  running: boolean;
+  /** null until the process has exited. */
+  exitCode: number | null;
+  pid: number;
+  /** Started once; an exec cannot be started again. */
+  started: boolean;
+}
+
+/** How long an exited exec stays inspectable. */
+const KEEP_EXITED_MS = 10 * 60_000;
+
+export interface ExecDeps {
+  containers: ContainerService;
+  runtime: Runtime;
+  events: EventBus;
+  logger: Logger;
+}
+
+/** The start of an exec: run() starts the process; an attached client reads `session`. */
+export interface ExecStart {
+  tty: boolean;
+  session: AttachSession | null;
+  /** Resolves once the process runs; rejects (after recording exit code 126/127) when it cannot start. */
+  run(): Promise<void>;
+}
+
+export class ExecService {
+  private readonly execs = new Map<string, ExecInstance>();
+  private readonly attachments: Attachments;
+  private readonly log: Logger;
+
+  constructor(private readonly deps: ExecDeps) {
+    this.log = deps.logger.child({ component: 'exec' });
+    this.attachments = new Attachments(this.log);
+  }
+
+  /** `POST /containers/{id}/exec`. */
+  create(ref: string, req: Partial<ExecConfig>): { Id: string } {
+    const c = this.runningContainer(ref);
+    if (!req.Cmd?.length) throw invalidParameter('No exec command specified');
+    if (req.DetachKeys) parseDetachKeys(req.DetachKeys);
+    const config: ExecConfig = {
+      Cmd: req.Cmd,
+      AttachStdin: req.AttachStdin ?? false,
+      AttachStdout: req.AttachStdout ?? false,
+      AttachStderr: req.AttachStderr ?? false,
+      Tty: req.Tty ?? false,
+      Env: req.Env ?? null,
+      User: req.User ?? '',
+      WorkingDir: req.WorkingDir ?? '',
+      Privileged: req.Privileged ?? false,
+      DetachKeys: req.DetachKeys ?? '',
+      ConsoleSize: req.ConsoleSize ?? null,
+    };
+    const id = randomBytes(32).toString('hex');
+    this.execs.set(id, { id, containerId: c.row.id, config, running: false, exitCode: null, pid: 0, started: false });
+    this.event(c, `exec_create: ${config.Cmd.join(' ')}`, id);
+    return { Id: id };
+  }
+
+  /** `GET /exec/{id}/json`. */
+  inspect(id: string): ExecInstance {
+    return this.find(id);
+  }
+
+  /**
+   * `POST /exec/{id}/start`. Checks at once (so errors come before the stream);
+   * the caller then runs it. Detached, nothing is attached.
+   */
+  start(id: string, o: { detach: boolean; tty?: boolean; consoleSize?: [number, number] | null }): ExecStart {
+    const e = this.find(id);
+    if (e.running) throw conflict(`Error: Exec command ${id} is already running`);
+    if (e.started) throw conflict(`Error: Exec command ${id} has already run`);
+    const c = this.runningContainer(e.containerId);
+    e.started = true;
+    const tty = o.tty ?? e.config.Tty;
+    const size = consoleSize(o.consoleSize ?? e.config.ConsoleSize);
+    const attached = !o.detach && (e.config.AttachStdin || e.config.AttachStdout || e.config.AttachStderr);
+    let exit: Promise<number> | undefined;
+    const session = attached
+      ? this.attachments.open(id, { tty, openStdin: e.config.AttachStdin, stdinOnce: true }, {
+          stdin: e.config.AttachStdin,
+          stdout: e.config.AttachStdout,
+          stderr: e.config.AttachStderr,
+          detachKeys: parseDetachKeys(e.config.DetachKeys || DEFAULT_DETACH_KEYS),
+          // The stream ends once the exit code is known, so an inspect right after reads it.
+          after: () => exit ?? Promise.resolve(),
+        })
+      : null;
+    const run = async () => {
+      try {
+        const proc = await this.deps.runtime.exec({
+          containerId: c.row.id,
+          execId: id,
+          process: await this.processSpec(c, e.config, tty, size),
+          tty,
+          stdin: !!session && e.config.AttachStdin,
+          beforeRun: (socket) => this.attachments.connect(id, socket),
+        });
+        e.pid = proc.pid;
+        e.running = true;
+        this.event(c, `exec_start: ${e.config.Cmd.join(' ')}`, id);
+        exit = proc.exit.then((code) => this.exited(c, e, code));
+      } catch (err) {
+        this.attachments.fail(id);
+        this.exited(c, e, err instanceof RuntimeCreateError ? err.code : 126);
+        throw err;
+      }
+    };
+    return { tty, session, run };
+  }
+
+  /** `POST /exec/{id}/resize`. */
+  async resize(id: string, height: number, width: number): Promise<void> {
+    const e = this.find(id);
+    if (!e.running) throw conflict(`Exec ${id} is not running`);
+    if (!e.config.Tty) return;
+    await this.deps.runtime.resize(this.deps.runtime.execDir(id), height, width);
+  }
+
+  /** The exec ids of a container (inspect's ExecIDs). */
+  idsOf(containerId: string): string[] {
+    return [...this.execs.values()].filter((e) => e.containerId === containerId).map((e) => e.id);
+  }
+
+  // ------------------------------------------------------------ internals
+
+  private find(id: string): ExecInstance {
+    const e = this.execs.get(id);
+    if (!e) throw noSuchExec(id);
+    try {
+      this.deps.containers.find(e.containerId);
+    } catch {
+      this.execs.delete(id); // its container is gone
+      throw noSuchExec(id);
+    }
+    return e;
+  }
+
+  private runningContainer(ref: string): Container {
+    const c = this.deps.containers.get(ref);
+    const id = c.row.id;
+    if (c.row.status === 'paused') throw conflict(`Container ${id} is paused, unpause the container before exec`);
+    if (c.row.status === 'restarting') throw conflict(`Container ${id} is restarting, wait until the container is running`);
+    if (c.row.status !== 'running') throw conflict(`Container ${id} is not running`);
+    return c;
+  }
+
+  private exited(c: Container, e: ExecInstance, code: number): number {
+    e.running = false;
+    e.exitCode = code;
+    this.event(c, 'exec_die', e.id, { exitCode: String(code) });
+    setTimeout(() => this.execs.delete(e.id), KEEP_EXITED_MS).unref();
+    this.log.debug({ id: e.id, container: c.row.id, code }, 'exec exited');
+    return code;
+  }
+
+  /** The container's own process (its config.json) with the exec's command, environment, user and terminal. */
+  private async processSpec(c: Container, x: ExecConfig, tty: boolean, size: ReturnType<typeof consoleSize>): Promise<OciProcess> {
+    let base: OciProcess;
+    try {
+      base = (JSON.parse(await readFile(path.join(c.bundleDir, 'config.json'), 'utf8')) as { process: OciProcess }).process;
+    } catch (err) {
+      throw conflict(`Container ${c.row.id} is not running: ${messageOf(err)}`);
+    }
+    const user = x.User ? await resolveUser(path.join(c.bundleDir, 'rootfs'), x.User) : null;
+    const caps = x.Privileged ? resolveCapabilities([], [], true) : null;
+    const proc: OciProcess = {
+      ...base,
+      terminal: tty,
+      args: [...x.Cmd],
+      // dockerd: its defaults (TERM only with the exec's own terminal), the container's Env, the exec's Env.
+      env: withDefaultEnv(mergeEnv(c.config.Env, x.Env), { hostname: c.config.Hostname, tty }),
+      cwd: x.WorkingDir || base.cwd,
+      ...(user ? { user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids } } : {}),
+      ...(caps ? { capabilities: { bounding: caps, effective: caps, permitted: caps } } : {}),
+    };
+    delete proc.consoleSize;
+    if (tty && size) proc.consoleSize = size;
+    return proc;
+  }
+
+  private event(c: Container, action: string, execId: string, extra: Record<string, string> = {}): void {
+    this.deps.events.publish('container', action, c.row.id, { execID: execId, image: c.row.image_ref, name: c.row.name, ...extra });
+  }
+}
