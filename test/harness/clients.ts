@@ -57,7 +57,8 @@ export const PYTHON = '/usr/bin/python3';
 
 /**
  * Runs a python3-docker script against `d`. The script sees `client`
- * (`docker.DockerClient(base_url='unix://…')`), `docker`, and `emit(key, value)`,
+ * (`docker.DockerClient(base_url='unix://…')`), `docker` (DOCKER_HOST is set
+ * for docker.from_env()), and `emit(key, value)`,
  * which records a value (bytes as latin-1 text, objects as their repr() when
  * JSON cannot hold them); the result maps each key to its value.
  */
@@ -80,7 +81,8 @@ export async function runPython(d: Daemon, script: string): Promise<{ values: Re
       '',
     ].join('\n');
     writeFileSync(file, `${prelude}\n${script}\n`);
-    const result = await runProcess(PYTHON, [file]);
+    // DOCKER_HOST too, for scripts that use docker.from_env().
+    const result = await runProcess(PYTHON, [file], { env: { DOCKER_HOST: d.host } });
     const values: Record<string, any> = {};
     for (const line of result.stdout.split('\n').filter(Boolean)) {
       const { key, value } = JSON.parse(line) as { key: string; value: unknown };

@@ -29,10 +29,12 @@ describe('containers', () => {
 emit('out', client.containers.run(${JSON.stringify(env.busybox)}, "echo hello world"))
 emit('removed', client.containers.run(${JSON.stringify(env.busybox)}, ["sh", "-c", "echo bye"], remove=True))
 emit('left', [c.name for c in client.containers.list(all=True)])
+emit('fromEnv', docker.from_env().containers.run(${JSON.stringify(env.busybox)}, "echo from env", remove=True))
 `);
     expect(v.out).toEqual(bytes('hello world\n'));
     expect(v.removed).toEqual(bytes('bye\n'));
     expect(v.left).toHaveLength(1); // the first run's container; remove=True took the second away
+    expect(v.fromEnv).toEqual(bytes('from env\n'));
   });
 
   it('raises ContainerError with the exit status and stderr', async () => {
