@@ -2,13 +2,23 @@
 # Runs the benchmarks and prints figures and ratios. Not part of the tests.
 #   bash bench/run.sh                 berth's own figures
 #   bash bench/run.sh --with-dockerd  also installs Debian's docker.io and compares
+# Each script starts its own daemons, registry and containers on temp
+# directories and removes them all when it ends (or is interrupted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
 if [ "${1:-}" = "--with-dockerd" ] && ! command -v dockerd >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends docker.io >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends docker.io >/dev/null; }
 fi
 echo "== daemon start-up"
 node bench/startup.mjs 20
 echo "== layer extraction"
 node bench/layers.mjs
+echo
+echo "== cold pull of a 100 MiB image from a loopback registry (issue 3)"
+node bench/pull.mjs 3 100 4
+echo
+echo "== containers: run latency, memory per container, list with 1,000 containers (issue 4)"
+node bench/containers.mjs 20 20 1000

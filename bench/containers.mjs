@@ -1,0 +1,233 @@
+// Containers, side by side in one run: berthd, dockerd (Debian docker.io, when
+// installed) and the floor (runc alone).
+//   (a) `docker run --rm busybox true` through the docker CLI (DOCKER_HOST) on
+//       berthd and on dockerd, and `runc run` of the same busybox rootfs with
+//       a plain spec: median/p90. The three are interleaved run by run, so a
+//       busy machine weighs on each alike.
+//   (b) memory per container: `sleep 600` containers, the RSS and PSS of their
+//       monitors (conmon for berthd, containerd-shim-runc-v2 for dockerd), and
+//       how much each daemon itself grew.
+//   (c) `GET /containers/json?all=1` latency with N created (not started)
+//       containers on each daemon.
+//
+// Usage: node bench/containers.mjs [runs=20] [sleepers=20] [listed=1000]
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import zlib from 'node:zlib';
+import { busyboxImage, pushImage } from '../fixtures/images.mjs';
+import {
+  cmdline,
+  createContainer,
+  dockerCli,
+  fmtMs,
+  mapLimit,
+  memoryOf,
+  now,
+  onCleanup,
+  pidsByComm,
+  pull,
+  ratio,
+  removeAllContainers,
+  runBench,
+  startBerthd,
+  startContainer,
+  startDockerd,
+  startRegistry,
+  stats,
+  tag,
+  tempDir,
+  which,
+} from './lib.mjs';
+
+const clamp = (v, lo, hi, dflt) => Math.max(lo, Math.min(hi, Number.isFinite(Number(v)) ? Number(v) : dflt));
+const RUNS = clamp(process.argv[2], 1, 200, 20);
+const SLEEPERS = clamp(process.argv[3], 1, 100, 20);
+const LISTED = clamp(process.argv[4], 1, 5000, 1000);
+const LIST_SAMPLES = 20;
+const WARMUP = 2;
+
+// ─────────────────────────────── the runc floor ───────────────────────────────
+
+/** A bundle with the busybox rootfs and runc's default spec running `true`; returns a timed runner. */
+async function runcFloor(layer) {
+  const dir = tempDir('berth-bench-runc-');
+  const rootfs = path.join(dir, 'bundle', 'rootfs');
+  const state = path.join(dir, 'state');
+  mkdirSync(rootfs, { recursive: true });
+  mkdirSync(state);
+  const untar = spawn('tar', ['-x', '-C', rootfs], { stdio: ['pipe', 'ignore', 'inherit'] });
+  const untarred = new Promise((resolve, reject) => untar.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`tar exited ${code}`)))));
+  await pipeline(layer.open(), zlib.createGunzip(), untar.stdin);
+  await untarred;
+  const gen = spawnSync('runc', ['spec', '--bundle', path.join(dir, 'bundle')], { encoding: 'utf8' });
+  if (gen.status !== 0) throw new Error(`runc spec: ${gen.stderr}`);
+  const specFile = path.join(dir, 'bundle', 'config.json');
+  const spec = JSON.parse(spawnSync('cat', [specFile], { encoding: 'utf8' }).stdout);
+  spec.process.terminal = false;
+  spec.process.args = ['true'];
+  writeFileSync(specFile, JSON.stringify(spec, null, 2));
+  let n = 0;
+  onCleanup(() => {
+    // A run interrupted half-way leaves its container: delete whatever runc still knows.
+    const list = spawnSync('runc', ['--root', state, 'list', '-q'], { encoding: 'utf8' }).stdout ?? '';
+    for (const id of list.split('\n').filter(Boolean)) spawnSync('runc', ['--root', state, 'delete', '--force', id]);
+  });
+  return () =>
+    new Promise((resolve, reject) => {
+      const t0 = now();
+      const p = spawn('runc', ['--root', state, 'run', '--bundle', path.join(dir, 'bundle'), `bench-${process.pid}-${n++}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      p.stderr.on('data', (c) => (err += c));
+      p.once('close', (code) => (code === 0 ? resolve(now() - t0) : reject(new Error(`runc run exited ${code}: ${err}`))));
+    });
+}
+
+// ─────────────────────────────── (a) run latency ───────────────────────────────
+
+async function runLatency(targets) {
+  console.log(`\n== (a) docker run --rm busybox true: ${RUNS} runs each (after ${WARMUP} warm-up), interleaved`);
+  const times = targets.map(() => []);
+  for (let i = 0; i < WARMUP + RUNS; i++) {
+    for (const [k, t] of targets.entries()) {
+      const ms = await t.run();
+      if (i >= WARMUP) times[k].push(ms);
+    }
+  }
+  const out = {};
+  for (const [k, t] of targets.entries()) {
+    out[t.name] = stats(times[k]);
+    console.log(`${t.name.padEnd(26)} ${fmtMs(out[t.name])}`);
+  }
+  return out;
+}
+
+function cliRunner(d) {
+  const docker = dockerCli(d);
+  return async () => {
+    const r = await docker(['run', '--rm', 'busybox', 'true']);
+    if (r.code !== 0) throw new Error(`docker run on ${d.kind} exited ${r.code}: ${r.stderr}`);
+    return r.ms;
+  };
+}
+
+// ─────────────────────────────── (b) memory ───────────────────────────────
+
+/** Monitor processes of this daemon's containers: found by their command line naming the daemon's directory. */
+function monitors(d) {
+  const comm = d.kind === 'berthd' ? 'conmon' : 'containerd-shim';
+  const pids = d.kind === 'berthd' ? pidsByComm('conmon') : [...pidsByComm('containerd-shim'), ...pidsByComm('containerd-shim-runc-v2').filter(Boolean)];
+  return { comm, pids: [...new Set(pids)].filter((pid) => cmdline(pid).some((a) => a.includes(d.dir))) };
+}
+
+/** RSS of the daemon and of its helpers that are not per container (dockerd's containerd). */
+function daemonRss(d) {
+  const pids = [d.pid];
+  if (d.kind === 'dockerd') pids.push(...pidsByComm('containerd').filter((pid) => cmdline(pid).some((a) => a.includes(d.dir))));
+  return pids.reduce((a, pid) => a + memoryOf(pid).rss, 0);
+}
+
+async function memory(d) {
+  const before = daemonRss(d);
+  const ids = [];
+  for (let i = 0; i < SLEEPERS; i++) {
+    const id = await createContainer(d, { Image: 'busybox', Cmd: ['sleep', '600'] });
+    await startContainer(d, id);
+    ids.push(id);
+  }
+  const { comm, pids } = monitors(d);
+  await new Promise((r) => setTimeout(r, 1000)); // let the monitors settle
+  const mem = pids.map(memoryOf);
+  const rss = mem.reduce((a, m) => a + m.rss, 0);
+  const pss = mem.reduce((a, m) => a + m.pss, 0);
+  const grew = daemonRss(d) - before;
+  const res = { comm, processes: pids.length, rssPer: rss / SLEEPERS, pssPer: pss / SLEEPERS, daemonGrowthPer: grew / SLEEPERS };
+  console.log(
+    `${d.kind.padEnd(8)} ${SLEEPERS} × sleep 600: ${pids.length} ${comm} processes, ` +
+      `per container RSS ${(res.rssPer / 1024).toFixed(2)} MiB, PSS ${(res.pssPer / 1024).toFixed(2)} MiB; ` +
+      `daemon${d.kind === 'dockerd' ? '+containerd' : ''} RSS grew ${(grew / 1024).toFixed(1)} MiB (${(res.daemonGrowthPer / 1024).toFixed(2)} MiB per container)`,
+  );
+  await removeAllContainers(d);
+  return res;
+}
+
+// ─────────────────────────────── (c) list latency ───────────────────────────────
+
+async function fill(d) {
+  const t0 = now();
+  await mapLimit(Array.from({ length: LISTED }, (_, i) => i), 8, (i) => createContainer(d, { Image: 'busybox', Cmd: ['true'], Labels: { 'bench.n': String(i) } }));
+  console.log(`${d.kind.padEnd(8)} created ${LISTED} containers in ${((now() - t0) / 1000).toFixed(1)} s`);
+}
+
+async function listLatency(daemons) {
+  console.log(`\n== (c) GET /containers/json?all=1 with ${LISTED} created containers: ${LIST_SAMPLES} requests each (after ${WARMUP} warm-up), interleaved`);
+  for (const d of daemons) await fill(d);
+  const times = daemons.map(() => []);
+  for (let i = 0; i < WARMUP + LIST_SAMPLES; i++) {
+    for (const [k, d] of daemons.entries()) {
+      const t0 = now();
+      const r = await d.request('GET', '/containers/json?all=1');
+      const ms = now() - t0;
+      if (r.status !== 200 || r.json.length < LISTED) throw new Error(`${d.kind} list: ${r.status}, ${r.json?.length} entries`);
+      if (i >= WARMUP) times[k].push(ms);
+      if (i === 0) console.log(`${d.kind.padEnd(8)} answer: ${r.json.length} entries, ${(r.body.length / 1024).toFixed(0)} KiB`);
+    }
+  }
+  const out = {};
+  for (const [k, d] of daemons.entries()) {
+    out[d.kind] = stats(times[k]);
+    console.log(`${d.kind.padEnd(8)} list: ${fmtMs(out[d.kind])}`);
+  }
+  for (const d of daemons) {
+    const t0 = now();
+    await removeAllContainers(d);
+    console.log(`${d.kind.padEnd(8)} removed them in ${((now() - t0) / 1000).toFixed(1)} s`);
+  }
+  return out;
+}
+
+// ─────────────────────────────────── main ───────────────────────────────────
+
+await runBench(async () => {
+  const withDockerd = Boolean(which('dockerd'));
+  const registry = await startRegistry();
+  const image = await busyboxImage();
+  await pushImage(registry.url, 'busybox', 'latest', image);
+  const ref = `${registry.host}/busybox:latest`;
+
+  const daemons = [await startBerthd()];
+  if (withDockerd) daemons.push(await startDockerd());
+  else console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
+  for (const d of daemons) {
+    await pull(d, ref);
+    await tag(d, ref, 'busybox', 'latest'); // `docker run busybox` finds it locally on both
+  }
+
+  const floor = await runcFloor(image.layers[0]);
+  const cli = which('docker');
+  if (cli) console.log(`docker CLI: ${cli}, ${spawnSync(cli, ['--version'], { encoding: 'utf8' }).stdout.trim()}`);
+  else console.log('no docker CLI on PATH (bench/run.sh --with-dockerd installs one): (a) times runc alone');
+  const targets = [
+    ...(cli ? daemons.map((d) => ({ name: `${d.kind} (docker CLI)`, run: cliRunner(d) })) : []),
+    { name: 'runc run (floor)', run: floor },
+  ];
+  const run = await runLatency(targets);
+
+  console.log(`\n== (b) memory per running container`);
+  const mem = [];
+  for (const d of daemons) mem.push(await memory(d));
+
+  const list = await listLatency(daemons);
+
+  console.log('\n== summary');
+  const b = run['berthd (docker CLI)'];
+  const f = run['runc run (floor)'];
+  if (b) console.log(`run latency: berthd ${b.median.toFixed(0)} ms median, runc floor ${f.median.toFixed(0)} ms (berthd overhead over the floor ${(b.median - f.median).toFixed(0)} ms)`);
+  if (withDockerd) {
+    const d = run['dockerd (docker CLI)'];
+    if (b && d) console.log(`run latency ratio berthd/dockerd (median): ${ratio(b.median, d.median, 0.5)}; p90 ${(b.p90 / d.p90).toFixed(2)}×`);
+    console.log(`per-container monitor RSS ratio conmon/containerd-shim: ${(mem[0].rssPer / mem[1].rssPer).toFixed(2)}× (PSS ${(mem[0].pssPer / mem[1].pssPer).toFixed(2)}×)`);
+    console.log(`list latency ratio berthd/dockerd (median): ${ratio(list.berthd.median, list.dockerd.median, 0.5)}; p90 ${(list.berthd.p90 / list.dockerd.p90).toFixed(2)}×`);
+  }
+});

@@ -1,0 +1,463 @@
+// Shared helpers for the bench scripts (plain .mjs: run with bare `node`).
+// Starts berthd, Debian's dockerd and a loopback docker-registry on temp
+// directories, talks HTTP over unix sockets, and undoes everything it started
+// (daemons, containers, mounts, directories) when the script ends, fails or is
+// interrupted: every start registers its own clean-up, run last-in first-out.
+import { spawn, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+/** The shipped launcher (the bundle in dist/ with its V8 code cache), as the tests and users run it. */
+export const BERTHD = path.join(ROOT, 'bin/berthd.cjs');
+export const MiB = 1024 * 1024;
+
+// ─────────────────────────────────── clean-up ───────────────────────────────────
+
+const cleanups = [];
+let cleaning;
+
+/** Registers `fn` to run at the end (LIFO); returns a function that runs it now, once. */
+export function onCleanup(fn) {
+  let done;
+  const entry = () => (done ??= Promise.resolve().then(fn).catch((e) => console.error(`bench clean-up: ${e?.message ?? e}`)));
+  cleanups.push(entry);
+  return () => {
+    const i = cleanups.indexOf(entry);
+    if (i !== -1) cleanups.splice(i, 1);
+    return entry();
+  };
+}
+
+/** Runs every registered clean-up, newest first. */
+export function cleanupAll() {
+  cleaning ??= (async () => {
+    while (cleanups.length) await cleanups.pop()();
+  })();
+  return cleaning;
+}
+
+/** Runs `main`, then the clean-ups, whatever happens (errors, SIGINT, SIGTERM). */
+export async function runBench(main) {
+  const onSignal = (sig) => {
+    console.error(`\n${sig}: cleaning up`);
+    cleanupAll().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let code = 0;
+  try {
+    await main();
+  } catch (e) {
+    console.error(`bench failed: ${e?.stack ?? e}`);
+    code = 1;
+  }
+  await cleanupAll();
+  process.exit(code);
+}
+
+// ─────────────────────────────────── figures ───────────────────────────────────
+
+export function stats(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (f) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(f * s.length) - 1))];
+  return { n: s.length, median: q(0.5), p90: q(0.9), min: s[0], max: s[s.length - 1], mean: s.reduce((a, b) => a + b, 0) / s.length };
+}
+
+export const ms = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+export const fmtMs = (s) => `median ${ms(s.median)} ms, p90 ${ms(s.p90)} ms, min ${ms(s.min)} ms (n=${s.n})`;
+export const now = () => Number(process.hrtime.bigint()) / 1e6;
+export const sleep = (t) => new Promise((r) => setTimeout(r, t));
+
+/** "0.42× (target ≤ 0.5×: met)" */
+export function ratio(a, b, target, better = 'lower') {
+  const r = a / b;
+  const met = better === 'lower' ? r <= target : r >= target;
+  return `${r.toFixed(2)}× (target ${better === 'lower' ? '≤' : '≥'} ${target}×: ${met ? 'met' : 'MISSED'})`;
+}
+
+/** Runs `fn(item)` for every item with at most `limit` at once; results in order. */
+export async function mapLimit(items, limit, fn) {
+  const out = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i], i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+export function which(cmd) {
+  return spawnSync('sh', ['-c', `command -v ${cmd}`]).stdout.toString().trim() || undefined;
+}
+
+/** A temp dir (short path: unix socket paths stop at 108 bytes), removed at the end. */
+export function tempDir(prefix) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  onCleanup(() => removeTree(dir));
+  return dir;
+}
+
+// ──────────────────────────────────── HTTP ────────────────────────────────────
+
+/** One request over a unix socket (or TCP with `url`); resolves with the whole answer. */
+export function request(socketPath, method, urlPath, { body, headers = {}, timeoutMs = 600_000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+    const h = { Host: 'localhost', ...headers };
+    if (payload) {
+      h['Content-Type'] ??= 'application/json';
+      h['Content-Length'] = String(payload.length);
+    }
+    const req = http.request({ socketPath, method, path: urlPath, headers: h, agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const buf = Buffer.concat(chunks);
+        const text = buf.toString('utf8');
+        let json;
+        try {
+          json = text ? JSON.parse(text) : undefined;
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: buf, text, json });
+      });
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${urlPath}: no answer in ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+function expectOk(what, r, ...ok) {
+  if (!ok.includes(r.status)) throw new Error(`${what}: HTTP ${r.status} ${r.text.slice(0, 500)}`);
+  return r;
+}
+
+async function waitForPing(socket, proc, what, logs, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`${what} exited (${proc.exitCode ?? proc.signalCode}): ${logs().slice(-2000)}`);
+    if (existsSync(socket)) {
+      const r = await request(socket, 'GET', '/_ping', { timeoutMs: 2000 }).catch(() => undefined);
+      if (r?.status === 200) return;
+    }
+    if (Date.now() > deadline) throw new Error(`${what} did not answer /_ping in ${timeoutMs} ms: ${logs().slice(-2000)}`);
+    await sleep(10);
+  }
+}
+
+function tail(stream, limit = 64 * 1024) {
+  let text = '';
+  stream?.on('data', (c) => {
+    text = (text + c.toString('utf8')).slice(-limit);
+    if (process.env.BERTH_BENCH_LOGS) process.stderr.write(c);
+  });
+  return () => text;
+}
+
+// ─────────────────────────────────── mounts ───────────────────────────────────
+
+/** Mount points at or below `dir`, deepest first (from /proc/self/mountinfo). */
+export function mountsUnder(dir) {
+  const prefix = dir.endsWith('/') ? dir : `${dir}/`;
+  const unescape = (s) => s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => unescape(line.split(' ')[4]))
+    .filter((m) => m === dir || m.startsWith(prefix))
+    .sort((a, b) => b.length - a.length);
+}
+
+/** Unmounts whatever is left below `dir` (lazily), then removes it; never crosses a mount. */
+export function removeTree(dir) {
+  if (!existsSync(dir)) return;
+  for (const m of mountsUnder(dir)) spawnSync('umount', ['-l', m], { stdio: 'ignore' });
+  const left = mountsUnder(dir);
+  if (left.length) throw new Error(`not removing ${dir}: still mounted: ${left.join(', ')}`);
+  rmSync(dir, { recursive: true, force: true });
+}
+
+// ────────────────────────────────── registry ──────────────────────────────────
+
+// The registry under a tiny shell watchdog that kills it when our stdin pipe
+// closes (we died without cleaning up), as test/harness/registry.ts does.
+const WATCHDOG = 'docker-registry serve "$0" & read -r _; kill -9 $! 2>/dev/null; wait';
+
+/** Debian's docker-registry (CNCF distribution) on a free 127.0.0.1 port, temp storage, anonymous. */
+export async function startRegistry() {
+  const dir = tempDir('berth-bench-reg-');
+  const config = {
+    version: '0.1',
+    log: { level: 'info', formatter: 'text', accesslog: { disabled: true } },
+    storage: { filesystem: { rootdirectory: path.join(dir, 'storage') }, delete: { enabled: true }, maintenance: { uploadpurging: { enabled: false } } },
+    http: { addr: '127.0.0.1:0', secret: crypto.randomBytes(16).toString('hex') },
+  };
+  const configFile = path.join(dir, 'config.yml');
+  writeFileSync(configFile, JSON.stringify(config, null, 2)); // JSON is YAML
+  const proc = spawn('sh', ['-c', WATCHDOG, configFile], { detached: true, stdio: ['pipe', 'ignore', 'pipe'] });
+  const closed = new Promise((r) => proc.once('close', r));
+  const stop = onCleanup(async () => {
+    try {
+      process.kill(-proc.pid, 'SIGKILL');
+    } catch {}
+    await closed;
+  });
+  const logs = tail(proc.stderr);
+  const deadline = Date.now() + 15_000;
+  let port;
+  while (!(port = /listening on 127\.0\.0\.1:(\d+)/.exec(logs())?.[1])) {
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`docker-registry did not start: ${logs()}`);
+    await sleep(10);
+  }
+  const host = `127.0.0.1:${port}`;
+  for (;;) {
+    const ok = await new Promise((resolve) => {
+      http.get(`http://${host}/v2/`, (res) => (res.resume(), resolve(res.statusCode === 200))).on('error', () => resolve(false));
+    });
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error(`registry at ${host} does not answer /v2/`);
+    await sleep(10);
+  }
+  return { host, url: `http://${host}`, dir, stop };
+}
+
+// ─────────────────────────────────── daemons ───────────────────────────────────
+
+/**
+ * A daemon handle: socket, DOCKER_HOST, pid, request(), stop() (removes its
+ * containers first, then SIGTERM, then its directories).
+ */
+function daemonHandle(kind, dir, socket, proc, logs) {
+  const exited = new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', () => r())));
+  const d = {
+    kind,
+    dir,
+    socket,
+    host: `unix://${socket}`,
+    pid: proc.pid,
+    proc,
+    logs,
+    request: (method, urlPath, opts) => request(socket, method, urlPath, opts),
+  };
+  d.stop = onCleanup(async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      await removeAllContainers(d).catch((e) => console.error(`bench: removing ${kind}'s containers: ${e.message}`));
+      proc.kill('SIGTERM');
+      const killer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
+      await exited;
+      clearTimeout(killer);
+    }
+    await sleep(50);
+    removeTree(dir);
+  });
+  return d;
+}
+
+let snapshot;
+
+/**
+ * A private copy of the build (bin/, dist/, the native addon, the migrations
+ * and whatever else berthd reads beside its code), made once per bench
+ * process: a rebuild of the work tree while the bench runs then cannot pull
+ * files out from under the daemons it starts. Returns the copy's launcher.
+ */
+export function buildSnapshot() {
+  if (snapshot) return snapshot;
+  if (!existsSync(BERTHD)) throw new Error(`${BERTHD} is missing: build first (npm run -s build)`);
+  const dir = tempDir('berth-bench-build-');
+  cpSync(path.join(ROOT, 'bin'), path.join(dir, 'bin'), { recursive: true });
+  cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
+  // src/ minus sources and the addon's intermediate build files: data files read at run time.
+  cpSync(path.join(ROOT, 'src'), path.join(dir, 'src'), {
+    recursive: true,
+    filter: (from) => !/\.(ts|cc|c|h|o|d|mk|gyp|gypi)$/.test(from) && !/\/(obj\.target|\.deps)(\/|$)/.test(from),
+  });
+  cpSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
+  return (snapshot = path.join(dir, path.relative(ROOT, BERTHD)));
+}
+
+/**
+ * berthd on a fresh temp socket, data root and exec root. `bin` defaults to
+ * $BERTH_BENCH_BERTHD, else a snapshot of this work tree's build (buildSnapshot).
+ */
+export async function startBerthd({ bin = process.env.BERTH_BENCH_BERTHD || buildSnapshot(), nodeArgs = [], args = [], env = {} } = {}) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'bb-'));
+  const socket = path.join(dir, 'berth.sock');
+  const configFile = path.join(dir, 'daemon.json');
+  writeFileSync(configFile, '{}\n'); // hermetic: never the machine's /etc/berth/daemon.json
+  const proc = spawn(
+    process.execPath,
+    [...nodeArgs, bin, '-H', `unix://${socket}`, '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'), '--config-file', configFile, '--log-level', 'warn', ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
+  );
+  const d = daemonHandle('berthd', dir, socket, proc, tail(proc.stderr));
+  await waitForPing(socket, proc, 'berthd', d.logs);
+  return d;
+}
+
+/**
+ * Debian docker.io's dockerd with its own data root, exec root and socket, no
+ * bridge and no iptables. With no containerd configured it starts its own
+ * (state under the exec root) and stops it when it stops.
+ */
+export async function startDockerd({ args = [] } = {}) {
+  const bin = which('dockerd');
+  if (!bin) throw new Error('dockerd is not installed (bench/run.sh --with-dockerd installs it)');
+  // dockerd leaves its parent cgroup (/docker in each v1 hierarchy) behind: removed after it stops if it was not there before.
+  const cgroups = readdirSafe('/sys/fs/cgroup').map((c) => `/sys/fs/cgroup/${c}/docker`).filter((c) => !existsSync(c));
+  onCleanup(() => {
+    for (const c of cgroups) if (existsSync(c)) spawnSync('rmdir', [c], { stdio: 'ignore' }); // only ever succeeds when empty
+  });
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'bd-'));
+  const socket = path.join(dir, 'docker.sock');
+  const configFile = path.join(dir, 'daemon.json');
+  writeFileSync(configFile, '{}\n'); // hermetic: never the machine's /etc/docker/daemon.json
+  const proc = spawn(
+    bin,
+    [
+      '-H', `unix://${socket}`,
+      '--data-root', path.join(dir, 'data'),
+      '--exec-root', path.join(dir, 'exec'),
+      '--pidfile', path.join(dir, 'docker.pid'),
+      '--config-file', configFile,
+      '--bridge', 'none',
+      '--iptables=false',
+      '--log-level', 'warn',
+      ...args,
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  const d = daemonHandle('dockerd', dir, socket, proc, tail(proc.stderr));
+  await waitForPing(socket, proc, 'dockerd', d.logs);
+  return d;
+}
+
+/** Force-removes every container of a daemon (bounded concurrency). */
+export async function removeAllContainers(d, concurrency = 8) {
+  const r = await d.request('GET', '/containers/json?all=1', { timeoutMs: 60_000 });
+  if (r.status !== 200) throw new Error(`list: ${r.status} ${r.text}`);
+  await mapLimit(r.json ?? [], concurrency, (c) => d.request('DELETE', `/containers/${c.Id}?force=1&v=1`, { timeoutMs: 60_000 }));
+}
+
+/** `POST /images/create` for `ref` ('host:port/repo:tag'); resolves with the stream's text; throws on an error record. */
+export async function pull(d, ref) {
+  const i = ref.lastIndexOf(':');
+  const name = ref.slice(0, i);
+  const tag = ref.slice(i + 1);
+  const r = expectOk(`pull ${ref} on ${d.kind}`, await d.request('POST', `/images/create?fromImage=${encodeURIComponent(name)}&tag=${encodeURIComponent(tag)}`), 200);
+  const last = r.text.trim().split('\n').map((l) => JSON.parse(l)).at(-1);
+  if (last?.error) throw new Error(`pull ${ref} on ${d.kind}: ${last.error}`);
+  return r.text;
+}
+
+/** `POST /images/{ref}/tag?repo=&tag=`. */
+export async function tag(d, ref, repo, tagName) {
+  expectOk(`tag ${ref} on ${d.kind}`, await d.request('POST', `/images/${encodeURIComponent(ref)}/tag?repo=${encodeURIComponent(repo)}&tag=${encodeURIComponent(tagName)}`), 201, 200);
+}
+
+/** POST /containers/create; resolves with the id. */
+export async function createContainer(d, body, name) {
+  const q = name ? `?name=${encodeURIComponent(name)}` : '';
+  return expectOk(`create on ${d.kind}`, await d.request('POST', `/containers/create${q}`, { body }), 201).json.Id;
+}
+
+export async function startContainer(d, id) {
+  expectOk(`start ${id} on ${d.kind}`, await d.request('POST', `/containers/${id}/start`), 204, 304);
+}
+
+// ──────────────────────────────── the docker CLI ────────────────────────────────
+
+/** A `docker` bound to a daemon, with a private DOCKER_CONFIG; resolves with { code, stdout, stderr, ms }. */
+export function dockerCli(d) {
+  const configDir = tempDir('berth-bench-cli-');
+  const env = { ...process.env, DOCKER_HOST: d.host, DOCKER_CONFIG: configDir };
+  return (args) =>
+    new Promise((resolve) => {
+      const t0 = now();
+      const child = spawn('docker', args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const out = [];
+      const err = [];
+      child.stdout.on('data', (c) => out.push(c));
+      child.stderr.on('data', (c) => err.push(c));
+      const killer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+      child.once('close', (code) => {
+        clearTimeout(killer);
+        resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), ms: now() - t0 });
+      });
+    });
+}
+
+// ─────────────────────────────────── processes ───────────────────────────────────
+
+/** Pids whose /proc/<pid>/comm is `comm`. */
+export function pidsByComm(comm) {
+  const out = [];
+  for (const name of readdirSafe('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/comm`, 'utf8').trim() === comm) out.push(Number(name));
+    } catch {}
+  }
+  return out;
+}
+
+export function cmdline(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+function readdirSafe(dir) {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+/** VmRSS and Pss (from smaps_rollup), in KiB. */
+export function memoryOf(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const rss = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN);
+  let pss = NaN;
+  try {
+    pss = Number(/^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? NaN);
+  } catch {}
+  return { rss, pss };
+}
+
+/** RSS of a process and all its descendants (KiB), via /proc/<pid>/task/*\/children. */
+export function treeRss(pid) {
+  let total = 0;
+  const seen = new Set();
+  const walk = (p) => {
+    if (seen.has(p)) return;
+    seen.add(p);
+    try {
+      total += memoryOf(p).rss;
+    } catch {
+      return;
+    }
+    for (const t of readdirSafe(`/proc/${p}/task`)) {
+      try {
+        for (const c of readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) walk(Number(c));
+      } catch {}
+    }
+  };
+  walk(pid);
+  return total;
+}
