@@ -38,9 +38,17 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const q = query(req);
     const list = containers.list({ all: boolValue(q.all), limit: intValue(q.limit, 'limit'), filters: parseFilters(q.filters) });
     const withSize = boolValue(q.size);
+    // One image lookup per distinct reference, not one per container.
+    const names = new Map<string, string>();
+    const nameOf = (ref: string, id: string) => {
+      const key = `${ref}\0${id}`;
+      let name = names.get(key);
+      if (name === undefined) names.set(key, (name = imageName(ref, id)));
+      return name;
+    };
     return Promise.all(
       list.map(async (c) => ({
-        ...containerSummary(c, imageName(c.row.image_ref, c.row.image_id)),
+        ...containerSummary(c, nameOf(c.row.image_ref, c.row.image_id)),
         ...(withSize ? await containers.sizes(c) : {}),
       })),
     );

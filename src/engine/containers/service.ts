@@ -1,9 +1,7 @@
 // Docker's container verbs: create, start, stop, kill, wait, restart, pause,
 // rename, remove, prune, and what list/inspect/logs read. State lives in SQLite;
 // processes live under conmon, which outlives berthd; exits arrive by inotify.
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { promisify } from 'node:util';
 import { lstat, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,8 +23,6 @@ import { checkName, generateName } from './names.js';
 import type { ContainerConfig, CreateRequest, HostConfig, Mount } from './types.js';
 import { resolveUser } from './user.js';
 import { cgroupStats, top } from './stats.js';
-
-const execFileAsync = promisify(execFile);
 
 export type WaitCondition = 'not-running' | 'next-exit' | 'removed';
 
@@ -346,8 +342,8 @@ export class ContainerService {
         stdinOnce: c.config.StdinOnce,
         logSizeMax: maxSize ? parseSize(maxSize) : this.deps.logSizeMax,
       });
-      // A fresh network namespace has its loopback down; dockerd brings it up.
-      if (c.hostConfig.NetworkMode !== 'host') await loopbackUp(created.pid);
+      // The loopback of the container's own network namespace is up already: runc
+      // brings it up in every network namespace it creates (libcontainer's "loopback" network).
       // Clients attached before the start join now, before the process runs.
       this.attachments.connect(id, runtime.attachSocket(id));
       await runtime.start(id);
@@ -763,15 +759,6 @@ async function duBytes(dir: string): Promise<number> {
 
 /** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
 const cgroupPath = (id: string) => `/berth/${id}`;
-
-/** `ip link set lo up` inside the container's network namespace, before it runs. */
-async function loopbackUp(pid: number): Promise<void> {
-  try {
-    await execFileAsync('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', 'link', 'set', 'lo', 'up']);
-  } catch (e) {
-    throw systemError(`cannot bring up the container's loopback: ${messageOf(e)}`, e);
-  }
-}
 
 /** `host:container[:ro|rw][,propagation]` bind specs. */
 export function parseBind(spec: string): BindMount {
