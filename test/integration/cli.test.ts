@@ -1,23 +1,19 @@
 // The real docker CLI (v28, DOCKER_HOST=unix://…) against berthd: pull, images,
 // run in the foreground and in the background, ps, logs, stop, rm, inspect,
 // tag and rmi, events, and the errors a user reads.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { dockerCli, type Cli } from '../harness/cli.js';
 import { pushFreshImage } from '../harness/clients.js';
 import { waitFor } from '../harness/daemon.js';
-import { startEnv, type Env } from '../harness/env.js';
+import { useEnv } from '../harness/env.js';
 
-let env: Env;
+const ctx = useEnv();
 let docker: Cli;
 let image: string;
 
-beforeAll(async () => {
-  env = await startEnv();
-  docker = dockerCli(env.daemon);
-  image = env.busybox;
-});
-afterAll(async () => {
-  await env?.stop();
+beforeAll(() => {
+  docker = dockerCli(ctx.daemon);
+  image = ctx.env.busybox;
 });
 
 /** Runs docker and fails with its stderr unless it exits 0; resolves with stdout. */
@@ -31,7 +27,7 @@ const psNames = async (...flags: string[]) => (await ok(['ps', ...flags, '--form
 
 describe('images', () => {
   it('pulls from the registry and lists the image', async () => {
-    const { ref, digest } = await pushFreshImage(env.registry, 'cli-pull');
+    const { ref, digest } = await pushFreshImage(ctx.env.registry, 'cli-pull');
     const pulled = await ok(['pull', ref]);
     expect(pulled).toMatch(/Pull complete/);
     expect(pulled).toContain(`Digest: ${digest}`);
@@ -44,7 +40,7 @@ describe('images', () => {
   });
 
   it('tags and removes, refusing while a container uses the only name', async () => {
-    const { ref } = await pushFreshImage(env.registry, 'cli-tag');
+    const { ref } = await pushFreshImage(ctx.env.registry, 'cli-tag');
     await ok(['pull', '-q', ref]);
     const id = (await ok(['images', '-q', ref])).trim();
     await ok(['tag', ref, 'mine/tagged:v1']);
@@ -89,7 +85,7 @@ describe('docker run in the foreground', () => {
   });
 
   it('pulls an image it does not have yet', async () => {
-    const { ref } = await pushFreshImage(env.registry, 'cli-autopull');
+    const { ref } = await pushFreshImage(ctx.env.registry, 'cli-autopull');
     const r = await docker(['run', '--rm', ref, 'echo', 'pulled and ran']);
     expect(r.code, r.stderr).toBe(0);
     // The pull's progress goes to stderr, as with dockerd; the container's output to stdout.

@@ -3,20 +3,16 @@
 // the image list.
 import Docker from 'dockerode';
 import { PassThrough } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { pushFreshImage } from '../harness/clients.js';
 import { waitFor } from '../harness/daemon.js';
-import { startEnv, type Env } from '../harness/env.js';
+import { useEnv } from '../harness/env.js';
 
-let env: Env;
+const ctx = useEnv();
 let docker: Docker;
 
-beforeAll(async () => {
-  env = await startEnv();
-  docker = new Docker({ socketPath: env.daemon.socket });
-});
-afterAll(async () => {
-  await env?.stop();
+beforeAll(() => {
+  docker = new Docker({ socketPath: ctx.daemon.socket });
 });
 
 /** Splits a multiplexed log stream with docker-modem's demuxStream, as dockerode's users do. */
@@ -40,7 +36,7 @@ const logsOf = async (c: Docker.Container) => demuxed(await c.logs({ stdout: tru
 
 describe('the foreground sequence', () => {
   it('create → start → wait → logs', async () => {
-    const c = await docker.createContainer({ Image: env.busybox, Cmd: ['echo', 'hello world'] });
+    const c = await docker.createContainer({ Image: ctx.env.busybox, Cmd: ['echo', 'hello world'] });
     expect(c.id).toMatch(/^[0-9a-f]{64}$/);
     await c.start();
     expect(await c.wait()).toEqual({ StatusCode: 0, Error: null });
@@ -51,7 +47,7 @@ describe('the foreground sequence', () => {
   });
 
   it('reports the exit code and keeps stderr apart', async () => {
-    const c = await docker.createContainer({ Image: env.busybox, Cmd: ['sh', '-c', 'echo out; echo err >&2; exit 3'] });
+    const c = await docker.createContainer({ Image: ctx.env.busybox, Cmd: ['sh', '-c', 'echo out; echo err >&2; exit 3'] });
     await c.start();
     expect((await c.wait()).StatusCode).toBe(3);
     expect(await logsOf(c)).toEqual({ stdout: 'out\n', stderr: 'err\n' });
@@ -68,13 +64,13 @@ describe('the foreground sequence', () => {
     // Without a TTY, dockerode demultiplexes the attach stream into two streams.
     const [out, outText] = sink();
     const [err, errText] = sink();
-    const [result, container] = (await docker.run(env.busybox, ['sh', '-c', 'echo via run; echo oops >&2; exit 4'], [out, err], { Tty: false })) as [{ StatusCode: number }, Docker.Container];
+    const [result, container] = (await docker.run(ctx.env.busybox, ['sh', '-c', 'echo via run; echo oops >&2; exit 4'], [out, err], { Tty: false })) as [{ StatusCode: number }, Docker.Container];
     expect(result.StatusCode).toBe(4);
     expect([outText.value, errText.value]).toEqual(['via run\n', 'oops\n']);
     await container.remove();
     // dockerode's default is a TTY: raw bytes, with the terminal's CRLF.
     const [tty, ttyText] = sink();
-    const [ttyResult, ttyContainer] = (await docker.run(env.busybox, ['echo', 'on a tty'], tty)) as [{ StatusCode: number }, Docker.Container];
+    const [ttyResult, ttyContainer] = (await docker.run(ctx.env.busybox, ['echo', 'on a tty'], tty)) as [{ StatusCode: number }, Docker.Container];
     expect(ttyResult.StatusCode).toBe(0);
     expect(ttyText.value).toBe('on a tty\r\n');
     await ttyContainer.remove();
@@ -84,13 +80,13 @@ describe('the foreground sequence', () => {
 describe('the background sequence', () => {
   it('create → start → list → logs → stop → logs', async () => {
     const c = await docker.createContainer({
-      Image: env.busybox,
+      Image: ctx.env.busybox,
       name: 'dockerode-bg',
       Cmd: ['sh', '-c', 'echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done'],
     });
     await c.start();
     const listed = (await docker.listContainers()).find((x) => x.Id === c.id);
-    expect(listed).toMatchObject({ Names: ['/dockerode-bg'], Image: env.busybox, State: 'running', Status: expect.stringMatching(/^Up /) });
+    expect(listed).toMatchObject({ Names: ['/dockerode-bg'], Image: ctx.env.busybox, State: 'running', Status: expect.stringMatching(/^Up /) });
 
     // Logs while it runs: a non-follow read returns what is there so far.
     await waitFor(async () => ((await c.logs({ stdout: true })) as unknown as Buffer).includes('started\n'), 'the first line');
@@ -110,7 +106,7 @@ describe('the background sequence', () => {
 
 describe('images', () => {
   it('pulls with followProgress and lists the image', async () => {
-    const { ref, digest } = await pushFreshImage(env.registry, 'dockerode-pull');
+    const { ref, digest } = await pushFreshImage(ctx.env.registry, 'dockerode-pull');
     const events: { status?: string; id?: string; progressDetail?: { current?: number; total?: number } }[] = [];
     const stream = await docker.pull(ref);
     const output = await new Promise<typeof events>((resolve, reject) =>
@@ -130,7 +126,7 @@ describe('images', () => {
   });
 
   it('reports a failed pull through followProgress', async () => {
-    const stream = docker.pull(`${env.registry.host}/no-such-repo:latest`);
+    const stream = docker.pull(`${ctx.env.registry.host}/no-such-repo:latest`);
     await expect(stream).rejects.toMatchObject({ statusCode: 404 });
   });
 });

@@ -3,41 +3,39 @@
 // once per run, drives the foreground and background sequences and a pull.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildGoClient, pushFreshImage, type GoClient } from '../harness/clients.js';
-import { startEnv, type Env } from '../harness/env.js';
+import { useEnv } from '../harness/env.js';
 
-let env: Env;
+const ctx = useEnv();
 let go: GoClient;
 
+// A cold build compiles the SDK and its dependencies (about 20 s on two CPUs); later
+// runs reuse the Go build cache and take a second or two.
 beforeAll(async () => {
-  // A cold build of the SDK takes a while on two CPUs; it overlaps the registry and daemon start-up.
-  [go, env] = await Promise.all([buildGoClient(), startEnv()]);
+  go = await buildGoClient();
 }, 300_000);
-afterAll(async () => {
-  await env?.stop();
-  go?.cleanup();
-});
+afterAll(() => go?.cleanup());
 
-const run = async (...args: string[]) => (await go.run(env.daemon, args)).out;
+const run = async (...args: string[]) => (await go.run(ctx.daemon, args)).out;
 
 describe('the Go SDK', () => {
   it('negotiates the API version down to its own', async () => {
     // The SDK speaks 1.41; berthd offers more, so negotiation keeps 1.41.
-    expect((await run('foreground', env.busybox, 'true')).apiVersion).toBe('1.41');
+    expect((await run('foreground', ctx.env.busybox, 'true')).apiVersion).toBe('1.41');
   });
 
   it('ContainerCreate → ContainerStart → ContainerWait → ContainerLogs with stdcopy', async () => {
-    const out = await run('foreground', env.busybox, 'echo', 'hello world');
+    const out = await run('foreground', ctx.env.busybox, 'echo', 'hello world');
     expect(out).toMatchObject({ id: expect.stringMatching(/^[0-9a-f]{64}$/), warnings: null, statusCode: 0, stdout: 'hello world\n', stderr: '' });
   });
 
   it('reports the exit code and keeps stderr apart', async () => {
-    const out = await run('foreground', env.busybox, 'sh', '-c', 'echo out; echo err >&2; exit 3');
+    const out = await run('foreground', ctx.env.busybox, 'sh', '-c', 'echo out; echo err >&2; exit 3');
     expect(out).toMatchObject({ statusCode: 3, stdout: 'out\n', stderr: 'err\n' });
   });
 
   it('ContainerCreate → ContainerStart → ContainerList → ContainerLogs → ContainerStop', async () => {
-    const out = await run('background', env.busybox, 'go-bg');
-    expect(out.listed).toEqual({ names: ['/go-bg'], image: env.busybox, state: 'running', status: expect.stringMatching(/^Up /) });
+    const out = await run('background', ctx.env.busybox, 'go-bg');
+    expect(out.listed).toEqual({ names: ['/go-bg'], image: ctx.env.busybox, state: 'running', status: expect.stringMatching(/^Up /) });
     expect(out.stopSeconds).toBeLessThan(4); // the TERM trap ended it, not the KILL
     expect(out.stdout).toBe('started\nbye\n');
     expect(out.runningAfterStop).toBe(0);
@@ -46,10 +44,10 @@ describe('the Go SDK', () => {
   });
 
   it('ImagePull reads the progress stream to its end; ImageList lists the image', async () => {
-    const { ref, digest } = await pushFreshImage(env.registry, 'go-pull');
+    const { ref, digest } = await pushFreshImage(ctx.env.registry, 'go-pull');
     const out = await run('pull', ref);
     expect(out.statuses).toContain('Pull complete');
     expect(out.statuses.slice(-2)).toEqual([`Digest: ${digest}`, `Status: Downloaded newer image for ${ref}`]);
-    expect(out.repoTags).toEqual(expect.arrayContaining([ref, env.busybox]));
+    expect(out.repoTags).toEqual(expect.arrayContaining([ref, ctx.env.busybox]));
   });
 });

@@ -1,22 +1,15 @@
 // Debian's python3-docker (5.0.3, run by /usr/bin/python3) against berthd:
 // containers.run in the foreground and detached, list, stop, logs, the errors
 // it raises, and images.pull / images.list.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { pushFreshImage, runPython } from '../harness/clients.js';
-import { startEnv, type Env } from '../harness/env.js';
+import { useEnv } from '../harness/env.js';
 
-let env: Env;
-
-beforeAll(async () => {
-  env = await startEnv();
-});
-afterAll(async () => {
-  await env?.stop();
-});
+const ctx = useEnv();
 
 /** Runs a script (see runPython) and fails with its traceback unless it exits 0. */
 async function python(script: string): Promise<Record<string, any>> {
-  const { values, result } = await runPython(env.daemon, script);
+  const { values, result } = await runPython(ctx.daemon, script);
   expect(result.code, result.stderr).toBe(0);
   return values;
 }
@@ -26,10 +19,10 @@ const bytes = (s: string) => ({ bytes: s });
 describe('containers', () => {
   it('run in the foreground returns the output as bytes', async () => {
     const v = await python(`
-emit('out', client.containers.run(${JSON.stringify(env.busybox)}, "echo hello world"))
-emit('removed', client.containers.run(${JSON.stringify(env.busybox)}, ["sh", "-c", "echo bye"], remove=True))
+emit('out', client.containers.run(${JSON.stringify(ctx.env.busybox)}, "echo hello world"))
+emit('removed', client.containers.run(${JSON.stringify(ctx.env.busybox)}, ["sh", "-c", "echo bye"], remove=True))
 emit('left', [c.name for c in client.containers.list(all=True)])
-emit('fromEnv', docker.from_env().containers.run(${JSON.stringify(env.busybox)}, "echo from env", remove=True))
+emit('fromEnv', docker.from_env().containers.run(${JSON.stringify(ctx.env.busybox)}, "echo from env", remove=True))
 `);
     expect(v.out).toEqual(bytes('hello world\n'));
     expect(v.removed).toEqual(bytes('bye\n'));
@@ -40,7 +33,7 @@ emit('fromEnv', docker.from_env().containers.run(${JSON.stringify(env.busybox)},
   it('raises ContainerError with the exit status and stderr', async () => {
     const v = await python(`
 try:
-    client.containers.run(${JSON.stringify(env.busybox)}, ["sh", "-c", "echo out; echo failed >&2; exit 3"])
+    client.containers.run(${JSON.stringify(ctx.env.busybox)}, ["sh", "-c", "echo out; echo failed >&2; exit 3"])
     emit('raised', False)
 except docker.errors.ContainerError as e:
     emit('raised', True)
@@ -57,7 +50,7 @@ except docker.errors.NotFound as e:
   it('run detached → list → logs → stop → logs', async () => {
     const v = await python(`
 import time
-c = client.containers.run(${JSON.stringify(env.busybox)}, ["sh", "-c", 'echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done'], detach=True, name="py-bg")
+c = client.containers.run(${JSON.stringify(ctx.env.busybox)}, ["sh", "-c", 'echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done'], detach=True, name="py-bg")
 emit('id', c.id)
 emit('listed', [(x.id, x.name, x.status) for x in client.containers.list()])
 deadline = time.time() + 10
@@ -89,7 +82,7 @@ c.remove()
 
 describe('images', () => {
   it('pulls and lists', async () => {
-    const { ref, digest } = await pushFreshImage(env.registry, 'python-pull');
+    const { ref, digest } = await pushFreshImage(ctx.env.registry, 'python-pull');
     const [repo, tag] = [ref.slice(0, ref.lastIndexOf(':')), ref.slice(ref.lastIndexOf(':') + 1)];
     const v = await python(`
 img = client.images.pull(${JSON.stringify(repo)}, tag=${JSON.stringify(tag)})
@@ -104,7 +97,7 @@ emit('ran', client.containers.run(img, ["cat", "/etc/berth-image"], remove=True)
     expect(tags).toEqual([ref]);
     expect(labels).toEqual({ 'berth.test': 'python-pull' });
     expect(v.listed).toContainEqual([id, [ref]]);
-    expect(v.listed).toContainEqual([expect.any(String), [env.busybox]]);
+    expect(v.listed).toContainEqual([expect.any(String), [ctx.env.busybox]]);
     expect(v.byName).toEqual([id]);
     expect(v.digest).toEqual([`${repo}@${digest}`]);
     expect(v.ran).toEqual(bytes('python-pull\n'));
