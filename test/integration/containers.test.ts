@@ -1,6 +1,6 @@
 // Containers through the API with plain HTTP (as curl would): the mission's two
 // sequences, errors with dockerd's statuses, and isolation that is real.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -167,6 +167,9 @@ describe('names, ids and errors', () => {
     expect(r.status).toBe(409);
     expect((await d.request('DELETE', `/containers/${id}?force=1`)).status).toBe(204);
     expect((await d.request('GET', `/containers/${id}/json`)).status).toBe(404);
+    // Nothing of it stays on the host: no cgroup, no runtime state.
+    for (const h of ['memory', 'pids', 'cpu', 'unified']) expect(existsSync(`/sys/fs/cgroup/${h}/berth/${id}`), h).toBe(false);
+    expect(existsSync(`${d.execRoot}/runc/${id}`)).toBe(false);
   });
 });
 

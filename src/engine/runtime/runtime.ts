@@ -3,7 +3,7 @@
 // No HTTP, no database: callers keep the state, this only acts and reports.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:fs';
-import { mkdir, open, readFile, rm } from 'node:fs/promises';
+import { mkdir, open, readFile, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
@@ -55,6 +55,16 @@ const DEFAULT_CREATE_TIMEOUT_MS = 240_000;
 /** runc's rule for ids, and what keeps them safe as file names under exit-dir and socket-dir. */
 const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/;
 const VALID_SIGNAL = /^(?:\d{1,2}|(?:SIG)?[A-Z]+[0-9]*(?:[+-]\d+)?)$/i;
+
+/** True when `pid` runs and (when given) started at `start` clock ticks, so a reused pid is not taken for it. */
+async function processAlive(pid: number, start?: number): Promise<boolean> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (stat === null) return false;
+  // Fields after the command (which may hold spaces) start after the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  if (fields[0] === 'Z') return false; // a zombie runs nothing
+  return start === undefined || Number(fields[19]) === start;
+}
 
 /** A failed `runc <command>`, with runc's own message. */
 class RuncError extends Error {
@@ -175,12 +185,40 @@ export class Runtime {
     try {
       // runc finds a container by its <root>/<id>/state.json; without one it would only answer
       // "does not exist", after a spawn that costs each removal ~15 ms (an exit already deleted it).
-      const known = await readFile(path.join(this.runcRoot, id, 'state.json')).then(() => true, () => false);
-      if (known) await this.runc(['delete', ...(force ? ['--force'] : []), id]);
+      const state = await readFile(path.join(this.runcRoot, id, 'state.json'), 'utf8').then((t) => t, () => null);
+      if (state !== null && !(await this.reap(id, state))) await this.runc(['delete', ...(force ? ['--force'] : []), id]);
     } catch (e) {
       if (!(e instanceof RuncError && isMissing(e))) throw this.translate(id, e);
     }
     await rm(path.join(this.socketDir, id), { force: true });
+  }
+
+  /**
+   * What `runc delete` does for a container whose init has exited — remove its
+   * cgroups and its state directory — without spawning runc (~15 ms of every
+   * `docker run --rm`). Returns false, having changed nothing that matters,
+   * when the init still lives or a cgroup still has tasks: runc must then do it.
+   */
+  private async reap(id: string, stateText: string): Promise<boolean> {
+    let state: { init_process_pid?: number; init_process_start?: number; cgroup_paths?: Record<string, string> };
+    try {
+      state = JSON.parse(stateText);
+    } catch {
+      return false;
+    }
+    if (!state.init_process_pid || (await processAlive(state.init_process_pid, state.init_process_start))) return false;
+    try {
+      for (const p of Object.values(state.cgroup_paths ?? {})) {
+        if (!p.startsWith('/sys/fs/cgroup/')) return false;
+        await rmdir(p).catch((e: NodeJS.ErrnoException) => {
+          if (e.code !== 'ENOENT') throw e;
+        });
+      }
+    } catch {
+      return false;
+    }
+    await rm(path.join(this.runcRoot, id), { recursive: true, force: true });
+    return true;
   }
 
   /** The runtime's view of a container, or null when it has none. */
