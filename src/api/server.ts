@@ -10,6 +10,7 @@ import { eventRoutes } from './routes/events.js';
 import { execRoutes } from './routes/exec.js';
 import { imageRoutes } from './routes/images.js';
 import { systemRoutes } from './routes/system.js';
+import { closeHijacked } from './streams/hijack.js';
 import { checkVersion, compareVersions, MAX_API_VERSION, splitVersion } from './version.js';
 
 declare module 'fastify' {
@@ -68,6 +69,8 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
     if (typeof type === 'string' && type.startsWith('application/json;')) reply.header('content-type', 'application/json');
     return payload;
   });
+  // Attached clients hold hijacked connections that would keep a shutdown waiting.
+  app.addHook('preClose', async () => closeHijacked());
 
   app.setErrorHandler((err, req, reply) => {
     const { status, message } = toHttpError(err);

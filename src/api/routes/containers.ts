@@ -5,7 +5,7 @@ import type { WaitCondition } from '../../engine/containers/service.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
 import { streamContentType } from '../streams/mux.js';
-import { hijack, runSession } from '../streams/hijack.js';
+import { closeOnShutdown, hijack, runSession } from '../streams/hijack.js';
 import { writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
 import { containerInspect, containerSummary, CreateBodySchema } from '../wire/containers.js';
@@ -82,6 +82,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const first = await containers.stats(req.params.id);
     if (!boolValue(q.stream, true) || boolValue(q['one-shot'])) return first;
     reply.hijack();
+    closeOnShutdown(req.raw.socket);
     const res = reply.raw;
     res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': 'application/json' });
     let prev = first;
@@ -145,6 +146,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   app.post<IdParams>('/containers/:id/wait', async (req, reply) => {
     const result = containers.wait(req.params.id, (query(req).condition || 'not-running') as WaitCondition);
     reply.hijack();
+    closeOnShutdown(req.raw.socket);
     const res = reply.raw;
     res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': 'application/json' });
     res.flushHeaders();
@@ -172,6 +174,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       ...(until ? { until } : {}),
     });
     reply.hijack();
+    closeOnShutdown(req.raw.socket);
     const res = reply.raw;
     res.on('close', () => abort.abort());
     res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': streamContentType(tty, req.apiVersion, versionBelow) });

@@ -7,6 +7,24 @@ import { messageOf } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
 import { writeOutput } from './output.js';
 
+/** Long-lived connections (hijacked, or long polls) not yet closed. */
+const hijacked = new Set<Socket>();
+
+/** Marks a connection for closing at shutdown (waits, followed logs): it would hold berthd open. */
+export function closeOnShutdown(sock: Socket): void {
+  if (hijacked.has(sock)) return;
+  hijacked.add(sock);
+  sock.once('close', () => hijacked.delete(sock));
+}
+
+/**
+ * Closes every such connection (the server's preClose): an attached client
+ * must not hold a shutting-down berthd open; it reads end-of-stream.
+ */
+export function closeHijacked(): void {
+  for (const sock of hijacked) sock.destroy();
+}
+
 /** Takes the connection over for a long stream; answers 101 when the client asked to upgrade. */
 export function hijack(req: FastifyRequest, reply: FastifyReply, contentType: string): Socket {
   reply.hijack();
@@ -23,6 +41,7 @@ export function hijack(req: FastifyRequest, reply: FastifyReply, contentType: st
   // Node's HTTP server would answer that by ending the socket and cutting the output
   // short, where dockerd keeps writing. The stream ends when we end it or the client closes.
   sock.removeAllListeners('end');
+  closeOnShutdown(sock);
   return sock;
 }
 
