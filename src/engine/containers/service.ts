@@ -90,6 +90,8 @@ export class ContainerService {
   /** Starts in progress, so an exit that races a start is handled after it. */
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly restartTimers = new Map<string, NodeJS.Timeout>();
+  /** Bundles being prepared right after create, taken by the first start. */
+  private readonly prepared = new Map<string, Promise<void>>();
   private readonly log: Logger;
   /** Clients attached to containers' stdio (attach.ts). */
   private readonly attachments: Attachments;
@@ -204,7 +206,14 @@ export class ContainerService {
       if (isUniqueViolation(e) && name) this.checkNameFree(name);
       throw e;
     }
-    this.event(this.deps.repo.find(id)!, 'create');
+    const row = this.deps.repo.find(id)!;
+    this.event(row, 'create');
+    // Clients start right after create (docker run attaches and waits first):
+    // the bundle is prepared meanwhile, off the start's critical path. A
+    // failure here is retried, and reported, by start.
+    const early = this.prepareBundle(this.hydrate(row));
+    early.catch(() => undefined);
+    this.prepared.set(id, early);
     return { Id: id, Warnings: null };
   }
 
@@ -323,14 +332,13 @@ export class ContainerService {
 
   private async startRow(id: string, o: { stoppedByUser: boolean; restartCount?: number }): Promise<void> {
     const c = this.hydrate(this.deps.repo.find(id) ?? (() => { throw noSuchContainer(id); })());
-    const { runtime, exits, images } = this.deps;
+    const { runtime, exits } = this.deps;
     const rootfs = path.join(c.bundleDir, 'rootfs');
-    const lowers = images.layersOf(c.row.image_id).map((l) => images.layerDir(l)).reverse();
-    await exits.clear(id);
-    await prepareRootfs({ lowerDirs: lowers, upperDir: path.join(c.bundleDir, 'upper'), workDir: path.join(c.bundleDir, 'work'), target: rootfs });
+    // Usually done already, between create and start (see create()).
+    const early = this.prepared.get(id);
+    this.prepared.delete(id);
+    if (!(early && (await early.then(() => true, () => false)))) await this.prepareBundle(c);
     try {
-      const spec = await this.spec(c, rootfs);
-      await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
       const maxSize = c.hostConfig.LogConfig?.Config?.['max-size'];
       const created = await runtime.create({
         id,
@@ -370,6 +378,17 @@ export class ContainerService {
       this.deps.repo.update(id, { status: c.row.finished_at ? 'exited' : 'created', exit_code: code, error: messageOf(e), pid: 0 });
       throw e;
     }
+  }
+
+  /** Mounts the rootfs and writes the OCI bundle: all a start needs before conmon. */
+  private async prepareBundle(c: Container): Promise<void> {
+    const { exits, images } = this.deps;
+    const rootfs = path.join(c.bundleDir, 'rootfs');
+    const lowers = images.layersOf(c.row.image_id).map((l) => images.layerDir(l)).reverse();
+    await exits.clear(c.row.id);
+    await prepareRootfs({ lowerDirs: lowers, upperDir: path.join(c.bundleDir, 'upper'), workDir: path.join(c.bundleDir, 'work'), target: rootfs });
+    const spec = await this.spec(c, rootfs);
+    await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
   }
 
   private async spec(c: Container, rootfs: string) {
@@ -641,6 +660,9 @@ export class ContainerService {
         await exited;
       }
     }
+    // A bundle still being prepared after create must finish before it is torn down.
+    await this.prepared.get(id)?.catch(() => undefined);
+    this.prepared.delete(id);
     await this.deps.runtime.delete(id, true).catch(() => undefined);
     await releaseRootfs(path.join(c.bundleDir, 'rootfs')).catch(() => undefined);
     this.deps.repo.remove(id);
