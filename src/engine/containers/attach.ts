@@ -321,11 +321,6 @@ export class Attachments {
     return new AttachSession(hub, o);
   }
 
-  /** Whether some client waits on process `id`. */
-  has(id: string): boolean {
-    return this.hubs.has(id);
-  }
-
   /** Connects process `id`'s hub, if it has one, to its attach socket. */
   connect(id: string, socketPath: string): void {
     this.hubs.get(id)?.connect(socketPath);

@@ -277,6 +277,8 @@ export class Runtime {
     this.prepared ??= Promise.all([
       mkdir(this.runcRoot, { recursive: true, mode: 0o700 }),
       mkdir(this.socketDir, { recursive: true, mode: 0o700 }),
+      // Execs of an earlier berthd: nothing can reach them any more (dockerd forgets execs too).
+      rm(path.join(this.opts.execRoot, 'execs'), { recursive: true, force: true }),
     ]).then(() => undefined);
     return this.prepared;
   }
