@@ -158,3 +158,24 @@ describe('daemon lifecycle', () => {
     }
   });
 });
+
+describe('shutdown with long streams open', () => {
+  it('stops promptly while a client follows /events', async () => {
+    const e = await startDaemon();
+    try {
+      const http = await import('node:http');
+      const got = new Promise<void>((resolve) => {
+        http.get({ socketPath: e.socket, path: '/events' }, (res) => {
+          res.on('data', () => undefined);
+          res.on('end', resolve);
+          res.on('error', () => resolve());
+        }).on('error', () => resolve());
+      });
+      await new Promise((r) => setTimeout(r, 200));
+      expect(await e.stop()).toBe(0);
+      await got;
+    } finally {
+      await e.cleanup();
+    }
+  });
+});

@@ -4,6 +4,7 @@ import type { Engine } from '../../engine/index.js';
 import type { EngineEvent } from '../../engine/events.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
+import { closeOnShutdown } from '../streams/hijack.js';
 import { parseFilters } from '../wire/filters.js';
 import { query } from '../wire/forms.js';
 
@@ -37,6 +38,7 @@ export function eventRoutes(app: FastifyInstance, engine: Engine): void {
       ...(untilNano !== undefined ? { untilNano } : {}),
     });
     reply.hijack();
+    closeOnShutdown(req.raw.socket);
     const res = reply.raw;
     res.on('close', () => abort.abort());
     res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': 'application/json' });
