@@ -86,8 +86,8 @@ async function runcFloor(layer) {
 
 // ─────────────────────────────── (a) run latency ───────────────────────────────
 
-async function runLatency(targets) {
-  console.log(`\n== (a) docker run --rm busybox true: ${RUNS} runs each (after ${WARMUP} warm-up), interleaved`);
+async function runLatency(title, targets) {
+  console.log(`\n== ${title}: ${RUNS} runs each (after ${WARMUP} warm-up), interleaved`);
   const times = targets.map(() => []);
   for (let i = 0; i < WARMUP + RUNS; i++) {
     for (const [k, t] of targets.entries()) {
@@ -103,11 +103,12 @@ async function runLatency(targets) {
   return out;
 }
 
-function cliRunner(d) {
+function cliRunner(d, cmd = ['true'], expected = '') {
   const docker = dockerCli(d);
   return async () => {
-    const r = await docker(['run', '--rm', 'busybox', 'true']);
+    const r = await docker(['run', '--rm', 'busybox', ...cmd]);
     if (r.code !== 0) throw new Error(`docker run on ${d.kind} exited ${r.code}: ${r.stderr}`);
+    if (r.stdout !== expected) throw new Error(`docker run on ${d.kind} printed ${JSON.stringify(r.stdout)}`);
     return r.ms;
   };
 }
@@ -212,7 +213,9 @@ await runBench(async () => {
     ...(cli ? daemons.map((d) => ({ name: `${d.kind} (docker CLI)`, run: cliRunner(d) })) : []),
     { name: 'runc run (floor)', run: floor },
   ];
-  const run = await runLatency(targets);
+  const run = await runLatency('(a) docker run --rm busybox true', targets);
+  // Issue 6: the same through attach with output to carry.
+  const echo = cli ? await runLatency('(a2) docker run --rm busybox echo hi (output through attach)', daemons.map((d) => ({ name: `${d.kind} (docker CLI)`, run: cliRunner(d, ['echo', 'hi'], 'hi\n') }))) : {};
 
   console.log(`\n== (b) memory per running container`);
   const mem = [];
@@ -227,6 +230,9 @@ await runBench(async () => {
   if (withDockerd) {
     const d = run['dockerd (docker CLI)'];
     if (b && d) console.log(`run latency ratio berthd/dockerd (median): ${ratio(b.median, d.median, 0.5)}; p90 ${(b.p90 / d.p90).toFixed(2)}×`);
+    const eb = echo['berthd (docker CLI)'];
+    const ed = echo['dockerd (docker CLI)'];
+    if (eb && ed) console.log(`echo-through-attach latency ratio berthd/dockerd (median): ${ratio(eb.median, ed.median, 0.5)}; p90 ${(eb.p90 / ed.p90).toFixed(2)}×`);
     console.log(`per-container monitor RSS ratio conmon/containerd-shim: ${(mem[0].rssPer / mem[1].rssPer).toFixed(2)}× (PSS ${(mem[0].pssPer / mem[1].pssPer).toFixed(2)}×)`);
     console.log(`list latency ratio berthd/dockerd (median): ${ratio(list.berthd.median, list.dockerd.median, 0.5)}; p90 ${(list.berthd.p90 / list.dockerd.p90).toFixed(2)}×`);
   }
