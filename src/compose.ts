@@ -7,6 +7,7 @@ import { ExecService } from './engine/containers/exec.js';
 import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';
+import { CommitService } from './engine/images/commit.js';
 import { PullingImageService } from './engine/images/pull.js';
 import type { Engine } from './engine/index.js';
 import { LayerStore } from './engine/layers/layers.js';
@@ -104,7 +105,8 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   const execs = new ExecService({ containers, runtime, events, logger });
 
   const system = new SystemService(config, db, daemonId(config.dataRoot));
-  const engine: Engine = { system, images, containers, execs, events };
+  const commits = new CommitService({ containers, images, repo: imageRepo, layers, content, events, logger });
+  const engine: Engine = { system, images, containers, execs, events, commits };
   return {
     engine,
     db,

@@ -5,6 +5,7 @@ import { VERSION } from '../config.js';
 import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
+import { commitRoutes } from './routes/commit.js';
 import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
 import { execRoutes } from './routes/exec.js';
@@ -89,6 +90,7 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   imageRoutes(app, engine);
   containerRoutes(app, engine);
   execRoutes(app, engine);
+  commitRoutes(app, engine);
   eventRoutes(app, engine);
   return app;
 }

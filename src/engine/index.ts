@@ -1,6 +1,7 @@
 // All that api/ sees of the engine.
 import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
+import type { CommitService } from './images/commit.js';
 import type { PullingImageService } from './images/pull.js';
 import type { EventBus } from './events.js';
 import type { SystemService } from './system.js';
@@ -11,4 +12,5 @@ export interface Engine {
   containers: ContainerService;
   execs: ExecService;
   events: EventBus;
+  commits: CommitService;
 }

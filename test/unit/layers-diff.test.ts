@@ -3,7 +3,7 @@
 // upper dir is turned into a layer tar that must reproduce the same tree.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mkdtemp, mkdir, writeFile, readFile, readdir, lstat, rm, utimes, readlink, chmod, chown, symlink, link, unlink, appendFile, lutimes } from 'node:fs/promises';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -97,6 +97,7 @@ async function containerChanges(root: string): Promise<void> {
   await mkdir(p('new/deeper'), { recursive: true });
   await writeFile(p('new/deeper/file'), 'new file\n');
   await writeFile(p('new/setuid'), '#!/bin/sh\n');
+  await writeFile(p('new/large.bin'), randomBytes(300_000)); // over the read-ahead size: streamed
   await chown(p('new/setuid'), 1000, 1000);
   await chmod(p('new/setuid'), 0o4750);
   await link(p('new/deeper/file'), p('new/hardlink'));

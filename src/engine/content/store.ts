@@ -26,7 +26,7 @@
 // the same digest, the tap is fed from the stored file once it is committed.
 import { createHash, randomBytes, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { once } from 'node:events';
 import path from 'node:path';
 import { Readable, Transform, Writable, type TransformCallback } from 'node:stream';
@@ -122,6 +122,13 @@ export interface IngestOptions extends VerifyOptions {
 }
 
 const isMissing = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT';
+
+/** create() syncs what it has written every this many bytes, in the background. */
+const EARLY_SYNC = 8 << 20;
+
+async function writeFully(fh: FileHandle, buf: Buffer): Promise<void> {
+  for (let done = 0; done < buf.length; ) done += (await fh.write(buf, done)).bytesWritten;
+}
 
 /** Closes a source we ended up not reading (its download is shared or not needed). */
 function release(source: ContentSource): void {
@@ -305,6 +312,64 @@ export class ContentStore {
       // (after a success it already is, and destroy does nothing).
       file.destroy();
       await closed(file);
+    }
+  }
+
+  /**
+   * Stores bytes whose digest is not known before they are all written (a
+   * layer being made by a commit): they are hashed on the way into a temp
+   * file, fsync'd, and renamed to the digest they turn out to have.
+   * `created` is false when that blob was stored already. The file is synced
+   * in the background as it grows, so that the final fsync finds little left
+   * to write and the caller is not kept waiting on the disk.
+   */
+  async create(source: Readable): Promise<{ digest: string; size: number; created: boolean }> {
+    const tmp = path.join(this.ingestDir, `new-${randomBytes(6).toString('hex')}`);
+    const fh = await open(tmp, 'wx', 0o644);
+    const hash = createHash('sha256');
+    let size = 0;
+    let synced = 0;
+    let syncing: Promise<void> | undefined;
+    let syncError: unknown;
+    const sink = new Writable({
+      highWaterMark: 1 << 20,
+      write(chunk: Buffer, _enc, cb) {
+        hash.update(chunk);
+        size += chunk.length;
+        writeFully(fh, chunk).then(() => {
+          if (!syncing && size - synced >= EARLY_SYNC) {
+            synced = size;
+            syncing = fh.datasync().then(
+              () => void (syncing = undefined),
+              (e: unknown) => void (syncError ??= e),
+            );
+          }
+          cb(syncError as Error | undefined);
+        }, cb);
+      },
+    });
+    try {
+      try {
+        await pipeline(source, sink);
+        await syncing;
+        if (syncError) throw syncError;
+        await fh.sync();
+      } finally {
+        await syncing;
+        await fh.close();
+      }
+      const digest = `sha256:${hash.digest('hex')}`;
+      const created = !(await this.has(digest));
+      if (created) {
+        await rename(tmp, this.path(digest));
+        await fsyncDir(path.dirname(this.path(digest)));
+      } else {
+        await rm(tmp, { force: true });
+      }
+      return { digest, size, created };
+    } catch (e) {
+      await rm(tmp, { force: true });
+      throw e;
     }
   }
 

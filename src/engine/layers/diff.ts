@@ -7,14 +7,14 @@
 // file is opened with O_NOFOLLOW and checked to be the inode we listed: a
 // container cannot make us pack a host file into its image.
 import { Readable } from 'node:stream';
-import { open, readlink } from 'node:fs/promises';
-import { constants as C, type BigIntStats } from 'node:fs';
+import { readdir, readlink } from 'node:fs/promises';
+import type { BigIntStats } from 'node:fs';
 import { isEngineError, messageOf, systemError } from '../../errors.js';
 import { native } from '../os/native.js';
 import { isOpaque, isPrivateXattr, isWhiteoutDevice } from './overlay.js';
 import { bodyPadding, encodeEntryHeader, endOfArchive, type EntryHeader } from './tarformat.js';
 import { WHITEOUT_OPAQUE, WHITEOUT_PREFIX } from './tarpath.js';
-import { lstatIfPresent, walkTree, type WalkEntry } from './walk.js';
+import { lstatIfPresent, openListed, walkTree, type WalkEntry, type WalkOptions } from './walk.js';
 
 /**
  * The uncompressed layer tar of `upperDir`, produced in one streaming pass.
@@ -22,15 +22,18 @@ import { lstatIfPresent, walkTree, type WalkEntry } from './walk.js';
  * same tree always gives the same bytes. Whiteouts become `.wh.<name>`
  * entries, opaque directories get a `.wh..wh..opq` entry right after their
  * own. Errors surface as an `error` event carrying an EngineError.
+ *
+ * On a directory that holds no overlay whiteouts (a mounted rootfs) this is
+ * simply a tar of the tree, which is what `export` uses it for.
  */
-export function diffLayer(upperDir: string): Readable {
-  return Readable.from(layerTar(upperDir), { objectMode: false, highWaterMark: 1 << 20 });
+export function diffLayer(upperDir: string, opts: Pick<WalkOptions, 'exclude'> = {}): Readable {
+  return Readable.from(layerTar(upperDir, { ...opts, readAhead: READ_AHEAD }), { objectMode: false, highWaterMark: 1 << 20 });
 }
 
-async function* layerTar(upperDir: string): AsyncGenerator<Buffer> {
+async function* layerTar(upperDir: string, opts: WalkOptions): AsyncGenerator<Buffer> {
   try {
     const firstNames = new Map<string, string>(); // "dev:ino" → first path, for hardlinks
-    for await (const entry of walkTree(upperDir)) yield* entryBlocks(entry, firstNames);
+    for await (const entry of walkTree(upperDir, opts)) yield* entryBlocks(entry, firstNames);
     yield endOfArchive();
   } catch (e) {
     throw isEngineError(e) ? e : systemError(`reading container changes in ${upperDir}: ${messageOf(e)}`, e);
@@ -38,6 +41,8 @@ async function* layerTar(upperDir: string): AsyncGenerator<Buffer> {
 }
 
 const READ_CHUNK = 1 << 20;
+/** Files this small are read while the walk looks at their directory, several at once. */
+const READ_AHEAD = 64 << 10;
 const NS = 1_000_000_000n;
 
 async function* entryBlocks(e: WalkEntry, firstNames: Map<string, string>): AsyncGenerator<Buffer> {
@@ -75,11 +80,17 @@ async function* entryBlocks(e: WalkEntry, firstNames: Map<string, string>): Asyn
 
 /** A regular file: header from the opened file's own fstat, then exactly that many bytes. */
 async function* fileBlocks(e: WalkEntry): AsyncGenerator<Buffer> {
-  // O_NONBLOCK: if the name was swapped for a fifo, opening must not hang us.
-  const fh = await open(e.path, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK | C.O_NOCTTY);
+  if (e.content) {
+    const { st, data } = e.content;
+    yield encodeEntryHeader({ ...metadata(st), name: e.rel, type: 'file', size: data.length, xattrs: exportedXattrs(e) });
+    yield data;
+    yield bodyPadding(data.length);
+    return;
+  }
+  const opened = await openListed(e);
+  if (!opened) throw changedWhileReading(e.rel);
+  const { fh, st } = opened;
   try {
-    const st = await fh.stat({ bigint: true });
-    if (!st.isFile() || st.ino !== e.st.ino || st.dev !== e.st.dev) throw changedWhileReading(e.rel);
     const size = Number(st.size);
     yield encodeEntryHeader({ ...metadata(st), name: e.rel, type: 'file', size, xattrs: exportedXattrs(e) });
     for (let left = size; left > 0; ) {
@@ -156,12 +167,12 @@ export interface Change {
  * directories that replaced a lower one, are Deleted; the parent of an Added
  * or Deleted path is reported Modified before it. Paths are absolute.
  */
-export async function changes(upperDir: string, lowerDirs: readonly string[]): Promise<Change[]> {
+export async function changes(upperDir: string, lowerDirs: readonly string[], opts: WalkOptions = {}): Promise<Change[]> {
   const lowers = new LowerView(lowerDirs);
   const out: Change[] = [];
   const changedDirs = new Set<string>();
   try {
-    for await (const e of walkTree(upperDir)) {
+    for await (const e of walkTree(upperDir, opts)) {
       const path = `/${e.rel}`;
       const kind = await changeKind(e, lowers);
       if (kind === null) continue;
@@ -179,6 +190,41 @@ export async function changes(upperDir: string, lowerDirs: readonly string[]): P
     throw isEngineError(e) ? e : systemError(`reading container changes in ${upperDir}: ${messageOf(e)}`, e);
   }
   return out;
+}
+
+/**
+ * Which of `candidates` (relative paths) are in the upper dir only as empty
+ * mount points the runtime made (an empty file or directory), together with
+ * the directories copied up just to hold them (nothing else in them, and the
+ * same mode and owner as below). dockerd keeps such mount points in an init
+ * layer under the container's own, so its commits and diffs never show them;
+ * callers pass the result as `exclude` to get the same.
+ */
+export async function mountPointStubs(upperDir: string, lowerDirs: readonly string[], candidates: readonly string[]): Promise<Set<string>> {
+  const stubs = new Set<string>();
+  for (const rel of candidates) {
+    const abs = `${upperDir}/${rel}`;
+    const st = await lstatIfPresent(abs);
+    if (st && (st.isFile() ? st.size === 0n : st.isDirectory() && !isOpaque(abs) && (await readdir(abs)).length === 0)) stubs.add(rel);
+  }
+  const lowers = new LowerView(lowerDirs);
+  const parentOf = (rel: string) => rel.slice(0, Math.max(0, rel.lastIndexOf('/')));
+  let parents = new Set([...stubs].map(parentOf).filter((p) => p !== ''));
+  while (parents.size > 0) {
+    const next = new Set<string>();
+    for (const dir of parents) {
+      const abs = `${upperDir}/${dir}`;
+      const st = await lstatIfPresent(abs);
+      if (!st?.isDirectory() || isOpaque(abs)) continue;
+      if (!(await readdir(abs)).every((name) => stubs.has(`${dir}/${name}`))) continue;
+      const below = await lowers.lookup(dir);
+      if (!below?.isDirectory() || below.mode !== st.mode || below.uid !== st.uid || below.gid !== st.gid) continue;
+      stubs.add(dir);
+      if (parentOf(dir) !== '') next.add(parentOf(dir));
+    }
+    parents = next;
+  }
+  return stubs;
 }
 
 /** The kind of change an upper entry records, or null for a directory that is only a parent of changes. */

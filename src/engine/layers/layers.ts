@@ -18,6 +18,14 @@ export function chainIds(diffIds: readonly string[]): string[] {
   return out;
 }
 
+export interface StagedLayer {
+  /** The tree to fill. */
+  diffDir: string;
+  /** Moves the tree into place as the layer of `chainId`. Only for a chain no image records. */
+  install(chainId: string): Promise<void>;
+  discard(): Promise<void>;
+}
+
 export class LayerStore {
   private readonly tmpRoot: string;
   private readonly inflight = new Map<string, Promise<unknown>>();
@@ -54,21 +62,37 @@ export class LayerStore {
   }
 
   private async fillOnce<T>(chainId: string, fill: (diffDir: string) => Promise<T>): Promise<T> {
-    const tmp = path.join(this.tmpRoot, `${hex(chainId).slice(0, 16)}-${randomBytes(6).toString('hex')}`);
-    const diff = path.join(tmp, 'diff');
-    await mkdir(diff, { recursive: true, mode: 0o755 });
+    const staged = await this.stage(hex(chainId).slice(0, 16));
     try {
-      const result = await fill(diff);
-      const final = path.join(this.root, LayerStore.dirName(chainId));
-      // An earlier pull that died after its rename may have left the same layer:
-      // it is not recorded anywhere, so ours replaces it.
-      await rm(final, { recursive: true, force: true });
-      await rename(tmp, final);
+      const result = await fill(staged.diffDir);
+      await staged.install(chainId);
       return result;
     } catch (e) {
-      await rm(tmp, { recursive: true, force: true });
+      await staged.discard();
       throw e;
     }
+  }
+
+  /**
+   * An empty temp layer to fill, for a layer whose chain id only its content
+   * tells (a commit). The caller installs it under that id or discards it;
+   * a crash leaves it for cleanup() at the next start.
+   */
+  async stage(label = 'new'): Promise<StagedLayer> {
+    const tmp = path.join(this.tmpRoot, `${label}-${randomBytes(6).toString('hex')}`);
+    const diffDir = path.join(tmp, 'diff');
+    await mkdir(diffDir, { recursive: true, mode: 0o755 });
+    return {
+      diffDir,
+      install: async (chainId) => {
+        const final = path.join(this.root, LayerStore.dirName(chainId));
+        // An earlier pull that died after its rename may have left the same layer:
+        // it is not recorded anywhere, so ours replaces it.
+        await rm(final, { recursive: true, force: true });
+        await rename(tmp, final);
+      },
+      discard: () => rm(tmp, { recursive: true, force: true }),
+    };
   }
 
   async remove(dir: string): Promise<void> {

@@ -10,15 +10,16 @@
 // and sidesteps escaping ',' and ':' in paths.
 import { closeSync, constants as fsc, existsSync, openSync, readFileSync, realpathSync } from 'node:fs';
 import { systemError } from '../../errors.js';
-import { MNT_DETACH, MS_BIND, native } from './native.js';
+import { MNT_DETACH, MS_BIND, MS_RDONLY, native } from './native.js';
 
 const PAGE = 4096;
 
 export interface OverlayOptions {
   /** Layer directories, topmost first. */
   lowerDirs: string[];
-  upperDir: string;
-  workDir: string;
+  /** Without upperDir and workDir the overlay is read-only, the layers only (at least two). */
+  upperDir?: string;
+  workDir?: string;
   target: string;
 }
 
@@ -32,7 +33,8 @@ function indexOff(): string {
   return indexOffCached;
 }
 
-function overlayData(lowers: string[], upper: string, work: string): string {
+function overlayData(lowers: string[], upper: string | undefined, work: string | undefined): string {
+  if (upper === undefined || work === undefined) return `lowerdir=${lowers.join(':')}`;
   return `lowerdir=${lowers.join(':')},upperdir=${upper},workdir=${work}${indexOff()}`;
 }
 
@@ -47,11 +49,11 @@ function withDirFds<T>(paths: string[], fn: (names: string[]) => T): T {
   }
 }
 
-function mountOverlayData(target: string, data: string): void {
+function mountOverlayData(target: string, data: string, flags: number): void {
   if (Buffer.byteLength(data) >= PAGE) {
     throw systemError(`overlay mount options for ${target} exceed one page (${Buffer.byteLength(data)} bytes): too many layers`);
   }
-  native.mount('overlay', target, 'overlay', 0, data);
+  native.mount('overlay', target, 'overlay', flags, data);
 }
 
 /**
@@ -61,18 +63,20 @@ function mountOverlayData(target: string, data: string): void {
  */
 export function mountOverlay({ lowerDirs, upperDir, workDir, target }: OverlayOptions): void {
   if (lowerDirs.length === 0) throw systemError('overlay needs at least one lower directory');
+  const flags = upperDir === undefined ? MS_RDONLY : 0;
   const literal = overlayData(lowerDirs, upperDir, workDir);
-  if ([...lowerDirs, upperDir, workDir].every(isPlain) && Buffer.byteLength(literal) < PAGE) {
-    native.mount('overlay', target, 'overlay', 0, literal);
+  const own = [upperDir, workDir].filter((p) => p !== undefined);
+  if ([...lowerDirs, ...own].every(isPlain) && Buffer.byteLength(literal) < PAGE) {
+    native.mount('overlay', target, 'overlay', flags, literal);
     return;
   }
-  const indirect = [upperDir, workDir].filter((p) => !isPlain(p));
+  const indirect = own.filter((p) => !isPlain(p));
   withDirFds([...lowerDirs, ...indirect], (names) => {
     const lowers = names.slice(0, lowerDirs.length);
     const rest = names.slice(lowerDirs.length);
-    const upper = isPlain(upperDir) ? upperDir : rest.shift()!;
-    const work = isPlain(workDir) ? workDir : rest.shift()!;
-    mountOverlayData(target, overlayData(lowers, upper, work));
+    const upper = upperDir === undefined || isPlain(upperDir) ? upperDir : rest.shift()!;
+    const work = workDir === undefined || isPlain(workDir) ? workDir : rest.shift()!;
+    mountOverlayData(target, overlayData(lowers, upper, work), flags);
   });
 }
 

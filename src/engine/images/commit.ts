@@ -1,0 +1,360 @@
+// `docker commit`, `docker diff` and `docker export`: a container's changes
+// become a new image layer on top of its image.
+//
+// One pass over the container's upper directory makes everything: the layer
+// tar (diff.ts) goes both into a fresh layer directory (apply.ts: extracted
+// once, reused by every container of the new image) and through gzip into the
+// content store, while the digests of both forms (diff id and blob digest) are
+// computed on the way. The image is recorded in one store transaction only
+// once the layer is in place; a crash before that leaves temp files that the
+// layer and content stores remove at the next start.
+import { createHash } from 'node:crypto';
+import { constants as C } from 'node:fs';
+import { mkdir, mkdtemp, open, rmdir, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { VERSION } from '../../config.js';
+import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import type { Container, ContainerService } from '../containers/service.js';
+import type { ContentStore } from '../content/store.js';
+import type { EventBus } from '../events.js';
+import { applyLayer } from '../layers/apply.js';
+import { ParallelGzip } from '../layers/compress.js';
+import { changes, diffLayer, mountPointStubs, type Change } from '../layers/diff.js';
+import { chainIds, LayerStore, type StagedLayer } from '../layers/layers.js';
+import { isMountPoint, mountOverlay, unmount } from '../os/mount.js';
+import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
+import { goArch } from '../system.js';
+import type { ContainerConfigFields, HistoryEntry, ImageConfig } from './config.js';
+import { applyChanges, mergeConfig } from './instructions.js';
+import { parseReference, withTag, referenceString } from './reference.js';
+import { familiar, type ImageService } from './service.js';
+
+/** The diff id of an empty layer (a tar of two zero blocks): dockerd adds no layer for it. */
+export const EMPTY_LAYER_DIFF_ID = 'sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef';
+/** Fixed, so that the same changes always give the same blob. Speed over ratio: commit is interactive. */
+const GZIP_LEVEL = 1;
+/**
+ * Mount points the runtime creates in a container's rootfs when the image
+ * lacks them. dockerd keeps them in an init layer below the container's own;
+ * berth finds them in the upper dir and leaves them out of commit and diff.
+ */
+const RUNTIME_MOUNT_POINTS = ['.dockerenv', 'dev', 'dev/console', 'dev/pts', 'dev/shm', 'etc/hostname', 'etc/hosts', 'etc/mtab', 'etc/resolv.conf', 'proc', 'sys'];
+
+export interface CommitRequest {
+  /** Id, id prefix or name. */
+  container: string;
+  repo?: string;
+  tag?: string;
+  comment?: string;
+  author?: string;
+  /** Freeze a running container while its changes are read (default true). */
+  pause?: boolean;
+  /** Dockerfile instructions (`--change`), one or more lines each. */
+  changes?: string[];
+  /** Replaces the container's config as the base of the new one (the request body). */
+  config?: ContainerConfigFields;
+}
+
+export interface CommitDeps {
+  containers: ContainerService;
+  images: ImageService;
+  repo: ImageRepository;
+  layers: LayerStore;
+  content: ContentStore;
+  events: EventBus;
+  logger: Logger;
+}
+
+/** A layer made from a container's changes, not yet recorded. */
+interface BuiltLayer {
+  staged: StagedLayer;
+  diffId: string;
+  size: number;
+  blob: { digest: string; size: number; created: boolean };
+}
+
+/**
+ * The reference a commit tags, as dockerd's RepoTagReference: none without a
+ * repo; `tag` (default `latest`) replaces any tag in `repo`; no digests.
+ */
+export function commitReference(repo: string | undefined, tag: string | undefined): string | undefined {
+  if (!repo) return undefined;
+  let ref = parseReference(repo, { defaultTag: false });
+  if (ref.digest) throw invalidParameter('cannot commit to digest reference');
+  if (tag) ref = withTag(ref, tag);
+  else if (!ref.tag) ref = withTag(ref, 'latest');
+  return referenceString(ref);
+}
+
+export class CommitService {
+  private readonly log: Logger;
+  /** Installing layers and recording images, one commit at a time (two may make the same layer). */
+  private recording: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly deps: CommitDeps) {
+    this.log = deps.logger.child({ component: 'commit' });
+  }
+
+  /** `POST /commit`: returns the new image's id. */
+  async commit(req: CommitRequest): Promise<string> {
+    const { containers, repo } = this.deps;
+    const target = commitReference(req.repo, req.tag); // refused before any work is done
+    const c = containers.get(req.container);
+    const id = c.row.id;
+    if (c.row.status === 'dead') throw conflict(`You cannot commit container ${id} which is Dead`);
+    if (c.row.status === 'removing') throw conflict(`You cannot commit container ${id} which is being removed`);
+    const parent = repo.find(c.row.image_id);
+    if (!parent) throw systemError(`image ${c.row.image_id} of container ${id} is not in the store`);
+    const config = mergeConfig(applyChanges(req.config ?? c.config, req.changes ?? []), c.config);
+    const parentLayers = repo.layersOf(parent.id);
+
+    // As dockerd: a container that cannot be paused (it stopped meanwhile) is committed as it is.
+    const freeze = req.pause !== false && c.row.status === 'running' && (await containers.pause(id).then(() => true, () => false));
+    let layer: BuiltLayer | null;
+    try {
+      layer = await this.buildLayer(c, parentLayers);
+    } finally {
+      if (freeze) await containers.unpause(id).catch((err: unknown) => this.log.warn({ err, id }, 'unpause after commit failed'));
+    }
+    const imageId = await this.serially(() => this.record({ c, parent, parentLayers, layer, config, target, comment: req.comment ?? '', author: req.author ?? '' }));
+    if (target) this.deps.events.publish('image', 'tag', imageId, { name: familiar(target) });
+    this.deps.events.publish('container', 'commit', id, {
+      ...(c.config.Labels ?? {}),
+      comment: req.comment ?? '',
+      image: c.row.image_ref,
+      imageID: imageId,
+      imageRef: target ? familiar(target) : '',
+      name: c.row.name,
+    });
+    return imageId;
+  }
+
+  /** `GET /containers/{id}/changes`: null when nothing changed, as dockerd answers. */
+  async changes(ref: string): Promise<Change[] | null> {
+    const c = this.deps.containers.get(ref);
+    const upper = await this.upperDir(c);
+    const lowers = this.lowerDirs(c);
+    const list = await changes(upper, lowers, { exclude: await mountPointStubs(upper, lowers, RUNTIME_MOUNT_POINTS) });
+    return list.length ? list : null;
+  }
+
+  /**
+   * `GET /containers/{id}/export`: the container's whole filesystem as a tar.
+   * A running container's rootfs is read where it is mounted; a stopped one's
+   * is mounted read-only (its upper dir as the top layer), opened, and
+   * detached at once, so that nothing stays mounted whatever happens next.
+   */
+  async export(ref: string): Promise<Readable> {
+    const c = this.deps.containers.get(ref);
+    const rootfs = path.join(c.bundleDir, 'rootfs');
+    const root = isMountPoint(rootfs) ? await openDir(rootfs) : await this.mountReadOnly(c);
+    const tar = diffLayer(`/proc/self/fd/${root.fd}`);
+    tar.once('close', () => void root.close().catch(() => undefined));
+    return tar;
+  }
+
+  // ---------------------------------------------------------------- the layer
+
+  /** The container's changes as a staged layer and a stored blob; null when there are none. */
+  private async buildLayer(c: Container, parentLayers: LayerRow[]): Promise<BuiltLayer | null> {
+    const upper = await this.upperDir(c);
+    const lowers = parentLayers.map((l) => this.deps.images.layerDir(l)).reverse();
+    const exclude = await mountPointStubs(upper, lowers, RUNTIME_MOUNT_POINTS);
+    const staged = await this.deps.layers.stage('commit');
+    const tar = diffLayer(upper, { exclude });
+    const diffHash = createHash('sha256');
+    tar.on('data', (chunk: Buffer) => diffHash.update(chunk));
+    const gzip = new ParallelGzip({ level: GZIP_LEVEL });
+    // The tar flows to both at once, at the pace of the slower.
+    const jobs = [applyLayer(tar, staged.diffDir), pipeline(tar, gzip), this.deps.content.create(gzip)] as const;
+    let applied: Awaited<(typeof jobs)[0]>;
+    let blob: Awaited<(typeof jobs)[2]>;
+    try {
+      [applied, , blob] = await Promise.all(jobs);
+    } catch (e) {
+      tar.destroy();
+      gzip.destroy();
+      const settled = await Promise.allSettled(jobs);
+      const stored = settled[2].status === 'fulfilled' ? settled[2].value : undefined;
+      if (stored?.created) await this.deps.content.delete(stored.digest);
+      await staged.discard();
+      throw e;
+    }
+    const diffId = `sha256:${diffHash.digest('hex')}`;
+    if (diffId === EMPTY_LAYER_DIFF_ID) {
+      await staged.discard();
+      if (blob.created) await this.deps.content.delete(blob.digest);
+      return null;
+    }
+    return { staged, diffId, size: applied.size, blob };
+  }
+
+  /** Installs the layer (or finds it stored already) and records the image, all or nothing. */
+  private async record(o: {
+    c: Container;
+    parent: ImageRow;
+    parentLayers: LayerRow[];
+    layer: BuiltLayer | null;
+    config: ContainerConfigFields;
+    target: string | undefined;
+    comment: string;
+    author: string;
+  }): Promise<string> {
+    const { repo, content, layers } = this.deps;
+    const { layer, parentLayers } = o;
+    const created = new Date().toISOString();
+    const parentConfig = JSON.parse(o.parent.config) as ImageConfig;
+    const imageConfig = childConfig(parentConfig, {
+      created,
+      author: o.author,
+      comment: o.comment,
+      containerId: o.c.row.id,
+      containerConfig: o.c.config,
+      config: o.config,
+      diffId: layer?.diffId,
+    });
+    const configBytes = Buffer.from(JSON.stringify(imageConfig));
+    const imageId = `sha256:${createHash('sha256').update(configBytes).digest('hex')}`;
+
+    let rows = parentLayers;
+    let installed: LayerRow | undefined;
+    try {
+      if (layer) {
+        const chainId = chainIds([...parentLayers.map((l) => l.diff_id), layer.diffId]).at(-1)!;
+        const stored = repo.layer(chainId);
+        if (stored) await layer.staged.discard(); // the same changes committed before: same tree
+        else {
+          await layer.staged.install(chainId);
+          installed = { chain_id: chainId, diff_id: layer.diffId, parent: parentLayers.at(-1)?.chain_id ?? null, dir: LayerStore.dirName(chainId), size: layer.size, blob: layer.blob.digest };
+        }
+        rows = [...parentLayers, stored ?? installed!];
+      }
+      await content.put(imageId, configBytes, { what: 'image config' });
+      repo.add({
+        image: { id: imageId, parent: o.parent.id, config: configBytes.toString('utf8'), size: rows.reduce((a, l) => a + l.size, 0), created, added_at: Date.now() },
+        layers: rows,
+        blobs: [imageId, ...(layer ? [layer.blob.digest] : [])],
+        tags: o.target ? [o.target] : [],
+        repoDigests: [],
+      });
+    } catch (e) {
+      await layer?.staged.discard();
+      if (installed && !repo.layer(installed.chain_id)) await layers.remove(installed.dir);
+      if (!repo.find(imageId)) {
+        if (layer?.blob.created) await content.delete(layer.blob.digest).catch(() => undefined);
+        await content.delete(imageId).catch(() => undefined);
+      }
+      throw e;
+    }
+    this.log.debug({ container: o.c.row.id, image: imageId, diffId: layer?.diffId ?? null }, 'committed');
+    return imageId;
+  }
+
+  private serially<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.recording.then(fn, fn);
+    this.recording = run.catch(() => undefined);
+    return run;
+  }
+
+  // ---------------------------------------------------------------- where things are
+
+  /** The container's writable layer; a container never started gets its (empty) one now, as start would. */
+  private async upperDir(c: Container): Promise<string> {
+    const upper = path.join(c.bundleDir, 'upper');
+    await mkdir(upper, { mode: 0o755 }).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EEXIST') throw systemError(`container ${c.row.id} has no filesystem: ${messageOf(e)}`, e);
+    });
+    return upper;
+  }
+
+  /** The image's layer directories, topmost first. */
+  private lowerDirs(c: Container): string[] {
+    const { images } = this.deps;
+    return images.layersOf(c.row.image_id).map((l) => images.layerDir(l)).reverse();
+  }
+
+  private async mountReadOnly(c: Container): Promise<FileHandle> {
+    const layers = [await this.upperDir(c), ...this.lowerDirs(c)];
+    if (layers.length === 1) return openDir(layers[0]!);
+    const target = await mkdtemp(path.join(c.bundleDir, 'export-'));
+    try {
+      mountOverlay({ lowerDirs: layers, target });
+      try {
+        return await openDir(target);
+      } finally {
+        unmount(target);
+      }
+    } finally {
+      await rmdir(target);
+    }
+  }
+}
+
+const openDir = (dir: string) => open(dir, C.O_RDONLY | C.O_DIRECTORY);
+
+/**
+ * The new image's config, as dockerd's NewChildImage: the parent's platform,
+ * history and diff ids, extended by this commit.
+ */
+function childConfig(
+  parent: ImageConfig,
+  o: { created: string; author: string; comment: string; containerId: string; containerConfig: ContainerConfigFields; config: ContainerConfigFields; diffId: string | undefined },
+): ImageConfig {
+  const createdBy = (o.containerConfig.Cmd ?? []).join(' ');
+  const entry: HistoryEntry = {
+    created: o.created,
+    ...(o.author ? { author: o.author } : {}),
+    ...(createdBy ? { created_by: createdBy } : {}),
+    ...(o.comment ? { comment: o.comment } : {}),
+    ...(o.diffId ? {} : { empty_layer: true }),
+  };
+  return {
+    ...(o.comment ? { comment: o.comment } : {}),
+    created: o.created,
+    container: o.containerId,
+    container_config: o.containerConfig,
+    docker_version: VERSION,
+    ...(o.author ? { author: o.author } : {}),
+    config: dockerConfig(o.config),
+    architecture: parent.architecture || goArch(),
+    ...(parent.variant ? { variant: parent.variant } : {}),
+    os: parent.os || 'linux',
+    rootfs: { type: 'layers', diff_ids: [...(parent.rootfs?.diff_ids ?? []), ...(o.diffId ? [o.diffId] : [])] },
+    history: [...(parent.history ?? []), entry],
+    ...(parent['os.version'] ? { 'os.version': parent['os.version'] } : {}),
+    ...(parent['os.features'] ? { 'os.features': parent['os.features'] } : {}),
+  };
+}
+
+/** A config in Docker's full shape and field order (empty optional maps left out, as Go's omitempty). */
+function dockerConfig(c: ContainerConfigFields): ContainerConfigFields {
+  const base: ContainerConfigFields = {
+    Hostname: '',
+    Domainname: '',
+    User: '',
+    AttachStdin: false,
+    AttachStdout: false,
+    AttachStderr: false,
+    ExposedPorts: undefined,
+    Tty: false,
+    OpenStdin: false,
+    StdinOnce: false,
+    Env: null,
+    Cmd: null,
+    Healthcheck: undefined,
+    ArgsEscaped: undefined,
+    Image: '',
+    Volumes: null,
+    WorkingDir: '',
+    Entrypoint: null,
+    OnBuild: null,
+    Labels: null,
+  };
+  const out: ContainerConfigFields = { ...base, ...c };
+  if (!out.ExposedPorts || Object.keys(out.ExposedPorts).length === 0) delete out.ExposedPorts;
+  for (const k of Object.keys(out)) if (out[k] === undefined) delete out[k];
+  return out;
+}
