@@ -155,15 +155,21 @@ async function snapshot(root: string): Promise<string[]> {
   });
 }
 
+/** A base layer, and an overlay upper dir holding what a container changed over it. */
+async function changedUpper(): Promise<{ lower: string; upper: string; containerView: string[] }> {
+  const lower = await baseLayer();
+  const upper = dir('upper');
+  await mkdir(upper);
+  const merged = await overlay([lower], upper);
+  await containerChanges(merged);
+  const containerView = await snapshot(merged);
+  unmount(merged);
+  return { lower, upper, containerView };
+}
+
 describe('diffLayer', () => {
   it('turns an overlay upper dir into a layer that reproduces it', async () => {
-    const lower = await baseLayer();
-    const upper = dir('upper');
-    await mkdir(upper);
-    const merged = await overlay([lower], upper);
-    await containerChanges(merged);
-    const containerView = await snapshot(merged);
-    unmount(merged);
+    const { lower, upper, containerView } = await changedUpper();
 
     const tar = await collect(diffLayer(upper));
     const applied = dir('applied');
@@ -184,12 +190,7 @@ describe('diffLayer', () => {
   });
 
   it('lists entries in a stable order with whiteout and opaque markers, hardlinks and PAX names', async () => {
-    const lower = await baseLayer();
-    const upper = dir('upper');
-    await mkdir(upper);
-    const merged = await overlay([lower], upper);
-    await containerChanges(merged);
-    unmount(merged);
+    const { lower, upper } = await changedUpper();
 
     const entries: Array<{ name: string; type: string; linkname: string | null }> = [];
     const extract = tarStream.extract();
@@ -220,12 +221,7 @@ describe('diffLayer', () => {
   });
 
   it('gives byte-identical tars for the same tree', async () => {
-    const lower = await baseLayer();
-    const upper = dir('upper');
-    await mkdir(upper);
-    const merged = await overlay([lower], upper);
-    await containerChanges(merged);
-    unmount(merged);
+    const { lower, upper } = await changedUpper();
     const first = await collect(diffLayer(upper));
     const second = await collect(diffLayer(upper));
     expect(second.equals(first)).toBe(true);
@@ -242,12 +238,7 @@ describe('diffLayer', () => {
 
 describe('changes', () => {
   it('reports what dockerd reports for an overlay upper dir', async () => {
-    const lower = await baseLayer();
-    const upper = dir('upper');
-    await mkdir(upper);
-    const merged = await overlay([lower], upper);
-    await containerChanges(merged);
-    unmount(merged);
+    const { lower, upper } = await changedUpper();
 
     const list = await changes(upper, [lower]);
     const kinds = Object.fromEntries(list.map((c) => [c.Path, c.Kind]));
