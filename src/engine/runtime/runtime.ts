@@ -3,7 +3,7 @@
 // No HTTP, no database: callers keep the state, this only acts and reports.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:fs';
-import { mkdir, open, readFile, rm, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, open, readFile, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
@@ -169,7 +169,42 @@ export class Runtime {
 
   /** Lets the created container's process exec its command. */
   async start(id: string): Promise<void> {
+    checkId(id);
+    if (await this.releaseInit(id)) return;
     await this.runcFor(id, ['start', id]);
+  }
+
+  /**
+   * What `runc start` does, without spawning runc (~8 ms of every run): a
+   * created container's init waits, blocked opening <state>/exec.fifo for
+   * writing, until someone reads it; it then writes "0" and execs the command.
+   * We read it and remove the fifo (runc's "running" from then on). Returns
+   * false, having released nothing, when there is no such waiting init.
+   */
+  private async releaseInit(id: string): Promise<boolean> {
+    const dir = path.join(this.runcRoot, id);
+    const fifo = path.join(dir, 'exec.fifo');
+    const state = await readFile(path.join(dir, 'state.json'), 'utf8').then((t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number }, () => null);
+    const st = await lstat(fifo).catch(() => null);
+    if (!state?.init_process_pid || !st?.isFIFO() || !(await processAlive(state.init_process_pid, state.init_process_start))) return false;
+    // The open blocks (in the thread pool) until the init's write end meets it.
+    // Should the init die meanwhile, our own writer unblocks it after a while.
+    const rescue = setTimeout(() => {
+      open(fifo, constants.O_WRONLY | constants.O_NONBLOCK).then((fh) => fh.close(), () => undefined);
+    }, 5000);
+    try {
+      const fh = await open(fifo, constants.O_RDONLY);
+      try {
+        const { bytesRead, buffer } = await fh.read(Buffer.alloc(1), 0, 1, null);
+        if (bytesRead !== 1 || buffer[0] !== 0x30) throw systemError(`container ${id} did not start: its init is gone`);
+      } finally {
+        await fh.close();
+      }
+    } finally {
+      clearTimeout(rescue);
+    }
+    await rm(fifo, { force: true });
+    return true;
   }
 
   /** Sends a signal (name with or without SIG, or number) to the init process, or to every process with all. */
