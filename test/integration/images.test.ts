@@ -216,6 +216,9 @@ describe('hostile and broken content', () => {
     expect(last.error).toMatch(/verification failed|digest/);
     expect(last.errorDetail.message).toBe(last.error);
     expect(await tagged(`${plain.host}/tampered:latest`)).toBeUndefined();
+    // Nothing of the failed pull stays in the content store either.
+    const blobs = path.join(d.dataRoot, 'content/blobs/sha256');
+    for (const digest of [img.configDigest, img.digest, layer.digest]) expect(existsSync(path.join(blobs, digest.slice(7))), digest).toBe(false);
     // The daemon keeps serving.
     expect((await d.request('GET', '/_ping')).status).toBe(200);
   });

@@ -666,12 +666,13 @@ export class ContainerService {
     await this.deps.runtime.delete(id, true).catch(() => undefined);
     await releaseRootfs(path.join(c.bundleDir, 'rootfs')).catch(() => undefined);
     this.deps.repo.remove(id);
+    // Gone from the API from here on: waiters (docker run --rm) need not wait for the files.
+    this.notify(id, ['not-running', 'next-exit', 'removed'], c.row.exit_code);
+    this.event(c.row, 'destroy');
     await this.deps.exits.clear(id).catch(() => undefined);
     await rm(c.bundleDir, { recursive: true, force: true }).catch((e) => {
       throw systemError(`unable to remove filesystem for ${id}: ${messageOf(e)}`, e);
     });
-    this.notify(id, ['not-running', 'next-exit', 'removed'], c.row.exit_code);
-    this.event(c.row, 'destroy');
   }
 
   async prune(filters: Filters = {}): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }> {

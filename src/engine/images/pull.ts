@@ -167,7 +167,16 @@ export class PullingImageService extends ImageService {
 
     const fresh: LayerRow[] = [];
     const ingested: string[] = [];
+    const metaDigests = [resolved.configDigest, resolved.manifestDigest, resolved.image.digest];
+    let metadata: Promise<unknown> = Promise.resolve();
     try {
+      // The config and manifests are stored (and fsync'd) while the layers download.
+      metadata = Promise.all([
+        content.put(resolved.configDigest, resolved.config),
+        content.put(resolved.manifestDigest, resolved.manifest),
+        resolved.image.digest !== resolved.manifestDigest ? content.put(resolved.image.digest, resolved.image.bytes) : undefined,
+      ]);
+      metadata.catch(() => undefined); // awaited below; a layer failure may come first
       const rows = await Promise.all(
         resolved.layers.map(async (desc, i): Promise<LayerRow> => {
           const known = existing[i];
@@ -178,9 +187,7 @@ export class PullingImageService extends ImageService {
           return row;
         }),
       );
-      await content.put(resolved.configDigest, resolved.config);
-      await content.put(resolved.manifestDigest, resolved.manifest);
-      if (resolved.image.digest !== resolved.manifestDigest) await content.put(resolved.image.digest, resolved.image.bytes);
+      await metadata;
       repo.add({
         image: {
           id: imageId,
@@ -198,7 +205,10 @@ export class PullingImageService extends ImageService {
     } catch (e) {
       // Nothing of a failed pull stays: layers and blobs no image records go.
       for (const l of fresh) if (!repo.layer(l.chain_id)) await this.pdeps.layers.remove(l.dir);
-      for (const b of ingested) if (!repo.find(imageId)) await content.delete(b).catch(() => undefined);
+      await metadata.catch(() => undefined);
+      for (const b of new Set([...ingested, ...metaDigests])) {
+        if (!repo.blobHeld(b)) await content.delete(b).catch(() => undefined);
+      }
       throw e;
     }
     this.pdeps.events.publish('image', 'pull', familiarString(ref), { name: familiarString(ref) });

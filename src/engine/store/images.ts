@@ -173,6 +173,11 @@ export class ImageRepository {
     })();
   }
 
+  /** True when some image holds this blob. */
+  blobHeld(digest: string): boolean {
+    return this.q.blobUsed.get(digest) !== undefined;
+  }
+
   layerDirs(): Set<string> {
     return new Set((this.q.allLayerDirs.all() as { dir: string }[]).map((r) => r.dir));
   }
