@@ -5,7 +5,6 @@ import type { LayerRow } from '../../engine/store/images.js';
 import { createdSeconds } from '../../engine/images/config.js';
 import { versionBelow } from '../version.js';
 
-const orNone = (xs: string[], none: string) => (xs.length ? xs : [none]);
 
 /** One entry of `GET /images/json`. */
 export function imageSummary(img: Image, apiVersion: string): Record<string, unknown> {

@@ -199,7 +199,7 @@ export class ExecService {
     } catch (err) {
       throw conflict(`Container ${c.row.id} is not running: ${messageOf(err)}`);
     }
-    const user = x.User ? await resolveUser(path.join(c.bundleDir, 'rootfs'), x.User) : null;
+    const user = x.User ? await resolveUser(c.rootfs, x.User) : null;
     const caps = x.Privileged ? resolveCapabilities([], [], true) : null;
     const proc: OciProcess = {
       ...base,

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { conflict, EngineError, invalidParameter, isEngineError, messageOf, noSuchContainer, notFound, notModified, systemError } from '../../errors.js';
+import { conflict, invalidParameter, messageOf, noSuchContainer, notFound, notModified, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
@@ -34,6 +34,8 @@ export interface Container {
   path: string;
   args: string[];
   bundleDir: string;
+  /** The overlay mount point, runc's root.path. */
+  rootfs: string;
   logPath: string;
 }
 
@@ -53,7 +55,7 @@ export interface ContainerDeps {
 
 const RUNNING: ContainerStatus[] = ['running', 'paused', 'restarting'];
 const isRunning = (r: ContainerRow) => r.status === 'running' || r.status === 'paused';
-const SIGNALS: Record<string, number> = Object.fromEntries(Object.entries(os.constants.signals).map(([k, v]) => [k, v]));
+const SIGNALS = os.constants.signals as Record<string, number>;
 
 /** `9`, `KILL`, `SIGKILL` → `SIGKILL`; unknown names are refused as dockerd refuses them. */
 export function normalizeSignal(sig: string): string {
@@ -134,7 +136,7 @@ export class ContainerService {
     const hostConfig = JSON.parse(row.host_config) as HostConfig;
     const argv = [...(config.Entrypoint ?? []), ...(config.Cmd ?? [])];
     const bundleDir = path.join(this.deps.root, row.id);
-    return { row, config, hostConfig, path: argv[0] ?? '', args: argv.slice(1), bundleDir, logPath: path.join(bundleDir, 'ctr.log') };
+    return { row, config, hostConfig, path: argv[0] ?? '', args: argv.slice(1), bundleDir, rootfs: path.join(bundleDir, 'rootfs'), logPath: path.join(bundleDir, 'ctr.log') };
   }
 
   list(opts: { all?: boolean; limit?: number; filters?: Filters } = {}): Container[] {
@@ -157,7 +159,7 @@ export class ContainerService {
     const all = opts.all || (opts.limit ?? 0) > 0 || !!f.status || !!f.exited || before !== undefined || since !== undefined;
     const out: Container[] = [];
     for (const row of this.deps.repo.list()) {
-      if (!all && row.status !== 'running' && row.status !== 'paused' && row.status !== 'restarting') continue;
+      if (!all && !RUNNING.includes(row.status)) continue;
       const c = this.hydrate(row);
       if (f.id?.length && !f.id.some((p) => row.id.startsWith(p))) continue;
       if (f.name?.length && !f.name.some((n) => new RegExp(n.replace(/^\//, '')).test(row.name))) continue;
@@ -333,7 +335,6 @@ export class ContainerService {
   private async startRow(id: string, o: { stoppedByUser: boolean; restartCount?: number }): Promise<void> {
     const c = this.hydrate(this.deps.repo.find(id) ?? (() => { throw noSuchContainer(id); })());
     const { runtime, exits } = this.deps;
-    const rootfs = path.join(c.bundleDir, 'rootfs');
     // Usually done already, between create and start (see create()).
     const early = this.prepared.get(id);
     this.prepared.delete(id);
@@ -373,7 +374,7 @@ export class ContainerService {
     } catch (e) {
       this.attachments.fail(id);
       await runtime.delete(id, true).catch(() => undefined);
-      await releaseRootfs(rootfs).catch(() => undefined);
+      await releaseRootfs(c.rootfs).catch(() => undefined);
       const code = e instanceof RuntimeCreateError ? e.code : 128;
       this.deps.repo.update(id, { status: c.row.finished_at ? 'exited' : 'created', exit_code: code, error: messageOf(e), pid: 0 });
       throw e;
@@ -383,11 +384,10 @@ export class ContainerService {
   /** Mounts the rootfs and writes the OCI bundle: all a start needs before conmon. */
   private async prepareBundle(c: Container): Promise<void> {
     const { exits, images } = this.deps;
-    const rootfs = path.join(c.bundleDir, 'rootfs');
     const lowers = images.layersOf(c.row.image_id).map((l) => images.layerDir(l)).reverse();
     await exits.clear(c.row.id);
-    await prepareRootfs({ lowerDirs: lowers, upperDir: path.join(c.bundleDir, 'upper'), workDir: path.join(c.bundleDir, 'work'), target: rootfs });
-    const spec = await this.spec(c, rootfs);
+    await prepareRootfs({ lowerDirs: lowers, upperDir: path.join(c.bundleDir, 'upper'), workDir: path.join(c.bundleDir, 'work'), target: c.rootfs });
+    const spec = await this.spec(c, c.rootfs);
     await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
   }
 
@@ -489,7 +489,7 @@ export class ContainerService {
     const c = this.hydrate(row);
     const oom = await this.deps.runtime.oomKilled(c.bundleDir).catch(() => false);
     await this.deps.runtime.delete(id, true).catch((err) => this.log.debug({ err, id }, 'runc delete'));
-    await releaseRootfs(path.join(c.bundleDir, 'rootfs')).catch((err) => this.log.warn({ err, id }, 'unmount failed'));
+    await releaseRootfs(c.rootfs).catch((err) => this.log.warn({ err, id }, 'unmount failed'));
     const now = Date.now();
     const restart = this.shouldRestart(c, exitCode);
     this.deps.repo.update(id, { status: restart ? 'restarting' : 'exited', exit_code: exitCode, finished_at: now, pid: 0, oom_killed: oom ? 1 : 0, error });
@@ -571,15 +571,12 @@ export class ContainerService {
     const exited = this.wait(id, 'not-running');
     if (c.row.status === 'paused') await this.deps.runtime.resume(id).catch(() => undefined);
     await this.signal(id, signal);
-    if (timeout < 0) {
-      await exited;
-      return;
+    // A negative timeout waits for as long as it takes, as dockerd's.
+    if (timeout >= 0) {
+      const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeout * 1000).unref());
+      if ((await Promise.race([exited, timer])) === 'timeout') await this.signal(id, 'SIGKILL');
     }
-    const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeout * 1000).unref());
-    if ((await Promise.race([exited, timer])) === 'timeout') {
-      await this.signal(id, 'SIGKILL');
-      await exited;
-    }
+    await exited;
     this.event(c.row, 'stop');
   }
 
@@ -664,7 +661,7 @@ export class ContainerService {
     await this.prepared.get(id)?.catch(() => undefined);
     this.prepared.delete(id);
     await this.deps.runtime.delete(id, true).catch(() => undefined);
-    await releaseRootfs(path.join(c.bundleDir, 'rootfs')).catch(() => undefined);
+    await releaseRootfs(c.rootfs).catch(() => undefined);
     this.deps.repo.remove(id);
     // Gone from the API from here on: waiters (docker run --rm) need not wait for the files.
     this.notify(id, ['not-running', 'next-exit', 'removed'], c.row.exit_code);
@@ -762,11 +759,6 @@ export class ContainerService {
 
   isTty(ref: string): boolean {
     return this.get(ref).config.Tty;
-  }
-
-  /** True when an error is a container that failed to start because of its command (dockerd's 400/127). */
-  static isStartFailure(e: unknown): e is EngineError {
-    return isEngineError(e) && e instanceof RuntimeCreateError;
   }
 }
 

@@ -149,8 +149,7 @@ export class CommitService {
    */
   async export(ref: string): Promise<Readable> {
     const c = this.deps.containers.get(ref);
-    const rootfs = path.join(c.bundleDir, 'rootfs');
-    const root = isMountPoint(rootfs) ? await openDir(rootfs) : await this.mountReadOnly(c);
+    const root = isMountPoint(c.rootfs) ? await openDir(c.rootfs) : await this.mountReadOnly(c);
     const tar = diffLayer(`/proc/self/fd/${root.fd}`);
     tar.once('close', () => void root.close().catch(() => undefined));
     return tar;

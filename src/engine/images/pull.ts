@@ -7,7 +7,6 @@ import { PassThrough, Transform, type TransformCallback, type TransformOptions }
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, type ZlibOptions } from 'node:zlib';
 import { invalidParameter, isEngineError, messageOf, systemError } from '../../errors.js';
-import type { ContentStore } from '../content/store.js';
 import { applyLayer } from '../layers/apply.js';
 import { chainIds, LayerStore } from '../layers/layers.js';
 import type { AuthConfig } from '../registry/auth.js';
