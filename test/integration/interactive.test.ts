@@ -42,6 +42,23 @@ async function terminal(args: string, width = 100, height = 30): Promise<Termina
   return t;
 }
 
+/**
+ * Asks the shell for its size until it reports `size`: the window change
+ * travels CLI → berthd → conmon while the typed command races it, so one
+ * `stty size` may still see the old size.
+ */
+async function untilSize(t: Terminal, size: RegExp): Promise<void> {
+  for (let i = 0; ; i++) {
+    await t.keys('stty size', 'Enter');
+    try {
+      await t.waitFor(size, String(size), 1000);
+      return;
+    } catch (e) {
+      if (i >= 10) throw e;
+    }
+  }
+}
+
 const inspect = async (name: string) => JSON.parse(await ok(['inspect', name]))[0];
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -103,8 +120,7 @@ describe('docker run -it', () => {
     await t.keys('stty size; echo term=$TERM; tty', 'Enter');
     await t.waitFor(/^30 100\nterm=xterm\n\/dev\/pts\/0$/m);
     await t.resize(80, 24);
-    await t.keys('stty size', 'Enter');
-    await t.waitFor(/^24 80$/m);
+    await untilSize(t, /^24 80$/m);
     // Line editing goes through the terminal: the shell sees the edited line.
     await t.keys('echo abX', 'C-h', 'c', 'Enter');
     await t.waitFor(/^abc$/m);
@@ -169,8 +185,7 @@ describe('docker exec', () => {
     await t.keys('stty size; echo term=$TERM; tty', 'Enter');
     await t.waitFor(/^25 90\nterm=xterm\n\/dev\/pts\/\d+$/m);
     await t.resize(70, 20);
-    await t.keys('stty size', 'Enter');
-    await t.waitFor(/^20 70$/m);
+    await untilSize(t, /^20 70$/m);
     await t.keys('exit 9', 'Enter');
     await t.waitFor(/\[exit 9\]$/m);
   });

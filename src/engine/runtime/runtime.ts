@@ -50,6 +50,8 @@ export interface RuntimeState {
 
 /** Default cap on a container's log file: conmon then starts it afresh, so a flood cannot fill the disk. */
 export const DEFAULT_LOG_SIZE_MAX = 100 * 1024 * 1024;
+/** Gap between two resizes of one terminal (see resize()). */
+const RESIZE_SPACING_MS = 50;
 const DEFAULT_CREATE_TIMEOUT_MS = 240_000;
 
 /** runc's rule for ids, and what keeps them safe as file names under exit-dir and socket-dir. */
@@ -77,6 +79,8 @@ export class Runtime {
   readonly runcRoot: string;
   readonly socketDir: string;
   private readonly log: Logger;
+  /** Resizes being written per terminal (bundle or exec dir): the size to end on, and when it is written. */
+  private readonly resizes = new Map<string, { latest: { height: number; width: number }; done: Promise<void> }>();
   private prepared: Promise<void> | undefined;
 
   constructor(private readonly opts: RuntimeOptions) {
@@ -132,6 +136,34 @@ export class Runtime {
     if (!Number.isInteger(height) || !Number.isInteger(width) || height < 0 || width < 0 || height > 65535 || width > 65535) {
       throw invalidParameter(`invalid terminal size ${height}x${width}`);
     }
+    // conmon acts on only the first message of those it reads at once, so a burst
+    // of resizes (a window being dragged) could leave a stale size. Messages are
+    // spaced apart per terminal, and the latest size is always the one written last.
+    let q = this.resizes.get(dir);
+    if (q) {
+      q.latest = { height, width };
+      return q.done;
+    }
+    q = { latest: { height, width }, done: Promise.resolve() };
+    this.resizes.set(dir, q);
+    const entry = q;
+    entry.done = (async () => {
+      try {
+        let written: { height: number; width: number } | undefined;
+        while (entry.latest !== written) {
+          written = entry.latest;
+          await this.writeCtl(dir, `1 ${written.height} ${written.width}\n`);
+          await new Promise((r) => setTimeout(r, RESIZE_SPACING_MS));
+        }
+      } finally {
+        this.resizes.delete(dir);
+      }
+    })();
+    return entry.done;
+  }
+
+  /** One message on conmon's control FIFO. */
+  private async writeCtl(dir: string, message: string): Promise<void> {
     // Non-blocking: with no reader (conmon gone) the open fails with ENXIO instead of waiting.
     const fh = await open(path.join(dir, BUNDLE_FILES.ctl), constants.O_WRONLY | constants.O_NONBLOCK).catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'ENXIO' || e.code === 'ENOENT') return null;
@@ -139,7 +171,7 @@ export class Runtime {
     });
     if (!fh) throw conflict('cannot resize: the process is not running');
     try {
-      await fh.write(`1 ${height} ${width}\n`);
+      await fh.write(message);
     } finally {
       await fh.close();
     }
