@@ -73,9 +73,10 @@ export const fmtMs = (s) => `median ${ms(s.median)} ms, p90 ${ms(s.p90)} ms, min
 export const now = () => Number(process.hrtime.bigint()) / 1e6;
 export const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
-/** "0.42× (target ≤ 0.5×: met)" */
+/** "0.42× (target ≤ 0.5×: met)"; just "0.42×" without a target. */
 export function ratio(a, b, target, better = 'lower') {
   const r = a / b;
+  if (target === undefined) return `${r.toFixed(2)}×`;
   const met = better === 'lower' ? r <= target : r >= target;
   return `${r.toFixed(2)}× (target ${better === 'lower' ? '≤' : '≥'} ${target}×: ${met ? 'met' : 'MISSED'})`;
 }

@@ -18,6 +18,7 @@ import { ContainerRepository } from './engine/store/containers.js';
 import { openDb, type Db } from './engine/store/db.js';
 import { ImageRepository } from './engine/store/images.js';
 import { SystemService } from './engine/system.js';
+import { spreadChildren } from './engine/os/dirs.js';
 import type { Logger } from './log.js';
 
 export interface Built {
@@ -61,6 +62,12 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     mkdirSync(p, { recursive: true, mode: 0o700 });
     return p;
   };
+  /** A directory of independent trees (see os/dirs.ts). */
+  const spreadDir = (name: string) => {
+    const p = dir(name);
+    spreadChildren(p);
+    return p;
+  };
   const db = openDb(path.join(config.dataRoot, 'berth.db'));
   const imageRepo = new ImageRepository(db);
   const events = new EventBus();
@@ -97,7 +104,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     runtime,
     exits,
     logger,
-    root: dir('containers'),
+    root: spreadDir('containers'),
     logSizeMax: DEFAULT_LOG_SIZE_MAX,
     events,
   });

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -27,7 +30,7 @@ static const char *errno_code(int e) {
     case ENOSPC: return "ENOSPC"; case E2BIG: return "E2BIG"; case ERANGE: return "ERANGE";
     case ELOOP: return "ELOOP"; case ENAMETOOLONG: return "ENAMETOOLONG"; case ENODEV: return "ENODEV"; case EWOULDBLOCK: return "EWOULDBLOCK";
     case ECONNREFUSED: return "ECONNREFUSED"; case ECONNRESET: return "ECONNRESET"; case EPIPE: return "EPIPE"; case EBADF: return "EBADF";
-    case ENOTCONN: return "ENOTCONN"; case EMSGSIZE: return "EMSGSIZE";
+    case ENOTCONN: return "ENOTCONN"; case EMSGSIZE: return "EMSGSIZE"; case ENOTTY: return "ENOTTY";
     default: return "EUNKNOWN";
   }
 }
@@ -168,6 +171,28 @@ static napi_value js_flock(napi_env env, napi_callback_info info) {
   napi_get_value_int32(env, argv[1], &op);
   if (flock(fd, op) != 0) return throw_errno(env, "flock", NULL, errno);
   return undefined(env);
+}
+
+// addInodeFlags(dir, flags): ORs `flags` into a directory's inode flags
+// (FS_IOC_GETFLAGS / FS_IOC_SETFLAGS, what chattr does). Returns false when the
+// filesystem keeps no such flags (ENOTTY, EOPNOTSUPP, EINVAL); throws otherwise.
+static napi_value js_add_inode_flags(napi_env env, napi_callback_info info) {
+  size_t argc = 2; napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  char *path = get_string(env, argv[0]);
+  int32_t add = 0;
+  napi_get_value_int32(env, argv[1], &add);
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) { napi_value out = throw_errno(env, "open", path, errno); free(path); return out; }
+  int flags = 0, r = ioctl(fd, FS_IOC_GETFLAGS, &flags);
+  if (r == 0 && (flags & add) != add) { flags |= add; r = ioctl(fd, FS_IOC_SETFLAGS, &flags); }
+  int e = errno;
+  close(fd);
+  napi_value out;
+  if (r != 0 && e != ENOTTY && e != EOPNOTSUPP && e != EINVAL) out = throw_errno(env, "ioctl", path, e);
+  else napi_get_boolean(env, r == 0, &out);
+  free(path);
+  return out;
 }
 
 // ------------------------------------------------------------ seqpacket client
@@ -423,6 +448,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"lgetxattr", NULL, js_lgetxattr, NULL, NULL, NULL, napi_default, NULL},
     {"llistxattr", NULL, js_llistxattr, NULL, NULL, NULL, napi_default, NULL},
     {"flock", NULL, js_flock, NULL, NULL, NULL, napi_default, NULL},
+    {"addInodeFlags", NULL, js_add_inode_flags, NULL, NULL, NULL, napi_default, NULL},
     {"seqpacketConnect", NULL, js_seqpacket_connect, NULL, NULL, NULL, napi_default, NULL},
     {"seqpacketSetReading", NULL, js_seqpacket_set_reading, NULL, NULL, NULL, napi_default, NULL},
     {"seqpacketWrite", NULL, js_seqpacket_write, NULL, NULL, NULL, napi_default, NULL},

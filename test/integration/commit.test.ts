@@ -1,7 +1,7 @@
 // docker commit, diff and export against a real berthd, runc and registry:
 // over plain HTTP (as curl would), the docker CLI, the Python SDK and
 // dockerode. The committed image must hold exactly the container's changes.
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import Docker from 'dockerode';
@@ -59,6 +59,8 @@ async function commit(params: string, body?: unknown): Promise<string> {
 }
 
 const inspect = async (image: string) => (await d.request('GET', `/images/${image}/json`)).json;
+/** The directory (under <data-root>/layers) of an image's top layer: its chain id's hex, as GraphDriver shows it. */
+const layerDirOf = (img: { GraphDriver: { Data: Record<string, string> } }) => path.basename(path.dirname(img.GraphDriver.Data.UpperDir!));
 const imageCount = async () => (await d.request('GET', '/images/json?all=1')).json.length;
 
 /** The container's changes, as the new image must show them. */
@@ -204,6 +206,9 @@ describe('POST /commit over plain HTTP', () => {
     const blobs = path.join(d.dataRoot, 'content/blobs/sha256');
     const layers = path.join(d.dataRoot, 'layers');
     const a = await commit(`container=${ctr}`);
+    // The layer's tree is made from its blob after the commit has answered.
+    const tree = path.join(layers, layerDirOf(await inspect(a)), 'diff');
+    await waitFor(() => existsSync(tree), 'the committed layer\'s tree', 20_000);
     const blobsAfterFirst = readdirSync(blobs).length;
     const layersAfterFirst = readdirSync(layers).length;
     const b = await commit(`container=${ctr}&comment=again`);
@@ -349,6 +354,33 @@ emit('image', {'tags': img.tags, 'comment': img.attrs['Comment'], 'author': img.
 });
 
 describe('a commit cut short', () => {
+  it("makes a committed layer's tree from its blob when the tree is missing, when first used", async () => {
+    const k = await startDaemon();
+    try {
+      await pull(k, env.busybox);
+      const create = await k.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['sh', '-c', 'echo restored > /r.txt; rm /bin/vi'] } });
+      await k.request('POST', `/containers/${create.json.Id}/start`);
+      expect((await k.request('POST', `/containers/${create.json.Id}/wait`)).json.StatusCode).toBe(0);
+      const id = (await k.request('POST', `/commit?container=${create.json.Id}`)).json.Id;
+      const tree = path.join(k.dataRoot, 'layers', layerDirOf((await k.request('GET', `/images/${id}/json`)).json));
+      await waitFor(() => existsSync(path.join(tree, 'diff')), "the committed layer's tree", 20_000);
+      await k.stop();
+      rmSync(tree, { recursive: true });
+      await k.restart();
+
+      const ctr = (await k.request('POST', '/containers/create', { body: { Image: id, Cmd: ['sh', '-c', 'cat /r.txt; [ -e /bin/vi ] || echo no-vi'] } })).json.Id;
+      expect((await k.request('POST', `/containers/${ctr}/start`)).status).toBe(204);
+      expect((await k.request('POST', `/containers/${ctr}/wait`)).json.StatusCode).toBe(0);
+      expect(demuxText((await k.request('GET', `/containers/${ctr}/logs?stdout=1&stderr=1`)).body)).toBe('restored\nno-vi\n');
+      expect(existsSync(path.join(tree, 'diff', 'r.txt'))).toBe(true);
+    } finally {
+      const all = (await k.request('GET', '/containers/json?all=1').catch(() => undefined))?.json ?? [];
+      for (const c of all) await k.request('DELETE', `/containers/${c.Id}?force=1`).catch(() => undefined);
+      await k.cleanup();
+    }
+  });
+
+
   it('leaves no listed image and no orphaned layer after berthd is killed mid-commit', async () => {
     const k = await startDaemon();
     try {
@@ -361,8 +393,9 @@ describe('a commit cut short', () => {
       const layersDir = path.join(k.dataRoot, 'layers');
       const layersBefore = readdirSync(layersDir).sort();
 
+      const ingest = path.join(k.dataRoot, 'content/ingest');
       const pending = k.request('POST', `/commit?container=${ctr}&repo=killed/commit`).catch(() => undefined);
-      await waitFor(() => readdirSync(path.join(layersDir, 'tmp')).length > 0, 'the commit to stage its layer', 20_000, 2);
+      await waitFor(() => readdirSync(ingest).length > 0, 'the commit to write its blob', 20_000, 2);
       await k.kill();
       await pending;
       await k.restart();
@@ -370,7 +403,7 @@ describe('a commit cut short', () => {
       expect((await k.request('GET', '/images/json?all=1')).json).toEqual(before);
       expect(readdirSync(layersDir).sort()).toEqual(layersBefore);
       expect(readdirSync(path.join(layersDir, 'tmp'))).toEqual([]);
-      expect(readdirSync(path.join(k.dataRoot, 'content/ingest'))).toEqual([]);
+      expect(readdirSync(ingest)).toEqual([]);
       // The container is still there, and committing it now works.
       const id = (await k.request('POST', `/commit?container=${ctr}&repo=killed/commit`)).json.Id;
       expect((await k.request('GET', '/images/killed/commit/json')).json.Id).toBe(id);

@@ -384,7 +384,7 @@ export class ContainerService {
   /** Mounts the rootfs and writes the OCI bundle: all a start needs before conmon. */
   private async prepareBundle(c: Container): Promise<void> {
     const { exits, images } = this.deps;
-    const lowers = images.layersOf(c.row.image_id).map((l) => images.layerDir(l)).reverse();
+    const lowers = await images.readyLayerDirs(c.row.image_id);
     await exits.clear(c.row.id);
     await prepareRootfs({ lowerDirs: lowers, upperDir: path.join(c.bundleDir, 'upper'), workDir: path.join(c.bundleDir, 'work'), target: c.rootfs });
     const spec = await this.spec(c, c.rootfs);

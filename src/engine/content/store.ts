@@ -236,6 +236,20 @@ export class ContentStore {
     return Readable.from(chunks(), { objectMode: false });
   }
 
+  /** The first `n` bytes of a stored blob (fewer if it is shorter). */
+  async readHead(digest: string, n: number): Promise<Buffer> {
+    const fh = await open(this.path(digest), 'r').catch((e: unknown) => {
+      throw isMissing(e) ? notFound(`content ${digest} not found`) : e;
+    });
+    try {
+      const buf = Buffer.alloc(n);
+      const { bytesRead } = await fh.read(buf, 0, n, 0);
+      return buf.subarray(0, bytesRead);
+    } finally {
+      await fh.close();
+    }
+  }
+
   /** A whole stored blob (manifests, configs), refusing more than `limit` bytes. */
   async readBuffer(digest: string, limit = 8 * 1024 * 1024): Promise<Buffer> {
     const size = await this.size(digest);

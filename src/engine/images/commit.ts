@@ -1,18 +1,23 @@
 // `docker commit`, `docker diff` and `docker export`: a container's changes
 // become a new image layer on top of its image.
 //
-// One pass over the container's upper directory makes everything: the layer
-// tar (diff.ts) goes both into a fresh layer directory (apply.ts: extracted
-// once, reused by every container of the new image) and through gzip into the
-// content store, while the digests of both forms (diff id and blob digest) are
-// computed on the way. The image is recorded in one store transaction only
-// once the layer is in place; a crash before that leaves temp files that the
-// layer and content stores remove at the next start.
+// One pass over the container's upper directory makes the layer: its tar
+// (diff.ts) goes through gzip into the content store, while the digests of
+// both forms (diff id and blob digest) and the layer's size are computed on
+// the way. The same bytes also fill the layer's tree on disk (apply.ts), the
+// overlay lowerdir that containers of the new image mount, through a buffer,
+// so that the commit goes at the pace of reading and storing, not at that of
+// creating thousands of files a second time. The image is recorded in one
+// store transaction as soon as the blob is stored, and the answer goes back;
+// the tree is installed when it is full, and whoever needs it first waits for
+// it (ImageService.readyLayerDirs), or makes it from the blob if it is not
+// there (after a crash). A crash before the record leaves temp files that the
+// content and layer stores remove at the next start.
 import { createHash } from 'node:crypto';
 import { constants as C } from 'node:fs';
 import { mkdir, mkdtemp, open, rmdir, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { VERSION } from '../../config.js';
 import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
@@ -20,9 +25,9 @@ import type { Logger } from '../../log.js';
 import type { Container, ContainerService } from '../containers/service.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';
-import { applyLayer } from '../layers/apply.js';
 import { ParallelGzip } from '../layers/compress.js';
 import { changes, diffLayer, mountPointStubs, type Change } from '../layers/diff.js';
+import { applyLayer } from '../layers/apply.js';
 import { chainIds, LayerStore, type StagedLayer } from '../layers/layers.js';
 import { isMountPoint, mountOverlay, unmount } from '../os/mount.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
@@ -36,6 +41,8 @@ import { familiar, type ImageService } from './service.js';
 export const EMPTY_LAYER_DIFF_ID = 'sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef';
 /** Fixed, so that the same changes always give the same blob. Speed over ratio: commit is interactive. */
 const GZIP_LEVEL = 1;
+/** How far filling the new layer's tree may lag behind storing its blob, in bytes of tar. */
+const TREE_LAG = 32 << 20;
 /**
  * Mount points the runtime creates in a container's rootfs when the image
  * lacks them. dockerd keeps them in an init layer below the container's own;
@@ -70,7 +77,8 @@ export interface CommitDeps {
 
 /** A layer made from a container's changes, not yet recorded. */
 interface BuiltLayer {
-  staged: StagedLayer;
+  /** Its tree, still being filled when the blob is stored. */
+  tree: { staged: StagedLayer; filling: Promise<unknown> };
   diffId: string;
   size: number;
   blob: { digest: string; size: number; created: boolean };
@@ -115,7 +123,7 @@ export class CommitService {
     const freeze = req.pause !== false && c.row.status === 'running' && (await containers.pause(id).then(() => true, () => false));
     let layer: BuiltLayer | null;
     try {
-      layer = await this.buildLayer(c, parentLayers);
+      layer = await this.buildLayer(c);
     } finally {
       if (freeze) await containers.unpause(id).catch((err: unknown) => this.log.warn({ err, id }, 'unpause after commit failed'));
     }
@@ -136,7 +144,7 @@ export class CommitService {
   async changes(ref: string): Promise<Change[] | null> {
     const c = this.deps.containers.get(ref);
     const upper = await this.upperDir(c);
-    const lowers = this.lowerDirs(c);
+    const lowers = await this.deps.images.readyLayerDirs(c.row.image_id);
     const list = await changes(upper, lowers, { exclude: await mountPointStubs(upper, lowers, RUNTIME_MOUNT_POINTS) });
     return list.length ? list : null;
   }
@@ -157,38 +165,40 @@ export class CommitService {
 
   // ---------------------------------------------------------------- the layer
 
-  /** The container's changes as a staged layer and a stored blob; null when there are none. */
-  private async buildLayer(c: Container, parentLayers: LayerRow[]): Promise<BuiltLayer | null> {
+  /** The container's changes as a stored blob and a tree being filled; null when there are none. */
+  private async buildLayer(c: Container): Promise<BuiltLayer | null> {
     const upper = await this.upperDir(c);
-    const lowers = parentLayers.map((l) => this.deps.images.layerDir(l)).reverse();
+    const lowers = await this.deps.images.readyLayerDirs(c.row.image_id);
     const exclude = await mountPointStubs(upper, lowers, RUNTIME_MOUNT_POINTS);
     const staged = await this.deps.layers.stage('commit');
-    const tar = diffLayer(upper, { exclude });
+    // From here on, nothing awaits until every consumer of the tar is attached.
+    const stats = { size: 0 };
+    const tar = diffLayer(upper, { exclude, stats });
     const diffHash = createHash('sha256');
     tar.on('data', (chunk: Buffer) => diffHash.update(chunk));
     const gzip = new ParallelGzip({ level: GZIP_LEVEL });
-    // The tar flows to both at once, at the pace of the slower.
-    const jobs = [applyLayer(tar, staged.diffDir), pipeline(tar, gzip), this.deps.content.create(gzip)] as const;
-    let applied: Awaited<(typeof jobs)[0]>;
-    let blob: Awaited<(typeof jobs)[2]>;
+    const lag = new PassThrough({ highWaterMark: TREE_LAG });
+    const tree = { staged, filling: applyLayer(lag, staged.diffDir) };
+    tree.filling.catch(() => tar.unpipe(lag)); // a failed tree is made again from the blob; the commit goes on
+    tar.pipe(lag);
+    const jobs = [pipeline(tar, gzip), this.deps.content.create(gzip)] as const;
+    let blob: Awaited<(typeof jobs)[1]>;
     try {
-      [applied, , blob] = await Promise.all(jobs);
+      [, blob] = await Promise.all(jobs);
     } catch (e) {
-      tar.destroy();
-      gzip.destroy();
-      const settled = await Promise.allSettled(jobs);
-      const stored = settled[2].status === 'fulfilled' ? settled[2].value : undefined;
+      for (const s of [tar, gzip, lag]) s.destroy();
+      const stored = await jobs[1].catch(() => undefined);
       if (stored?.created) await this.deps.content.delete(stored.digest);
-      await staged.discard();
+      await dropTree(tree);
       throw e;
     }
     const diffId = `sha256:${diffHash.digest('hex')}`;
     if (diffId === EMPTY_LAYER_DIFF_ID) {
-      await staged.discard();
       if (blob.created) await this.deps.content.delete(blob.digest);
+      await dropTree(tree);
       return null;
     }
-    return { staged, diffId, size: applied.size, blob };
+    return { tree, diffId, size: stats.size, blob };
   }
 
   /** Installs the layer (or finds it stored already) and records the image, all or nothing. */
@@ -219,17 +229,14 @@ export class CommitService {
     const imageId = `sha256:${createHash('sha256').update(configBytes).digest('hex')}`;
 
     let rows = parentLayers;
-    let installed: LayerRow | undefined;
+    let added: LayerRow | undefined;
     try {
       if (layer) {
         const chainId = chainIds([...parentLayers.map((l) => l.diff_id), layer.diffId]).at(-1)!;
+        // The same changes committed before give the same layer: it is shared.
         const stored = repo.layer(chainId);
-        if (stored) await layer.staged.discard(); // the same changes committed before: same tree
-        else {
-          await layer.staged.install(chainId);
-          installed = { chain_id: chainId, diff_id: layer.diffId, parent: parentLayers.at(-1)?.chain_id ?? null, dir: LayerStore.dirName(chainId), size: layer.size, blob: layer.blob.digest };
-        }
-        rows = [...parentLayers, stored ?? installed!];
+        added = stored ? undefined : { chain_id: chainId, diff_id: layer.diffId, parent: parentLayers.at(-1)?.chain_id ?? null, dir: LayerStore.dirName(chainId), size: layer.size, blob: layer.blob.digest };
+        rows = [...parentLayers, stored ?? added!];
       }
       await content.put(imageId, configBytes, { what: 'image config' });
       repo.add({
@@ -240,14 +247,17 @@ export class CommitService {
         repoDigests: [],
       });
     } catch (e) {
-      await layer?.staged.discard();
-      if (installed && !repo.layer(installed.chain_id)) await layers.remove(installed.dir);
+      if (layer) void dropTree(layer.tree);
       if (!repo.find(imageId)) {
         if (layer?.blob.created) await content.delete(layer.blob.digest).catch(() => undefined);
         await content.delete(imageId).catch(() => undefined);
       }
       throw e;
     }
+    if (added) {
+      const chainId = added.chain_id;
+      void layers.adopt(chainId, layer!.tree.staged, layer!.tree.filling).catch((err: unknown) => this.log.warn({ err, chainId }, "filling the committed layer's tree failed; it is made from the blob when first used"));
+    } else if (layer) void dropTree(layer.tree); // the layer was there already
     this.log.debug({ container: o.c.row.id, image: imageId, diffId: layer?.diffId ?? null }, 'committed');
     return imageId;
   }
@@ -269,14 +279,8 @@ export class CommitService {
     return upper;
   }
 
-  /** The image's layer directories, topmost first. */
-  private lowerDirs(c: Container): string[] {
-    const { images } = this.deps;
-    return images.layersOf(c.row.image_id).map((l) => images.layerDir(l)).reverse();
-  }
-
   private async mountReadOnly(c: Container): Promise<FileHandle> {
-    const layers = [await this.upperDir(c), ...this.lowerDirs(c)];
+    const layers = [await this.upperDir(c), ...(await this.deps.images.readyLayerDirs(c.row.image_id))];
     if (layers.length === 1) return openDir(layers[0]!);
     const target = await mkdtemp(path.join(c.bundleDir, 'export-'));
     try {
@@ -293,6 +297,9 @@ export class CommitService {
 }
 
 const openDir = (dir: string) => open(dir, C.O_RDONLY | C.O_DIRECTORY);
+
+/** Removes a tree that will not be installed, once nothing writes to it any more. */
+const dropTree = (tree: BuiltLayer['tree']) => tree.filling.then(() => tree.staged.discard(), () => tree.staged.discard());
 
 /**
  * The new image's config, as dockerd's NewChildImage: the parent's platform,

@@ -2,13 +2,12 @@
 // and extract in one pass (bytes flow once: registry → digest check → content
 // store file, and → gunzip → diff-id check → layer directory). The image is
 // recorded in one transaction only after every layer is in place.
-import { createHash } from 'node:crypto';
-import { PassThrough, Transform, type TransformCallback, type TransformOptions } from 'node:stream';
+import { PassThrough, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip, type ZlibOptions } from 'node:zlib';
-import { invalidParameter, isEngineError, messageOf, systemError } from '../../errors.js';
+import { invalidParameter, messageOf } from '../../errors.js';
 import { applyLayer } from '../layers/apply.js';
 import { chainIds, LayerStore } from '../layers/layers.js';
+import { BLOCK, decompressor, Hasher, tarError } from '../layers/unpack.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { Descriptor, RegistryClient } from '../registry/client.js';
 import type { LayerRow } from '../store/images.js';
@@ -33,15 +32,6 @@ export interface PullDeps extends ImageDeps {
 
 const PROGRESS_INTERVAL_MS = 100;
 const short = (digest: string) => digest.replace(/^sha256:/, '').slice(0, 12);
-
-/**
- * The network hands a layer over in chunks of at most 64 KiB; every stage
- * after it (digest, blob file write, gunzip on the thread pool, diff-id hash,
- * tar parser, file writes) pays a cost per chunk, which on a small machine
- * costs more than the bytes themselves. Blocks of BLOCK bytes make the
- * per-byte CPU of a pull about half (bench/pull.mjs).
- */
-const BLOCK = 1 << 20;
 
 /**
  * Counts bytes going through, reporting at most every PROGRESS_INTERVAL_MS,
@@ -79,19 +69,6 @@ class Meter extends Transform {
 }
 
 /** Hashes what goes through; `digest` is final after the stream ends. */
-class Hasher extends Transform {
-  private readonly hash = createHash('sha256');
-  digest = '';
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    this.hash.update(chunk);
-    cb(null, chunk);
-  }
-  override _flush(cb: TransformCallback): void {
-    this.digest = `sha256:${this.hash.digest('hex')}`;
-    cb();
-  }
-}
-
 /** A tiny counting semaphore for max-concurrent-downloads. */
 class Limiter {
   private active = 0;
@@ -107,15 +84,6 @@ class Limiter {
       this.queue.shift()?.();
     }
   }
-}
-
-function decompressor(mediaType: string): Transform {
-  if (/zstd/.test(mediaType)) throw invalidParameter(`unsupported layer compression: ${mediaType}`);
-  // Output and input buffers of a block: one thread-pool trip per block, not per 16 KiB.
-  // (zlib streams hand their options on to Transform, whose writableHighWaterMark the ZlibOptions type lacks.)
-  const opts: ZlibOptions & TransformOptions = { chunkSize: BLOCK, writableHighWaterMark: BLOCK };
-  if (/gzip/.test(mediaType)) return createGunzip(opts);
-  return new PassThrough();
 }
 
 export class PullingImageService extends ImageService {
@@ -262,7 +230,3 @@ export class PullingImageService extends ImageService {
   }
 }
 
-function tarError(e: unknown): never {
-  if (isEngineError(e)) throw e;
-  throw systemError(`Error processing tar file(${messageOf(e)})`, e);
-}

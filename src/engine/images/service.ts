@@ -1,9 +1,10 @@
 // Docker's image verbs over the store: find, list, inspect, history, tag, remove, prune.
 // Pulling lives in pull.ts.
-import { conflict, invalidParameter, noSuchImage, notFound } from '../../errors.js';
+import { conflict, invalidParameter, noSuchImage, notFound, systemError } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import { boolFilter, checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
 import type { LayerStore } from '../layers/layers.js';
+import { sniffMediaType, unpackBlob } from '../layers/unpack.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
@@ -101,6 +102,27 @@ export class ImageService {
   /** Where a layer's tree is on disk (an overlay lowerdir). */
   layerDir(l: LayerRow): string {
     return this.deps.layers.diffDir(l.dir);
+  }
+
+  /**
+   * The image's layer trees, topmost first (overlay lowerdirs), each made from
+   * its blob first if it is not on disk: a commit records its image once the
+   * blob is stored and fills the tree after (see commit.ts).
+   */
+  async readyLayerDirs(imageId: string): Promise<string[]> {
+    const rows = this.layersOf(imageId);
+    await Promise.all(rows.map((l) => this.ensureLayer(l)));
+    return rows.map((l) => this.layerDir(l)).reverse();
+  }
+
+  /** Fills a layer's tree from its blob if it is not on disk yet. */
+  ensureLayer(l: LayerRow): Promise<void> {
+    const { layers, content } = this.deps;
+    return layers.ensure(l.chain_id, async (dir) => {
+      if (!l.blob) throw systemError(`layer ${l.chain_id} has no tree on disk and no blob to make it from`);
+      const mediaType = sniffMediaType(await content.readHead(l.blob, 4));
+      await unpackBlob(content.read(l.blob), mediaType, dir, l.diff_id);
+    });
   }
 
   /** The chain of layer rows of an image, bottom first (for a container's rootfs). */

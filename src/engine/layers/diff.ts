@@ -26,26 +26,57 @@ import { lstatIfPresent, openListed, walkTree, type WalkEntry, type WalkOptions 
  * On a directory that holds no overlay whiteouts (a mounted rootfs) this is
  * simply a tar of the tree, which is what `export` uses it for.
  */
-export function diffLayer(upperDir: string, opts: Pick<WalkOptions, 'exclude'> = {}): Readable {
+export function diffLayer(upperDir: string, opts: DiffOptions = {}): Readable {
   return Readable.from(layerTar(upperDir, { ...opts, readAhead: READ_AHEAD }), { objectMode: false, highWaterMark: 1 << 20 });
 }
 
-async function* layerTar(upperDir: string, opts: WalkOptions): AsyncGenerator<Buffer> {
+export interface DiffOptions extends Pick<WalkOptions, 'exclude'> {
+  /** Counts the bytes of file content as they are read (the layer's size, as extraction would count it). */
+  stats?: { size: number };
+}
+
+async function* layerTar(upperDir: string, opts: WalkOptions & DiffOptions): AsyncGenerator<Buffer> {
+  const stats = opts.stats ?? { size: 0 };
+  // Headers, small bodies and paddings are gathered into blocks: every chunk
+  // costs each stage downstream (hashes, gzip, file writes) a call of its own.
+  let held: Buffer[] = [];
+  let heldBytes = 0;
+  const take = () => {
+    const block = Buffer.concat(held, heldBytes);
+    held = [];
+    heldBytes = 0;
+    return block;
+  };
   try {
     const firstNames = new Map<string, string>(); // "dev:ino" → first path, for hardlinks
-    for await (const entry of walkTree(upperDir, opts)) yield* entryBlocks(entry, firstNames);
-    yield endOfArchive();
+    for await (const entry of walkTree(upperDir, opts)) {
+      for await (const b of entryBlocks(entry, firstNames, stats)) {
+        if (b.length >= GATHER) {
+          if (heldBytes) yield take();
+          yield b;
+          continue;
+        }
+        held.push(b);
+        heldBytes += b.length;
+        if (heldBytes >= GATHER) yield take();
+      }
+    }
+    held.push(endOfArchive());
+    heldBytes += held.at(-1)!.length;
+    yield take();
   } catch (e) {
     throw isEngineError(e) ? e : systemError(`reading container changes in ${upperDir}: ${messageOf(e)}`, e);
   }
 }
 
 const READ_CHUNK = 1 << 20;
+/** Pieces smaller than this are gathered into blocks of at least this size. */
+const GATHER = 256 << 10;
 /** Files this small are read while the walk looks at their directory, several at once. */
 const READ_AHEAD = 64 << 10;
 const NS = 1_000_000_000n;
 
-async function* entryBlocks(e: WalkEntry, firstNames: Map<string, string>): AsyncGenerator<Buffer> {
+async function* entryBlocks(e: WalkEntry, firstNames: Map<string, string>, stats: { size: number }): AsyncGenerator<Buffer> {
   const { st, rel } = e;
   if (st.isSocket()) return; // live endpoints, not content (dockerd skips them too)
   if (isWhiteoutDevice(st)) {
@@ -68,7 +99,7 @@ async function* entryBlocks(e: WalkEntry, firstNames: Map<string, string>): Asyn
     firstNames.set(key, rel);
   }
   if (st.isFile()) {
-    yield* fileBlocks(e);
+    stats.size += yield* fileBlocks(e);
   } else if (st.isSymbolicLink()) {
     const linkname = await readlink(e.path);
     yield encodeEntryHeader({ ...metadata(st), name: rel, type: 'symlink', linkname, size: 0, xattrs: exportedXattrs(e) });
@@ -78,14 +109,14 @@ async function* entryBlocks(e: WalkEntry, firstNames: Map<string, string>): Asyn
   }
 }
 
-/** A regular file: header from the opened file's own fstat, then exactly that many bytes. */
-async function* fileBlocks(e: WalkEntry): AsyncGenerator<Buffer> {
+/** A regular file: header from the opened file's own fstat, then exactly that many bytes; returns the count. */
+async function* fileBlocks(e: WalkEntry): AsyncGenerator<Buffer, number> {
   if (e.content) {
     const { st, data } = e.content;
     yield encodeEntryHeader({ ...metadata(st), name: e.rel, type: 'file', size: data.length, xattrs: exportedXattrs(e) });
     yield data;
     yield bodyPadding(data.length);
-    return;
+    return data.length;
   }
   const opened = await openListed(e);
   if (!opened) throw changedWhileReading(e.rel);
@@ -101,6 +132,7 @@ async function* fileBlocks(e: WalkEntry): AsyncGenerator<Buffer> {
       yield buf.subarray(0, bytesRead);
     }
     yield bodyPadding(size);
+    return size;
   } finally {
     await fh.close();
   }

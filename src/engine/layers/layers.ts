@@ -3,8 +3,9 @@
 // directory and renamed into place only when its content has been verified, so
 // a crash never leaves a half layer where a whole one is expected.
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { access, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { spreadChildren } from '../os/dirs.js';
 
 const hex = (digest: string) => digest.replace(/^sha256:/, '');
 
@@ -36,6 +37,9 @@ export class LayerStore {
 
   async init(): Promise<void> {
     await mkdir(this.tmpRoot, { recursive: true, mode: 0o700 });
+    // Each layer is a tree of its own, filled at once: spread them over the disk.
+    spreadChildren(this.root);
+    spreadChildren(this.tmpRoot);
   }
 
   /** The directory name (under root) that holds a chain. */
@@ -54,11 +58,56 @@ export class LayerStore {
    * chain share the first call's work.
    */
   extract<T>(chainId: string, fill: (diffDir: string) => Promise<T>): Promise<T> {
-    const running = this.inflight.get(chainId);
+    return this.once(chainId, () => this.fillOnce(chainId, fill));
+  }
+
+  /**
+   * Makes sure the layer's tree is on disk, filling it when it is not (a
+   * committed layer, whose tree is made from its blob after the commit).
+   * Never replaces a tree that is there: containers may be using it.
+   */
+  async ensure(chainId: string, fill: (diffDir: string) => Promise<unknown>): Promise<void> {
+    // Registered at once, so that a remove() that follows waits for it.
+    await this.once(chainId, async () => {
+      if (!(await this.present(chainId))) await this.fillOnce(chainId, fill);
+    });
+  }
+
+  /**
+   * Takes over a tree that is being filled elsewhere (a commit's, fed the same
+   * bytes as its blob): once `filling` ends it is installed as the chain's, and
+   * ensure() and remove() for the chain wait for that meanwhile. A tree that
+   * fails, or that another fill got ahead of, is dropped (ensure() makes the
+   * tree again from the blob when it is needed).
+   */
+  adopt(chainId: string, staged: StagedLayer, filling: Promise<unknown>): Promise<void> {
+    const drop = () => filling.then(() => staged.discard(), () => staged.discard());
+    if (this.inflight.has(LayerStore.dirName(chainId))) return drop();
+    return this.once(chainId, async () => {
+      try {
+        await filling;
+      } catch (e) {
+        await staged.discard();
+        throw e;
+      }
+      if (await this.present(chainId)) await staged.discard();
+      else await staged.install(chainId);
+    });
+  }
+
+  /** Whether the chain's tree is in place (trees are renamed in whole). */
+  private present(chainId: string): Promise<boolean> {
+    return access(this.diffDir(LayerStore.dirName(chainId))).then(() => true, () => false);
+  }
+
+  /** Runs `job` unless one for the chain is running already, whose result is shared. */
+  private once<T>(chainId: string, job: () => Promise<T>): Promise<T> {
+    const key = LayerStore.dirName(chainId);
+    const running = this.inflight.get(key);
     if (running) return running as Promise<T>;
-    const job = this.fillOnce(chainId, fill).finally(() => this.inflight.delete(chainId));
-    this.inflight.set(chainId, job);
-    return job;
+    const started = job().finally(() => this.inflight.delete(key));
+    this.inflight.set(key, started);
+    return started;
   }
 
   private async fillOnce<T>(chainId: string, fill: (diffDir: string) => Promise<T>): Promise<T> {
@@ -95,7 +144,9 @@ export class LayerStore {
     };
   }
 
+  /** Removes a layer's tree, once any filling of it has ended. */
   async remove(dir: string): Promise<void> {
+    await this.inflight.get(dir)?.catch(() => undefined);
     await rm(path.join(this.root, dir), { recursive: true, force: true });
   }
 

@@ -12,6 +12,8 @@ export interface Native {
   lgetxattr(path: string, name: string): Buffer | null;
   llistxattr(path: string): string[];
   flock(fd: number, operation: number): void;
+  /** ORs flags into a directory's inode flags (chattr); false where the filesystem has none. */
+  addInodeFlags(dir: string, flags: number): boolean;
   /** A SOCK_SEQPACKET unix socket client on Node's loop (see seqpacket.ts). */
   seqpacketConnect(path: string, onEvent: (type: number, value?: Buffer | string) => void): SeqpacketHandle;
   seqpacketSetReading(handle: SeqpacketHandle, on: boolean): void;
@@ -40,3 +42,5 @@ export const MNT_DETACH = 2;
 export const S_IFCHR = 0o020000;
 export const LOCK_EX = 2;
 export const LOCK_NB = 4;
+/** <linux/fs.h> FS_TOPDIR_FL: `chattr +T`. */
+export const FS_TOPDIR_FL = 0x00020000;
