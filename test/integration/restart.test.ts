@@ -1,6 +1,9 @@
 // berthd dies (SIGKILL) or stops while containers run: they keep running under
 // conmon, exits that happen meanwhile are found, logs and wait still work, and
 // restart policies are honoured.
+import Database from 'better-sqlite3';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
 import { useEnv, type Env } from '../harness/env.js';
@@ -51,6 +54,29 @@ describe('daemon restart', () => {
     expect(await state(id)).toMatchObject({ Status: 'running' });
     expect((await d.request('POST', `/containers/${id}/kill`)).status).toBe(204);
     expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(137);
+  });
+});
+
+describe('a removal cut short', () => {
+  it('sweeps away the directory, mount and runtime state of a container that is in no record any more', async () => {
+    // remove() answers its waiters before the tear-down ends: a crash right then
+    // leaves a container's directory with its rootfs mounted and no record of it.
+    const id = await start(['sleep', '300']);
+    const pid = (await state(id)).Pid as number;
+    const dir = path.join(d.dataRoot, 'containers', id);
+    const mounted = () => readFileSync('/proc/self/mountinfo', 'utf8').includes(path.join(dir, 'rootfs'));
+    expect(mounted()).toBe(true);
+    await d.kill();
+    process.kill(pid, 'SIGKILL');
+    await waitFor(() => !existsSync(`/proc/${pid}`) || readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[2] === 'Z', 'the container process to die');
+    const db = new Database(path.join(d.dataRoot, 'berth.db'));
+    db.prepare('DELETE FROM containers WHERE id = ?').run(id);
+    db.close();
+    await d.restart();
+    expect(existsSync(dir)).toBe(false);
+    expect(mounted()).toBe(false);
+    expect(existsSync(path.join(d.execRoot, 'runc', id))).toBe(false);
+    expect((await d.request('GET', `/containers/${id}/json`)).status).toBe(404);
   });
 });
 

@@ -94,6 +94,12 @@ export class ContainerService {
   private readonly restartTimers = new Map<string, NodeJS.Timeout>();
   /** Bundles being prepared right after create, taken by the first start. */
   private readonly prepared = new Map<string, Promise<void>>();
+  /**
+   * Tear-downs after an exit (runtime state, rootfs mount), done after the
+   * waiters are told: `docker run --rm` need not wait for them. Whatever
+   * mounts, reads or removes the rootfs next waits for them (settled()).
+   */
+  private readonly settling = new Map<string, Promise<void>>();
   private readonly log: Logger;
   /** Clients attached to containers' stdio (attach.ts). */
   private readonly attachments: Attachments;
@@ -333,6 +339,7 @@ export class ContainerService {
   }
 
   private async startRow(id: string, o: { stoppedByUser: boolean; restartCount?: number }): Promise<void> {
+    await this.settled(id); // the last run's rootfs is unmounted before this one mounts it
     const c = this.hydrate(this.deps.repo.find(id) ?? (() => { throw noSuchContainer(id); })());
     const { runtime, exits } = this.deps;
     // Usually done already, between create and start (see create()).
@@ -474,6 +481,7 @@ export class ContainerService {
       // Neither running nor an exit recorded (the machine rebooted, conmon was killed).
       await this.onExit(row.id, 255, 'container was not running when berthd started');
     }
+    await this.sweepOrphans();
     // Restart policies that were due while berthd was down.
     for (const row of repo.withStatus(['exited'])) {
       const c = this.hydrate(row);
@@ -488,16 +496,56 @@ export class ContainerService {
     if (!row || !RUNNING.includes(row.status)) return;
     const c = this.hydrate(row);
     const oom = await this.deps.runtime.oomKilled(c.bundleDir).catch(() => false);
-    await this.deps.runtime.delete(id, true).catch((err) => this.log.debug({ err, id }, 'runc delete'));
-    await releaseRootfs(c.rootfs).catch((err) => this.log.warn({ err, id }, 'unmount failed'));
     const now = Date.now();
     const restart = this.shouldRestart(c, exitCode);
     this.deps.repo.update(id, { status: restart ? 'restarting' : 'exited', exit_code: exitCode, finished_at: now, pid: 0, oom_killed: oom ? 1 : 0, error });
     this.log.debug({ id, exitCode, restart }, 'container exited');
+    this.settle(c);
     this.event(row, 'die', { exitCode: String(exitCode) });
     this.notify(id, ['not-running', 'next-exit'], exitCode);
     if (restart) this.scheduleRestart(id, Math.min(100 * 2 ** row.restart_count, 60_000));
     else if (c.hostConfig.AutoRemove) await this.remove(id, { force: true }).catch((err) => this.log.warn({ err, id }, 'auto-remove failed'));
+  }
+
+  /** Tears down what an exited container's run left (runc's state, the rootfs mount), in the background. */
+  private settle(c: Container): void {
+    const id = c.row.id;
+    const job = (async () => {
+      await this.deps.runtime.delete(id, true).catch((err) => this.log.debug({ err, id }, 'runc delete'));
+      await releaseRootfs(c.rootfs).catch((err) => this.log.warn({ err, id }, 'unmount failed'));
+    })();
+    this.settling.set(id, job);
+    void job.finally(() => {
+      if (this.settling.get(id) === job) this.settling.delete(id);
+    });
+  }
+
+  /**
+   * Directories of containers that are in no record: removed just before a
+   * crash, while their tear-down was under way (remove() answers first).
+   */
+  private async sweepOrphans(): Promise<void> {
+    const names = await readdir(this.deps.root).catch(() => [] as string[]);
+    for (const id of names) {
+      if (!/^[0-9a-f]{64}$/.test(id) || this.deps.repo.find(id)) continue;
+      const dir = path.join(this.deps.root, id);
+      await this.teardown(id, path.join(dir, 'rootfs'));
+      await this.deps.exits.clear(id).catch(() => undefined);
+      await rm(dir, { recursive: true, force: true }).catch((err: unknown) => this.log.warn({ err, id }, 'removing a leftover container directory failed'));
+      this.log.info({ id }, 'removed the leftovers of a container removed before a crash');
+    }
+  }
+
+  /** What remove() and the sweep of orphans undo before deleting a container's directory. */
+  private async teardown(id: string, rootfs: string): Promise<void> {
+    await this.settled(id);
+    await this.deps.runtime.delete(id, true).catch(() => undefined);
+    await releaseRootfs(rootfs).catch(() => undefined);
+  }
+
+  /** Resolves once the tear-down after the container's last exit is done. */
+  async settled(id: string): Promise<void> {
+    await this.settling.get(id);
   }
 
   private shouldRestart(c: Container, exitCode: number): boolean {
@@ -660,12 +708,12 @@ export class ContainerService {
     // A bundle still being prepared after create must finish before it is torn down.
     await this.prepared.get(id)?.catch(() => undefined);
     this.prepared.delete(id);
-    await this.deps.runtime.delete(id, true).catch(() => undefined);
-    await releaseRootfs(c.rootfs).catch(() => undefined);
     this.deps.repo.remove(id);
-    // Gone from the API from here on: waiters (docker run --rm) need not wait for the files.
+    // Gone from the API from here on: waiters (docker run --rm) need not wait for the
+    // tear-down. A crash before it ends leaves a directory that recover() sweeps away.
     this.notify(id, ['not-running', 'next-exit', 'removed'], c.row.exit_code);
     this.event(c.row, 'destroy');
+    await this.teardown(id, c.rootfs);
     await this.deps.exits.clear(id).catch(() => undefined);
     await rm(c.bundleDir, { recursive: true, force: true }).catch((e) => {
       throw systemError(`unable to remove filesystem for ${id}: ${messageOf(e)}`, e);

@@ -157,6 +157,7 @@ export class CommitService {
    */
   async export(ref: string): Promise<Readable> {
     const c = this.deps.containers.get(ref);
+    await this.deps.containers.settled(c.row.id); // an exit's unmount must not come while we read
     const root = isMountPoint(c.rootfs) ? await openDir(c.rootfs) : await this.mountReadOnly(c);
     const tar = diffLayer(`/proc/self/fd/${root.fd}`);
     tar.once('close', () => void root.close().catch(() => undefined));
