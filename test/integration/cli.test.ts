@@ -1,6 +1,9 @@
 // The real docker CLI (v28, DOCKER_HOST=unix://…) against berthd: pull, images,
 // run in the foreground and in the background, ps, logs, stop, rm, inspect,
 // tag and rmi, events, and the errors a user reads.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { dockerCli, type Cli } from '../harness/cli.js';
 import { pushFreshImage } from '../harness/clients.js';
@@ -82,6 +85,15 @@ describe('docker run in the foreground', () => {
   it('passes env, working dir, user and hostname', async () => {
     const r = await docker(['run', '--rm', '-e', 'GREETING=hello', '-w', '/tmp', '-u', '1000:1000', '--hostname', 'boxy', image, 'sh', '-c', 'echo $GREETING; pwd; id -u; hostname']);
     expect(r).toEqual({ code: 0, stdout: 'hello\n/tmp\n1000\nboxy\n', stderr: '' });
+  });
+
+  it('reads a seccomp profile file given with --security-opt', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-seccomp-'));
+    const file = path.join(dir, 'profile.json');
+    writeFileSync(file, JSON.stringify({ defaultAction: 'SCMP_ACT_ALLOW', syscalls: [{ names: ['mkdir', 'mkdirat'], action: 'SCMP_ACT_ERRNO', errnoRet: 1 }] }));
+    const r = await docker(['run', '--rm', '--security-opt', `seccomp=${file}`, image, 'mkdir', '/x']);
+    expect(r).toMatchObject({ code: 1, stderr: "mkdir: can't create directory '/x': Operation not permitted\n" });
+    expect(await ok(['info', '--format', '{{json .SecurityOptions}}'])).toBe('["name=seccomp,profile=builtin"]\n');
   });
 
   it('pulls an image it does not have yet', async () => {

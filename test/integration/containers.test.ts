@@ -226,6 +226,31 @@ describe('host config', () => {
     expect(await capEff({ HostConfig: { SecurityOpt: ['no-new-privileges'] } })).toMatch(/NoNewPrivs:\s+1/);
   });
 
+  it('filters system calls with the built-in seccomp profile unless privileged or unconfined', async () => {
+    const probe = ['sh', '-c', 'grep Seccomp: /proc/self/status; unshare -U true 2>&1 && echo userns; unshare -n true 2>&1 && echo netns; echo end'];
+    const confined = await run(probe);
+    // A new user namespace would hand the container every capability inside it: seccomp alone stops it.
+    expect(await stdoutOf(confined.id)).toMatch(/^Seccomp:\s+2\nunshare: unshare\(0x10000000\): Operation not permitted\nunshare: unshare\(0x40000000\): Operation not permitted\nend\n$/);
+    const unconfined = await run(probe, { HostConfig: { SecurityOpt: ['seccomp=unconfined'] } });
+    expect(await stdoutOf(unconfined.id)).toMatch(/^Seccomp:\s+0\nuserns\n/);
+    // CAP_SYS_ADMIN gives back namespaces and mounts, as in dockerd's profile.
+    const admin = await run(probe, { HostConfig: { CapAdd: ['SYS_ADMIN'] } });
+    expect(await stdoutOf(admin.id)).toBe('Seccomp:\t2\nuserns\nnetns\nend\n');
+    const privileged = await run(['grep', 'Seccomp:', '/proc/self/status'], { HostConfig: { Privileged: true } });
+    expect(await stdoutOf(privileged.id)).toMatch(/^Seccomp:\s+0\n$/);
+  });
+
+  it('applies a custom seccomp profile and refuses one it cannot read', async () => {
+    const profile = { defaultAction: 'SCMP_ACT_ALLOW', syscalls: [{ names: ['mkdir', 'mkdirat'], action: 'SCMP_ACT_ERRNO', errnoRet: 1 }] };
+    const custom = await run(['sh', '-c', 'mkdir /made 2>&1; touch /touched && echo touched'], { HostConfig: { SecurityOpt: [`seccomp=${JSON.stringify(profile)}`] } });
+    expect(await stdoutOf(custom.id)).toBe("mkdir: can't create directory '/made': Operation not permitted\ntouched\n");
+    const before = (await d.request('GET', '/containers/json?all=1')).json.length;
+    const bad = await d.request('POST', '/containers/create', { body: { Image: env.busybox, HostConfig: { SecurityOpt: ['seccomp={"defaultAction": 3}'] } } });
+    expect(bad.status).toBe(400);
+    expect(bad.json.message).toMatch(/^Decoding seccomp profile failed/);
+    expect((await d.request('GET', '/containers/json?all=1')).json.length).toBe(before);
+  });
+
   it('runs an init as pid 1 with Init', async () => {
     const { id } = await run(['sh', '-c', 'cat /proc/1/cmdline | tr "\\0" " "'], { HostConfig: { Init: true } });
     expect(await stdoutOf(id)).toMatch(/^\/dev\/init -- sh -c/);

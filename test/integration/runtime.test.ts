@@ -5,7 +5,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
-import { appendFile, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -462,7 +462,8 @@ describe('log reader', () => {
  */
 async function compileRuntimeForChild(): Promise<string> {
   const out = path.join(root, 'child');
-  for (const rel of ['src/errors.ts', 'src/engine/runtime/runtime.ts', 'src/engine/runtime/conmon.ts', 'src/engine/runtime/errors.ts', 'src/engine/runtime/proc.ts', 'src/engine/runtime/exec.ts']) {
+  const sources = ['src/errors.ts', 'src/paths.ts', 'src/engine/os/native.ts', 'src/engine/os/spawn.ts'];
+  for (const rel of [...sources, 'src/engine/runtime/runtime.ts', 'src/engine/runtime/conmon.ts', 'src/engine/runtime/errors.ts', 'src/engine/runtime/proc.ts', 'src/engine/runtime/exec.ts']) {
     const js = ts.transpileModule(await readFile(path.join(REPO, rel), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
     }).outputText;
@@ -470,6 +471,7 @@ async function compileRuntimeForChild(): Promise<string> {
     await writeFile(path.join(out, rel.replace(/\.ts$/, '.js')), js);
   }
   await writeFile(path.join(out, 'package.json'), '{"type":"module"}');
+  await symlink(path.join(REPO, 'src/native'), path.join(out, 'src/native')); // the addon, found from the package root
   const script = path.join(out, 'create.js');
   await writeFile(
     script,

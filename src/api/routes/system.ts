@@ -135,7 +135,7 @@ export function systemRoutes(app: FastifyInstance, engine: Engine): void {
       ContainerdCommit: { ID: '', Expected: '' },
       RuncCommit: { ID: '', Expected: '' },
       InitCommit: { ID: '', Expected: '' },
-      SecurityOptions: [],
+      SecurityOptions: ['name=seccomp,profile=builtin'],
       Warnings: null,
     };
   });

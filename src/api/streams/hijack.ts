@@ -5,6 +5,7 @@ import type { Socket } from 'node:net';
 import type { AttachSession } from '../../engine/containers/attach.js';
 import { messageOf } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
+import { native } from '../../engine/os/native.js';
 import { writeOutput } from './output.js';
 
 /** Long-lived connections (hijacked, or long polls) not yet closed. */
@@ -45,6 +46,31 @@ export function hijack(req: FastifyRequest, reply: FastifyReply, contentType: st
   return sock;
 }
 
+const HEAD_READ_WAIT_MS = 100;
+
+/**
+ * Resolves once the client has read the response head (or after a while).
+ * Clients such as docker-py parse the head through a buffered reader and then
+ * read the raw socket: output that arrived together with the head sits in that
+ * buffer and is never seen (attach with logs=1 answered at once came back
+ * empty). dockerd gets away with it by being slower. Unix sockets only: there
+ * the kernel says exactly what the peer has not read yet.
+ */
+async function headRead(sock: Socket): Promise<void> {
+  const fd = (sock as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  if (typeof fd !== 'number' || fd < 0 || sock.remoteAddress !== undefined) return;
+  const until = Date.now() + HEAD_READ_WAIT_MS;
+  while (!sock.destroyed && unreadBytes(fd) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 1));
+}
+
+const unreadBytes = (fd: number) => {
+  try {
+    return native.unreadBytes(fd);
+  } catch {
+    return 0;
+  }
+};
+
 /**
  * Runs an attach over a hijacked socket: the client's bytes to the process's
  * stdin (if attached), its output back (framed without a TTY), until the
@@ -55,6 +81,7 @@ export async function runSession(req: FastifyRequest, sock: Socket, session: Att
   sock.on('error', () => session.close());
   session.attachInput(sock);
   try {
+    await headRead(sock);
     const failure = prelude ? await prelude() : null;
     if (failure) sock.write(failure);
     else await writeOutput(sock, session.output(), { tty: session.tty });

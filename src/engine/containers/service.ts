@@ -12,6 +12,7 @@ import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.j
 import type { ImageConfig } from '../images/config.js';
 import type { ImageService } from '../images/service.js';
 import { prepareRootfs, releaseRootfs } from '../layers/store.js';
+import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
 import type { ExitWatcher } from '../runtime/exits.js';
 import { readLog, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
@@ -289,6 +290,7 @@ export class ContainerService {
         throw invalidParameter(`Invalid --security-opt: ${JSON.stringify(o)}`);
       }
     }
+    seccompOption(h.SecurityOpt ?? []); // a profile that cannot be used is refused now, not at start
     return {
       ...h,
       Binds: h.Binds ?? null,
@@ -422,6 +424,7 @@ export class ContainerService {
       capAdd: h.CapAdd ?? [],
       capDrop: h.CapDrop ?? [],
       noNewPrivileges: (h.SecurityOpt ?? []).some((o) => /^no-new-privileges(?:[:=]true)?$/.test(o)),
+      ...withSeccomp(seccompOption(h.SecurityOpt ?? [])),
       memory: h.Memory,
       memorySwap: h.MemorySwap,
       nanoCpus: h.NanoCpus,
@@ -845,3 +848,5 @@ function mountOf(m: Mount): BindMount {
   if (!m.Target?.startsWith('/')) throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
   return { source: m.Source, destination: m.Target, readonly: m.ReadOnly ?? false, propagation: (m.BindOptions?.Propagation || 'rprivate') as Propagation };
 }
+
+const withSeccomp = (o: 'unconfined' | SeccompProfile | undefined) => (o === undefined ? {} : { seccomp: o });

@@ -3,10 +3,11 @@
 // limit) is an input, with a cached reader for the daemon to pass.
 //
 // Defaults follow dockerd's (moby oci/defaults.go and daemon/oci_linux.go), see
-// SECURITY.md §4. Left undone: the default seccomp profile, AppArmor, and the
-// host device nodes a privileged container gets in its /dev.
+// SECURITY.md §4; the seccomp profile is berth's own (seccomp.ts). Left undone:
+// AppArmor, and the host device nodes a privileged container gets in its /dev.
 import { readFileSync } from 'node:fs';
 import { invalidParameter } from '../../errors.js';
+import { defaultSeccomp, profileToOci, type OciSeccomp, type SeccompProfile } from './seccomp.js';
 
 // ---------------------------------------------------------------- OCI types
 
@@ -73,6 +74,7 @@ export interface OciLinux {
   readonlyPaths: string[];
   sysctl?: Record<string, string>;
   rootfsPropagation?: string;
+  seccomp?: OciSeccomp;
 }
 
 export interface OciSpec {
@@ -117,6 +119,8 @@ export interface SpecInput {
   capAdd?: string[];
   capDrop?: string[];
   noNewPrivileges?: boolean;
+  /** 'unconfined', a custom profile (dockerd's format), or absent for berth's own; none when privileged. */
+  seccomp?: 'unconfined' | SeccompProfile;
   /** Bytes; 0/absent = unlimited. */
   memory?: number;
   /** Memory+swap in bytes, Docker's meaning: -1 unlimited, 0/absent = twice `memory`. */
@@ -416,9 +420,14 @@ export function buildSpec(input: SpecInput): OciSpec {
   if (sysctl) linux.sysctl = sysctl;
   const propagation = rootfsPropagation(input.mounts ?? []);
   if (propagation) linux.rootfsPropagation = propagation;
+  const process = processSpec(input);
+  if (!privileged && input.seccomp !== 'unconfined') {
+    const caps = process.capabilities.bounding;
+    linux.seccomp = input.seccomp ? profileToOci(input.seccomp, caps) : defaultSeccomp(caps);
+  }
   return {
     ociVersion: '1.0.2',
-    process: processSpec(input),
+    process,
     root: { path: input.rootfsPath, readonly: input.readonlyRootfs ?? false },
     hostname: input.hostname ?? '',
     mounts: mounts(input),

@@ -12,6 +12,12 @@ export interface Native {
   lgetxattr(path: string, name: string): Buffer | null;
   llistxattr(path: string): string[];
   flock(fd: number, operation: number): void;
+  /** Bytes sent on a connected socket that its peer has not read yet (SIOCOUTQ). */
+  unreadBytes(fd: number): number;
+  /** A close-on-exec pipe: [read end, write end]. */
+  pipe(): [number, number];
+  /** posix_spawn in a new session; fds[i] becomes the child's fd i (-1: /dev/null). See os/spawn.ts. */
+  spawnDetached(file: string, argv: string[], envp: string[], cwd: string, fds: number[], onExit: (code: number | null, signal: number | null) => void): number;
   /** ORs flags into a directory's inode flags (chattr); false where the filesystem has none. */
   addInodeFlags(dir: string, flags: number): boolean;
   /** A SOCK_SEQPACKET unix socket client on Node's loop (see seqpacket.ts). */

@@ -10,15 +10,14 @@
 //   4. write the second start message: conmon runs `runc exec --detach` and
 //      reports the pid on the sync pipe, later the exit status (128+n for a
 //      signal) once the process has exited and its output has been drained.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
 import { systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { BUNDLE_FILES, conmonExecArgs, SyncReader, type ConmonEnvironment, type SyncMessage } from './conmon.js';
 import { runtimeCreateError } from './errors.js';
-import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError, spawnFailure } from './proc.js';
+import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
+import { spawnDetached, type Spawned } from '../os/spawn.js';
 
 export interface ExecEnvironment extends ConmonEnvironment {
   conmonPath: string;
@@ -57,16 +56,24 @@ export async function runExec(env: ExecEnvironment, o: ExecProcessOptions): Prom
   await mkdir(o.dir, { recursive: true, mode: 0o700 });
   const processSpec = path.join(o.dir, 'process.json');
   await writeFile(processSpec, JSON.stringify(o.process), { mode: 0o600 });
-  const child = spawn(env.conmonPath, conmonExecArgs(env, { ...o, processSpec }), {
-    cwd: o.dir,
-    detached: true,
-    stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
-    env: { PATH: CONMON_ENV_PATH, _OCI_SYNCPIPE: '3', _OCI_STARTPIPE: '4', _OCI_ATTACHPIPE: '5' },
-  });
-  child.unref();
-  const stderr = collectText(child.stderr);
-  const pipes = child.stdio as unknown as (Readable & Writable)[];
-  const [sync, start, attach] = [pipes[3]!, pipes[4]!, pipes[5]!];
+  let child: Spawned;
+  try {
+    child = spawnDetached(env.conmonPath, conmonExecArgs(env, { ...o, processSpec }), {
+      cwd: o.dir,
+      env: { PATH: CONMON_ENV_PATH, _OCI_SYNCPIPE: '3', _OCI_STARTPIPE: '4', _OCI_ATTACHPIPE: '5' },
+      pipes: [
+        { fd: 2, direction: 'from-child' },
+        { fd: 3, direction: 'from-child' },
+        { fd: 4, direction: 'to-child' },
+        { fd: 5, direction: 'from-child' },
+      ],
+    });
+  } catch (e) {
+    await rm(o.dir, { recursive: true, force: true }).catch(() => undefined);
+    throw systemError(`conmon failed to start the exec process in ${o.containerId}: ${(e as Error).message}`, e);
+  }
+  const stderr = collectText(child.pipes.get(2)!);
+  const [sync, start, attach] = [child.pipes.get(3)!, child.pipes.get(4)!, child.pipes.get(5)!];
   // conmon may close its ends at any point; failures show as missing reports.
   for (const s of [sync, start, attach]) s.on('error', () => {});
   const syncReader = new SyncReader(sync);
@@ -82,7 +89,7 @@ export async function runExec(env: ExecEnvironment, o: ExecProcessOptions): Prom
     report = await withTimeout(
       (async () => {
         start.write('0');
-        const ready = await Promise.race([new SyncReader(attach).next(), spawnFailure(child)]);
+        const ready = await new SyncReader(attach).next();
         if (ready === null || ready.data < 0) return ready;
         attach.destroy();
         await o.beforeRun?.(execFiles(o.dir).attach);
@@ -111,9 +118,9 @@ export async function runExec(env: ExecEnvironment, o: ExecProcessOptions): Prom
 }
 
 /** Kills the exec's conmon if it got as far as forking its monitor. */
-async function abandon(dir: string, child: ChildProcess): Promise<void> {
+async function abandon(dir: string, child: Spawned): Promise<void> {
   const monitor = await readPidFile(path.join(dir, BUNDLE_FILES.conmonPid));
-  const spawned = child.exitCode === null && child.signalCode === null ? child.pid : undefined;
+  const spawned = child.exit === null ? child.pid : undefined;
   for (const p of [monitor, spawned]) {
     if (!p) continue;
     try {

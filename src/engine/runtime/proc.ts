@@ -1,5 +1,4 @@
 // Small helpers for the conmon processes berthd spawns (containers and execs).
-import type { ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 
@@ -10,11 +9,6 @@ export async function readPidFile(file: string): Promise<number | null> {
   const text = await readFile(file, 'utf8').catch(() => '');
   const pid = Number.parseInt(text.trim(), 10);
   return Number.isInteger(pid) && pid > 0 ? pid : null;
-}
-
-/** Rejects if the process cannot be spawned at all (e.g. no conmon at that path). */
-export function spawnFailure(child: ChildProcess): Promise<never> {
-  return new Promise((_, reject) => child.once('error', reject));
 }
 
 /** Accumulates a stream's text (bounded) for error messages. */

@@ -1,19 +1,19 @@
 // Containers through conmon and runc. conmon is spawned per container and
 // outlives berthd; everything else is a short `runc --root <exec-root>/runc …`.
 // No HTTP, no database: callers keep the state, this only acts and reports.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, readFile, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { conflict, EngineError, invalidParameter, noSuchContainer, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { BUNDLE_FILES, conmonArgs, readSyncMessage, type ConmonOptions, type SyncMessage } from './conmon.js';
 import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
 import { runExec, type ExecProcess, type ExecProcessOptions } from './exec.js';
-import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError, spawnFailure } from './proc.js';
+import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
+import { spawnDetached, type Spawned } from '../os/spawn.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -68,6 +68,12 @@ async function processAlive(pid: number, start?: number): Promise<boolean> {
   return start === undefined || Number(fields[19]) === start;
 }
 
+/** A terminal's pending resizes: the size to end on, and the callers waiting for a write. */
+interface ResizeQueue {
+  latest: { height: number; width: number };
+  waiting: { resolve: () => void; reject: (e: unknown) => void }[];
+}
+
 /** A failed `runc <command>`, with runc's own message. */
 class RuncError extends Error {
   constructor(readonly command: string, readonly runcMessage: string) {
@@ -79,8 +85,8 @@ export class Runtime {
   readonly runcRoot: string;
   readonly socketDir: string;
   private readonly log: Logger;
-  /** Resizes being written per terminal (bundle or exec dir): the size to end on, and when it is written. */
-  private readonly resizes = new Map<string, { latest: { height: number; width: number }; done: Promise<void> }>();
+  /** Resizes being written per terminal (bundle or exec dir). */
+  private readonly resizes = new Map<string, ResizeQueue>();
   private prepared: Promise<void> | undefined;
 
   constructor(private readonly opts: RuntimeOptions) {
@@ -99,13 +105,14 @@ export class Runtime {
     await this.prepare();
     await this.clearLeftovers(o);
     const t0 = performance.now();
-    const child = this.spawnConmon(o);
     let forked = 0; // when the spawned conmon has forked its monitor and exited
-    child.once('exit', () => (forked = performance.now()));
-    const stderr = collectText(child.stderr);
+    let stderr = () => '';
     let report: SyncMessage | null;
     try {
-      report = await Promise.race([readSyncMessage(child.stdio[3] as Readable, this.createTimeout), spawnFailure(child)]);
+      const child = this.spawnConmon(o);
+      void child.exited.then(() => (forked = performance.now()));
+      stderr = collectText(child.pipes.get(2)!);
+      report = await readSyncMessage(child.pipes.get(3)!, this.createTimeout);
     } catch (e) {
       await this.abandonCreate(o);
       throw systemError(`conmon failed to create container ${o.id}: ${(e as Error).message}`, e);
@@ -139,27 +146,36 @@ export class Runtime {
     // conmon acts on only the first message of those it reads at once, so a burst
     // of resizes (a window being dragged) could leave a stale size. Messages are
     // spaced apart per terminal, and the latest size is always the one written last.
-    let q = this.resizes.get(dir);
-    if (q) {
-      q.latest = { height, width };
-      return q.done;
+    // A caller is answered as soon as a message with its size (or a later one) is
+    // written: the docker CLI watches for window changes only once its first resize
+    // is answered.
+    const size = { height, width };
+    const running = this.resizes.get(dir);
+    const q = running ?? { latest: size, waiting: [] };
+    q.latest = size;
+    const answered = new Promise<void>((resolve, reject) => q.waiting.push({ resolve, reject }));
+    if (!running) {
+      this.resizes.set(dir, q);
+      void this.writeResizes(dir, q);
     }
-    q = { latest: { height, width }, done: Promise.resolve() };
-    this.resizes.set(dir, q);
-    const entry = q;
-    entry.done = (async () => {
-      try {
-        let written: { height: number; width: number } | undefined;
-        while (entry.latest !== written) {
-          written = entry.latest;
-          await this.writeCtl(dir, `1 ${written.height} ${written.width}\n`);
-          await new Promise((r) => setTimeout(r, RESIZE_SPACING_MS));
-        }
-      } finally {
-        this.resizes.delete(dir);
+    return answered;
+  }
+
+  private async writeResizes(dir: string, q: ResizeQueue): Promise<void> {
+    try {
+      let written: ResizeQueue['latest'] | undefined;
+      while (q.latest !== written) {
+        written = q.latest;
+        const answered = q.waiting.splice(0);
+        await this.writeCtl(dir, `1 ${written.height} ${written.width}\n`).then(
+          () => answered.forEach((w) => w.resolve()),
+          (e: unknown) => answered.forEach((w) => w.reject(e)),
+        );
+        await new Promise((r) => setTimeout(r, RESIZE_SPACING_MS));
       }
-    })();
-    return entry.done;
+    } finally {
+      this.resizes.delete(dir);
+    }
   }
 
   /** One message on conmon's control FIFO. */
@@ -365,21 +381,20 @@ export class Runtime {
     await mkdir(o.exitDir, { recursive: true, mode: 0o700 });
   }
 
-  private spawnConmon(o: CreateOptions): ChildProcess {
+  private spawnConmon(o: CreateOptions): Spawned {
     const args = conmonArgs(
       { runcPath: this.opts.runcPath, runcRoot: this.runcRoot, socketDir: this.socketDir },
       { ...o, logSizeMax: o.logSizeMax ?? this.opts.defaultLogSizeMax ?? DEFAULT_LOG_SIZE_MAX },
     );
-    const child = spawn(this.opts.conmonPath, args, {
+    return spawnDetached(this.opts.conmonPath, args, {
       // conmon writes its "oom" marker into its working directory.
       cwd: o.bundleDir,
-      // Its own session: a signal to berthd's process group must not reach it.
-      detached: true,
-      stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
       env: { PATH: CONMON_ENV_PATH, _OCI_SYNCPIPE: '3' },
+      pipes: [
+        { fd: 2, direction: 'from-child' },
+        { fd: 3, direction: 'from-child' },
+      ],
     });
-    child.unref();
-    return child;
   }
 
   /** After a failed or timed-out create: no conmon, no runc record, no socket link may remain. */
