@@ -22,3 +22,6 @@ node bench/pull.mjs 3 100 4
 echo
 echo "== containers: run latency, memory per container, list with 1,000 containers (issue 4)"
 node bench/containers.mjs 20 20 1000
+echo
+echo "== commit of a container that wrote 50 MiB and 2,000 files (issue 5)"
+node bench/commit.mjs 7
