@@ -401,6 +401,9 @@ export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGener
       if (!cursor) continue;
       yield* drain(cursor, joiner, keep);
       if (await cursor.replaced(file)) {
+        // conmon may have written more to the old file between that drain and its
+        // rename (the start of a line, maybe): nothing is written to it after.
+        yield* drain(cursor, joiner, keep);
         await cursor.reopen(file);
         yield* drain(cursor, joiner, keep);
       }
