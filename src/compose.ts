@@ -78,6 +78,9 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   // Leftovers of pulls and commits cut short by a crash: nothing records them.
   await content.init();
   await layers.cleanup(imageRepo.layerDirs());
+  // Blobs stored by a pull or commit that a crash cut short before it recorded its image.
+  const swept = await content.sweep(imageRepo.heldBlobs());
+  if (swept.length) logger.info({ blobs: swept.length }, 'removed blobs that no image holds');
 
   const registry = new RegistryClient({
     insecureRegistries: config.insecureRegistries,

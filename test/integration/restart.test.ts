@@ -2,7 +2,8 @@
 // conmon, exits that happen meanwhile are found, logs and wait still work, and
 // restart policies are honoured.
 import Database from 'better-sqlite3';
-import { existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
@@ -77,6 +78,22 @@ describe('a removal cut short', () => {
     expect(mounted()).toBe(false);
     expect(existsSync(path.join(d.execRoot, 'runc', id))).toBe(false);
     expect((await d.request('GET', `/containers/${id}/json`)).status).toBe(404);
+  });
+});
+
+describe('a pull or commit cut short between its blob and its record', () => {
+  it('leaves a blob that the next start removes, keeping every blob an image holds', async () => {
+    const blobs = path.join(d.dataRoot, 'content/blobs/sha256');
+    const held = readdirSync(blobs).sort();
+    const orphan = Buffer.from('a blob whose image was never recorded\n');
+    const hex = createHash('sha256').update(orphan).digest('hex');
+    await d.stop();
+    writeFileSync(path.join(blobs, hex), orphan);
+    await d.restart();
+    expect(readdirSync(blobs).sort()).toEqual(held);
+    // The images are whole: a container of one still runs.
+    const id = await start(['true']);
+    expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(0);
   });
 });
 

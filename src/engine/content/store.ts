@@ -405,6 +405,13 @@ export class ContentStore {
   }
 
   /** Every stored digest. */
+  /** Deletes every stored blob not in `keep`; returns their digests. Only while nothing is being stored. */
+  async sweep(keep: ReadonlySet<string>): Promise<string[]> {
+    const gone = (await this.list()).filter((d) => !keep.has(d));
+    for (const d of gone) await this.delete(d);
+    return gone;
+  }
+
   async list(): Promise<string[]> {
     const out: string[] = [];
     for (const [algorithm, length] of Object.entries(DIGEST_ALGORITHMS)) {

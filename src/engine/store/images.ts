@@ -65,6 +65,7 @@ const statements = (db: Db) => ({
     blobsOf: db.prepare('SELECT digest FROM image_blobs WHERE image_id = ?'),
     blobUsed: db.prepare('SELECT 1 FROM image_blobs WHERE digest = ? LIMIT 1'),
     allLayerDirs: db.prepare('SELECT dir FROM layers'),
+    heldBlobs: db.prepare('SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL'),
     containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = ? ORDER BY created'),
     containerCounts: db.prepare('SELECT image_id, count(*) AS n FROM containers GROUP BY image_id'),
 });
@@ -171,6 +172,11 @@ export class ImageRepository {
       }
       return { layers, blobs: blobs.filter((b) => !this.q.blobUsed.get(b)) };
     })();
+  }
+
+  /** Every blob some image holds (or a layer is made from). */
+  heldBlobs(): Set<string> {
+    return new Set((this.q.heldBlobs.all() as { digest: string }[]).map((r) => r.digest));
   }
 
   /** True when some image holds this blob. */
