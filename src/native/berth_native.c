@@ -214,6 +214,25 @@ static napi_value js_unread_bytes(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// isMountRoot(path) -> true/false, or null where the kernel cannot say (statx's
+// STATX_ATTR_MOUNT_ROOT, Linux 5.8). The last component is not followed.
+static napi_value js_is_mount_root(napi_env env, napi_callback_info info) {
+  size_t argc = 1; napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  char *path = get_string(env, argv[0]);
+  if (!path) { napi_throw_type_error(env, NULL, "path must be a string"); return NULL; }
+  struct statx stx;
+  int r = statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &stx);
+  int e = errno;
+  napi_value out;
+  if (r != 0 && e == ENOENT) napi_get_boolean(env, false, &out);
+  else if (r != 0) out = throw_errno(env, "statx", path, e);
+  else if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) napi_get_null(env, &out);
+  else napi_get_boolean(env, (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0, &out);
+  free(path);
+  return out;
+}
+
 // ------------------------------------------------------------ processes
 // pipe() -> [readFd, writeFd], both close-on-exec.
 static napi_value js_pipe(napi_env env, napi_callback_info info) {
@@ -629,6 +648,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"flock", NULL, js_flock, NULL, NULL, NULL, napi_default, NULL},
     {"addInodeFlags", NULL, js_add_inode_flags, NULL, NULL, NULL, napi_default, NULL},
     {"pipe", NULL, js_pipe, NULL, NULL, NULL, napi_default, NULL},
+    {"isMountRoot", NULL, js_is_mount_root, NULL, NULL, NULL, napi_default, NULL},
     {"unreadBytes", NULL, js_unread_bytes, NULL, NULL, NULL, napi_default, NULL},
     {"spawnDetached", NULL, js_spawn_detached, NULL, NULL, NULL, napi_default, NULL},
     {"seqpacketConnect", NULL, js_seqpacket_connect, NULL, NULL, NULL, napi_default, NULL},

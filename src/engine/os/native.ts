@@ -12,6 +12,8 @@ export interface Native {
   lgetxattr(path: string, name: string): Buffer | null;
   llistxattr(path: string): string[];
   flock(fd: number, operation: number): void;
+  /** Whether the path (not followed) is the root of a mount; null where the kernel cannot tell (statx). */
+  isMountRoot(path: string): boolean | null;
   /** Bytes sent on a connected socket that its peer has not read yet (SIOCOUTQ). */
   unreadBytes(fd: number): number;
   /** A close-on-exec pipe: [read end, write end]. */
