@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <signal.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -92,6 +93,74 @@ static napi_value js_umount2(napi_env env, napi_callback_info info) {
   napi_value out = r == 0 ? undefined(env) : throw_errno(env, "umount2", dst, e);
   free(dst);
   return out;
+}
+
+// umount2Async(target, flags) -> Promise: umount2 on a thread of its own.
+// Unmounting an overlay syncs its upper filesystem, which can take long (a
+// container that wrote much). Not the libuv pool: a slow sync there would hold
+// up the blocking fifo open that starts a container.
+typedef struct {
+  napi_deferred deferred;
+  napi_threadsafe_function done;
+  char *target;
+  int flags;
+  int err;
+} umount_job_t;
+
+static void umount_settle(napi_env env, napi_value js_cb, void *context, void *data) {
+  (void)js_cb; (void)context;
+  umount_job_t *j = data;
+  if (env != NULL) {
+    if (j->err == 0) {
+      napi_resolve_deferred(env, j->deferred, undefined(env));
+    } else {
+      char msg[4200];
+      snprintf(msg, sizeof msg, "%s: %s, umount2 '%s'", errno_code(j->err), strerror(j->err), j->target);
+      napi_value code, message, err;
+      napi_create_string_utf8(env, errno_code(j->err), NAPI_AUTO_LENGTH, &code);
+      napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &message);
+      napi_create_error(env, code, message, &err);
+      napi_reject_deferred(env, j->deferred, err);
+    }
+  }
+  free(j->target);
+  free(j);
+}
+
+static void *umount_thread(void *data) {
+  umount_job_t *j = data;
+  j->err = umount2(j->target, j->flags) == 0 ? 0 : errno;
+  napi_threadsafe_function done = j->done;
+  napi_call_threadsafe_function(done, j, napi_tsfn_blocking);
+  napi_release_threadsafe_function(done, napi_tsfn_release);
+  return NULL;
+}
+
+static napi_value js_umount2_async(napi_env env, napi_callback_info info) {
+  size_t argc = 2; napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  umount_job_t *j = calloc(1, sizeof *j);
+  if (!j) { napi_throw_error(env, "ENOMEM", "out of memory"); return NULL; }
+  j->target = get_string(env, argv[0]);
+  int32_t flags = 0;
+  napi_get_value_int32(env, argv[1], &flags);
+  j->flags = flags;
+  napi_value promise, name;
+  CHECK(napi_create_promise(env, &j->deferred, &promise));
+  napi_create_string_utf8(env, "berth.umount", NAPI_AUTO_LENGTH, &name);
+  CHECK(napi_create_threadsafe_function(env, NULL, NULL, name, 0, 1, NULL, NULL, NULL, umount_settle, &j->done));
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int e = pthread_create(&t, &attr, umount_thread, j);
+  pthread_attr_destroy(&attr);
+  if (e != 0) { // no thread: do it here
+    j->err = umount2(j->target, j->flags) == 0 ? 0 : errno;
+    napi_release_threadsafe_function(j->done, napi_tsfn_release);
+    umount_settle(env, NULL, NULL, j);
+  }
+  return promise;
 }
 
 // mknod(path, mode, major, minor)
@@ -641,6 +710,7 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"mount", NULL, js_mount, NULL, NULL, NULL, napi_default, NULL},
     {"umount2", NULL, js_umount2, NULL, NULL, NULL, napi_default, NULL},
+    {"umount2Async", NULL, js_umount2_async, NULL, NULL, NULL, napi_default, NULL},
     {"mknod", NULL, js_mknod, NULL, NULL, NULL, napi_default, NULL},
     {"lsetxattr", NULL, js_lsetxattr, NULL, NULL, NULL, napi_default, NULL},
     {"lgetxattr", NULL, js_lgetxattr, NULL, NULL, NULL, napi_default, NULL},

@@ -1,7 +1,7 @@
 // Container root filesystems: an overlay of the image's layer directories
 // under the container's own upper directory.
 import { mkdir } from 'node:fs/promises';
-import { bindMount, isMountPoint, mountOverlay, unmount } from '../os/mount.js';
+import { bindMount, isMountPoint, mountOverlay, unmountAsync } from '../os/mount.js';
 
 export interface RootfsLayout {
   /** The image's layer `diff` directories, topmost first. */
@@ -32,5 +32,5 @@ export async function prepareRootfs(layout: RootfsLayout): Promise<string> {
 
 /** Unmounts a rootfs; a target that is not mounted, or is gone, is fine. */
 export async function releaseRootfs(target: string): Promise<void> {
-  unmount(target);
+  await unmountAsync(target);
 }

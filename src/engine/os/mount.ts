@@ -101,6 +101,17 @@ export function unmount(target: string): boolean {
   }
 }
 
+/** unmount() off the event loop: an overlay's unmount syncs its upper filesystem. */
+export async function unmountAsync(target: string): Promise<boolean> {
+  try {
+    await native.umount2Async(target, MNT_DETACH);
+    return true;
+  } catch (e) {
+    if (NOT_MOUNTED.has((e as NodeJS.ErrnoException).code ?? '')) return false;
+    throw e;
+  }
+}
+
 /** mountinfo escapes space, tab, newline and backslash as \ooo. */
 const unescapeMountinfo = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 

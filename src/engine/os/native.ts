@@ -6,6 +6,8 @@ import { packageRoot } from '../../paths.js';
 export interface Native {
   mount(source: string | null, target: string, fstype: string | null, flags: number, data: string | null): void;
   umount2(target: string, flags: number): void;
+  /** umount2 on a thread of its own (see berth_native.c). */
+  umount2Async(target: string, flags: number): Promise<void>;
   mknod(path: string, mode: number, major: number, minor: number): void;
   lsetxattr(path: string, name: string, value: Buffer): void;
   /** The attribute's value, or null when the file has no such attribute. */
