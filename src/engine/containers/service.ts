@@ -96,9 +96,9 @@ export class ContainerService {
   /** Bundles being prepared right after create, taken by the first start. */
   private readonly prepared = new Map<string, Promise<void>>();
   /**
-   * Tear-downs after an exit (runtime state, rootfs mount), done after the
-   * waiters are told: `docker run --rm` need not wait for them. Whatever
-   * mounts, reads or removes the rootfs next waits for them (settled()).
+   * Tear-downs after an exit (runc's state), done after the waiters are
+   * told: `docker run --rm` need not wait for them. A start or removal of the
+   * container waits for them (settled()).
    */
   private readonly settling = new Map<string, Promise<void>>();
   private readonly log: Logger;
@@ -510,13 +510,17 @@ export class ContainerService {
     else if (c.hostConfig.AutoRemove) await this.remove(id, { force: true }).catch((err) => this.log.warn({ err, id }, 'auto-remove failed'));
   }
 
-  /** Tears down what an exited container's run left (runc's state, the rootfs mount), in the background. */
+  /**
+   * Clears what an exited container's run left with the runtime (runc's state,
+   * its cgroups), in the background. The rootfs stays mounted until the
+   * container is removed (or started again, which reuses it): unmounting an
+   * overlay syncs the whole filesystem under it, and at every exit that forced
+   * flush would land on whatever comes next (a commit of what the container
+   * wrote, say) instead of the kernel's own pace of writeback.
+   */
   private settle(c: Container): void {
     const id = c.row.id;
-    const job = (async () => {
-      await this.deps.runtime.delete(id, true).catch((err) => this.log.debug({ err, id }, 'runc delete'));
-      await releaseRootfs(c.rootfs).catch((err) => this.log.warn({ err, id }, 'unmount failed'));
-    })();
+    const job = this.deps.runtime.delete(id, true).catch((err) => this.log.debug({ err, id }, 'runc delete'));
     this.settling.set(id, job);
     void job.finally(() => {
       if (this.settling.get(id) === job) this.settling.delete(id);
