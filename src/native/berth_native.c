@@ -41,7 +41,8 @@ static const char *errno_code(int e) {
   }
 }
 
-static napi_value throw_errno(napi_env env, const char *syscall, const char *path, int e) {
+// A JS Error like Node's own fs errors: code (errno name), errno, message.
+static napi_value errno_error(napi_env env, const char *syscall, const char *path, int e) {
   char msg[4200];
   snprintf(msg, sizeof msg, "%s: %s, %s '%s'", errno_code(e), strerror(e), syscall, path ? path : "");
   napi_value code, message, err, num;
@@ -50,7 +51,11 @@ static napi_value throw_errno(napi_env env, const char *syscall, const char *pat
   napi_create_error(env, code, message, &err);
   napi_create_int32(env, -e, &num);
   napi_set_named_property(env, err, "errno", num);
-  napi_throw(env, err);
+  return err;
+}
+
+static napi_value throw_errno(napi_env env, const char *syscall, const char *path, int e) {
+  napi_throw(env, errno_error(env, syscall, path, e));
   return NULL;
 }
 
@@ -111,17 +116,8 @@ static void umount_settle(napi_env env, napi_value js_cb, void *context, void *d
   (void)js_cb; (void)context;
   umount_job_t *j = data;
   if (env != NULL) {
-    if (j->err == 0) {
-      napi_resolve_deferred(env, j->deferred, undefined(env));
-    } else {
-      char msg[4200];
-      snprintf(msg, sizeof msg, "%s: %s, umount2 '%s'", errno_code(j->err), strerror(j->err), j->target);
-      napi_value code, message, err;
-      napi_create_string_utf8(env, errno_code(j->err), NAPI_AUTO_LENGTH, &code);
-      napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &message);
-      napi_create_error(env, code, message, &err);
-      napi_reject_deferred(env, j->deferred, err);
-    }
+    if (j->err == 0) napi_resolve_deferred(env, j->deferred, undefined(env));
+    else napi_reject_deferred(env, j->deferred, errno_error(env, "umount2", j->target, j->err));
   }
   free(j->target);
   free(j);
