@@ -341,7 +341,7 @@ export class ContainerService {
   }
 
   private async startRow(id: string, o: { stoppedByUser: boolean; restartCount?: number }): Promise<void> {
-    await this.settled(id); // the last run's rootfs is unmounted before this one mounts it
+    await this.settled(id); // runc's record of the last run is gone before this one is created
     const c = this.hydrate(this.deps.repo.find(id) ?? (() => { throw noSuchContainer(id); })());
     const { runtime, exits } = this.deps;
     // Usually done already, between create and start (see create()).
@@ -551,7 +551,7 @@ export class ContainerService {
   }
 
   /** Resolves once the tear-down after the container's last exit is done. */
-  async settled(id: string): Promise<void> {
+  private async settled(id: string): Promise<void> {
     await this.settling.get(id);
   }
 

@@ -404,7 +404,6 @@ export class ContentStore {
     }
   }
 
-  /** Every stored digest. */
   /** Deletes every stored blob not in `keep`; returns their digests. Only while nothing is being stored. */
   async sweep(keep: ReadonlySet<string>): Promise<string[]> {
     const gone = (await this.list()).filter((d) => !keep.has(d));
@@ -412,6 +411,7 @@ export class ContentStore {
     return gone;
   }
 
+  /** Every stored digest. */
   async list(): Promise<string[]> {
     const out: string[] = [];
     for (const [algorithm, length] of Object.entries(DIGEST_ALGORITHMS)) {

@@ -26,9 +26,9 @@ import type { Container, ContainerService } from '../containers/service.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';
 import { ParallelGzip } from '../layers/compress.js';
-import { changes, diffLayer, mountPointStubs, type Change } from '../layers/diff.js';
 import { applyLayer } from '../layers/apply.js';
-import { chainIds, LayerStore, type StagedLayer } from '../layers/layers.js';
+import { changes, diffLayer, mountPointStubs, type Change } from '../layers/diff.js';
+import { chainIds, discardWhenFilled, LayerStore, type StagedLayer } from '../layers/layers.js';
 import { isMountPoint, mountOverlay, unmount } from '../os/mount.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import { goArch } from '../system.js';
@@ -157,7 +157,6 @@ export class CommitService {
    */
   async export(ref: string): Promise<Readable> {
     const c = this.deps.containers.get(ref);
-    await this.deps.containers.settled(c.row.id); // an exit's unmount must not come while we read
     const root = isMountPoint(c.rootfs) ? await openDir(c.rootfs) : await this.mountReadOnly(c);
     const tar = diffLayer(`/proc/self/fd/${root.fd}`);
     tar.once('close', () => void root.close().catch(() => undefined));
@@ -300,7 +299,7 @@ export class CommitService {
 const openDir = (dir: string) => open(dir, C.O_RDONLY | C.O_DIRECTORY);
 
 /** Removes a tree that will not be installed, once nothing writes to it any more. */
-const dropTree = (tree: BuiltLayer['tree']) => tree.filling.then(() => tree.staged.discard(), () => tree.staged.discard());
+const dropTree = (tree: BuiltLayer['tree']) => discardWhenFilled(tree.staged, tree.filling);
 
 /**
  * The new image's config, as dockerd's NewChildImage: the parent's platform,

@@ -2,12 +2,10 @@
 // and extract in one pass (bytes flow once: registry → digest check → content
 // store file, and → gunzip → diff-id check → layer directory). The image is
 // recorded in one transaction only after every layer is in place.
-import { PassThrough, Transform, type TransformCallback } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { Transform, type TransformCallback } from 'node:stream';
 import { invalidParameter, messageOf } from '../../errors.js';
-import { applyLayer } from '../layers/apply.js';
 import { chainIds, LayerStore } from '../layers/layers.js';
-import { BLOCK, decompressor, Hasher, tarError } from '../layers/unpack.js';
+import { BLOCK, decompressor, extractLayer } from '../layers/unpack.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { Descriptor, RegistryClient } from '../registry/client.js';
 import type { LayerRow } from '../store/images.js';
@@ -68,7 +66,6 @@ class Meter extends Transform {
   }
 }
 
-/** Hashes what goes through; `digest` is final after the stream ends. */
 /** A tiny counting semaphore for max-concurrent-downloads. */
 class Limiter {
   private active = 0;
@@ -197,8 +194,6 @@ export class PullingImageService extends ImageService {
     const size = await this.pdeps.layers.extract(chainId, async (dir) => {
       const meter = new Meter((n) => emit({ status: 'Downloading', id, layer: true, current: n, total: desc.size }));
       const gunzip = decompressor(desc.mediaType);
-      const diffHash = new Hasher();
-      const tar = new PassThrough();
       // The content store writes the blob and feeds the same bytes to the tap
       // (gunzip → diff-id hash → extraction); it ends the tap only once the blob
       // is verified, and destroys it on any failure.
@@ -208,22 +203,20 @@ export class PullingImageService extends ImageService {
         return body.pipe(meter);
       };
       const store = this.pdeps.content.ingest(desc.digest, desc.size, fetch, { tap: gunzip, what: 'filesystem layer' });
-      const unpack = pipeline(gunzip, diffHash, tar).catch(tarError);
-      const apply = applyLayer(tar, dir);
-      let result;
+      let layer;
       try {
-        [, , result] = await Promise.all([store, unpack, apply]);
+        [, layer] = await Promise.all([store, extractLayer(gunzip, dir)]);
       } catch (e) {
-        for (const s of [meter, gunzip, tar]) s.destroy();
+        for (const s of [meter, gunzip]) s.destroy();
         throw e;
       }
       emit({ status: 'Verifying Checksum', id, layer: true });
       emit({ status: 'Download complete', id, layer: true });
-      if (diffHash.digest !== diffId) {
-        throw invalidParameter(`layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${diffHash.digest}, config says ${diffId}`);
+      if (layer.diffId !== diffId) {
+        throw invalidParameter(`layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${layer.diffId}, config says ${diffId}`);
       }
       emit({ status: 'Extracting', id, layer: true, current: desc.size, total: desc.size });
-      return result!.size;
+      return layer.size;
     });
     emit({ status: 'Pull complete', id, layer: true });
     return { chain_id: chainId, diff_id: diffId, parent, dir: LayerStore.dirName(chainId), size, blob: desc.digest };

@@ -19,6 +19,11 @@ export function chainIds(diffIds: readonly string[]): string[] {
   return out;
 }
 
+/** Removes a staged tree that will not be installed, once `filling` (what writes to it) has ended. */
+export function discardWhenFilled(staged: StagedLayer, filling: Promise<unknown>): Promise<void> {
+  return filling.then(() => staged.discard(), () => staged.discard());
+}
+
 export interface StagedLayer {
   /** The tree to fill. */
   diffDir: string;
@@ -63,8 +68,9 @@ export class LayerStore {
 
   /**
    * Makes sure the layer's tree is on disk, filling it when it is not (a
-   * committed layer, whose tree is made from its blob after the commit).
-   * Never replaces a tree that is there: containers may be using it.
+   * committed layer whose tree a crash, or a hand, removed) and waiting for a
+   * fill under way. Never replaces a tree that is there: containers may be
+   * using it.
    */
   async ensure(chainId: string, fill: (diffDir: string) => Promise<unknown>): Promise<void> {
     // Registered at once, so that a remove() that follows waits for it.
@@ -81,8 +87,7 @@ export class LayerStore {
    * tree again from the blob when it is needed).
    */
   adopt(chainId: string, staged: StagedLayer, filling: Promise<unknown>): Promise<void> {
-    const drop = () => filling.then(() => staged.discard(), () => staged.discard());
-    if (this.inflight.has(LayerStore.dirName(chainId))) return drop();
+    if (this.inflight.has(LayerStore.dirName(chainId))) return discardWhenFilled(staged, filling);
     return this.once(chainId, async () => {
       try {
         await filling;

@@ -54,22 +54,36 @@ export function tarError(e: unknown): never {
 }
 
 /**
+ * Extracts the tar that comes out of `decompress` (which the caller feeds)
+ * into `dir`, hashing it on the way. Resolves with the layer's size and diff
+ * id; on a failure, destroys what it made.
+ */
+export async function extractLayer(decompress: Transform, dir: string): Promise<{ size: number; diffId: string }> {
+  const diffHash = new Hasher();
+  const tar = new PassThrough();
+  const unpack = pipeline(decompress, diffHash, tar).catch(tarError);
+  try {
+    const [, applied] = await Promise.all([unpack, applyLayer(tar, dir)]);
+    return { size: applied.size, diffId: diffHash.digest };
+  } catch (e) {
+    for (const s of [decompress, tar]) s.destroy();
+    throw e;
+  }
+}
+
+/**
  * Extracts a stored layer blob into `dir`, checking that its uncompressed
  * bytes have the diff id the image says. Resolves with the layer's size.
  */
 export async function unpackBlob(blob: Readable, mediaType: string, dir: string, diffId: string): Promise<number> {
   const decompress = decompressor(mediaType);
-  const diffHash = new Hasher();
-  const tar = new PassThrough();
-  const unpack = pipeline(blob, decompress, diffHash, tar).catch(tarError);
-  const apply = applyLayer(tar, dir);
-  let applied;
+  let layer;
   try {
-    [, applied] = await Promise.all([unpack, apply]);
+    [, layer] = await Promise.all([pipeline(blob, decompress), extractLayer(decompress, dir)]);
   } catch (e) {
-    for (const s of [blob, decompress, tar]) s.destroy();
+    blob.destroy();
     throw e;
   }
-  if (diffHash.digest !== diffId) throw systemError(`layer content has diff id ${diffHash.digest}, the image says ${diffId}`);
-  return applied.size;
+  if (layer.diffId !== diffId) throw systemError(`layer content has diff id ${layer.diffId}, the image says ${diffId}`);
+  return layer.size;
 }

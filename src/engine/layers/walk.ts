@@ -71,7 +71,7 @@ async function entry(base: string, rel: string, n: Name, opts: WalkOptions): Pro
   const path = `${base}/${n.name}`;
   // A regular file to read ahead is opened at once: its fstat stands for the lstat.
   if (n.file && opts.readAhead !== undefined) {
-    const found = await readRegular(path, opts.readAhead);
+    const found = readRegular(path, opts.readAhead);
     if (found) return { rel: childRel, path, st: found.st, ...(found.data ? { content: { st: found.st, data: found.data } } : {}) };
   }
   const st = await lstatIfPresent(path);
@@ -104,7 +104,7 @@ export async function openListed(e: WalkEntry): Promise<{ fh: FileHandle; st: Bi
  * batch of them holds the loop for well under a millisecond. (Thousands of
  * small files made the walk twice as slow through the pool.)
  */
-async function readRegular(path: string, limit: number): Promise<{ st: BigIntStats; data?: Buffer } | null> {
+function readRegular(path: string, limit: number): { st: BigIntStats; data?: Buffer } | null {
   let fd: number;
   try {
     fd = fs.openSync(path, FILE_FLAGS);

@@ -96,20 +96,19 @@ export function unmount(target: string): boolean {
     native.umount2(target, MNT_DETACH);
     return true;
   } catch (e) {
-    if (NOT_MOUNTED.has((e as NodeJS.ErrnoException).code ?? '')) return false;
-    throw e;
+    return notMounted(e);
   }
 }
 
 /** unmount() off the event loop: an overlay's unmount syncs its upper filesystem. */
-export async function unmountAsync(target: string): Promise<boolean> {
-  try {
-    await native.umount2Async(target, MNT_DETACH);
-    return true;
-  } catch (e) {
-    if (NOT_MOUNTED.has((e as NodeJS.ErrnoException).code ?? '')) return false;
-    throw e;
-  }
+export function unmountAsync(target: string): Promise<boolean> {
+  return native.umount2Async(target, MNT_DETACH).then(() => true, notMounted);
+}
+
+/** false for an error that says nothing was mounted there; rethrows any other. */
+function notMounted(e: unknown): false {
+  if (NOT_MOUNTED.has((e as NodeJS.ErrnoException).code ?? '')) return false;
+  throw e;
 }
 
 /** mountinfo escapes space, tab, newline and backslash as \ooo. */
