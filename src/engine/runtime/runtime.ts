@@ -53,6 +53,8 @@ export const DEFAULT_LOG_SIZE_MAX = 100 * 1024 * 1024;
 /** Gap between two resizes of one terminal (see resize()). */
 const RESIZE_SPACING_MS = 50;
 const DEFAULT_CREATE_TIMEOUT_MS = 240_000;
+/** How long a failed create waits for the conmon it killed to be gone. */
+const ABANDON_WAIT_MS = 2000;
 
 /** runc's rule for ids, and what keeps them safe as file names under exit-dir and socket-dir. */
 const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/;
@@ -406,6 +408,8 @@ export class Runtime {
       } catch {
         // already gone
       }
+      // kill() only queues the signal: the failed create answers once conmon is gone.
+      for (let i = 0; i < ABANDON_WAIT_MS / 5 && (await processAlive(pid)); i++) await new Promise((r) => setTimeout(r, 5));
     }
     await this.delete(o.id, true).catch((e) => this.log.warn({ id: o.id, err: e }, 'cleanup after failed create'));
   }
