@@ -1,5 +1,5 @@
 // Bundles dist/main.js (tsc's output) and its JavaScript dependencies into one
-// CommonJS file, then starts it once on a scratch data root so the launcher
+// CommonJS file, and the layer extraction threads' script into another, then starts it once on a scratch data root so the launcher
 // (bin/berthd.cjs) writes its V8 code cache. Native addons stay outside.
 import { build } from 'esbuild';
 import { spawn } from 'node:child_process';
@@ -12,9 +12,7 @@ const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..')
 const out = path.join(root, 'dist/berthd.bundle.cjs');
 rmSync(path.join(root, 'dist/berthd.bundle.cache'), { force: true });
 
-await build({
-  entryPoints: [path.join(root, 'dist/main.js')],
-  outfile: out,
+const common = {
   bundle: true,
   platform: 'node',
   format: 'cjs',
@@ -24,7 +22,10 @@ await build({
   define: { 'import.meta.url': '__berth_import_meta_url' },
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'error',
-});
+};
+await build({ ...common, entryPoints: [path.join(root, 'dist/main.js')], outfile: out });
+// The layer extraction threads' script (src/engine/layers/extractor.ts).
+await build({ ...common, entryPoints: [path.join(root, 'dist/engine/layers/extract-worker.js')], outfile: path.join(root, 'dist/extract-worker.cjs') });
 
 // Warm the code cache: start, answer one ping, stay long enough for the cache write, stop.
 const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-warm-'));

@@ -10,6 +10,7 @@ import { EventBus } from './engine/events.js';
 import { CommitService } from './engine/images/commit.js';
 import { PullingImageService } from './engine/images/pull.js';
 import type { Engine } from './engine/index.js';
+import { Extractor } from './engine/layers/extractor.js';
 import { LayerStore } from './engine/layers/layers.js';
 import { RegistryClient } from './engine/registry/client.js';
 import { ExitWatcher } from './engine/runtime/exits.js';
@@ -88,9 +89,11 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     certsDirs: config.certsDirs,
     logger: logger.child({ component: 'registry' }),
   });
+  const extractor = new Extractor({ logger: logger.child({ component: 'extractor' }) });
   const images = new PullingImageService({
     repo: imageRepo,
     layers,
+    extractor,
     content,
     registry,
     logger,
@@ -115,13 +118,14 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   const execs = new ExecService({ containers, runtime, events, logger });
 
   const system = new SystemService(config, db, daemonId(config.dataRoot));
-  const commits = new CommitService({ containers, images, repo: imageRepo, layers, content, events, logger });
+  const commits = new CommitService({ containers, images, repo: imageRepo, layers, extractor, content, events, logger });
   const engine: Engine = { system, images, containers, execs, events, commits };
   return {
     engine,
     db,
     async close() {
       exits.close();
+      await extractor.close();
       db.close();
     },
   };

@@ -1,5 +1,6 @@
-// The few syscalls Node lacks: mount, umount2, mknod and the l*xattr family.
-// Each function is synchronous and thin; errors become JS errors carrying the
+// The few syscalls Node lacks: mount, umount2, mknod, the l*xattr family, and
+// a sha256 that runs on the thread pool.
+// Most functions are synchronous and thin; errors become JS errors carrying the
 // errno name in `code` (like Node's own fs errors) so callers can branch on it.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <node_api.h>
+#include <openssl/evp.h>
 #include <uv.h>
 
 #define CHECK(call) do { if ((call) != napi_ok) { napi_throw_error(env, NULL, "napi call failed: " #call); return NULL; } } while (0)
@@ -157,6 +159,142 @@ static napi_value js_umount2_async(napi_env env, napi_callback_info info) {
     umount_settle(env, NULL, NULL, j);
   }
   return promise;
+}
+
+// sha256 off the event loop, for digests of streams that pass by in large
+// chunks (layer tars, blobs): sha256New() -> handle; sha256Update(handle,
+// buffers) -> Promise, which hashes the buffers in order on a libuv pool
+// thread (one update at a time per handle: the caller's rule, see
+// content/hash.ts); sha256Digest(handle) -> hex, once no update runs. The
+// OpenSSL is Node's own (its symbols are the process's).
+typedef struct {
+  EVP_MD_CTX *ctx;
+  int busy;
+} sha_t;
+
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  napi_ref handle_ref;
+  napi_ref buffers_ref;
+  sha_t *sha;
+  uint32_t n;
+  const unsigned char **data;
+  size_t *len;
+  int ok;
+} sha_job_t;
+
+static void sha_finalize(napi_env env, void *data, void *hint) {
+  (void)env; (void)hint;
+  sha_t *sha = data;
+  EVP_MD_CTX_free(sha->ctx);
+  free(sha);
+}
+
+static sha_t *get_sha(napi_env env, napi_value v) {
+  sha_t *sha = NULL;
+  if (napi_get_value_external(env, v, (void **)&sha) != napi_ok || sha == NULL) {
+    napi_throw_type_error(env, NULL, "not a sha256 handle");
+    return NULL;
+  }
+  return sha;
+}
+
+static napi_value js_sha256_new(napi_env env, napi_callback_info info) {
+  (void)info;
+  sha_t *sha = calloc(1, sizeof *sha);
+  if (!sha) { napi_throw_error(env, "ENOMEM", "out of memory"); return NULL; }
+  sha->ctx = EVP_MD_CTX_new();
+  if (!sha->ctx || EVP_DigestInit_ex(sha->ctx, EVP_sha256(), NULL) != 1) {
+    EVP_MD_CTX_free(sha->ctx);
+    free(sha);
+    napi_throw_error(env, NULL, "sha256: OpenSSL refused to start a digest");
+    return NULL;
+  }
+  napi_value out;
+  CHECK(napi_create_external(env, sha, sha_finalize, NULL, &out));
+  return out;
+}
+
+static void sha_execute(napi_env env, void *data) {
+  (void)env;
+  sha_job_t *j = data;
+  j->ok = 1;
+  for (uint32_t i = 0; i < j->n && j->ok; i++) j->ok = EVP_DigestUpdate(j->sha->ctx, j->data[i], j->len[i]) == 1;
+}
+
+static void sha_complete(napi_env env, napi_status status, void *data) {
+  sha_job_t *j = data;
+  j->sha->busy = 0;
+  if (status == napi_ok && j->ok) napi_resolve_deferred(env, j->deferred, undefined(env));
+  else {
+    napi_value msg, err;
+    napi_create_string_utf8(env, "sha256: update failed", NAPI_AUTO_LENGTH, &msg);
+    napi_create_error(env, NULL, msg, &err);
+    napi_reject_deferred(env, j->deferred, err);
+  }
+  napi_delete_reference(env, j->handle_ref);
+  napi_delete_reference(env, j->buffers_ref);
+  napi_delete_async_work(env, j->work);
+  free(j->data);
+  free(j->len);
+  free(j);
+}
+
+static napi_value js_sha256_update(napi_env env, napi_callback_info info) {
+  size_t argc = 2; napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  sha_t *sha = get_sha(env, argv[0]);
+  if (!sha) return NULL;
+  if (sha->busy) { napi_throw_error(env, NULL, "sha256: an update is already running"); return NULL; }
+  bool is_array = false;
+  napi_is_array(env, argv[1], &is_array);
+  if (!is_array) { napi_throw_type_error(env, NULL, "buffers must be an array"); return NULL; }
+  sha_job_t *j = calloc(1, sizeof *j);
+  if (!j) { napi_throw_error(env, "ENOMEM", "out of memory"); return NULL; }
+  j->sha = sha;
+  CHECK(napi_get_array_length(env, argv[1], &j->n));
+  j->data = calloc(j->n ? j->n : 1, sizeof *j->data);
+  j->len = calloc(j->n ? j->n : 1, sizeof *j->len);
+  if (!j->data || !j->len) { free(j->data); free(j->len); free(j); napi_throw_error(env, "ENOMEM", "out of memory"); return NULL; }
+  for (uint32_t i = 0; i < j->n; i++) {
+    napi_value b;
+    void *p = NULL; size_t len = 0;
+    if (napi_get_element(env, argv[1], i, &b) != napi_ok || napi_get_buffer_info(env, b, &p, &len) != napi_ok) {
+      free(j->data); free(j->len); free(j);
+      napi_throw_type_error(env, NULL, "buffers must hold Buffers");
+      return NULL;
+    }
+    j->data[i] = p;
+    j->len[i] = len;
+  }
+  // The handle and the array (so its buffers) stay alive until the thread is done with them.
+  CHECK(napi_create_reference(env, argv[0], 1, &j->handle_ref));
+  CHECK(napi_create_reference(env, argv[1], 1, &j->buffers_ref));
+  napi_value promise, name;
+  CHECK(napi_create_promise(env, &j->deferred, &promise));
+  napi_create_string_utf8(env, "berth.sha256", NAPI_AUTO_LENGTH, &name);
+  CHECK(napi_create_async_work(env, NULL, name, sha_execute, sha_complete, j, &j->work));
+  sha->busy = 1;
+  CHECK(napi_queue_async_work(env, j->work));
+  return promise;
+}
+
+static napi_value js_sha256_digest(napi_env env, napi_callback_info info) {
+  size_t argc = 1; napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  sha_t *sha = get_sha(env, argv[0]);
+  if (!sha) return NULL;
+  if (sha->busy) { napi_throw_error(env, NULL, "sha256: an update is still running"); return NULL; }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int mdlen = 0;
+  if (EVP_DigestFinal_ex(sha->ctx, md, &mdlen) != 1) { napi_throw_error(env, NULL, "sha256: final failed"); return NULL; }
+  char hex[2 * EVP_MAX_MD_SIZE + 1];
+  for (unsigned int i = 0; i < mdlen; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+  EVP_DigestInit_ex(sha->ctx, EVP_sha256(), NULL); // usable again, from the start
+  napi_value out;
+  CHECK(napi_create_string_utf8(env, hex, 2 * mdlen, &out));
+  return out;
 }
 
 // mknod(path, mode, major, minor)
@@ -715,6 +853,9 @@ static napi_value init(napi_env env, napi_value exports) {
     {"addInodeFlags", NULL, js_add_inode_flags, NULL, NULL, NULL, napi_default, NULL},
     {"pipe", NULL, js_pipe, NULL, NULL, NULL, napi_default, NULL},
     {"isMountRoot", NULL, js_is_mount_root, NULL, NULL, NULL, napi_default, NULL},
+    {"sha256New", NULL, js_sha256_new, NULL, NULL, NULL, napi_default, NULL},
+    {"sha256Update", NULL, js_sha256_update, NULL, NULL, NULL, napi_default, NULL},
+    {"sha256Digest", NULL, js_sha256_digest, NULL, NULL, NULL, napi_default, NULL},
     {"unreadBytes", NULL, js_unread_bytes, NULL, NULL, NULL, napi_default, NULL},
     {"spawnDetached", NULL, js_spawn_detached, NULL, NULL, NULL, napi_default, NULL},
     {"seqpacketConnect", NULL, js_seqpacket_connect, NULL, NULL, NULL, napi_default, NULL},

@@ -32,6 +32,7 @@ import path from 'node:path';
 import { Readable, Transform, Writable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { EngineError, invalidParameter, notFound } from '../../errors.js';
+import { Sha256 } from './hash.js';
 import { DIGEST_ALGORITHMS, parseDigest } from '../images/reference.js';
 
 /** Content whose digest or size is not what its descriptor says. */
@@ -340,7 +341,7 @@ export class ContentStore {
   async create(source: Readable): Promise<{ digest: string; size: number; created: boolean }> {
     const tmp = path.join(this.ingestDir, `new-${randomBytes(6).toString('hex')}`);
     const fh = await open(tmp, 'wx', 0o644);
-    const hash = createHash('sha256');
+    const hash = new Sha256();
     let size = 0;
     let synced = 0;
     let syncing: Promise<void> | undefined;
@@ -348,9 +349,8 @@ export class ContentStore {
     const sink = new Writable({
       highWaterMark: 1 << 20,
       write(chunk: Buffer, _enc, cb) {
-        hash.update(chunk);
         size += chunk.length;
-        writeFully(fh, chunk).then(() => {
+        Promise.all([hash.update(chunk), writeFully(fh, chunk)]).then(() => {
           if (!syncing && size - synced >= EARLY_SYNC) {
             synced = size;
             syncing = fh.datasync().then(
@@ -372,7 +372,7 @@ export class ContentStore {
         await syncing;
         await fh.close();
       }
-      const digest = `sha256:${hash.digest('hex')}`;
+      const digest = await hash.digest();
       const created = !(await this.has(digest));
       if (created) {
         await rename(tmp, this.path(digest));

@@ -4,8 +4,9 @@
 // One pass over the container's upper directory makes the layer: its tar
 // (diff.ts) goes through gzip into the content store, while the digests of
 // both forms (diff id and blob digest) and the layer's size are computed on
-// the way. The same bytes also fill the layer's tree on disk (apply.ts), the
-// overlay lowerdir that containers of the new image mount, through a buffer,
+// the way. The same bytes also fill the layer's tree on disk (on an extraction
+// thread, extractor.ts), the overlay lowerdir that containers of the new image
+// mount, through a buffer,
 // so that the commit goes at the pace of reading and storing, not at that of
 // creating thousands of files a second time. The image is recorded in one
 // store transaction as soon as the blob is stored, and the answer goes back;
@@ -18,6 +19,7 @@ import { constants as C } from 'node:fs';
 import { mkdir, mkdtemp, open, rmdir, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
+import { hashSink } from '../content/hash.js';
 import { pipeline } from 'node:stream/promises';
 import { VERSION } from '../../config.js';
 import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
@@ -26,8 +28,8 @@ import type { Container, ContainerService } from '../containers/service.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';
 import { ParallelGzip } from '../layers/compress.js';
-import { applyLayer } from '../layers/apply.js';
 import { changes, diffLayer, mountPointStubs, type Change } from '../layers/diff.js';
+import type { Extractor } from '../layers/extractor.js';
 import { chainIds, discardWhenFilled, LayerStore, type StagedLayer } from '../layers/layers.js';
 import { isMountPoint, mountOverlay, unmount } from '../os/mount.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
@@ -39,6 +41,7 @@ import { familiar, type ImageService } from './service.js';
 
 /** The diff id of an empty layer (a tar of two zero blocks): dockerd adds no layer for it. */
 export const EMPTY_LAYER_DIFF_ID = 'sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef';
+const TAR_MEDIA_TYPE = 'application/vnd.oci.image.layer.v1.tar';
 /** Fixed, so that the same changes always give the same blob. Speed over ratio: commit is interactive. */
 const GZIP_LEVEL = 1;
 /** How far filling the new layer's tree may lag behind storing its blob, in bytes of tar. */
@@ -70,6 +73,7 @@ export interface CommitDeps {
   images: ImageService;
   repo: ImageRepository;
   layers: LayerStore;
+  extractor: Extractor;
   content: ContentStore;
   events: EventBus;
   logger: Logger;
@@ -174,13 +178,15 @@ export class CommitService {
     // From here on, nothing awaits until every consumer of the tar is attached.
     const stats = { size: 0 };
     const tar = diffLayer(upper, { exclude, stats });
-    const diffHash = createHash('sha256');
-    tar.on('data', (chunk: Buffer) => diffHash.update(chunk));
+    const diffHash = hashSink();
+    tar.pipe(diffHash);
     const gzip = new ParallelGzip({ level: GZIP_LEVEL });
     const lag = new PassThrough({ highWaterMark: TREE_LAG });
-    const tree = { staged, filling: applyLayer(lag, staged.diffDir) };
+    const extraction = this.deps.extractor.extract(staged.diffDir, { mediaType: TAR_MEDIA_TYPE });
+    const tree = { staged, filling: extraction.done };
     tree.filling.catch(() => tar.unpipe(lag)); // a failed tree is made again from the blob; the commit goes on
     tar.pipe(lag);
+    pipeline(lag, extraction.input).catch(() => undefined); // its failure is the tree's: `filling` rejects
     const jobs = [pipeline(tar, gzip), this.deps.content.create(gzip)] as const;
     let blob: Awaited<(typeof jobs)[1]>;
     try {
@@ -192,7 +198,7 @@ export class CommitService {
       await dropTree(tree);
       throw e;
     }
-    const diffId = `sha256:${diffHash.digest('hex')}`;
+    const diffId = await diffHash.digest();
     if (diffId === EMPTY_LAYER_DIFF_ID) {
       if (blob.created) await this.deps.content.delete(blob.digest);
       await dropTree(tree);

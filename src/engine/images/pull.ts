@@ -5,7 +5,8 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import { invalidParameter, messageOf } from '../../errors.js';
 import { chainIds, LayerStore } from '../layers/layers.js';
-import { BLOCK, decompressor, extractLayer } from '../layers/unpack.js';
+import { BLOCK } from '../layers/unpack.js';
+import { sharedConcat } from '../layers/extractor.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { Descriptor, RegistryClient } from '../registry/client.js';
 import type { LayerRow } from '../store/images.js';
@@ -60,7 +61,8 @@ class Meter extends Transform {
     cb();
   }
   private release(): void {
-    this.push(this.held.length === 1 ? this.held[0] : Buffer.concat(this.held, this.heldBytes));
+    // In shared memory: the block goes on to an extraction thread (extractor.ts), which then needs no copy.
+    this.push(sharedConcat(this.held, this.heldBytes));
     this.held = [];
     this.heldBytes = 0;
   }
@@ -193,21 +195,22 @@ export class PullingImageService extends ImageService {
     const id = short(desc.digest);
     const size = await this.pdeps.layers.extract(chainId, async (dir) => {
       const meter = new Meter((n) => emit({ status: 'Downloading', id, layer: true, current: n, total: desc.size }));
-      const gunzip = decompressor(desc.mediaType);
+      const extraction = this.pdeps.extractor.extract(dir, { mediaType: desc.mediaType, digest: true });
       // The content store writes the blob and feeds the same bytes to the tap
-      // (gunzip → diff-id hash → extraction); it ends the tap only once the blob
-      // is verified, and destroys it on any failure.
+      // (an extraction thread: gunzip → diff-id hash → tree); it ends the tap
+      // only once the blob is verified, and destroys it on any failure.
       const fetch = async () => {
         const body = await this.pdeps.registry.fetchBlob(ref, desc, auth);
         body.once('error', (e) => meter.destroy(e));
         return body.pipe(meter);
       };
-      const store = this.pdeps.content.ingest(desc.digest, desc.size, fetch, { tap: gunzip, what: 'filesystem layer' });
+      const store = this.pdeps.content.ingest(desc.digest, desc.size, fetch, { tap: extraction.input, what: 'filesystem layer' });
       let layer;
       try {
-        [, layer] = await Promise.all([store, extractLayer(gunzip, dir)]);
+        [, layer] = await Promise.all([store, extraction.done]);
       } catch (e) {
-        for (const s of [meter, gunzip]) s.destroy();
+        for (const s of [meter, extraction.input]) s.destroy();
+        await extraction.done.catch(() => undefined); // the thread has stopped writing before `dir` is removed
         throw e;
       }
       emit({ status: 'Verifying Checksum', id, layer: true });

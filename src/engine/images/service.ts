@@ -4,7 +4,8 @@ import { conflict, invalidParameter, noSuchImage, notFound, systemError } from '
 import type { ContentStore } from '../content/store.js';
 import { boolFilter, checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
 import type { LayerStore } from '../layers/layers.js';
-import { sniffMediaType, unpackBlob } from '../layers/unpack.js';
+import { sniffMediaType } from '../layers/unpack.js';
+import type { Extractor } from '../layers/extractor.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
@@ -43,6 +44,8 @@ export interface ImageDeps {
   events: EventBus;
   repo: ImageRepository;
   layers: LayerStore;
+  /** Fills layer trees, on threads of their own. */
+  extractor: Extractor;
   content: ContentStore;
   logger: Logger;
 }
@@ -117,11 +120,11 @@ export class ImageService {
 
   /** Fills a layer's tree from its blob if it is not on disk yet. */
   ensureLayer(l: LayerRow): Promise<void> {
-    const { layers, content } = this.deps;
+    const { layers, content, extractor } = this.deps;
     return layers.ensure(l.chain_id, async (dir) => {
       if (!l.blob) throw systemError(`layer ${l.chain_id} has no tree on disk and no blob to make it from`);
       const mediaType = sniffMediaType(await content.readHead(l.blob, 4));
-      await unpackBlob(content.read(l.blob), mediaType, dir, l.diff_id);
+      await extractor.unpackBlob(content.read(l.blob), mediaType, dir, l.diff_id);
     });
   }
 

@@ -14,9 +14,25 @@
 //   could end in a link; hardlinks get none (their inode already has it, and
 //   chmod through a hardlink to a symlink would follow the symlink);
 // - whiteouts become overlayfs whiteouts (overlay.ts).
-import { open, mkdir, link, rm, lchown, chmod, lutimes, realpath, stat } from 'node:fs/promises';
-import { constants as C, lchownSync, lutimesSync, symlinkSync } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
+import {
+  chmodSync,
+  closeSync,
+  constants as C,
+  fchmodSync,
+  fchownSync,
+  futimesSync,
+  lchownSync,
+  linkSync,
+  lutimesSync,
+  mkdirSync,
+  openSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeSync,
+  writevSync,
+} from 'node:fs';
 import type { Readable } from 'node:stream';
 import { finished } from 'node:stream';
 import * as tarStream from 'tar-stream';
@@ -24,7 +40,6 @@ import { invalidParameter, isEngineError, messageOf, systemError, type EngineErr
 import { native } from '../os/native.js';
 import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
 import { LayerTree, lstatOrNull, type WalkPolicy } from './rooted.js';
-import { TaskPool } from './pool.js';
 import { parsePaxXattrs } from './tarformat.js';
 import { checkRawName, classifyWhiteout, cleanComponents, joinRel, MAX_NAME_BYTES, WHITEOUT_META_PREFIX } from './tarpath.js';
 
@@ -63,13 +78,10 @@ type PaxRecords = Record<string, string> & { [RAW_XATTRS]?: Map<string, Buffer> 
 const FILE_FLAGS = C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW;
 const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
 const NODE_TYPE = { 'character-device': C.S_IFCHR, 'block-device': C.S_IFBLK, fifo: C.S_IFIFO } as const;
-/** Writes are gathered up to this size before one writev: fewer thread-pool trips, bounded memory. */
+/** Writes are gathered up to this size before one writev: fewer system calls, bounded memory. */
 const WRITE_BATCH = 1 << 20;
-/** Files up to this size are read into memory and written by a background task (see pool.ts)... */
+/** Files up to this size are read into memory before they are created; larger ones are streamed. */
 const SMALL_FILE = 256 << 10;
-/** ...with at most this many tasks and bytes in flight. Larger files stream in the foreground. */
-const MAX_TASKS = 16;
-const MAX_TASK_BYTES = 16 << 20;
 
 /**
  * Extracts `tar` into `dir`. On failure the promise rejects with an
@@ -78,7 +90,7 @@ const MAX_TASK_BYTES = 16 << 20;
  * destroyed, so that whatever feeds it stops.
  */
 export async function applyLayer(tar: Readable, dir: string, opts: ApplyOptions = {}): Promise<ApplyResult> {
-  const root = await openRoot(dir);
+  const root = openRoot(dir);
   const applier = new Applier(new LayerTree(root), opts.trusted === true);
   const extract = tarStream.extract();
   keepRawPaxXattrs(extract);
@@ -98,22 +110,21 @@ export async function applyLayer(tar: Readable, dir: string, opts: ApplyOptions 
 
   try {
     for await (const entry of extract) await applier.apply(entry.header as unknown as TarHeader, entry);
-    await applier.finish();
+    applier.finish();
     return { size: applier.size };
   } catch (e) {
     const error = classify(e, inputError, parseError);
     tar.unpipe(extract as unknown as NodeJS.WritableStream);
     tar.destroy();
     extract.destroy();
-    await applier.settle(); // nothing of ours may still write once the caller removes `dir`
-    throw error;
+    throw error; // nothing of ours writes in `dir` any more: every call above has returned
   }
 }
 
-async function openRoot(dir: string): Promise<string> {
+function openRoot(dir: string): string {
   try {
-    const root = await realpath(dir);
-    if (!(await stat(root)).isDirectory()) throw new Error('not a directory');
+    const root = realpathSync(dir);
+    if (!statSync(root).isDirectory()) throw new Error('not a directory');
     return root;
   } catch (e) {
     throw systemError(`layer directory ${dir}: ${messageOf(e)}`, e);
@@ -165,20 +176,16 @@ interface Target {
 }
 
 /**
- * Applies entries in archive order. Small regular files are written by
- * background tasks; the ordering rules that keep that equivalent to a
- * sequential extraction are:
- * - a task only ever creates a new file at a path whose parent the foreground
- *   verified, and touches it only through its descriptor;
- * - anything created at a path with a task still in flight waits for the
- *   tasks first (claim), and so do every removal and every parent walk that
- *   misses the directory cache (a pending file could sit on the walked path).
+ * Applies entries in archive order, one at a time, with synchronous system
+ * calls: only the archive's bytes are waited for. An extraction runs on a
+ * thread of its own (extractor.ts), where blocking is what we want: a file of
+ * a few hundred bytes is six system calls, and six trips through the thread
+ * pool cost several times their CPU (futex wake-ups, promises, callbacks).
  */
 class Applier {
   size = 0;
   /** Directory mtimes, applied last: creating children would change them. */
   private readonly dirTimes = new Map<string, number>();
-  private readonly pool = new TaskPool(MAX_TASKS, MAX_TASK_BYTES);
 
   constructor(
     private readonly tree: LayerTree,
@@ -187,7 +194,6 @@ class Applier {
 
   async apply(h: TarHeader, body: EntryBody): Promise<void> {
     try {
-      this.pool.check();
       await this.dispatch(h, body);
     } catch (e) {
       throw ioError(e, h);
@@ -212,7 +218,7 @@ class Applier {
     if (type === 'character-device' || type === 'block-device' || type === 'fifo') {
       if (!this.trusted) return; // untrusted layers never get device nodes (checked before any mkdir)
     }
-    const parent = await this.resolveDir(parentComps, 'create', h.name);
+    const parent = this.tree.resolveDir(parentComps, 'create', h.name);
     const rel = LayerTree.child(parent, base);
     const target: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel(comps) };
 
@@ -236,107 +242,81 @@ class Applier {
   }
 
   /** `./` or `/`: the layer root itself; only its metadata can change. */
-  private async rootEntry(h: TarHeader): Promise<void> {
+  private rootEntry(h: TarHeader): void {
     if (h.type !== 'directory') throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} would replace the layer root`);
-    await this.setDirMetadata({ rel: '', abs: this.tree.root, lexical: '' }, h);
-  }
-
-  /** LayerTree.resolveDir, after the background tasks when the walk will lstat the disk. */
-  private async resolveDir(comps: readonly string[], policy: WalkPolicy, entryName: string): Promise<string> {
-    if (!this.tree.isVerified(comps)) await this.pool.drain();
-    return this.tree.resolveDir(comps, policy, entryName);
-  }
-
-  /** Waits for the tasks if one of them is still creating `t`. */
-  private async claim(t: Target): Promise<void> {
-    if (this.pool.has(t.rel)) await this.pool.drain();
+    this.setDirMetadata({ rel: '', abs: this.tree.root, lexical: '' }, h);
   }
 
   private async file(t: Target, h: TarHeader, body: EntryBody): Promise<void> {
-    await this.claim(t);
-    if (this.tree.mayExist(t.rel) && (await lstatOrNull(t.abs))) await this.remove(t);
+    if (this.tree.mayExist(t.rel) && lstatOrNull(t.abs)) this.remove(t);
     this.tree.noteCreated(t.rel);
-    if (h.size > SMALL_FILE) return this.writeFile(t, h, body);
-    const chunks = await readSmallBody(body);
-    await this.pool.admit(h.size);
-    this.pool.run(t.rel, h.size, () => this.writeFile(t, h, chunks).catch((e: unknown) => Promise.reject(ioError(e, h))));
-  }
-
-  /** Creates the file at `t` (nothing is there: file() saw to it) and fills it from `body`. */
-  private async writeFile(t: Target, h: TarHeader, body: AsyncIterable<unknown> | Iterable<unknown>): Promise<void> {
-    const fh = await open(t.abs, FILE_FLAGS, 0o600);
+    // A small body is read whole first: the file is then made in one go, with nothing awaited while it is open.
+    const source = h.size <= SMALL_FILE ? await readSmallBody(body) : body;
+    const fd = openSync(t.abs, FILE_FLAGS, 0o600);
     try {
-      const written = await writeBody(fh, body);
-      this.size += written; // not `+= await`: tasks run concurrently
+      this.size += await writeBody(fd, source);
       // chown clears setuid/setgid and capabilities, and writing clears them too: data, owner, mode, xattrs, in that order.
-      await fh.chown(owner(h, 'uid'), owner(h, 'gid'));
-      await fh.chmod(permissions(h));
+      fchownSync(fd, owner(h, 'uid'), owner(h, 'gid'));
+      fchmodSync(fd, permissions(h));
       setXattrs(t.abs, h);
       const time = mtimeOf(h);
-      await fh.utimes(time, time);
+      futimesSync(fd, time, time);
     } finally {
-      await fh.close();
+      closeSync(fd);
     }
   }
 
-  private async directory(t: Target, h: TarHeader): Promise<void> {
-    await this.claim(t);
+  private directory(t: Target, h: TarHeader): void {
     try {
-      await mkdir(t.abs, 0o700);
+      mkdirSync(t.abs, 0o700);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      const st = await lstatOrNull(t.abs);
-      if (!st?.isDirectory()) {
+      if (!lstatOrNull(t.abs)?.isDirectory()) {
         // Anything else, a symlink above all, is replaced and never followed (CVE-2021-32760).
-        await this.remove(t);
-        await mkdir(t.abs, 0o700);
+        this.remove(t);
+        mkdirSync(t.abs, 0o700);
       }
     }
     this.tree.noteCreated(t.rel);
     this.tree.remember(t.lexical, t.rel);
-    await this.setDirMetadata(t, h);
+    this.setDirMetadata(t, h);
   }
 
-  private async setDirMetadata(t: Target, h: TarHeader): Promise<void> {
-    const fh = await open(t.abs, DIR_FLAGS);
+  private setDirMetadata(t: Target, h: TarHeader): void {
+    const fd = openSync(t.abs, DIR_FLAGS);
     try {
-      await fh.chown(owner(h, 'uid'), owner(h, 'gid'));
-      await fh.chmod(permissions(h));
+      fchownSync(fd, owner(h, 'uid'), owner(h, 'gid'));
+      fchmodSync(fd, permissions(h));
     } finally {
-      await fh.close();
+      closeSync(fd);
     }
     setXattrs(t.abs, h);
     this.dirTimes.set(t.rel, mtimeOf(h));
   }
 
-  private async symlink(t: Target, h: TarHeader): Promise<void> {
+  private symlink(t: Target, h: TarHeader): void {
     const to = h.linkname ?? '';
     if (to === '') throw invalidParameter(`layer archive symlink ${JSON.stringify(h.name)} has an empty target`);
     checkRawName(to, 'symlink target'); // the text is data: it is never followed by us
-    // Synchronous calls, like setXattrs: a symlink is a few microseconds of
-    // metadata, and a layer may hold hundreds (busybox: one per applet). Three
-    // thread-pool trips each, queued behind the block-sized writes of the other
-    // layers of a pull, made a 1 MB busybox layer the last to finish.
-    await this.replacing(t, async () => symlinkSync(to, t.abs));
+    this.replacing(t, () => symlinkSync(to, t.abs));
     lchownSync(t.abs, owner(h, 'uid'), owner(h, 'gid'));
     setXattrs(t.abs, h);
     const time = mtimeOf(h);
     lutimesSync(t.abs, time, time);
   }
 
-  private async hardlink(t: Target, h: TarHeader): Promise<void> {
+  private hardlink(t: Target, h: TarHeader): void {
     const comps = cleanComponents(h.linkname ?? '', 'hardlink target');
     if (comps.length === 0) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at the layer root`);
-    await this.pool.drain(); // the target may be a file still being written
-    const dir = await this.tree.resolveDir(comps.slice(0, -1), 'existing', h.name);
+    const dir = this.tree.resolveDir(comps.slice(0, -1), 'existing', h.name);
     const from = LayerTree.child(dir, comps[comps.length - 1]!);
     if (from === t.rel) return; // a link to itself: nothing to do
-    const st = await lstatOrNull(this.tree.abs(from));
+    const st = lstatOrNull(this.tree.abs(from));
     if (st === null) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a file that does not exist in the layer`);
     if (st.isDirectory()) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a directory`);
     try {
       // link(2) does not follow a final symlink in `from`: a link to a symlink is a second name for the symlink.
-      await this.replacing(t, () => link(this.tree.abs(from), t.abs));
+      this.replacing(t, () => linkSync(this.tree.abs(from), t.abs));
     } catch (e) {
       // Replacing the entry removed its own target (e.g. a link `d` → `d/f` over a directory `d`).
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a file it replaces`);
@@ -345,55 +325,53 @@ class Applier {
   }
 
   /** Device nodes and fifos, trusted layers only. */
-  private async node(t: Target, h: TarHeader, type: number): Promise<void> {
-    await this.replacing(t, async () => native.mknod(t.abs, type | permissions(h), h.devmajor, h.devminor));
-    await lchown(t.abs, owner(h, 'uid'), owner(h, 'gid'));
+  private node(t: Target, h: TarHeader, type: number): void {
+    this.replacing(t, () => native.mknod(t.abs, type | permissions(h), h.devmajor, h.devminor));
+    lchownSync(t.abs, owner(h, 'uid'), owner(h, 'gid'));
     // The node is ours and nothing else writes here, so this path-based chmod cannot land elsewhere.
-    await chmod(t.abs, permissions(h));
+    chmodSync(t.abs, permissions(h));
     setXattrs(t.abs, h);
     const time = mtimeOf(h);
-    await lutimes(t.abs, time, time);
+    lutimesSync(t.abs, time, time);
   }
 
   /** Mode 0 and root-owned whatever the header says; its mtime is kept so a diff of this layer gives the same tar. */
-  private async whiteout(parentComps: string[], name: string, h: TarHeader): Promise<void> {
-    const dir = await this.resolveDir(parentComps, 'no-symlinks', h.name);
+  private whiteout(parentComps: string[], name: string, h: TarHeader): void {
+    const dir = this.tree.resolveDir(parentComps, 'no-symlinks', h.name);
     const rel = LayerTree.child(dir, name);
     const t: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel([...parentComps, name]) };
-    await this.replacing(t, async () => makeWhiteout(t.abs));
-    await lchown(t.abs, 0, 0); // a setgid parent would otherwise lend it its group
+    this.replacing(t, () => makeWhiteout(t.abs));
+    lchownSync(t.abs, 0, 0); // a setgid parent would otherwise lend it its group
     const time = mtimeOf(h);
-    await lutimes(t.abs, time, time);
+    lutimesSync(t.abs, time, time);
   }
 
-  private async opaque(parentComps: string[], entryName: string): Promise<void> {
-    const dir = await this.resolveDir(parentComps, 'no-symlinks', entryName);
+  private opaque(parentComps: string[], entryName: string): void {
+    const dir = this.tree.resolveDir(parentComps, 'no-symlinks', entryName);
     markOpaque(this.tree.abs(dir));
   }
 
   /** Runs `create`; if something already sits at the target, removes it and runs `create` again. */
-  private async replacing<T>(t: Target, create: () => Promise<T>): Promise<T> {
-    await this.claim(t);
+  private replacing(t: Target, create: () => void): void {
     this.tree.noteCreated(t.rel);
     try {
-      return await create();
+      return create();
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
-    await this.remove(t);
-    return create();
+    this.remove(t);
+    create();
   }
 
   /** Removes whatever is at the target (recursively for a directory, never following links). */
-  private async remove(t: Target): Promise<void> {
-    await this.pool.drain(); // tasks may be writing below what goes away
-    const st = await lstatOrNull(t.abs);
+  private remove(t: Target): void {
+    const st = lstatOrNull(t.abs);
     if (st === null) return;
     if (st.isDirectory() || st.isSymbolicLink()) {
       this.tree.forget();
       this.forgetTimesUnder(t.rel);
     }
-    await rm(t.abs, { recursive: true, force: true });
+    rmSync(t.abs, { recursive: true, force: true });
   }
 
   private forgetTimesUnder(rel: string): void {
@@ -403,35 +381,29 @@ class Applier {
   }
 
   /** Directory times, now that nothing will be created in them any more. lutimes: never through a link. */
-  async finish(): Promise<void> {
-    await this.pool.drain();
+  finish(): void {
     for (const [rel, time] of this.dirTimes) {
       try {
-        await lutimes(this.tree.abs(rel), time, time);
+        lutimesSync(this.tree.abs(rel), time, time);
       } catch (e) {
         throw systemError(`setting times of ${JSON.stringify(rel || '/')}: ${messageOf(e)}`, e);
       }
     }
-  }
-
-  /** Waits for background tasks, ignoring their failures (we are failing already). */
-  async settle(): Promise<void> {
-    await this.pool.drain().catch(() => undefined);
   }
 }
 
 /** Errno errors are our I/O failing; anything else (the parser, the input) is classified by applyLayer. */
 const ioError = (e: unknown, h: TarHeader): unknown => (isErrno(e) ? systemError(`extracting ${JSON.stringify(h.name)}: ${messageOf(e)}`, e) : e);
 
-/** Reads a small body into memory for a background task (tar-stream yields exactly the header's size). */
+/** Reads a small body into memory (tar-stream yields exactly the header's size). */
 async function readSmallBody(body: EntryBody): Promise<Buffer[]> {
   const chunks: Buffer[] = [];
   for await (const data of body) chunks.push(data as Buffer);
   return chunks;
 }
 
-/** Streams an entry's body into `fh`, gathering chunks into batches; returns the bytes written. */
-async function writeBody(fh: FileHandle, body: AsyncIterable<unknown> | Iterable<unknown>): Promise<number> {
+/** Writes an entry's body to `fd`, gathering chunks into batches; returns the bytes written. */
+async function writeBody(fd: number, body: AsyncIterable<unknown> | Iterable<unknown>): Promise<number> {
   let total = 0;
   let batch: Buffer[] = [];
   let batched = 0;
@@ -440,21 +412,21 @@ async function writeBody(fh: FileHandle, body: AsyncIterable<unknown> | Iterable
     batch.push(chunk);
     batched += chunk.length;
     if (batched >= WRITE_BATCH) {
-      total += await writeAll(fh, batch, batched);
+      total += writeAll(fd, batch, batched);
       batch = [];
       batched = 0;
     }
   }
-  if (batched > 0) total += await writeAll(fh, batch, batched);
+  if (batched > 0) total += writeAll(fd, batch, batched);
   return total;
 }
 
 /** writev until every byte is down: the kernel may write less than asked. */
-async function writeAll(fh: FileHandle, bufs: Buffer[], length: number): Promise<number> {
-  const { bytesWritten } = await fh.writev(bufs);
-  if (bytesWritten === length) return length;
+function writeAll(fd: number, bufs: Buffer[], length: number): number {
+  const written = writevSync(fd, bufs);
+  if (written === length) return length;
   const all = Buffer.concat(bufs, length);
-  for (let done = bytesWritten; done < length; ) done += (await fh.write(all, done)).bytesWritten;
+  for (let done = written; done < length; ) done += writeSync(fd, all, done);
   return length;
 }
 

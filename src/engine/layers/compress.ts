@@ -80,31 +80,64 @@ export class ParallelGzip extends Transform {
     }
   }
 
-  private nextBlock(n: number): Buffer {
-    const all = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes);
-    const block = all.subarray(0, n);
-    const rest = all.subarray(n);
-    this.pending = rest.length ? [rest] : [];
-    this.pendingBytes = rest.length;
-    return block;
+  /** The next `n` bytes of input, as the slices of the chunks that hold them (no copy). */
+  private nextBlock(n: number): Slices {
+    const out: Buffer[] = [];
+    let want = n;
+    while (want > 0) {
+      const head = this.pending[0]!;
+      if (head.length <= want) {
+        out.push(head);
+        this.pending.shift();
+        want -= head.length;
+      } else {
+        out.push(head.subarray(0, want));
+        this.pending[0] = head.subarray(want);
+        want = 0;
+      }
+    }
+    this.pendingBytes -= n;
+    return new Slices(out, n);
   }
 
   private pushBlock(out: Buffer | Buffer[]): void {
     for (const b of Array.isArray(out) ? out : [out]) this.push(b);
   }
 
-  private start(block: Buffer, last: boolean): void {
+  private start(block: Slices, last: boolean): void {
     const opts: zlib.ZlibOptions = {
       level: this.level,
       finishFlush: last ? zlib.constants.Z_FINISH : zlib.constants.Z_SYNC_FLUSH,
       ...(this.dictionary.length ? { dictionary: this.dictionary } : {}),
     };
-    // The next block's dictionary: a copy, since `block` may share memory with later input.
-    const tail = block.length >= WINDOW ? block : Buffer.concat([this.dictionary, block]);
-    this.dictionary = Buffer.from(tail.subarray(tail.length - Math.min(WINDOW, tail.length)));
-    const job = !last && looksRandom(block) ? Promise.resolve(storedBlocks(block)) : deflateRaw(block, opts);
+    // The next block's dictionary: the last 32 KiB of input.
+    const keep = Math.min(WINDOW, block.length);
+    const tail = block.range(block.length - keep, block.length);
+    this.dictionary = keep === WINDOW ? tail : Buffer.concat([this.dictionary, tail]).subarray(-WINDOW);
+    const job = !last && looksRandom(block) ? Promise.resolve(storedBlocks(block)) : deflateRaw(block.range(0, block.length), opts);
     job.catch(() => undefined); // awaited in order later; no unhandled rejection meanwhile
     this.inflight.push(job);
+  }
+}
+
+/** A block of input as consecutive slices of the chunks it came in. */
+class Slices {
+  constructor(
+    readonly parts: Buffer[],
+    readonly length: number,
+  ) {}
+
+  /** Bytes [from, to) as one buffer: a view when one slice holds them, else a copy. */
+  range(from: number, to: number): Buffer {
+    let at = 0;
+    const pieces: Buffer[] = [];
+    for (const p of this.parts) {
+      const end = at + p.length;
+      if (end > from && at < to) pieces.push(p.subarray(Math.max(0, from - at), Math.min(p.length, to - at)));
+      at = end;
+      if (at >= to) break;
+    }
+    return pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces, to - from);
   }
 }
 
@@ -112,14 +145,16 @@ const STORED_MAX = 0xffff;
 
 /**
  * `block` as non-final deflate stored blocks, written here rather than by
- * zlib: no copy of the data, no thread. Every block before it ended byte-
+ * zlib: no thread, and no copy of the data but for the pieces that straddle
+ * two input chunks (the pieces are cut at fixed offsets, whatever the chunks,
+ * so that the output never depends on how the input came). Every block before it ended byte-
  * aligned (a sync flush), so each header is the byte BFINAL=0 BTYPE=00 and
  * then LEN and its complement.
  */
-function storedBlocks(block: Buffer): Buffer[] {
+function storedBlocks(block: Slices): Buffer[] {
   const out: Buffer[] = [];
   for (let at = 0; at < block.length; at += STORED_MAX) {
-    const piece = block.subarray(at, at + STORED_MAX);
+    const piece = block.range(at, Math.min(block.length, at + STORED_MAX));
     const head = Buffer.alloc(5);
     head.writeUInt16LE(piece.length, 1);
     head.writeUInt16LE(~piece.length & 0xffff, 3);
@@ -129,13 +164,13 @@ function storedBlocks(block: Buffer): Buffer[] {
 }
 
 /** Shannon entropy of a sample of the block's bytes, spread evenly over it. */
-function looksRandom(block: Buffer): boolean {
+function looksRandom(block: Slices): boolean {
   if (block.length < SAMPLE_SLICES * SLICE) return false;
   const counts = new Uint32Array(256);
   const step = Math.floor((block.length - SLICE) / (SAMPLE_SLICES - 1));
   for (let s = 0; s < SAMPLE_SLICES; s++) {
-    const at = s * step;
-    for (let i = at; i < at + SLICE; i++) counts[block[i]!]!++;
+    const sample = block.range(s * step, s * step + SLICE);
+    for (let i = 0; i < SLICE; i++) counts[sample[i]!]!++;
   }
   const n = SAMPLE_SLICES * SLICE;
   let bits = 0;

@@ -11,6 +11,7 @@ import { readdir, readlink } from 'node:fs/promises';
 import type { BigIntStats } from 'node:fs';
 import { isEngineError, messageOf, systemError } from '../../errors.js';
 import { native } from '../os/native.js';
+import { sharedBuffer, sharedConcat } from './extractor.js';
 import { isOpaque, isPrivateXattr, isWhiteoutDevice } from './overlay.js';
 import { bodyPadding, encodeEntryHeader, endOfArchive, type EntryHeader } from './tarformat.js';
 import { WHITEOUT_OPAQUE, WHITEOUT_PREFIX } from './tarpath.js';
@@ -39,10 +40,12 @@ async function* layerTar(upperDir: string, opts: WalkOptions & DiffOptions): Asy
   const stats = opts.stats ?? { size: 0 };
   // Headers, small bodies and paddings are gathered into blocks: every chunk
   // costs each stage downstream (hashes, gzip, file writes) a call of its own.
+  // Blocks and file reads are in shared memory: a commit hands them to an
+  // extraction thread (extractor.ts), which then needs no copy.
   let held: Buffer[] = [];
   let heldBytes = 0;
   const take = () => {
-    const block = Buffer.concat(held, heldBytes);
+    const block = sharedConcat(held, heldBytes);
     held = [];
     heldBytes = 0;
     return block;
@@ -125,7 +128,7 @@ async function* fileBlocks(e: WalkEntry): AsyncGenerator<Buffer, number> {
     const size = Number(st.size);
     yield encodeEntryHeader({ ...metadata(st), name: e.rel, type: 'file', size, xattrs: exportedXattrs(e) });
     for (let left = size; left > 0; ) {
-      const buf = Buffer.allocUnsafe(Math.min(left, READ_CHUNK));
+      const buf = sharedBuffer(Math.min(left, READ_CHUNK));
       const { bytesRead } = await fh.read(buf, 0, buf.length, size - left);
       if (bytesRead === 0) throw changedWhileReading(e.rel); // it shrank: the header would lie
       left -= bytesRead;

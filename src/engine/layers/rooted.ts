@@ -8,8 +8,7 @@
 // the same string later, follows exactly those directories and no link.
 // That argument holds because only the extractor writes in the layer while it
 // runs (the caller's contract); it is not safe against concurrent writers.
-import { lstat, mkdir, chmod, readlink } from 'node:fs/promises';
-import type { Stats } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
 import { invalidParameter } from '../../errors.js';
 import { joinRel, linkComponents } from './tarpath.js';
 
@@ -23,13 +22,8 @@ const MAX_SYMLINK_HOPS = 40;
  */
 export type WalkPolicy = 'create' | 'existing' | 'no-symlinks';
 
-export async function lstatOrNull(path: string): Promise<Stats | null> {
-  try {
-    return await lstat(path);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw e;
-  }
+export function lstatOrNull(path: string): Stats | null {
+  return lstatSync(path, { throwIfNoEntry: false }) ?? null;
 }
 
 export class LayerTree {
@@ -37,8 +31,7 @@ export class LayerTree {
   private readonly verified = new Map<string, string>([['', '']]);
   /**
    * Every path created in this run. The layer starts empty, so a path not in
-   * here has nothing on it and needs no lstat before its creation (an lstat
-   * that would queue behind concurrent creations in the same directory).
+   * here has nothing on it and needs no lstat before its creation.
    * Removals are not tracked: a stale entry only costs one lstat.
    */
   private readonly created = new Set<string>();
@@ -83,7 +76,7 @@ export class LayerTree {
   }
 
   /** Resolves cleaned components to a verified real directory; returns its relative path. */
-  async resolveDir(comps: readonly string[], policy: WalkPolicy, entryName: string): Promise<string> {
+  resolveDir(comps: readonly string[], policy: WalkPolicy, entryName: string): string {
     let known = comps.length;
     let real = this.verified.get(joinRel(comps));
     while (real === undefined) real = this.verified.get(joinRel(comps.slice(0, --known)));
@@ -94,17 +87,17 @@ export class LayerTree {
     return this.walk(real === '' ? [] : real.split('/'), comps, known, policy, entryName);
   }
 
-  private async walk(cur: string[], comps: readonly string[], from: number, policy: WalkPolicy, entryName: string): Promise<string> {
+  private walk(cur: string[], comps: readonly string[], from: number, policy: WalkPolicy, entryName: string): string {
     const hops = { n: 0 };
     for (let i = from; i < comps.length; i++) {
-      await this.step(cur, comps[i]!, policy, entryName, hops);
+      this.step(cur, comps[i]!, policy, entryName, hops);
       this.verified.set(joinRel(comps.slice(0, i + 1)), joinRel(cur));
     }
     return joinRel(cur);
   }
 
   /** Resolves one lexical component onto `cur` (mutated), expanding symlinks on the way. */
-  private async step(cur: string[], component: string, policy: WalkPolicy, entryName: string, hops: { n: number }): Promise<void> {
+  private step(cur: string[], component: string, policy: WalkPolicy, entryName: string, hops: { n: number }): void {
     const pending = [component]; // a stack: symlink targets are pushed in reverse
     while (pending.length > 0) {
       const c = pending.pop()!;
@@ -113,11 +106,11 @@ export class LayerTree {
         continue;
       }
       const path = this.abs(joinRel([...cur, c]));
-      const st = await lstatOrNull(path);
+      const st = lstatOrNull(path);
       if (st === null) {
         if (policy === 'existing') throw invalidParameter(`layer archive entry ${JSON.stringify(entryName)} refers to a path that does not exist`);
-        await mkdir(path, 0o755);
-        await chmod(path, 0o755); // whatever the daemon's umask: parents made for an image must be traversable
+        mkdirSync(path, 0o755);
+        chmodSync(path, 0o755); // whatever the daemon's umask: parents made for an image must be traversable
         cur.push(c);
         this.created.add(joinRel(cur));
       } else if (st.isDirectory()) {
@@ -125,7 +118,7 @@ export class LayerTree {
       } else if (st.isSymbolicLink()) {
         if (policy === 'no-symlinks') throw invalidParameter(`layer archive entry ${JSON.stringify(entryName)} has a parent path through a symlink`);
         if (++hops.n > MAX_SYMLINK_HOPS) throw invalidParameter(`too many levels of symbolic links resolving layer archive entry ${JSON.stringify(entryName)}`);
-        const target = await readlink(path);
+        const target = readlinkSync(path);
         if (target.startsWith('/')) cur.length = 0; // re-rooted at the layer, never the host
         pending.push(...linkComponents(target).reverse());
       } else {

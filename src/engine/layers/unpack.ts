@@ -1,11 +1,11 @@
-// From a layer blob (compressed tar) to a layer directory: the pieces that a
-// pull (bytes from the network) and a restore (bytes from the content store)
-// share.
+// From a layer's bytes (a tar, compressed or not) to a layer directory: what
+// an extraction thread runs for a pull (bytes from the network), a restore
+// (bytes from the content store) and a commit (the tar it makes).
 import { createHash } from 'node:crypto';
 import { PassThrough, Transform, type Readable, type TransformCallback, type TransformOptions } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, type ZlibOptions } from 'node:zlib';
-import { invalidParameter, isEngineError, messageOf, systemError } from '../../errors.js';
+import { isEngineError, messageOf, systemError } from '../../errors.js';
 import { applyLayer } from './apply.js';
 
 /**
@@ -30,16 +30,6 @@ export class Hasher extends Transform {
   }
 }
 
-/** The decompressor for a layer of this media type (gzip or uncompressed). */
-export function decompressor(mediaType: string): Transform {
-  if (/zstd/.test(mediaType)) throw invalidParameter(`unsupported layer compression: ${mediaType}`);
-  // Output and input buffers of a block: one thread-pool trip per block, not per 16 KiB.
-  // (zlib streams hand their options on to Transform, whose writableHighWaterMark the ZlibOptions type lacks.)
-  const opts: ZlibOptions & TransformOptions = { chunkSize: BLOCK, writableHighWaterMark: BLOCK };
-  if (/gzip/.test(mediaType)) return createGunzip(opts);
-  return new PassThrough();
-}
-
 /** The media type a blob's first bytes show: gzip, zstd or a plain tar. */
 export function sniffMediaType(head: Buffer): string {
   if (head[0] === 0x1f && head[1] === 0x8b) return 'application/vnd.oci.image.layer.v1.tar+gzip';
@@ -53,37 +43,37 @@ export function tarError(e: unknown): never {
   throw systemError(`Error processing tar file(${messageOf(e)})`, e);
 }
 
-/**
- * Extracts the tar that comes out of `decompress` (which the caller feeds)
- * into `dir`, hashing it on the way. Resolves with the layer's size and diff
- * id; on a failure, destroys what it made.
- */
-export async function extractLayer(decompress: Transform, dir: string): Promise<{ size: number; diffId: string }> {
-  const diffHash = new Hasher();
-  const tar = new PassThrough();
-  const unpack = pipeline(decompress, diffHash, tar).catch(tarError);
-  try {
-    const [, applied] = await Promise.all([unpack, applyLayer(tar, dir)]);
-    return { size: applied.size, diffId: diffHash.digest };
-  } catch (e) {
-    for (const s of [decompress, tar]) s.destroy();
-    throw e;
-  }
+/** How a layer's bytes are compressed (see extractor.ts compressionOf). */
+export type Compression = 'gzip' | 'none';
+
+export interface ExtractedLayer {
+  /** Bytes of regular-file content. */
+  size: number;
+  /** sha256 of the uncompressed tar, when it was asked for. */
+  diffId?: string;
 }
 
 /**
- * Extracts a stored layer blob into `dir`, checking that its uncompressed
- * bytes have the diff id the image says. Resolves with the layer's size.
+ * Extracts a layer's bytes (`compression` as given) into `dir`, hashing the
+ * tar on the way when `digest` is set. On a failure, destroys `input` and
+ * rejects once nothing writes into `dir` any more. This runs on an extraction
+ * thread (extract-worker.ts); the daemon's loop goes through extractor.ts.
  */
-export async function unpackBlob(blob: Readable, mediaType: string, dir: string, diffId: string): Promise<number> {
-  const decompress = decompressor(mediaType);
-  let layer;
+export async function extractLayer(input: Readable, dir: string, opts: { compression: Compression; digest: boolean; trusted: boolean }): Promise<ExtractedLayer> {
+  const stages: Array<Readable | Transform> = [input];
+  // Output and input buffers of a block: one thread-pool trip per block, not per 16 KiB.
+  // (zlib streams hand their options on to Transform, whose writableHighWaterMark the ZlibOptions type lacks.)
+  const gunzipOpts: ZlibOptions & TransformOptions = { chunkSize: BLOCK, writableHighWaterMark: BLOCK };
+  if (opts.compression === 'gzip') stages.push(createGunzip(gunzipOpts));
+  const hasher = opts.digest ? new Hasher() : undefined;
+  if (hasher) stages.push(hasher);
+  const tar = new PassThrough();
+  const unpack = pipeline([...stages, tar]).catch(tarError);
   try {
-    [, layer] = await Promise.all([pipeline(blob, decompress), extractLayer(decompress, dir)]);
+    const [, applied] = await Promise.all([unpack, applyLayer(tar, dir, { trusted: opts.trusted })]);
+    return { size: applied.size, ...(hasher ? { diffId: hasher.digest } : {}) };
   } catch (e) {
-    blob.destroy();
+    for (const s of [...stages, tar]) s.destroy();
     throw e;
   }
-  if (layer.diffId !== diffId) throw systemError(`layer content has diff id ${layer.diffId}, the image says ${diffId}`);
-  return layer.size;
 }

@@ -16,6 +16,12 @@ export interface Native {
   flock(fd: number, operation: number): void;
   /** Whether the path (not followed) is the root of a mount; null where the kernel cannot tell (statx). */
   isMountRoot(path: string): boolean | null;
+  /** A sha256 digest in progress (see content/hash.ts). */
+  sha256New(): Sha256Handle;
+  /** Hashes the buffers, in order, on a thread-pool thread; one update at a time per handle. */
+  sha256Update(handle: Sha256Handle, buffers: Buffer[]): Promise<void>;
+  /** The hex digest of all updates (none may be running); the handle starts over. */
+  sha256Digest(handle: Sha256Handle): string;
   /** Bytes sent on a connected socket that its peer has not read yet (SIOCOUTQ). */
   unreadBytes(fd: number): number;
   /** A close-on-exec pipe: [read end, write end]. */
@@ -34,6 +40,8 @@ export interface Native {
 }
 
 declare const seqpacketBrand: unique symbol;
+declare const sha256Brand: unique symbol;
+export type Sha256Handle = { readonly [sha256Brand]: true };
 export type SeqpacketHandle = { readonly [seqpacketBrand]: true };
 
 const require = createRequire(import.meta.url);

@@ -1,0 +1,163 @@
+// The extraction threads (src/engine/layers/extractor.ts) with the built
+// worker script: trees made off the loop, digests, errors that keep their
+// kind, abandonment and a dying thread, and threads that stop when idle.
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PassThrough, Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { gzipSync } from 'node:zlib';
+import * as tarStream from 'tar-stream';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Extractor, sharedBuffer, WORKER_SCRIPT } from '../../src/engine/layers/extractor.js';
+import { isEngineError } from '../../src/errors.js';
+
+type Entry = { name: string; type?: 'file' | 'directory' | 'symlink' | 'link'; body?: Buffer | string; linkname?: string; mode?: number };
+
+async function tarOf(entries: Entry[]): Promise<Buffer> {
+  const pack = tarStream.pack();
+  const chunks: Buffer[] = [];
+  const done = (async () => {
+    for await (const c of pack) chunks.push(c as Buffer);
+  })();
+  for (const { body, ...header } of entries) {
+    await new Promise<void>((resolve, reject) => pack.entry({ mtime: new Date(0), ...header }, body ?? '', (err) => (err ? reject(err) : resolve())));
+  }
+  pack.finalize();
+  await done;
+  return Buffer.concat(chunks);
+}
+
+const sha256 = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+const TAR = 'application/vnd.oci.image.layer.v1.tar';
+const GZIP = 'application/vnd.oci.image.layer.v1.tar+gzip';
+
+let base: string;
+let extractor: Extractor;
+let n = 0;
+const freshDir = async () => {
+  const dir = path.join(base, `tree-${n++}`);
+  await mkdir(dir);
+  return dir;
+};
+
+beforeAll(async () => {
+  if (!existsSync(WORKER_SCRIPT)) throw new Error(`${WORKER_SCRIPT} is missing: build first (npm run build)`);
+  base = await mkdtemp(path.join(tmpdir(), 'berth-extractor-'));
+});
+afterEach(async () => {
+  await extractor?.close();
+});
+afterAll(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+describe('Extractor', () => {
+  const big = randomBytes(3 << 20);
+  const entries: Entry[] = [
+    { name: 'etc', type: 'directory', mode: 0o755 },
+    { name: 'etc/motd', body: 'welcome\n', mode: 0o644 },
+    { name: 'big.bin', body: big, mode: 0o600 },
+    { name: 'lib', type: 'symlink', linkname: 'usr/lib' },
+  ];
+
+  it('fills a tree from a plain or a gzip layer, with its size and diff id, chunks shared or not', async () => {
+    extractor = new Extractor();
+    const tar = await tarOf(entries);
+    for (const [mediaType, bytes] of [
+      [TAR, tar],
+      [GZIP, gzipSync(tar)],
+    ] as const) {
+      const dir = await freshDir();
+      const job = extractor.extract(dir, { mediaType, digest: true });
+      // Some chunks in shared memory, some not, of uneven sizes.
+      const chunks: Buffer[] = [];
+      for (let at = 0, i = 0; at < bytes.length; i++) {
+        const piece = bytes.subarray(at, at + (i % 2 ? 70_000 : 1 << 20));
+        const shared = i % 3 === 0 ? sharedBuffer(piece.length) : Buffer.alloc(piece.length);
+        piece.copy(shared);
+        chunks.push(shared);
+        at += piece.length;
+      }
+      await pipeline(Readable.from(chunks), job.input);
+      const layer = await job.done;
+      expect(layer).toEqual({ size: big.length + 8, diffId: sha256(tar) });
+      expect(await readFile(path.join(dir, 'etc/motd'), 'utf8')).toBe('welcome\n');
+      expect((await readFile(path.join(dir, 'big.bin'))).equals(big)).toBe(true);
+      expect((await stat(path.join(dir, 'big.bin'))).mode & 0o777).toBe(0o600);
+      expect((await readdir(dir)).sort()).toEqual(['big.bin', 'etc', 'lib']);
+    }
+  });
+
+  it('runs several extractions at once on at most maxThreads threads', async () => {
+    extractor = new Extractor({ maxThreads: 2 });
+    const tar = await tarOf(entries);
+    const dirs = await Promise.all([0, 1, 2, 3, 4].map(() => freshDir()));
+    const jobs = dirs.map((dir) => extractor.extract(dir, { mediaType: TAR, digest: true }));
+    expect(extractor.threadCount).toBe(2);
+    await Promise.all(jobs.map((j) => pipeline(Readable.from([tar]), j.input)));
+    for (const j of jobs) expect((await j.done).diffId).toBe(sha256(tar));
+  });
+
+  it('rejects a hostile archive with an invalid-parameter error and stops its feeder', async () => {
+    extractor = new Extractor();
+    const dir = await freshDir();
+    const job = extractor.extract(dir, { mediaType: TAR });
+    const feed = new PassThrough(); // a feeder with more to come: it must be stopped
+    const feeding = pipeline(feed, job.input);
+    feed.write(await tarOf([{ name: 'passwd', type: 'link', linkname: 'etc/shadow' }, ...entries]));
+    const error = await job.done.catch((e: unknown) => e);
+    expect(isEngineError(error, 'invalid')).toBe(true);
+    expect((error as Error).message).toMatch(/"passwd" refers to a path that does not exist/);
+    await expect(feeding).rejects.toThrow();
+  });
+
+  it('refuses zstd before any thread starts', () => {
+    extractor = new Extractor();
+    expect(() => extractor.extract(base, { mediaType: 'application/vnd.oci.image.layer.v1.tar+zstd' })).toThrow(/unsupported layer compression/);
+    expect(extractor.threadCount).toBe(0);
+  });
+
+  it('rejects with the error the input was destroyed with, once the thread has stopped writing', async () => {
+    extractor = new Extractor();
+    const dir = await freshDir();
+    const job = extractor.extract(dir, { mediaType: TAR });
+    const tar = await tarOf(entries);
+    job.input.write(tar.subarray(0, 1 << 20));
+    const cause = new Error('digest mismatch upstream');
+    job.input.on('error', () => undefined); // the destroyer knows why
+    job.input.destroy(cause);
+    await expect(job.done).rejects.toBe(cause);
+    // Nothing of the job writes any more: the directory can go, and stays gone.
+    await rm(dir, { recursive: true, force: true });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it('fails the extractions of a thread that dies, and starts a fresh one for the next', async () => {
+    extractor = new Extractor({ maxThreads: 1 });
+    const job = extractor.extract(await freshDir(), { mediaType: TAR });
+    const feed = new PassThrough();
+    const feeding = pipeline(feed, job.input).catch((e: unknown) => e);
+    feed.write(Buffer.alloc(512)); // a job under way, waiting for more
+    await extractor.close(); // the thread is terminated under it
+    await expect(job.done).rejects.toThrow(/layer extraction thread died/);
+    expect(await feeding).toBeInstanceOf(Error);
+    const again = extractor.extract(await freshDir(), { mediaType: TAR, digest: true });
+    const tar = await tarOf(entries);
+    await pipeline(Readable.from([tar]), again.input);
+    expect((await again.done).diffId).toBe(sha256(tar));
+  });
+
+  it('stops a thread once it has been idle for a while', async () => {
+    extractor = new Extractor({ idleMs: 50 });
+    const job = extractor.extract(await freshDir(), { mediaType: TAR });
+    await pipeline(Readable.from([await tarOf(entries)]), job.input);
+    await job.done;
+    expect(extractor.threadCount).toBe(1);
+    for (let i = 0; i < 100 && extractor.threadCount > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(extractor.threadCount).toBe(0);
+  });
+});
