@@ -369,6 +369,98 @@ static napi_value js_llistxattr(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// readFiles(dirFd, names, limit) -> [stats, data, xattrs]: what a walk needs
+// of the regular files among a directory's entries, in one call: each name is
+// opened relative to the held directory (openat, O_NOFOLLOW, O_NONBLOCK: a
+// symlink or fifo swapped in is never followed or waited on), then fstat'ed,
+// read whole when it has at most `limit` bytes, and its xattrs listed with
+// their values. stats is a BigInt64Array of READ_FILES_FIELDS per name (mode 0
+// when the name could not be opened as a regular file and read: the caller
+// looks again the ordinary way); data[i] is the content or null (too large,
+// or failed); xattrs[i] is [[name, value], ...] or null when there are none.
+#define READ_FILES_FIELDS 10
+
+static napi_value read_files_xattrs(napi_env env, int fd) {
+  char names[65536];
+  ssize_t n = flistxattr(fd, names, sizeof names);
+  napi_value out;
+  if (n <= 0) { napi_get_null(env, &out); return out; }
+  napi_create_array(env, &out);
+  uint32_t idx = 0;
+  static __thread char value[65536];
+  for (ssize_t off = 0; off < n; ) {
+    const char *name = names + off;
+    size_t l = strlen(name);
+    off += (ssize_t)l + 1;
+    ssize_t vl = fgetxattr(fd, name, value, sizeof value);
+    if (vl < 0) continue; // removed meanwhile, or unreadable: as if absent
+    napi_value pair, k, v;
+    void *vd = NULL;
+    napi_create_array_with_length(env, 2, &pair);
+    napi_create_string_utf8(env, name, l, &k);
+    napi_create_buffer_copy(env, (size_t)vl, value, &vd, &v);
+    napi_set_element(env, pair, 0, k);
+    napi_set_element(env, pair, 1, v);
+    napi_set_element(env, out, idx++, pair);
+  }
+  if (idx == 0) napi_get_null(env, &out);
+  return out;
+}
+
+static napi_value js_read_files(napi_env env, napi_callback_info info) {
+  size_t argc = 3; napi_value argv[3];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t dirfd = -1;
+  double limit = 0;
+  uint32_t n = 0;
+  CHECK(napi_get_value_int32(env, argv[0], &dirfd));
+  CHECK(napi_get_array_length(env, argv[1], &n));
+  CHECK(napi_get_value_double(env, argv[2], &limit));
+  napi_value ab, stats, data, xattrs, null_v, out;
+  void *abdata = NULL;
+  CHECK(napi_create_arraybuffer(env, (size_t)n * READ_FILES_FIELDS * 8, &abdata, &ab));
+  memset(abdata, 0, (size_t)n * READ_FILES_FIELDS * 8);
+  CHECK(napi_create_typedarray(env, napi_bigint64_array, (size_t)n * READ_FILES_FIELDS, ab, 0, &stats));
+  CHECK(napi_create_array_with_length(env, n, &data));
+  CHECK(napi_create_array_with_length(env, n, &xattrs));
+  napi_get_null(env, &null_v);
+  int64_t *st = abdata;
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value name_v, content = null_v, xa = null_v;
+    char name[1024];
+    size_t nl = 0;
+    int64_t *f = st + (size_t)i * READ_FILES_FIELDS;
+    if (napi_get_element(env, argv[1], i, &name_v) != napi_ok ||
+        napi_get_value_string_utf8(env, name_v, name, sizeof name, &nl) != napi_ok || nl >= sizeof name - 1) goto next;
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) goto next;
+    struct stat s;
+    if (fstat(fd, &s) != 0 || !S_ISREG(s.st_mode)) { close(fd); goto next; }
+    if ((double)s.st_size <= limit) {
+      void *buf = NULL;
+      if (napi_create_buffer(env, (size_t)s.st_size, &buf, &content) != napi_ok) { close(fd); content = null_v; goto next; }
+      for (off_t got = 0; got < s.st_size; ) {
+        ssize_t r = pread(fd, (char *)buf + got, (size_t)(s.st_size - got), got);
+        if (r <= 0) { close(fd); content = null_v; goto next; } // shrank, or failed: looked at again by the caller
+        got += r;
+      }
+    }
+    xa = read_files_xattrs(env, fd);
+    close(fd);
+    f[0] = (int64_t)s.st_ino; f[1] = (int64_t)s.st_dev; f[2] = (int64_t)s.st_mode; f[3] = (int64_t)s.st_nlink;
+    f[4] = (int64_t)s.st_uid; f[5] = (int64_t)s.st_gid; f[6] = (int64_t)s.st_rdev; f[7] = (int64_t)s.st_size;
+    f[8] = (int64_t)s.st_mtim.tv_sec; f[9] = (int64_t)s.st_mtim.tv_nsec;
+  next:
+    napi_set_element(env, data, i, content);
+    napi_set_element(env, xattrs, i, xa);
+  }
+  CHECK(napi_create_array_with_length(env, 3, &out));
+  napi_set_element(env, out, 0, stats);
+  napi_set_element(env, out, 1, data);
+  napi_set_element(env, out, 2, xattrs);
+  return out;
+}
+
 // flock(fd, operation): for the daemon's data-root lock, released by the kernel
 // when the process dies, however it dies.
 static napi_value js_flock(napi_env env, napi_callback_info info) {
@@ -849,6 +941,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"lsetxattr", NULL, js_lsetxattr, NULL, NULL, NULL, napi_default, NULL},
     {"lgetxattr", NULL, js_lgetxattr, NULL, NULL, NULL, napi_default, NULL},
     {"llistxattr", NULL, js_llistxattr, NULL, NULL, NULL, napi_default, NULL},
+    {"readFiles", NULL, js_read_files, NULL, NULL, NULL, napi_default, NULL},
     {"flock", NULL, js_flock, NULL, NULL, NULL, napi_default, NULL},
     {"addInodeFlags", NULL, js_add_inode_flags, NULL, NULL, NULL, napi_default, NULL},
     {"pipe", NULL, js_pipe, NULL, NULL, NULL, napi_default, NULL},
@@ -865,6 +958,9 @@ static napi_value init(napi_env env, napi_value exports) {
     {"seqpacketClose", NULL, js_seqpacket_close, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  napi_value fields;
+  napi_create_int32(env, READ_FILES_FIELDS, &fields);
+  napi_set_named_property(env, exports, "READ_FILES_FIELDS", fields);
   return exports;
 }
 

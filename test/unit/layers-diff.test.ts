@@ -228,6 +228,21 @@ describe('diffLayer', () => {
     expect(first.length % 512).toBe(0);
   });
 
+  it('refuses files whose data lives in a lower layer (overlay metacopy/redirect), small or large', async () => {
+    for (const [name, size] of [
+      ['small', 10],
+      ['large', 1 << 20],
+    ] as const) {
+      const upper = dir(`upper-${name}`);
+      await mkdir(upper);
+      await writeFile(path.join(upper, 'copied-up-metadata-only'), Buffer.alloc(size));
+      native.lsetxattr(path.join(upper, 'copied-up-metadata-only'), 'trusted.overlay.metacopy', Buffer.alloc(0));
+      const error = await collect(diffLayer(upper)).catch((e: unknown) => e);
+      expect(isEngineError(error, 'system')).toBe(true);
+      expect((error as Error).message).toMatch(/"copied-up-metadata-only" uses overlayfs metacopy/);
+    }
+  });
+
   it('fails with a system error on a name that is not UTF-8', async () => {
     const upper = dir('upper');
     await mkdir(upper);

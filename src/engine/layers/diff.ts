@@ -7,15 +7,15 @@
 // file is opened with O_NOFOLLOW and checked to be the inode we listed: a
 // container cannot make us pack a host file into its image.
 import { Readable } from 'node:stream';
-import { readdir, readlink } from 'node:fs/promises';
-import type { BigIntStats } from 'node:fs';
+import { readlinkSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { isEngineError, messageOf, systemError } from '../../errors.js';
 import { native } from '../os/native.js';
 import { sharedBuffer, sharedConcat } from './extractor.js';
 import { isOpaque, isPrivateXattr, isWhiteoutDevice } from './overlay.js';
 import { bodyPadding, encodeEntryHeader, endOfArchive, type EntryHeader } from './tarformat.js';
 import { WHITEOUT_OPAQUE, WHITEOUT_PREFIX } from './tarpath.js';
-import { lstatIfPresent, openListed, walkTree, type WalkEntry, type WalkOptions } from './walk.js';
+import { lstatIfPresent, openListed, walkTree, type EntryStat, type WalkEntry, type WalkOptions } from './walk.js';
 
 /**
  * The uncompressed layer tar of `upperDir`, produced in one streaming pass.
@@ -38,37 +38,47 @@ export interface DiffOptions extends Pick<WalkOptions, 'exclude'> {
 
 async function* layerTar(upperDir: string, opts: WalkOptions & DiffOptions): AsyncGenerator<Buffer> {
   const stats = opts.stats ?? { size: 0 };
-  // Headers, small bodies and paddings are gathered into blocks: every chunk
-  // costs each stage downstream (hashes, gzip, file writes) a call of its own.
-  // Blocks and file reads are in shared memory: a commit hands them to an
-  // extraction thread (extractor.ts), which then needs no copy.
-  let held: Buffer[] = [];
-  let heldBytes = 0;
-  const take = () => {
-    const block = sharedConcat(held, heldBytes);
-    held = [];
-    heldBytes = 0;
-    return block;
-  };
+  const gather = new Gatherer();
   try {
     const firstNames = new Map<string, string>(); // "dev:ino" → first path, for hardlinks
     for await (const entry of walkTree(upperDir, opts)) {
-      for await (const b of entryBlocks(entry, firstNames, stats)) {
-        if (b.length >= GATHER) {
-          if (heldBytes) yield take();
-          yield b;
-          continue;
-        }
-        held.push(b);
-        heldBytes += b.length;
-        if (heldBytes >= GATHER) yield take();
-      }
+      const blocks = entryBlocks(entry, firstNames, stats);
+      // Plain loops: `yield*` over an array would cost a trip through the microtask queue even when empty.
+      for (const b of blocks ?? []) for (const out of gather.add(b)) yield out;
+      if (!blocks) for await (const b of streamedFile(entry, stats)) for (const out of gather.add(b)) yield out;
     }
-    held.push(endOfArchive());
-    heldBytes += held.at(-1)!.length;
-    yield take();
+    for (const out of [...gather.add(endOfArchive()), ...gather.flush()]) yield out;
   } catch (e) {
     throw isEngineError(e) ? e : systemError(`reading container changes in ${upperDir}: ${messageOf(e)}`, e);
+  }
+}
+
+/**
+ * Headers, small bodies and paddings gathered into blocks of at least GATHER
+ * bytes: every chunk costs each stage downstream (hashes, gzip, file writes)
+ * a call of its own. Pieces that large already pass through as they are.
+ * Blocks, like file reads, are in shared memory: a commit hands them to an
+ * extraction thread (extractor.ts), which then needs no copy.
+ */
+class Gatherer {
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+
+  /** The blocks ready to go out once `b` is added. */
+  add(b: Buffer): Buffer[] {
+    if (b.length >= GATHER) return [...this.flush(), b];
+    this.held.push(b);
+    this.heldBytes += b.length;
+    return this.heldBytes >= GATHER ? this.flush() : [];
+  }
+
+  /** What is held, as one block (none when nothing is). */
+  flush(): Buffer[] {
+    if (this.heldBytes === 0) return [];
+    const block = sharedConcat(this.held, this.heldBytes);
+    this.held = [];
+    this.heldBytes = 0;
+    return [block];
   }
 }
 
@@ -79,48 +89,45 @@ const GATHER = 256 << 10;
 const READ_AHEAD = 64 << 10;
 const NS = 1_000_000_000n;
 
-async function* entryBlocks(e: WalkEntry, firstNames: Map<string, string>, stats: { size: number }): AsyncGenerator<Buffer> {
+/**
+ * An entry's tar pieces, made at once (no awaits: thousands of small files
+ * would pay a trip through the microtask queue per piece); null for a regular
+ * file too large to have been read ahead, which streamedFile() reads.
+ */
+function entryBlocks(e: WalkEntry, firstNames: Map<string, string>, stats: { size: number }): Buffer[] | null {
   const { st, rel } = e;
-  if (st.isSocket()) return; // live endpoints, not content (dockerd skips them too)
+  if (st.isSocket()) return []; // live endpoints, not content (dockerd skips them too)
   if (isWhiteoutDevice(st)) {
     // Checked before hardlinks: overlayfs may share one whiteout inode among many names.
-    yield encodeEntryHeader({ ...metadata(st), name: whiteoutName(rel), type: 'file', mode: 0o600, size: 0 });
-    return;
+    return [encodeEntryHeader({ ...metadata(st), name: whiteoutName(rel), type: 'file', mode: 0o600, size: 0 })];
   }
   if (st.isDirectory()) {
-    yield encodeEntryHeader({ ...metadata(st), name: rel, type: 'dir', size: 0, xattrs: exportedXattrs(e) });
-    if (isOpaque(e.path)) yield encodeEntryHeader({ ...metadata(st), name: `${rel}/${WHITEOUT_OPAQUE}`, type: 'file', size: 0 });
-    return;
+    const dir = encodeEntryHeader({ ...metadata(st), name: rel, type: 'dir', size: 0, xattrs: exportedXattrs(e) });
+    if (!isOpaque(e.path)) return [dir];
+    return [dir, encodeEntryHeader({ ...metadata(st), name: `${rel}/${WHITEOUT_OPAQUE}`, type: 'file', size: 0 })];
   }
   if (st.nlink > 1n) {
     const key = `${st.dev}:${st.ino}`;
     const first = firstNames.get(key);
-    if (first !== undefined) {
-      yield encodeEntryHeader({ ...metadata(st), name: rel, type: 'link', linkname: first, size: 0 });
-      return;
-    }
+    if (first !== undefined) return [encodeEntryHeader({ ...metadata(st), name: rel, type: 'link', linkname: first, size: 0 })];
     firstNames.set(key, rel);
   }
   if (st.isFile()) {
-    stats.size += yield* fileBlocks(e);
-  } else if (st.isSymbolicLink()) {
-    const linkname = await readlink(e.path);
-    yield encodeEntryHeader({ ...metadata(st), name: rel, type: 'symlink', linkname, size: 0, xattrs: exportedXattrs(e) });
-  } else {
-    const type = st.isCharacterDevice() ? 'char' : st.isBlockDevice() ? 'block' : 'fifo';
-    yield encodeEntryHeader({ ...metadata(st), name: rel, type, size: 0, ...deviceNumbers(st.rdev), xattrs: exportedXattrs(e) });
+    const { data } = e;
+    if (!data) return null;
+    stats.size += data.length;
+    return [encodeEntryHeader({ ...metadata(st), name: rel, type: 'file', size: data.length, xattrs: exportedXattrs(e) }), data, bodyPadding(data.length)];
   }
+  if (st.isSymbolicLink()) {
+    const linkname = readlinkSync(e.path);
+    return [encodeEntryHeader({ ...metadata(st), name: rel, type: 'symlink', linkname, size: 0, xattrs: exportedXattrs(e) })];
+  }
+  const type = st.isCharacterDevice() ? 'char' : st.isBlockDevice() ? 'block' : 'fifo';
+  return [encodeEntryHeader({ ...metadata(st), name: rel, type, size: 0, ...deviceNumbers(st.rdev), xattrs: exportedXattrs(e) })];
 }
 
-/** A regular file: header from the opened file's own fstat, then exactly that many bytes; returns the count. */
-async function* fileBlocks(e: WalkEntry): AsyncGenerator<Buffer, number> {
-  if (e.content) {
-    const { st, data } = e.content;
-    yield encodeEntryHeader({ ...metadata(st), name: e.rel, type: 'file', size: data.length, xattrs: exportedXattrs(e) });
-    yield data;
-    yield bodyPadding(data.length);
-    return data.length;
-  }
+/** A regular file too large to read ahead: header from the opened file's own fstat, then exactly that many bytes. */
+async function* streamedFile(e: WalkEntry, stats: { size: number }): AsyncGenerator<Buffer> {
   const opened = await openListed(e);
   if (!opened) throw changedWhileReading(e.rel);
   const { fh, st } = opened;
@@ -135,7 +142,7 @@ async function* fileBlocks(e: WalkEntry): AsyncGenerator<Buffer, number> {
       yield buf.subarray(0, bytesRead);
     }
     yield bodyPadding(size);
-    return size;
+    stats.size += size;
   } finally {
     await fh.close();
   }
@@ -150,7 +157,7 @@ function whiteoutName(rel: string): string {
 
 type Metadata = Pick<EntryHeader, 'mode' | 'uid' | 'gid' | 'mtime'>;
 
-function metadata(st: BigIntStats): Metadata {
+function metadata(st: EntryStat): Metadata {
   return { mode: Number(st.mode) & 0o7777, uid: Number(st.uid), gid: Number(st.gid), mtime: floorSeconds(st.mtimeNs) };
 }
 
@@ -170,17 +177,16 @@ function deviceNumbers(rdev: bigint): { devmajor: number; devminor: number } {
 
 /** The entry's xattrs that belong in an image, sorted by name for reproducible output. */
 function exportedXattrs(e: WalkEntry): Array<[string, Buffer]> {
-  const names = native.llistxattr(e.path);
-  // With these, the upper dir alone no longer describes the change (data or names live in a lower layer).
-  for (const unsupported of ['trusted.overlay.metacopy', 'trusted.overlay.redirect']) {
-    if (names.includes(unsupported)) throw systemError(`${JSON.stringify(e.rel)} uses overlayfs ${unsupported.slice(16)}, which berth cannot export; mount without metacopy/redirect_dir`);
-  }
+  const all = e.xattrs ?? native.llistxattr(e.path).map((name): [string, Buffer | null] => [name, native.lgetxattr(e.path, name)]);
   const out: Array<[string, Buffer]> = [];
-  for (const name of names.filter((n) => !isPrivateXattr(n)).sort()) {
-    const value = native.lgetxattr(e.path, name);
-    if (value !== null) out.push([name, value]);
+  for (const [name, value] of all) {
+    // With these, the upper dir alone no longer describes the change (data or names live in a lower layer).
+    if (name === 'trusted.overlay.metacopy' || name === 'trusted.overlay.redirect') {
+      throw systemError(`${JSON.stringify(e.rel)} uses overlayfs ${name.slice(16)}, which berth cannot export; mount without metacopy/redirect_dir`);
+    }
+    if (value !== null && !isPrivateXattr(name)) out.push([name, value]);
   }
-  return out;
+  return out.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 // ---- changes ---------------------------------------------------------------
@@ -272,7 +278,7 @@ async function changeKind(e: WalkEntry, lowers: LowerView): Promise<ChangeKind |
   return ChangeKind.Modified;
 }
 
-function sameDir(a: BigIntStats, b: BigIntStats): boolean {
+function sameDir(a: EntryStat, b: EntryStat): boolean {
   if (a.size !== b.size || a.mode !== b.mode) return false;
   // Like dockerd: equal, or equal seconds where one side lost its nanoseconds (e.g. it came from a tar).
   if (a.mtimeNs === b.mtimeNs) return true;
@@ -288,7 +294,7 @@ function sameDir(a: BigIntStats, b: BigIntStats): boolean {
 class LowerView {
   constructor(private readonly lowers: readonly string[]) {}
 
-  async lookup(rel: string): Promise<BigIntStats | null> {
+  async lookup(rel: string): Promise<EntryStat | null> {
     const comps = rel.split('/');
     for (const lower of this.lowers) {
       const found = await this.lookupIn(lower, comps);
@@ -298,7 +304,7 @@ class LowerView {
   }
 
   /** The path's stats in one layer; null when this layer hides it; 'absent' when lower layers decide. */
-  private async lookupIn(lower: string, comps: readonly string[]): Promise<BigIntStats | null | 'absent'> {
+  private async lookupIn(lower: string, comps: readonly string[]): Promise<EntryStat | null | 'absent'> {
     let dir = lower;
     for (let i = 0; i < comps.length; i++) {
       const path = `${dir}/${comps[i]}`;

@@ -13,7 +13,9 @@
 // Chunks in shared memory (sharedConcat, sharedBuffer: what pull and commit
 // make) cross without a copy; any other chunk is copied into a transferable
 // buffer (the caller may still hold its own: a hash, gzip, the content store).
-// Nobody writes to a chunk once it is written to `input`. At most WINDOW bytes
+// Nobody writes to a chunk once it is written to `input`. (Measured on a
+// commit of 52 MiB: copying every chunk, even into recycled memory, cost
+// 40-70 ms more than the fresh pages of shared buffers.) At most WINDOW bytes
 // are in flight; beyond that, writes to `input` wait for the worker (ordinary
 // backpressure).
 //

@@ -11,7 +11,7 @@ export function makeWhiteout(path: string): void {
   native.mknod(path, S_IFCHR | 0, 0, 0);
 }
 
-export function isWhiteoutDevice(st: Stats | BigIntStats): boolean {
+export function isWhiteoutDevice(st: Pick<Stats | BigIntStats, 'isCharacterDevice' | 'rdev'>): boolean {
   return st.isCharacterDevice() && Number(st.rdev) === 0;
 }
 

@@ -120,7 +120,7 @@ function ustarBlock(h: {
   buf.write(h.prefix, 345, 155, 'utf8');
   buf.fill(0x20, 148, 156); // the checksum is computed with its own field as spaces
   let sum = 0;
-  for (const b of buf) sum += b;
+  for (let i = 0; i < BLOCK; i++) sum += buf[i]!;
   buf.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 'latin1');
   return buf;
 }

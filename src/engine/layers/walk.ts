@@ -2,25 +2,35 @@
 // container's overlay upper dir, if the container runs while we read it).
 //
 // Paths are never resolved from the root again: each directory is held open,
-// and its entries are named `/proc/self/fd/<dir fd>/<name>` — the kernel
-// resolves that from the open directory, like openat(2), so a directory
-// swapped for a symlink to `/` halfway through cannot lead us out of the tree
-// (the class of CVE-2018-15664, `docker cp`'s symlink-exchange race).
-// Directories are opened with O_NOFOLLOW, names are single components, and
-// callers open files with O_NOFOLLOW too.
+// its regular files are opened relative to it (openat(2), in the native
+// addon), and its other entries are named `/proc/self/fd/<dir fd>/<name>`,
+// which the kernel resolves from the open directory the same way. So a
+// directory swapped for a symlink to `/` halfway through cannot lead us out
+// of the tree (the class of CVE-2018-15664, `docker cp`'s symlink-exchange
+// race). Directories are opened with O_NOFOLLOW, names are single components,
+// and files are opened with O_NOFOLLOW too.
 import { lstat, open, readdir } from 'node:fs/promises';
-import fs, { constants as C, type BigIntStats } from 'node:fs';
+import { constants as C, type BigIntStats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { systemError } from '../../errors.js';
+import { native } from '../os/native.js';
+
+/** What the walk's users need of an entry's stats: BigIntStats has it, and so has FileStat. */
+export type EntryStat = Pick<
+  BigIntStats,
+  'ino' | 'dev' | 'mode' | 'nlink' | 'uid' | 'gid' | 'rdev' | 'size' | 'mtimeNs' | 'isFile' | 'isDirectory' | 'isSymbolicLink' | 'isSocket' | 'isCharacterDevice' | 'isBlockDevice' | 'isFIFO'
+>;
 
 export interface WalkEntry {
   /** Path relative to the walked root, '/'-separated. */
   rel: string;
   /** Names this entry without following any link (valid until the walk moves past it). */
   path: string;
-  st: BigIntStats;
-  /** A small regular file's bytes, read ahead (see WalkOptions.readAhead), with the opened file's own stats. */
-  content?: { st: BigIntStats; data: Buffer };
+  st: EntryStat;
+  /** A small regular file's bytes, read ahead (see WalkOptions.readAhead). */
+  data?: Buffer;
+  /** A regular file's extended attributes, all of them, read with its stats. */
+  xattrs?: Array<[string, Buffer]>;
 }
 
 const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
@@ -50,8 +60,10 @@ async function* walkDir(dir: FileHandle, rel: string, opts: WalkOptions): AsyncG
   const base = `/proc/self/fd/${dir.fd}`;
   const names = await sortedNames(base, rel);
   for (let i = 0; i < names.length; i += BATCH) {
-    const batch = await Promise.all(names.slice(i, i + BATCH).map((n) => entry(base, rel, n, opts)));
-    for (const e of batch) {
+    const batch = names.slice(i, i + BATCH).filter((n) => !opts.exclude?.has(childOf(rel, n.name)));
+    const files = opts.readAhead === undefined ? new Map<string, WalkEntry>() : readFiles(dir.fd, base, rel, batch, opts.readAhead);
+    const entries = await Promise.all(batch.map(async (n) => files.get(n.name) ?? (await entry(base, rel, n.name))));
+    for (const e of entries) {
       if (e === null) continue;
       yield e;
       if (!e.st.isDirectory()) continue;
@@ -65,18 +77,66 @@ async function* walkDir(dir: FileHandle, rel: string, opts: WalkOptions): AsyncG
   }
 }
 
-async function entry(base: string, rel: string, n: Name, opts: WalkOptions): Promise<WalkEntry | null> {
-  const childRel = rel === '' ? n.name : `${rel}/${n.name}`;
-  if (opts.exclude?.has(childRel)) return null;
-  const path = `${base}/${n.name}`;
-  // A regular file to read ahead is opened at once: its fstat stands for the lstat.
-  if (n.file && opts.readAhead !== undefined) {
-    const found = readRegular(path, opts.readAhead);
-    if (found) return { rel: childRel, path, st: found.st, ...(found.data ? { content: { st: found.st, data: found.data } } : {}) };
-  }
+const childOf = (rel: string, name: string) => (rel === '' ? name : `${rel}/${name}`);
+
+/** An entry looked at the ordinary way (lstat); null when it is gone. */
+async function entry(base: string, rel: string, name: string): Promise<WalkEntry | null> {
+  const path = `${base}/${name}`;
   const st = await lstatIfPresent(path);
   if (st === null) return null; // removed while we walked: it is not part of the tree any more
-  return { rel: childRel, path, st };
+  return { rel: childOf(rel, name), path, st };
+}
+
+/**
+ * The entries of `names` that are regular files, by name: stats, xattrs and
+ * (up to `limit` bytes) content, read in one native call. Synchronous on
+ * purpose: for a small file the syscalls take a few microseconds, less than
+ * one trip through the thread pool each would, and a batch of them holds the
+ * loop for well under a millisecond. A name missing from the result (not a
+ * regular file per its directory entry, or not any more, or unreadable) is
+ * looked at again the ordinary way.
+ */
+function readFiles(dirFd: number, base: string, rel: string, names: readonly Name[], limit: number): Map<string, WalkEntry> {
+  const out = new Map<string, WalkEntry>();
+  const regular = names.filter((n) => n.file).map((n) => n.name);
+  if (regular.length === 0) return out;
+  const [stats, data, xattrs] = native.readFiles(dirFd, regular, limit);
+  regular.forEach((name, i) => {
+    const st = FileStat.at(stats, i);
+    if (st === null) return;
+    out.set(name, { rel: childOf(rel, name), path: `${base}/${name}`, st, ...(data[i] ? { data: data[i]! } : {}), xattrs: xattrs[i] ?? [] });
+  });
+  return out;
+}
+
+/** The stats of a regular file as native.readFiles reads them. */
+class FileStat implements EntryStat {
+  constructor(
+    readonly ino: bigint,
+    readonly dev: bigint,
+    readonly mode: bigint,
+    readonly nlink: bigint,
+    readonly uid: bigint,
+    readonly gid: bigint,
+    readonly rdev: bigint,
+    readonly size: bigint,
+    readonly mtimeNs: bigint,
+  ) {}
+
+  /** The i-th file's stats in readFiles' array; null when it was not read. */
+  static at(a: BigInt64Array, i: number): FileStat | null {
+    const f = i * native.READ_FILES_FIELDS;
+    if (a[f + 2] === 0n) return null;
+    return new FileStat(a[f]!, a[f + 1]!, a[f + 2]!, a[f + 3]!, a[f + 4]!, a[f + 5]!, a[f + 6]!, a[f + 7]!, a[f + 8]! * 1_000_000_000n + a[f + 9]!);
+  }
+
+  isFile = () => true;
+  isDirectory = () => false;
+  isSymbolicLink = () => false;
+  isSocket = () => false;
+  isCharacterDevice = () => false;
+  isBlockDevice = () => false;
+  isFIFO = () => false;
 }
 
 /**
@@ -92,41 +152,6 @@ export async function openListed(e: WalkEntry): Promise<{ fh: FileHandle; st: Bi
   if (st.isFile() && st.ino === e.st.ino && st.dev === e.st.dev) return { fh, st };
   await fh.close();
   return null;
-}
-
-/**
- * The stats of the regular file at `path`, and its bytes when it has at most
- * `limit`; null when it is not a regular file (any more) or cannot be read,
- * and the caller looks again the ordinary way.
- *
- * Synchronous on purpose: for a small file the four syscalls take a few
- * microseconds, less than one trip through the thread pool each would, and a
- * batch of them holds the loop for well under a millisecond. (Thousands of
- * small files made the walk twice as slow through the pool.)
- */
-function readRegular(path: string, limit: number): { st: BigIntStats; data?: Buffer } | null {
-  let fd: number;
-  try {
-    fd = fs.openSync(path, FILE_FLAGS);
-  } catch {
-    return null;
-  }
-  try {
-    const st = fs.fstatSync(fd, { bigint: true });
-    if (!st.isFile()) return null;
-    if (st.size > BigInt(limit)) return { st };
-    const data = Buffer.allocUnsafe(Number(st.size));
-    for (let got = 0; got < data.length; ) {
-      const n = fs.readSync(fd, data, got, data.length - got, got);
-      if (n === 0) return null; // it shrank
-      got += n;
-    }
-    return { st, data };
-  } catch {
-    return null;
-  } finally {
-    fs.closeSync(fd);
-  }
 }
 
 interface Name {

@@ -14,6 +14,14 @@ export interface Native {
   lgetxattr(path: string, name: string): Buffer | null;
   llistxattr(path: string): string[];
   flock(fd: number, operation: number): void;
+  /**
+   * The regular files among `names` in the directory `dirFd`: stats (READ_FILES_FIELDS
+   * per name: ino dev mode nlink uid gid rdev size mtime-s mtime-ns; mode 0 when not
+   * read), content when at most `limit` bytes, and xattrs. See berth_native.c.
+   */
+  readFiles(dirFd: number, names: string[], limit: number): [BigInt64Array, Array<Buffer | null>, Array<Array<[string, Buffer]> | null>];
+  /** Fields per name in readFiles' stats. */
+  readonly READ_FILES_FIELDS: number;
   /** Whether the path (not followed) is the root of a mount; null where the kernel cannot tell (statx). */
   isMountRoot(path: string): boolean | null;
   /** A sha256 digest in progress (see content/hash.ts). */
