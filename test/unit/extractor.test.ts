@@ -9,26 +9,10 @@ import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { gzipSync } from 'node:zlib';
-import * as tarStream from 'tar-stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Extractor, sharedBuffer, WORKER_SCRIPT } from '../../src/engine/layers/extractor.js';
 import { isEngineError } from '../../src/errors.js';
-
-type Entry = { name: string; type?: 'file' | 'directory' | 'symlink' | 'link'; body?: Buffer | string; linkname?: string; mode?: number };
-
-async function tarOf(entries: Entry[]): Promise<Buffer> {
-  const pack = tarStream.pack();
-  const chunks: Buffer[] = [];
-  const done = (async () => {
-    for await (const c of pack) chunks.push(c as Buffer);
-  })();
-  for (const { body, ...header } of entries) {
-    await new Promise<void>((resolve, reject) => pack.entry({ mtime: new Date(0), ...header }, body ?? '', (err) => (err ? reject(err) : resolve())));
-  }
-  pack.finalize();
-  await done;
-  return Buffer.concat(chunks);
-}
+import { tarOf, type TarEntry as Entry } from '../harness/tar.js';
 
 const sha256 = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 const TAR = 'application/vnd.oci.image.layer.v1.tar';

@@ -7,29 +7,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
-import * as tarStream from 'tar-stream';
 import { applyLayer } from '../../src/engine/layers/apply.js';
 import { encodeEntryHeader, bodyPadding, endOfArchive } from '../../src/engine/layers/tarformat.js';
 import { native, S_IFCHR } from '../../src/engine/os/native.js';
 import { isEngineError } from '../../src/errors.js';
+import { tarOf, type TarEntry } from '../harness/tar.js';
 
-type Header = Parameters<tarStream.Pack['entry']>[0];
-type Entry = Header & { body?: string | Buffer };
-
-/** A whole tar in memory, built with tar-stream's pack: names are written exactly as given. */
-async function tarOf(entries: Entry[]): Promise<Buffer> {
-  const pack = tarStream.pack();
-  const chunks: Buffer[] = [];
-  const done = (async () => {
-    for await (const c of pack) chunks.push(c as Buffer);
-  })();
-  for (const { body, ...header } of entries) {
-    await new Promise<void>((resolve, reject) => pack.entry({ mtime: new Date(0), ...header }, body ?? '', (err) => (err ? reject(err) : resolve())));
-  }
-  pack.finalize();
-  await done;
-  return Buffer.concat(chunks);
-}
+type Entry = TarEntry;
 
 const apply = async (entries: Entry[], dir: string, opts?: { trusted?: boolean }) => applyLayer(Readable.from([await tarOf(entries)]), dir, opts);
 

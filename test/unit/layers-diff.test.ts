@@ -13,6 +13,7 @@ import { changes, diffLayer } from '../../src/engine/layers/diff.js';
 import { isPrivateXattr } from '../../src/engine/layers/overlay.js';
 import { MNT_DETACH, MS_RDONLY, native } from '../../src/engine/os/native.js';
 import { isEngineError } from '../../src/errors.js';
+import { tarOf as tarOfEntries, type TarEntry } from '../harness/tar.js';
 
 let base: string;
 const mounted: string[] = [];
@@ -51,13 +52,7 @@ const collect = async (r: Readable): Promise<Buffer> => {
   return Buffer.concat(chunks);
 };
 
-async function tarOf(entries: Array<Parameters<tarStream.Pack['entry']>[0] & { body?: string }>): Promise<Buffer> {
-  const pack = tarStream.pack();
-  const out = collect(Readable.from(pack));
-  for (const { body, ...h } of entries) pack.entry({ mtime: T, ...h }, body ?? '');
-  pack.finalize();
-  return out;
-}
+const tarOf = (entries: TarEntry[]) => tarOfEntries(entries, { mtime: T });
 
 /** The image's base layer. */
 async function baseLayer(): Promise<string> {

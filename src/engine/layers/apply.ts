@@ -39,7 +39,7 @@ import * as tarStream from 'tar-stream';
 import { invalidParameter, isEngineError, messageOf, systemError, type EngineError } from '../../errors.js';
 import { native } from '../os/native.js';
 import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
-import { LayerTree, lstatOrNull, type WalkPolicy } from './rooted.js';
+import { LayerTree, lstatOrNull } from './rooted.js';
 import { parsePaxXattrs } from './tarformat.js';
 import { checkRawName, classifyWhiteout, cleanComponents, joinRel, MAX_NAME_BYTES, WHITEOUT_META_PREFIX } from './tarpath.js';
 
