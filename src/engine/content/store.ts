@@ -71,7 +71,8 @@ export function computeDigest(data: Buffer | string, algorithm: keyof typeof DIG
 export class VerifyingStream extends Transform {
   /** Bytes seen so far. */
   bytes = 0;
-  private readonly hash: Hash;
+  /** sha256 (nearly every digest) on the thread pool; anything else with node:crypto on the loop. */
+  private readonly hash: Sha256 | Hash;
   private readonly what: string;
 
   constructor(
@@ -82,7 +83,7 @@ export class VerifyingStream extends Transform {
     super();
     const { algorithm } = parseDigest(digest);
     if (size !== undefined && !(Number.isSafeInteger(size) && size >= 0)) throw invalidParameter(`invalid size ${size} for ${digest}`);
-    this.hash = createHash(algorithm);
+    this.hash = algorithm === 'sha256' ? new Sha256() : createHash(algorithm);
     this.what = opts.what ?? 'content';
   }
 
@@ -90,6 +91,10 @@ export class VerifyingStream extends Transform {
     this.bytes += chunk.length;
     if (this.size !== undefined && this.bytes > this.size) {
       cb(this.failure(`size mismatch: expected ${this.size} bytes, got more`));
+      return;
+    }
+    if (this.hash instanceof Sha256) {
+      this.hash.update(chunk).then(() => cb(null, chunk), cb);
       return;
     }
     this.hash.update(chunk);
@@ -101,8 +106,9 @@ export class VerifyingStream extends Transform {
       cb(this.failure(`size mismatch: expected ${this.size} bytes, got ${this.bytes}`));
       return;
     }
-    const actual = `${parseDigest(this.digest).algorithm}:${this.hash.digest('hex')}`;
-    cb(actual === this.digest ? null : this.failure());
+    const { hash } = this;
+    const actual = hash instanceof Sha256 ? hash.digest() : Promise.resolve(`${parseDigest(this.digest).algorithm}:${hash.digest('hex')}`);
+    actual.then((d) => cb(d === this.digest ? null : this.failure()), cb);
   }
 
   private failure(why?: string): ContentVerificationError {
