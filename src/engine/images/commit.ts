@@ -125,11 +125,14 @@ export class CommitService {
 
     // As dockerd: a container that cannot be paused (it stopped meanwhile) is committed as it is.
     const freeze = req.pause !== false && c.row.status === 'running' && (await containers.pause(id).then(() => true, () => false));
+    // Thawed as soon as its changes have all been read, not once they are stored.
+    let thawing: Promise<void> | undefined;
+    const thaw = () => (thawing ??= freeze ? containers.unpause(id).catch((err: unknown) => this.log.warn({ err, id }, 'unpause after commit failed')) : Promise.resolve());
     let layer: BuiltLayer | null;
     try {
-      layer = await this.buildLayer(c);
+      layer = await this.buildLayer(c, thaw);
     } finally {
-      if (freeze) await containers.unpause(id).catch((err: unknown) => this.log.warn({ err, id }, 'unpause after commit failed'));
+      await thaw();
     }
     const imageId = await this.serially(() => this.record({ c, parent, parentLayers, layer, config, target, comment: req.comment ?? '', author: req.author ?? '' }));
     if (target) this.deps.events.publish('image', 'tag', imageId, { name: familiar(target) });
@@ -169,8 +172,11 @@ export class CommitService {
 
   // ---------------------------------------------------------------- the layer
 
-  /** The container's changes as a stored blob and a tree being filled; null when there are none. */
-  private async buildLayer(c: Container): Promise<BuiltLayer | null> {
+  /**
+   * The container's changes as a stored blob and a tree being filled; null
+   * when there are none. `read` is called once the upper dir has been read.
+   */
+  private async buildLayer(c: Container, read: () => void): Promise<BuiltLayer | null> {
     const upper = await this.upperDir(c);
     const lowers = await this.deps.images.readyLayerDirs(c.row.image_id);
     const exclude = await mountPointStubs(upper, lowers, RUNTIME_MOUNT_POINTS);
@@ -178,6 +184,7 @@ export class CommitService {
     // From here on, nothing awaits until every consumer of the tar is attached.
     const stats = { size: 0 };
     const tar = diffLayer(upper, { exclude, stats });
+    tar.once('end', read);
     const diffHash = hashSink();
     tar.pipe(diffHash);
     const gzip = new ParallelGzip({ level: GZIP_LEVEL });
