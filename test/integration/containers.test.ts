@@ -1,6 +1,6 @@
 // Containers through the API with plain HTTP (as curl would): the mission's two
 // sequences, errors with dockerd's statuses, and isolation that is real.
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -170,6 +170,18 @@ describe('names, ids and errors', () => {
     // Nothing of it stays on the host: no cgroup, no runtime state.
     for (const h of ['memory', 'pids', 'cpu', 'unified']) expect(existsSync(`/sys/fs/cgroup/${h}/berth/${id}`), h).toBe(false);
     expect(existsSync(`${d.execRoot}/runc/${id}`)).toBe(false);
+  });
+
+  it('answers a removal at once and deletes what the container wrote in the background, mount first', async () => {
+    const id = await create({ Cmd: ['sh', '-c', 'for i in $(seq 1 300); do echo $i > /f$i; done; head -c 8388608 /dev/zero > /big'] });
+    await d.request('POST', `/containers/${id}/start`);
+    expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(0);
+    const containers = path.join(d.dataRoot, 'containers');
+    const mounted = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.includes(id) && l.split(' ')[4]?.startsWith(containers));
+    expect(mounted()).toBe(true);
+    expect((await d.request('DELETE', `/containers/${id}`)).status).toBe(204);
+    expect(existsSync(path.join(containers, id))).toBe(false); // renamed away before the answer
+    await waitFor(() => !mounted() && !readdirSync(containers).some((n) => n.startsWith('.removing-')), 'the removed container to be unmounted and deleted');
   });
 });
 

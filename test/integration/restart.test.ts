@@ -3,7 +3,9 @@
 // restart policies are honoured.
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
@@ -78,6 +80,28 @@ describe('a removal cut short', () => {
     expect(mounted()).toBe(false);
     expect(existsSync(path.join(d.execRoot, 'runc', id))).toBe(false);
     expect((await d.request('GET', `/containers/${id}/json`)).status).toBe(404);
+  });
+});
+
+describe('a background deletion cut short', () => {
+  it('unmounts, then deletes, a removed container\'s renamed directory at the next start', async () => {
+    // remove() renames a container's directory with its rootfs still mounted and
+    // unmounts and deletes it in the background; a crash can leave it at any step.
+    await d.stop();
+    const doomed = path.join(d.dataRoot, 'containers', '.removing-0123456789abcdef-c0ffee');
+    const outside = mkdtempSync(path.join(os.tmpdir(), 'berth-outside-'));
+    writeFileSync(path.join(outside, 'precious'), 'not the container\'s\n');
+    mkdirSync(path.join(doomed, 'rootfs'), { recursive: true });
+    writeFileSync(path.join(doomed, 'config.json'), '{}');
+    execFileSync('mount', ['--bind', outside, path.join(doomed, 'rootfs')]);
+    await d.restart();
+    const mountedThere = readFileSync('/proc/self/mountinfo', 'utf8').includes(doomed);
+    if (mountedThere) execFileSync('umount', ['-l', path.join(doomed, 'rootfs')]);
+    expect(mountedThere).toBe(false);
+    expect(existsSync(doomed)).toBe(false);
+    // Unmounted before the deletion: nothing was deleted through the mount.
+    expect(readFileSync(path.join(outside, 'precious'), 'utf8')).toBe('not the container\'s\n');
+    rmSync(outside, { recursive: true, force: true });
   });
 });
 

@@ -12,6 +12,7 @@ import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.j
 import type { ImageConfig } from '../images/config.js';
 import type { ImageService } from '../images/service.js';
 import { prepareRootfs, releaseRootfs } from '../layers/store.js';
+import { removeInBackground, TRASH_PREFIX } from '../os/dirs.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
 import type { ExitWatcher } from '../runtime/exits.js';
@@ -529,10 +530,18 @@ export class ContainerService {
 
   /**
    * Directories of containers that are in no record: removed just before a
-   * crash, while their tear-down was under way (remove() answers first).
+   * crash, while their tear-down or deletion was under way (remove() answers
+   * first, and deletes in the background).
    */
   private async sweepOrphans(): Promise<void> {
     const names = await readdir(this.deps.root).catch(() => [] as string[]);
+    for (const name of names.filter((n) => n.startsWith(TRASH_PREFIX))) {
+      // Renamed by remove(), whose deletion had not ended: maybe not even the unmount.
+      const dir = path.join(this.deps.root, name);
+      await releaseRootfs(path.join(dir, 'rootfs'))
+        .then(() => rm(dir, { recursive: true, force: true }))
+        .catch((err: unknown) => this.log.warn({ err, name }, 'removing a leftover container directory failed'));
+    }
     for (const id of names) {
       if (!/^[0-9a-f]{64}$/.test(id) || this.deps.repo.find(id)) continue;
       const dir = path.join(this.deps.root, id);
@@ -543,7 +552,7 @@ export class ContainerService {
     }
   }
 
-  /** What remove() and the sweep of orphans undo before deleting a container's directory. */
+  /** What the sweep of orphans undoes before deleting a container's directory. */
   private async teardown(id: string, rootfs: string): Promise<void> {
     await this.settled(id);
     await this.deps.runtime.delete(id, true).catch(() => undefined);
@@ -720,11 +729,26 @@ export class ContainerService {
     // tear-down. A crash before it ends leaves a directory that recover() sweeps away.
     this.notify(id, ['not-running', 'next-exit', 'removed'], c.row.exit_code);
     this.event(c.row, 'destroy');
-    await this.teardown(id, c.rootfs);
+    await this.settled(id);
+    await this.deps.runtime.delete(id, true).catch(() => undefined);
     await this.deps.exits.clear(id).catch(() => undefined);
-    await rm(c.bundleDir, { recursive: true, force: true }).catch((e) => {
+    await this.discardDir(id, c.bundleDir);
+  }
+
+  /**
+   * Deletes a removed container's directory in the background, its rootfs
+   * unmounted first: what a container wrote can be thousands of files and
+   * many MiB, and unmounting an overlay syncs the filesystem under it (~200 ms
+   * after the commit bench's writer), all of which `docker rm` waited for.
+   * A crash meanwhile leaves it renamed, for the next start (sweepOrphans).
+   */
+  private async discardDir(id: string, dir: string): Promise<void> {
+    const onError = (err: unknown) => this.log.warn({ err, id }, "deleting a removed container's directory failed");
+    try {
+      await removeInBackground(dir, this.deps.root, onError, (renamed) => releaseRootfs(path.join(renamed, 'rootfs')));
+    } catch (e) {
       throw systemError(`unable to remove filesystem for ${id}: ${messageOf(e)}`, e);
-    });
+    }
   }
 
   async prune(filters: Filters = {}): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }> {

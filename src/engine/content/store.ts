@@ -33,6 +33,7 @@ import { Readable, Transform, Writable, type TransformCallback } from 'node:stre
 import { pipeline } from 'node:stream/promises';
 import { EngineError, invalidParameter, notFound } from '../../errors.js';
 import { Sha256 } from './hash.js';
+import { removeInBackground } from '../os/dirs.js';
 import { DIGEST_ALGORITHMS, parseDigest } from '../images/reference.js';
 
 /** Content whose digest or size is not what its descriptor says. */
@@ -401,13 +402,8 @@ export class ContentStore {
 
   /** Removes a blob; false if it was not there. */
   async delete(digest: string): Promise<boolean> {
-    try {
-      await rm(this.path(digest));
-      return true;
-    } catch (e) {
-      if (isMissing(e)) return false;
-      throw e;
-    }
+    // The unlink goes on in the background, from ingest/ (emptied at every start).
+    return removeInBackground(this.path(digest), this.ingestDir, () => undefined);
   }
 
   /** Deletes every stored blob not in `keep`; returns their digests. Only while nothing is being stored. */

@@ -5,7 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { access, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { spreadChildren } from '../os/dirs.js';
+import { removeInBackground, spreadChildren } from '../os/dirs.js';
 
 const hex = (digest: string) => digest.replace(/^sha256:/, '');
 
@@ -149,10 +149,13 @@ export class LayerStore {
     };
   }
 
-  /** Removes a layer's tree, once any filling of it has ended. */
+  /**
+   * Removes a layer's tree, once any filling of it has ended; the deletion
+   * goes on in the background, from tmp/, which the next start empties.
+   */
   async remove(dir: string): Promise<void> {
     await this.inflight.get(dir)?.catch(() => undefined);
-    await rm(path.join(this.root, dir), { recursive: true, force: true });
+    await removeInBackground(path.join(this.root, dir), this.tmpRoot, () => undefined);
   }
 
   /** Removes temp directories and layer directories the store does not know. */
