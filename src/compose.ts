@@ -19,7 +19,7 @@ import { ContainerRepository } from './engine/store/containers.js';
 import { openDb, type Db } from './engine/store/db.js';
 import { ImageRepository } from './engine/store/images.js';
 import { SystemService } from './engine/system.js';
-import { spreadChildren } from './engine/os/dirs.js';
+import { backgroundDeletions, spreadChildren } from './engine/os/dirs.js';
 import type { Logger } from './log.js';
 
 export interface Built {
@@ -126,6 +126,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     async close() {
       exits.close();
       await extractor.close();
+      await backgroundDeletions(); // a clean stop leaves nothing half deleted
       db.close();
     },
   };

@@ -6,6 +6,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { invalidParameter, messageOf } from '../../errors.js';
 import { chainIds, LayerStore } from '../layers/layers.js';
 import { BLOCK } from '../layers/unpack.js';
+import { Limiter } from '../limiter.js';
 import { sharedConcat } from '../layers/extractor.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { Descriptor, RegistryClient } from '../registry/client.js';
@@ -68,24 +69,8 @@ class Meter extends Transform {
   }
 }
 
-/** A tiny counting semaphore for max-concurrent-downloads. */
-class Limiter {
-  private active = 0;
-  private readonly queue: (() => void)[] = [];
-  constructor(private readonly max: number) {}
-  async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.active >= this.max) await new Promise<void>((r) => this.queue.push(r));
-    this.active++;
-    try {
-      return await fn();
-    } finally {
-      this.active--;
-      this.queue.shift()?.();
-    }
-  }
-}
-
 export class PullingImageService extends ImageService {
+  /** max-concurrent-downloads. */
   private readonly limiter: Limiter;
 
   constructor(private readonly pdeps: PullDeps) {

@@ -12,6 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import { rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { Limiter } from '../limiter.js';
 import { FS_TOPDIR_FL, native } from './native.js';
 
 /** Marks `dir` so that its subdirectories are spread out; false where the filesystem has no such flag. */
@@ -42,11 +43,21 @@ export async function removeInBackground(
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw e;
   }
-  void prepare(doomed)
-    .then(() => rm(doomed, { recursive: true, force: true }))
-    .catch(onError);
+  const job = deletions.run(() => prepare(doomed).then(() => rm(doomed, { recursive: true, force: true }))).catch(onError);
+  pending.add(job);
+  void job.finally(() => pending.delete(job));
   return true;
 }
+
+/** Resolves once every background deletion started so far has ended (for a clean stop). */
+export async function backgroundDeletions(): Promise<void> {
+  while (pending.size > 0) await Promise.all(pending);
+}
+
+const pending = new Set<Promise<unknown>>();
+
+/** Background deletions run a few at a time: a thousand removals must not start a thousand unmounts at once. */
+const deletions = new Limiter(4);
 
 /** The names removeInBackground gives what it is deleting. */
 export const TRASH_PREFIX = '.removing-';
