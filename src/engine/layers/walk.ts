@@ -36,13 +36,13 @@ export interface WalkEntry {
 const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
 // O_NONBLOCK: if the name was swapped for a fifo, opening must not hang us.
 const FILE_FLAGS = C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK | C.O_NOCTTY;
-/** Entries of a directory looked at (and small files read) at once: per-file latency overlaps. */
+/** Entries of a directory looked at together: their regular files in one native call, the others' lstats at once. */
 const BATCH = 32;
 
 export interface WalkOptions {
   /** Relative paths left out, with everything under them. */
   exclude?: ReadonlySet<string>;
-  /** Regular files up to this many bytes are read as they are found, several at a time. */
+  /** Regular files up to this many bytes are read as they are found (with their stats and xattrs). */
   readAhead?: number;
 }
 
