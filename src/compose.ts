@@ -12,6 +12,7 @@ import { PullingImageService } from './engine/images/pull.js';
 import type { Engine } from './engine/index.js';
 import { Extractor } from './engine/layers/extractor.js';
 import { LayerStore } from './engine/layers/layers.js';
+import { backgroundDeletions, spreadChildren } from './engine/os/dirs.js';
 import { RegistryClient } from './engine/registry/client.js';
 import { ExitWatcher } from './engine/runtime/exits.js';
 import { DEFAULT_LOG_SIZE_MAX, Runtime } from './engine/runtime/runtime.js';
@@ -19,7 +20,6 @@ import { ContainerRepository } from './engine/store/containers.js';
 import { openDb, type Db } from './engine/store/db.js';
 import { ImageRepository } from './engine/store/images.js';
 import { SystemService } from './engine/system.js';
-import { backgroundDeletions, spreadChildren } from './engine/os/dirs.js';
 import type { Logger } from './log.js';
 
 export interface Built {

@@ -545,18 +545,12 @@ export class ContainerService {
     for (const id of names) {
       if (!/^[0-9a-f]{64}$/.test(id) || this.deps.repo.find(id)) continue;
       const dir = path.join(this.deps.root, id);
-      await this.teardown(id, path.join(dir, 'rootfs'));
+      await this.deps.runtime.delete(id, true).catch(() => undefined);
+      await releaseRootfs(path.join(dir, 'rootfs')).catch(() => undefined);
       await this.deps.exits.clear(id).catch(() => undefined);
       await rm(dir, { recursive: true, force: true }).catch((err: unknown) => this.log.warn({ err, id }, 'removing a leftover container directory failed'));
       this.log.info({ id }, 'removed the leftovers of a container removed before a crash');
     }
-  }
-
-  /** What the sweep of orphans undoes before deleting a container's directory. */
-  private async teardown(id: string, rootfs: string): Promise<void> {
-    await this.settled(id);
-    await this.deps.runtime.delete(id, true).catch(() => undefined);
-    await releaseRootfs(rootfs).catch(() => undefined);
   }
 
   /** Resolves once the tear-down after the container's last exit is done. */

@@ -6,9 +6,8 @@
 // both forms (diff id and blob digest) and the layer's size are computed on
 // the way. The same bytes also fill the layer's tree on disk (on an extraction
 // thread, extractor.ts), the overlay lowerdir that containers of the new image
-// mount, through a buffer,
-// so that the commit goes at the pace of reading and storing, not at that of
-// creating thousands of files a second time. The image is recorded in one
+// mount, through a buffer, so that the commit goes at the pace of reading and
+// storing, not at that of creating thousands of files a second time. The image is recorded in one
 // store transaction as soon as the blob is stored, and the answer goes back;
 // the tree is installed when it is full, and whoever needs it first waits for
 // it (ImageService.readyLayerDirs), or makes it from the blob if it is not

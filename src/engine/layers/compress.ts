@@ -147,9 +147,9 @@ const STORED_MAX = 0xffff;
  * `block` as non-final deflate stored blocks, written here rather than by
  * zlib: no thread, and no copy of the data but for the pieces that straddle
  * two input chunks (the pieces are cut at fixed offsets, whatever the chunks,
- * so that the output never depends on how the input came). Every block before it ended byte-
- * aligned (a sync flush), so each header is the byte BFINAL=0 BTYPE=00 and
- * then LEN and its complement.
+ * so that the output never depends on how the input came). Every block before
+ * it ended byte-aligned (a sync flush), so each header is the byte BFINAL=0
+ * BTYPE=00 and then LEN and its complement.
  */
 function storedBlocks(block: Slices): Buffer[] {
   const out: Buffer[] = [];

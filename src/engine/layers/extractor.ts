@@ -44,8 +44,6 @@ export interface ExtractOptions {
   mediaType: string;
   /** Compute the diff id (sha256 of the uncompressed tar) on the way. */
   digest?: boolean;
-  /** Create device nodes and fifos (a trusted import). */
-  trusted?: boolean;
 }
 
 export interface Extraction {
@@ -73,7 +71,6 @@ export interface JobStart {
   dir: string;
   compression: Compression;
   digest: boolean;
-  trusted: boolean;
 }
 
 export interface ExtractorOptions {
@@ -104,7 +101,7 @@ export class Extractor {
     const thread = this.pick();
     const job = new Job(port1, () => thread.finished(job));
     thread.add(job);
-    const start: JobStart = { port: port2, dir, compression, digest: opts.digest === true, trusted: opts.trusted === true };
+    const start: JobStart = { port: port2, dir, compression, digest: opts.digest === true };
     thread.worker.postMessage(start, [port2]);
     return { input: job.input, done: job.done };
   }

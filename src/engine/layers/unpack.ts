@@ -17,7 +17,7 @@ import { applyLayer } from './apply.js';
 export const BLOCK = 1 << 20;
 
 /** Passes bytes through and knows their sha256 digest once they have all gone by. */
-export class Hasher extends Transform {
+class Hasher extends Transform {
   private readonly hash = createHash('sha256');
   digest = '';
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
@@ -38,7 +38,7 @@ export function sniffMediaType(head: Buffer): string {
 }
 
 /** A tar fault as dockerd words it. */
-export function tarError(e: unknown): never {
+function tarError(e: unknown): never {
   if (isEngineError(e)) throw e;
   throw systemError(`Error processing tar file(${messageOf(e)})`, e);
 }
@@ -59,7 +59,7 @@ export interface ExtractedLayer {
  * rejects once nothing writes into `dir` any more. This runs on an extraction
  * thread (extract-worker.ts); the daemon's loop goes through extractor.ts.
  */
-export async function extractLayer(input: Readable, dir: string, opts: { compression: Compression; digest: boolean; trusted: boolean }): Promise<ExtractedLayer> {
+export async function extractLayer(input: Readable, dir: string, opts: { compression: Compression; digest: boolean }): Promise<ExtractedLayer> {
   const stages: Array<Readable | Transform> = [input];
   // Output and input buffers of a block: one thread-pool trip per block, not per 16 KiB.
   // (zlib streams hand their options on to Transform, whose writableHighWaterMark the ZlibOptions type lacks.)
@@ -70,7 +70,7 @@ export async function extractLayer(input: Readable, dir: string, opts: { compres
   const tar = new PassThrough();
   const unpack = pipeline([...stages, tar]).catch(tarError);
   try {
-    const [, applied] = await Promise.all([unpack, applyLayer(tar, dir, { trusted: opts.trusted })]);
+    const [, applied] = await Promise.all([unpack, applyLayer(tar, dir)]);
     return { size: applied.size, ...(hasher ? { diffId: hasher.digest } : {}) };
   } catch (e) {
     for (const s of [...stages, tar]) s.destroy();

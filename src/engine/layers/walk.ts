@@ -130,13 +130,27 @@ class FileStat implements EntryStat {
     return new FileStat(a[f]!, a[f + 1]!, a[f + 2]!, a[f + 3]!, a[f + 4]!, a[f + 5]!, a[f + 6]!, a[f + 7]!, a[f + 8]! * 1_000_000_000n + a[f + 9]!);
   }
 
-  isFile = () => true;
-  isDirectory = () => false;
-  isSymbolicLink = () => false;
-  isSocket = () => false;
-  isCharacterDevice = () => false;
-  isBlockDevice = () => false;
-  isFIFO = () => false;
+  isFile(): boolean {
+    return true;
+  }
+  isDirectory(): boolean {
+    return false;
+  }
+  isSymbolicLink(): boolean {
+    return false;
+  }
+  isSocket(): boolean {
+    return false;
+  }
+  isCharacterDevice(): boolean {
+    return false;
+  }
+  isBlockDevice(): boolean {
+    return false;
+  }
+  isFIFO(): boolean {
+    return false;
+  }
 }
 
 /**
