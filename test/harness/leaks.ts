@@ -1,0 +1,140 @@
+// What a berthd holds on the machine, counted from outside: its descriptors,
+// the mounts under its roots, the conmon monitors of its containers, the temp
+// files of its stores, the blobs and layer trees no image records, runc's
+// state, and the size of its database. The fault tests take a snapshot before
+// a fault and after recovery and compare: nothing may be left behind.
+import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import type { Daemon } from './daemon.js';
+
+export interface Holdings {
+  /** berthd's open descriptors, as their targets (sockets and pipes by kind only). */
+  fds: string[];
+  /** Mount points under the data root or the exec root. */
+  mounts: string[];
+  /** conmon processes whose command line names this daemon's exec root. */
+  conmons: number[];
+  /** Entries in the stores' temp directories (ingests, staged layers, deletions under way). */
+  temps: string[];
+  /** Blob files no image row holds. */
+  orphanBlobs: string[];
+  /** Layer directories no layer row names. */
+  orphanLayers: string[];
+  /** runc state directories. */
+  runcStates: string[];
+  /** Container directories under the data root. */
+  containerDirs: string[];
+  /** Size of berth.db plus its WAL, in bytes. */
+  dbBytes: number;
+}
+
+const list = (dir: string): string[] => (existsSync(dir) ? readdirSync(dir) : []);
+
+/** The kind of a descriptor's target, with unstable inode numbers left out. */
+function fdTarget(pid: number, fd: string): string | null {
+  try {
+    const t = readlinkSync(`/proc/${pid}/fd/${fd}`);
+    return /^(socket|pipe|anon_inode):/.test(t) ? t.replace(/\[\d+\]$/, '') : t;
+  } catch {
+    return null; // closed while we looked
+  }
+}
+
+/** Every process whose command line starts with conmon and mentions `needle`. */
+export function conmonsFor(needle: string): number[] {
+  const out: number[] = [];
+  for (const name of list('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+      if (path.basename(argv[0] ?? '') === 'conmon' && argv.some((a) => a.includes(needle))) out.push(Number(name));
+    } catch {
+      // gone
+    }
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/** Mount points (from our own mountinfo: berthd shares the host's mount namespace) under the given roots. */
+export function mountsUnder(...roots: string[]): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4] ?? '')
+    .filter((m) => roots.some((r) => m === r || m.startsWith(`${r}/`)))
+    .sort();
+}
+
+/** What berthd records, read from its database (read-only; berthd may be running). */
+function recorded(dataRoot: string): { blobs: Set<string>; layerDirs: Set<string> } {
+  const file = path.join(dataRoot, 'berth.db');
+  if (!existsSync(file)) return { blobs: new Set(), layerDirs: new Set() };
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    const blobs = new Set((db.prepare('SELECT DISTINCT digest FROM image_blobs').all() as { digest: string }[]).map((r) => r.digest));
+    const layerDirs = new Set((db.prepare('SELECT dir FROM layers').all() as { dir: string }[]).map((r) => r.dir));
+    return { blobs, layerDirs };
+  } finally {
+    db.close();
+  }
+}
+
+export function holdings(d: Daemon): Holdings {
+  const pid = d.proc.exitCode === null && d.proc.signalCode === null ? d.proc.pid : undefined;
+  const fds = pid ? list(`/proc/${pid}/fd`).map((fd) => fdTarget(pid, fd)).filter((t): t is string => t !== null).sort() : [];
+  const { blobs, layerDirs } = recorded(d.dataRoot);
+  const blobDir = path.join(d.dataRoot, 'content/blobs/sha256');
+  const size = (f: string) => (existsSync(f) ? statSync(f).size : 0);
+  return {
+    fds,
+    mounts: mountsUnder(d.dataRoot, d.execRoot),
+    conmons: conmonsFor(d.execRoot),
+    temps: [
+      ...list(path.join(d.dataRoot, 'content/ingest')).map((n) => `content/ingest/${n}`),
+      ...list(path.join(d.dataRoot, 'layers/tmp')).map((n) => `layers/tmp/${n}`),
+    ].sort(),
+    orphanBlobs: list(blobDir).filter((h) => !blobs.has(`sha256:${h}`)).sort(),
+    orphanLayers: list(path.join(d.dataRoot, 'layers')).filter((n) => n !== 'tmp' && n !== 'l' && !layerDirs.has(n)).sort(),
+    runcStates: list(path.join(d.execRoot, 'runc')).sort(),
+    containerDirs: list(path.join(d.dataRoot, 'containers')).filter((n) => /^[0-9a-f]{64}$/.test(n)).sort(),
+    dbBytes: size(path.join(d.dataRoot, 'berth.db')) + size(path.join(d.dataRoot, 'berth.db-wal')),
+  };
+}
+
+/**
+ * The differences between two snapshots that mean something leaked: more
+ * descriptors, mounts, monitors, temp files, orphans, runc states or container
+ * directories than before. An empty list means nothing did.
+ */
+export function leaked(before: Holdings, after: Holdings): string[] {
+  const out: string[] = [];
+  const extra = (a: readonly (string | number)[], b: readonly (string | number)[]) => {
+    const left = [...a];
+    return b.filter((x) => {
+      const i = left.indexOf(x);
+      if (i === -1) return true;
+      left.splice(i, 1);
+      return false;
+    });
+  };
+  for (const key of ['fds', 'mounts', 'conmons', 'temps', 'orphanBlobs', 'orphanLayers', 'runcStates', 'containerDirs'] as const) {
+    const more = extra(before[key], after[key]);
+    if (more.length) out.push(`${key}: ${more.slice(0, 10).join(', ')}${more.length > 10 ? ` (+${more.length - 10})` : ''}`);
+  }
+  return out;
+}
+
+/**
+ * Waits until nothing in `before`'s terms has leaked (background deletions and
+ * exits settle a moment after the answers), failing with what is still held.
+ */
+export async function expectNoLeaks(d: Daemon, before: Holdings, timeoutMs = 10_000): Promise<Holdings> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const now = holdings(d);
+    const left = leaked(before, now);
+    if (left.length === 0) return now;
+    if (Date.now() > deadline) throw new Error(`berthd still holds what it held not before:\n  ${left.join('\n  ')}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
