@@ -195,9 +195,18 @@ function refuseConflicts(flags: Record<string, unknown>, file: DaemonJson): void
 export type Listen = { kind: 'unix'; path: string } | { kind: 'tcp'; host: string; port: number };
 
 /** Parses one -H value: unix:///path, /path, tcp://host:port. */
+/** The longest path a unix socket can be bound at (sun_path holds 108 bytes with the NUL). */
+const MAX_SOCKET_PATH = 107;
+
 export function parseHost(h: string): Listen {
-  if (h.startsWith('unix://')) return { kind: 'unix', path: h.slice('unix://'.length) || '/run/berth/berth.sock' };
-  if (h.startsWith('/')) return { kind: 'unix', path: h };
+  const unix = h.startsWith('unix://') ? h.slice('unix://'.length) || '/run/berth/berth.sock' : h.startsWith('/') ? h : null;
+  if (unix !== null) {
+    const bytes = Buffer.byteLength(unix);
+    if (bytes > MAX_SOCKET_PATH) {
+      throw new ConfigError(`unix socket path ${unix} is ${bytes} bytes long; the limit is ${MAX_SOCKET_PATH}: choose a shorter -H`);
+    }
+    return { kind: 'unix', path: unix };
+  }
   const m = /^tcp:\/\/(\[[^\]]+\]|[^:]*)(?::(\d+))?$/.exec(h);
   if (m) return { kind: 'tcp', host: (m[1] || '127.0.0.1').replace(/^\[|\]$/g, ''), port: Number(m[2] ?? 2375) };
   throw new ConfigError(`invalid daemon host: ${h} (use unix:///path or tcp://host:port)`);

@@ -83,6 +83,8 @@ export interface DaemonOptions {
   env?: Record<string, string>;
   /** Reuse a directory (data root under it) instead of a fresh temp dir. */
   dir?: string;
+  /** The exec root, instead of <dir>/exec. */
+  execRoot?: string;
 }
 
 const live = new Set<ChildProcess>();
@@ -110,7 +112,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
   const dir = opts.dir ?? mkdtempSync(path.join(os.tmpdir(), 'berth-'));
   const socket = path.join(dir, 'berth.sock');
   const dataRoot = path.join(dir, 'data');
-  const execRoot = path.join(dir, 'exec');
+  const execRoot = opts.execRoot ?? path.join(dir, 'exec');
   let stderr = '';
   const d: Daemon = {
     socket,

@@ -2,7 +2,7 @@
 // berthd that has pulled it. Each test file gets its own.
 import { afterAll, beforeAll } from 'vitest';
 import { busyboxImage, pushImage } from './images.js';
-import { startDaemon, type Daemon } from './daemon.js';
+import { startDaemon, type Daemon, type DaemonOptions } from './daemon.js';
 import { startRegistry, type Registry } from './registry.js';
 
 export interface Env {
@@ -30,12 +30,12 @@ export function splitTag(ref: string): [string, string] {
   return [m[1]!, m[2] ?? 'latest'];
 }
 
-export async function startEnv(): Promise<Env> {
+export async function startEnv(daemonOptions: DaemonOptions = {}): Promise<Env> {
   const registry = await startRegistry();
   let daemon: Daemon | undefined;
   try {
     await pushImage(registry, 'busybox', 'latest', await busyboxImage());
-    daemon = await startDaemon();
+    daemon = await startDaemon(daemonOptions);
     const busybox = `${registry.host}/busybox:latest`;
     await pull(daemon, busybox);
     const d = daemon;
@@ -68,10 +68,10 @@ export async function removeAllContainers(d: Daemon): Promise<void> {
  * One environment for a test file: started before its tests, stopped after.
  * Read `.env` inside tests (it is set once beforeAll has run).
  */
-export function useEnv(): { readonly env: Env; readonly daemon: Daemon } {
+export function useEnv(daemonOptions: DaemonOptions = {}): { readonly env: Env; readonly daemon: Daemon } {
   let env: Env | undefined;
   beforeAll(async () => {
-    env = await startEnv();
+    env = await startEnv(daemonOptions);
   });
   afterAll(async () => {
     await env?.stop();

@@ -108,7 +108,10 @@ class Hub {
     try {
       socket = new SeqpacketSocket(path, { maxPacket: ATTACH_MAX_PACKET, highWaterMark: CLIENT_HIGH_WATER });
     } catch (e) {
-      this.log.debug({ path, err: messageOf(e) }, 'attach socket unavailable');
+      // Gone only if the process has ended; anything else loses output, which must not pass quietly.
+      const code = (e as NodeJS.ErrnoException).code;
+      const ended = code === 'ENOENT' || code === 'ECONNREFUSED';
+      this.log[ended ? 'debug' : 'error']({ path, err: messageOf(e) }, 'attach socket unavailable');
       this.finish();
       return;
     }

@@ -4,6 +4,14 @@
 // sent in packets of at most `maxPacket` bytes; end() shuts the write side
 // down (the peer reads end-of-file) while reading goes on. Backed by
 // src/native: a uv_poll_t on Node's loop, no polling.
+//
+// A unix socket's path is limited to 108 bytes (sun_path), and conmon's
+// sockets sit deep under the exec root (<exec-root>/conmon/<64-hex id>/attach).
+// So the connect never names the socket by its full path: the directory is
+// opened and the socket reached as /proc/self/fd/<n>/<name>, which is short
+// whatever the exec root (conmon binds its sockets the same way).
+import { closeSync, constants, openSync } from 'node:fs';
+import path from 'node:path';
 import { Duplex } from 'node:stream';
 import { native, type SeqpacketHandle } from './native.js';
 
@@ -19,16 +27,26 @@ export interface SeqpacketOptions {
   highWaterMark?: number;
 }
 
+/** Connects to the socket at `socketPath` through a descriptor of its directory (see above). */
+function connectShort(socketPath: string, onEvent: (type: number, value: Buffer | string | undefined) => void): SeqpacketHandle {
+  const dir = openSync(path.dirname(socketPath), constants.O_RDONLY | constants.O_DIRECTORY); // libuv opens with O_CLOEXEC
+  try {
+    return native.seqpacketConnect(`/proc/self/fd/${dir}/${path.basename(socketPath)}`, onEvent);
+  } finally {
+    closeSync(dir);
+  }
+}
+
 export class SeqpacketSocket extends Duplex {
   private readonly handle: SeqpacketHandle;
   private readonly maxPacket: number;
   private onWritable: (() => void) | undefined;
 
   /** Connects at once (a unix connect never waits); throws with an errno `code` (ENOENT, ECONNREFUSED…). */
-  constructor(path: string, o: SeqpacketOptions = {}) {
+  constructor(socketPath: string, o: SeqpacketOptions = {}) {
     super({ readableObjectMode: true, readableHighWaterMark: o.highWaterMark ?? 64, allowHalfOpen: true });
     this.maxPacket = o.maxPacket ?? 32 * 1024;
-    this.handle = native.seqpacketConnect(path, (type, value) => this.onEvent(type, value));
+    this.handle = connectShort(socketPath, (type, value) => this.onEvent(type, value));
   }
 
   private onEvent(type: number, value: Buffer | string | undefined): void {
