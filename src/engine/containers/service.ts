@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { conflict, invalidParameter, messageOf, noSuchContainer, notFound, notModified, systemError } from '../../errors.js';
+import { conflict, invalidParameter, isEngineError, messageOf, noSuchContainer, notFound, notModified, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
@@ -58,6 +58,8 @@ export interface ContainerDeps {
 const RUNNING: ContainerStatus[] = ['running', 'paused', 'restarting'];
 const isRunning = (r: ContainerRow) => r.status === 'running' || r.status === 'paused';
 const SIGNALS = os.constants.signals as Record<string, number>;
+/** How often a wait for a signalled container's exit looks whether its monitor is still there. */
+const LOST_EXIT_CHECK_MS = 2000;
 
 /** `9`, `KILL`, `SIGKILL` → `SIGKILL`; unknown names are refused as dockerd refuses them. */
 export function normalizeSignal(sig: string): string {
@@ -634,7 +636,7 @@ export class ContainerService {
       const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeout * 1000).unref());
       if ((await Promise.race([exited, timer])) === 'timeout') await this.signal(id, 'SIGKILL');
     }
-    await exited;
+    await this.exitOf(id, exited);
     this.event(c.row, 'stop');
   }
 
@@ -647,19 +649,44 @@ export class ContainerService {
     this.event(c.row, 'kill', { signal: String(SIGNALS[sig] ?? sig) });
   }
 
+  /**
+   * Signals a container's process. One that has exited since the caller
+   * looked (its exit not yet recorded) needs no signal: its exit is on the way,
+   * and whoever waits for it is told then. So the outcome of stop, kill and a
+   * forced remove never depends on which of the two came first.
+   */
   private async signal(id: string, sig: string): Promise<void> {
-    try {
-      await this.deps.runtime.kill(id, sig, { all: false });
-    } catch (e) {
-      // The process may have exited between our check and the signal.
+    await this.deps.runtime.kill(id, sig, { all: false });
+  }
+
+  /**
+   * Waits for a signalled container's exit. conmon reports every exit, unless
+   * it died itself (killed by hand, or by the OOM killer): then no report would
+   * ever come, so now and then the monitor is looked for, and an exit it can
+   * no longer report is recorded here.
+   */
+  private async exitOf(id: string, exited: Promise<unknown>): Promise<void> {
+    let done = false;
+    void exited.then(() => (done = true));
+    for (;;) {
+      await Promise.race([exited, new Promise((r) => setTimeout(r, LOST_EXIT_CHECK_MS).unref())]);
+      if (done) return;
       const row = this.deps.repo.find(id);
-      if (row && isRunning(row)) throw e;
+      if (!row || !RUNNING.includes(row.status)) return;
+      if ((await this.deps.runtime.conmonPid(this.hydrate(row).bundleDir)) !== null) continue;
+      const code = await this.deps.exits.readExit(id);
+      await this.onExit(id, code ?? 255, code === null ? 'container monitor (conmon) exited without reporting an exit' : '');
     }
   }
 
   async restart(ref: string, timeoutSec?: number): Promise<void> {
     const row = this.find(ref);
-    if (isRunning(row)) await this.stop(row.id, timeoutSec !== undefined ? { timeoutSec } : {});
+    if (isRunning(row)) {
+      // An exit that lands first leaves nothing to stop: go on to the start.
+      await this.stop(row.id, timeoutSec !== undefined ? { timeoutSec } : {}).catch((e: unknown) => {
+        if (!isEngineError(e, 'not-modified')) throw e;
+      });
+    }
     await this.guardStart(row.id, () => this.startRow(row.id, { stoppedByUser: false }));
     this.event(row, 'restart');
   }
@@ -669,7 +696,8 @@ export class ContainerService {
     if (row.status === 'paused') throw conflict(`Container ${row.id} is already paused`);
     if (row.status !== 'running') throw conflict(`Container ${row.id} is not running`);
     await this.deps.runtime.pause(row.id);
-    this.deps.repo.update(row.id, { status: 'paused' });
+    // An exit recorded meanwhile stands: a frozen cgroup with no process is not a paused container.
+    if (!this.deps.repo.updateIf(row.id, 'running', { status: 'paused' })) throw conflict(`Container ${row.id} is not running`);
     this.event(row, 'pause');
   }
 
@@ -677,7 +705,7 @@ export class ContainerService {
     const row = this.find(ref);
     if (row.status !== 'paused') throw conflict(`Container ${row.id} is not paused`);
     await this.deps.runtime.resume(row.id);
-    this.deps.repo.update(row.id, { status: 'running' });
+    if (!this.deps.repo.updateIf(row.id, 'paused', { status: 'running' })) throw conflict(`Container ${row.id} is not paused`);
     this.event(row, 'unpause');
   }
 
@@ -712,7 +740,7 @@ export class ContainerService {
         const exited = this.wait(id, 'not-running');
         if (c.row.status === 'paused') await this.deps.runtime.resume(id).catch(() => undefined);
         await this.signal(id, 'SIGKILL');
-        await exited;
+        await this.exitOf(id, exited);
       }
     }
     // A bundle still being prepared after create must finish before it is torn down.

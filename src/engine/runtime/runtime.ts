@@ -7,7 +7,7 @@ import { lstat, mkdir, open, readFile, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
-import { conflict, EngineError, invalidParameter, noSuchContainer, systemError } from '../../errors.js';
+import { conflict, EngineError, invalidParameter, isEngineError, noSuchContainer, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { BUNDLE_FILES, conmonArgs, readSyncMessage, type ConmonOptions, type SyncMessage } from './conmon.js';
 import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
@@ -74,6 +74,13 @@ async function processAlive(pid: number, start?: number): Promise<boolean> {
 interface ResizeQueue {
   latest: { height: number; width: number };
   waiting: { resolve: () => void; reject: (e: unknown) => void }[];
+}
+
+/** runc found the container's process gone. */
+class NotRunning extends EngineError {
+  constructor(id: string) {
+    super('conflict', `Container ${id} is not running`);
+  }
 }
 
 /** A failed `runc <command>`, with runc's own message. */
@@ -258,10 +265,21 @@ export class Runtime {
   }
 
   /** Sends a signal (name with or without SIG, or number) to the init process, or to every process with all. */
-  async kill(id: string, signal: string | number = 'SIGTERM', opts: { all?: boolean } = {}): Promise<void> {
+  /**
+   * Signals the container's init (or every process, with `all`). Resolves
+   * false when there is no process left to signal: it has exited (its exit is
+   * on its way through conmon) or the container is gone.
+   */
+  async kill(id: string, signal: string | number = 'SIGTERM', opts: { all?: boolean } = {}): Promise<boolean> {
     const sig = String(signal);
     if (!VALID_SIGNAL.test(sig)) throw invalidParameter(`Invalid signal: ${sig}`);
-    await this.runcFor(id, ['kill', ...(opts.all ? ['--all'] : []), id, sig]);
+    try {
+      await this.runcFor(id, ['kill', ...(opts.all ? ['--all'] : []), id, sig]);
+      return true;
+    } catch (e) {
+      if (isEngineError(e, 'not-found') || e instanceof NotRunning) return false;
+      throw e;
+    }
   }
 
   /** Removes the runtime's record (and cgroups) of a container; one that does not exist is fine. */
@@ -441,9 +459,7 @@ export class Runtime {
     if (!(e instanceof RuncError)) return systemError(`runtime: ${(e as Error).message}`, e);
     if (isMissing(e)) return noSuchContainer(id);
     const msg = e.runcMessage.toLowerCase();
-    if (msg.includes('not running') || msg.includes('process already finished')) {
-      return conflict(`Container ${id} is not running`);
-    }
+    if (msg.includes('not running') || msg.includes('process already finished')) return new NotRunning(id);
     if (msg.includes('unknown signal') || msg.includes('invalid signal')) return invalidParameter(e.runcMessage);
     if (msg.includes('cannot start') || msg.includes('not paused') || msg.includes('already paused')) {
       return conflict(e.runcMessage);

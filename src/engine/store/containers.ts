@@ -80,15 +80,25 @@ export class ContainerRepository {
   }
 
   update(id: string, patch: StatePatch): void {
+    this.patch(id, patch, null);
+  }
+
+  /** Applies the patch only while the container is in `status`; false when it was not. */
+  updateIf(id: string, status: ContainerStatus, patch: StatePatch): boolean {
+    return this.patch(id, patch, status);
+  }
+
+  private patch(id: string, patch: StatePatch, expected: ContainerStatus | null): boolean {
     const keys = Object.keys(patch).sort();
-    if (keys.length === 0) return;
-    const sig = keys.join(',');
+    if (keys.length === 0) return true;
+    const sig = `${keys.join(',')}${expected === null ? '' : '?'}`;
     let stmt = this.patchers.get(sig);
     if (!stmt) {
-      stmt = this.db.prepare(`UPDATE containers SET ${keys.map((k) => `${k} = @${k}`).join(', ')} WHERE id = @id`);
+      const where = expected === null ? 'id = @id' : 'id = @id AND status = @expected';
+      stmt = this.db.prepare(`UPDATE containers SET ${keys.map((k) => `${k} = @${k}`).join(', ')} WHERE ${where}`);
       this.patchers.set(sig, stmt);
     }
-    stmt.run({ ...patch, id });
+    return stmt.run(expected === null ? { ...patch, id } : { ...patch, id, expected }).changes > 0;
   }
 
   rename(id: string, name: string): void {
