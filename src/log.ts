@@ -19,11 +19,24 @@ export const REDACT = [
   '*.registrytoken',
 ];
 
+/** The root logger's own stderr writer, when it has one (not a transport or a caller's stream). */
+let stderrDestination: ReturnType<typeof pino.destination> | undefined;
+
 export function createLogger(level: LevelWithSilent, destination?: pino.DestinationStream): Logger {
   const options: pino.LoggerOptions = { level, redact: { paths: REDACT, censor: '[redacted]' }, base: { pid: process.pid } };
   if (destination) return pino(options, destination);
   if (process.stderr.isTTY) {
     return pino({ ...options, transport: { target: 'pino-pretty', options: { destination: 2 } } });
   }
-  return pino(options, pino.destination({ dest: 2, sync: false }));
+  stderrDestination = pino.destination({ dest: 2, sync: false });
+  return pino(options, stderrDestination);
+}
+
+/** Writes out what the logger still buffers, before a process exit that cannot wait. */
+export function flushLogsSync(): void {
+  try {
+    stderrDestination?.flushSync();
+  } catch {
+    // stderr gone: nothing more can be said
+  }
 }

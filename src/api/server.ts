@@ -19,6 +19,19 @@ declare module 'fastify' {
     /** The API version the client asked for, or the maximum when unversioned. */
     apiVersion: string;
   }
+  interface FastifyInstance {
+    /** The requests being served now (streams and hijacked connections included), oldest first. */
+    activity(): Activity[];
+  }
+}
+
+/** A request in flight, as a fatal fault's log names it. */
+export interface Activity {
+  reqId: string;
+  method: string;
+  url: string;
+  /** How long it has been running. */
+  ms: number;
 }
 
 const REQUESTED_VERSION = Symbol('berth.requestedVersion');
@@ -54,7 +67,15 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   app.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
 
   app.decorateRequest('apiVersion', MAX_API_VERSION);
+  // What is in flight, for the log of a fault that stops the daemon (main.ts). A response's
+  // 'close' comes when it has been sent or its connection has gone, hijacked ones included.
+  const inflight = new Map<FastifyRequest, number>();
+  app.decorate('activity', () =>
+    [...inflight].map(([req, since]) => ({ reqId: String(req.id), method: req.method, url: req.url, ms: Date.now() - since })),
+  );
   app.addHook('onRequest', async (req, reply) => {
+    inflight.set(req, Date.now());
+    reply.raw.once('close', () => inflight.delete(req));
     reply.headers(COMMON_HEADERS);
     const v = (req.raw as VersionedMessage)[REQUESTED_VERSION];
     if (v) {
