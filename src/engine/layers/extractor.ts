@@ -246,6 +246,9 @@ class Job {
         cb(err);
       },
     });
+    // The input's failure is the job's: `done` reports it. Whoever destroys the input with an
+    // error (a failed download, a thread that died) must not find an 'error' event nobody hears.
+    this.input.on('error', () => undefined);
     port.on('message', (m: FromThread) => this.receive(m));
   }
 
