@@ -111,6 +111,9 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
     await built?.close();
     throw new StartError(`cannot listen: ${(e as Error).message}`);
   }
+  // Listening servers can still fail to accept (EMFILE when descriptors run out): that refuses
+  // one connection, it does not end the daemon.
+  for (const s of [app.server, ...extra]) s.on('error', (err) => logger.error({ err }, 'accepting a connection failed'));
   if (config.pidfile) writeFileSync(config.pidfile, `${process.pid}\n`);
   logger.info({ hosts: config.hosts, dataRoot: config.dataRoot }, 'berthd is serving');
 

@@ -57,7 +57,15 @@ export function spawnDetached(file: string, args: string[], o: { cwd: string; en
   } finally {
     for (const fd of theirs) closeSync(fd);
   }
-  const pipes = new Map(ours.map(([p, fd]) => [p.fd, new net.Socket({ fd, readable: p.direction === 'from-child', writable: p.direction === 'to-child' })]));
+  const pipes = new Map(
+    ours.map(([p, fd]) => {
+      const sock = new net.Socket({ fd, readable: p.direction === 'from-child', writable: p.direction === 'to-child' });
+      // A child that dies closes its ends: readers see the end, writers' callbacks the EPIPE.
+      // The event itself must never go unheard (it would throw in berthd).
+      sock.on('error', () => undefined);
+      return [p.fd, sock] as const;
+    }),
+  );
   const spawned: Spawned = { pid, pipes, exited, exit: null };
   return spawned;
 }
