@@ -36,7 +36,6 @@ describe('the Go SDK', () => {
   it('ContainerCreate → ContainerStart → ContainerList → ContainerLogs → ContainerStop', async () => {
     const out = await run('background', ctx.env.busybox, 'go-bg');
     expect(out.listed).toEqual({ names: ['/go-bg'], image: ctx.env.busybox, state: 'running', status: expect.stringMatching(/^Up /) });
-    expect(out.stopSeconds).toBeLessThan(4); // the TERM trap ended it, not the KILL
     expect(out.stdout).toBe('started\nbye\n');
     expect(out.runningAfterStop).toBe(0);
     expect(out.listedAfterStop).toEqual({ state: 'exited', status: expect.stringMatching(/^Exited \(0\) /) });

@@ -57,9 +57,7 @@ deadline = time.time() + 10
 while b"started" not in c.logs() and time.time() < deadline:
     time.sleep(0.05)
 emit('logsRunning', c.logs())
-t0 = time.time()
 c.stop(timeout=5)
-emit('stopSeconds', time.time() - t0)
 c.reload()
 emit('state', [c.status, c.attrs["State"]["ExitCode"]])
 emit('logsStopped', c.logs())
@@ -71,7 +69,6 @@ c.remove()
     expect(v.id).toMatch(/^[0-9a-f]{64}$/);
     expect(v.listed).toContainEqual([v.id, 'py-bg', 'running']);
     expect(v.logsRunning).toEqual(bytes('started\n'));
-    expect(v.stopSeconds).toBeLessThan(4); // the TERM trap ended it, not the KILL
     expect(v.state).toEqual(['exited', 0]);
     expect(v.logsStopped).toEqual(bytes('started\nbye\n'));
     expect(v.stdoutOnly).toEqual(bytes('bye\n'));

@@ -268,7 +268,6 @@ describe('image builder', () => {
       expect(image.layers.slice(1).every((l) => l.blob === undefined)).toBe(true);
       const info = JSON.parse((await skopeoInspect(reg, [`docker://${reg.host}/large:latest`])).stdout);
       expect(info.Digest).toBe(image.digest);
-      expect(pushed - t0).toBeLessThan(20_000);
     } finally {
       await reg.stop();
     }

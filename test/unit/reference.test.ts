@@ -86,7 +86,8 @@ describe('parseReference: dockerd error texts', () => {
     const inputs = ['a-'.repeat(250) + '!', 'a.'.repeat(250) + '/', 'a'.repeat(500) + ':', `${'a1-'.repeat(80)}a/${'b_'.repeat(80)}@`];
     const start = performance.now();
     for (const s of inputs) expect(() => parseReference(s)).toThrow();
-    expect(performance.now() - start).toBeLessThan(200);
+    // Backtracking on these would take minutes; a loaded machine takes milliseconds.
+    expect(performance.now() - start).toBeLessThan(2000);
   });
 });
 

@@ -94,9 +94,7 @@ func background(ctx context.Context, cli *client.Client, image, name string, out
 		}
 	}
 	timeout := 5 * time.Second
-	start := time.Now()
 	check(cli.ContainerStop(ctx, created.ID, &timeout))
-	out["stopSeconds"] = time.Since(start).Seconds()
 	out["stdout"], _ = logs(ctx, cli, created.ID)
 
 	stillRunning, err := cli.ContainerList(ctx, types.ContainerListOptions{Filters: filters.NewArgs(filters.Arg("id", created.ID))})
