@@ -4,6 +4,7 @@
 // errno name in `code` (like Node's own fs errors) so callers can branch on it.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <linux/sockios.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <signal.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -529,6 +531,37 @@ static napi_value js_is_mount_root(napi_env env, napi_callback_info info) {
 }
 
 // ------------------------------------------------------------ processes
+// x32Abi() -> whether this kernel runs x32 system calls (CONFIG_X86_X32_ABI,
+// not disabled at boot); false off x86-64. The call is made by a child that
+// shares our memory and blocks us until it exits (what posix_spawn does), so
+// that a seccomp filter around berthd that kills x32 calls kills only it.
+#if defined(__x86_64__)
+static int x32_getpid(void *arg) {
+  (void)arg;
+  return syscall(0x40000000L | SYS_getpid) > 0 ? 0 : 1;
+}
+#endif
+
+static napi_value js_x32_abi(napi_env env, napi_callback_info info) {
+  (void)info;
+  bool runs = false;
+#if defined(__x86_64__)
+  size_t size = 64 * 1024;
+  char *stack = malloc(size);
+  if (!stack) return throw_errno(env, "malloc", NULL, ENOMEM);
+  pid_t pid = clone(x32_getpid, stack + size, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+  int status = 0;
+  if (pid > 0) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    runs = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  free(stack);
+#endif
+  napi_value out;
+  napi_get_boolean(env, runs, &out);
+  return out;
+}
+
 // pipe() -> [readFd, writeFd], both close-on-exec.
 static napi_value js_pipe(napi_env env, napi_callback_info info) {
   (void)info;
@@ -946,6 +979,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"addInodeFlags", NULL, js_add_inode_flags, NULL, NULL, NULL, napi_default, NULL},
     {"pipe", NULL, js_pipe, NULL, NULL, NULL, napi_default, NULL},
     {"isMountRoot", NULL, js_is_mount_root, NULL, NULL, NULL, napi_default, NULL},
+    {"x32Abi", NULL, js_x32_abi, NULL, NULL, NULL, napi_default, NULL},
     {"sha256New", NULL, js_sha256_new, NULL, NULL, NULL, napi_default, NULL},
     {"sha256Update", NULL, js_sha256_update, NULL, NULL, NULL, napi_default, NULL},
     {"sha256Digest", NULL, js_sha256_digest, NULL, NULL, NULL, napi_default, NULL},

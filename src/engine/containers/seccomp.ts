@@ -1,15 +1,13 @@
 // Seccomp: which system calls a container's processes may make.
 //
-// berth's built-in profile is a short deny-list, not dockerd's ~350-name
-// allow-list: it closes the kernel surfaces that a container gains nothing
-// from and that have a record of escapes and privilege escalations (new user
-// and other namespaces, mounts, keyrings, bpf, io_uring, userfaultfd, module
-// loading, kexec, the clock, ...), each reopened when the container holds the
-// capability that makes it legitimate, as dockerd's profile does. runc
-// compiles a filter of ~60 names in ~2 ms against ~15 ms for an allow-list of
-// 300 (that cost is on every `docker run`), and every system call the
-// container makes runs through a shorter filter. The trade-off: a system call
-// that a future kernel adds is allowed until this list names it.
+// berth's built-in profile is an allow-list with dockerd's semantics (moby's
+// profiles/seccomp): it fails closed. A system call it does not name is
+// refused with EPERM; one numbered above every name the filter knows (a
+// system call newer than runc's libseccomp, such as one a future kernel adds)
+// gets ENOSYS from the stub runc puts in front of the filter, so that libc
+// falls back to an older call. Groups of calls are allowed only to a container
+// holding the capability that makes them legitimate, and `clone`,
+// `personality` and `socket` are allowed only with harmless arguments.
 //
 // A custom profile (`--security-opt seccomp=<file>`: the CLI sends the file's
 // JSON) is dockerd's format, turned into the OCI form here: `includes` and
@@ -17,6 +15,7 @@
 // and `--privileged` run without a filter.
 import { arch } from 'node:process';
 import { invalidParameter } from '../../errors.js';
+import { native } from '../os/native.js';
 
 /** The OCI runtime spec's `linux.seccomp`. */
 export interface OciSeccomp {
@@ -64,38 +63,122 @@ interface ProfileRule {
 
 const EPERM = 1;
 const ENOSYS = 38;
-const deny = 'SCMP_ACT_ERRNO';
+const ALLOW = 'SCMP_ACT_ALLOW';
 
-/** The namespace flags of clone(2) (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET). */
-const CLONE_NAMESPACE_FLAGS = [0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000];
-const AF_VSOCK = 40;
+/** Whitespace-separated names, as the lists below are written. */
+const words = (s: string): string[] => s.trim().split(/\s+/);
 
-/** Denied unless the container holds the capability (the kernel checks most of these again). */
+/**
+ * Allowed to every container: dockerd's list. Names this machine's libseccomp
+ * does not know are skipped by runc (the calls are refused).
+ */
+const ALLOWED = words(`
+  access chdir chmod chown chown32 close close_range copy_file_range creat dup dup2 dup3
+  faccessat faccessat2 fadvise64 fadvise64_64 fallocate fchdir fchmod fchmodat fchmodat2 fchown
+  fchown32 fchownat fcntl fcntl64 fdatasync flock fstat fstat64 fstatat64 fstatfs fstatfs64 fsync
+  ftruncate ftruncate64 futimesat getcwd getdents getdents64 lchown lchown32 link linkat _llseek
+  lseek lstat lstat64 mkdir mkdirat mknod mknodat name_to_handle_at newfstatat open openat openat2
+  pread64 preadv preadv2 pwrite64 pwritev pwritev2 read readahead readlink readlinkat readv rename
+  renameat renameat2 rmdir sendfile sendfile64 splice stat stat64 statfs statfs64 statx symlink
+  symlinkat sync sync_file_range syncfs tee truncate truncate64 umask unlink unlinkat utime
+  utimensat utimensat_time64 utimes vmsplice write writev listmount statmount
+
+  fgetxattr flistxattr fremovexattr fsetxattr getxattr getxattrat lgetxattr listxattr listxattrat
+  llistxattr lremovexattr lsetxattr removexattr removexattrat setxattr setxattrat
+
+  epoll_create epoll_create1 epoll_ctl epoll_ctl_old epoll_pwait epoll_pwait2 epoll_wait
+  epoll_wait_old eventfd eventfd2 fanotify_mark inotify_add_watch inotify_init inotify_init1
+  inotify_rm_watch poll ppoll ppoll_time64 pselect6 pselect6_time64 select _newselect signalfd
+  signalfd4 timerfd_create timerfd_gettime timerfd_gettime64 timerfd_settime timerfd_settime64
+  io_cancel io_destroy io_getevents io_pgetevents io_pgetevents_time64 io_setup io_submit
+
+  execve execveat exit exit_group fork vfork wait4 waitid waitpid kill tgkill tkill pidfd_open
+  pidfd_send_signal process_mrelease restart_syscall set_tid_address get_robust_list
+  set_robust_list rseq get_thread_area set_thread_area prctl seccomp capget capset uname sysinfo
+  times getrusage getrlimit setrlimit ugetrlimit prlimit64 getpriority setpriority ioprio_get
+  ioprio_set getcpu getpid getppid gettid getpgid getpgrp setpgid getsid setsid
+  landlock_add_rule landlock_create_ruleset landlock_restrict_self
+
+  getegid getegid32 geteuid geteuid32 getgid getgid32 getgroups getgroups32 getresgid getresgid32
+  getresuid getresuid32 getuid getuid32 setfsgid setfsgid32 setfsuid setfsuid32 setgid setgid32
+  setgroups setgroups32 setregid setregid32 setresgid setresgid32 setresuid setresuid32 setreuid
+  setreuid32 setuid setuid32
+
+  sched_getaffinity sched_getattr sched_getparam sched_get_priority_max sched_get_priority_min
+  sched_getscheduler sched_rr_get_interval sched_rr_get_interval_time64 sched_setaffinity
+  sched_setattr sched_setparam sched_setscheduler sched_yield
+
+  brk cachestat madvise map_shadow_stack membarrier memfd_create memfd_secret mincore mlock mlock2
+  mlockall mmap mmap2 mprotect mremap mseal msync munlock munlockall munmap pkey_alloc pkey_free
+  pkey_mprotect remap_file_pages
+
+  futex futex_requeue futex_time64 futex_wait futex_waitv futex_wake rt_sigaction rt_sigpending
+  rt_sigprocmask rt_sigqueueinfo rt_sigreturn rt_sigsuspend rt_sigtimedwait rt_sigtimedwait_time64
+  rt_tgsigqueueinfo sigaltstack sigprocmask sigreturn pause alarm
+
+  adjtimex clock_adjtime clock_adjtime64 clock_getres clock_getres_time64 clock_gettime
+  clock_gettime64 clock_nanosleep clock_nanosleep_time64 getitimer setitimer gettimeofday
+  nanosleep time timer_create timer_delete timer_getoverrun timer_gettime timer_gettime64
+  timer_settime timer_settime64
+
+  ipc msgctl msgget msgrcv msgsnd semctl semget semop semtimedop semtimedop_time64 shmat shmctl
+  shmdt shmget mq_getsetattr mq_notify mq_open mq_timedreceive mq_timedreceive_time64
+  mq_timedsend mq_timedsend_time64 mq_unlink
+
+  accept accept4 bind connect getpeername getsockname getsockopt listen recv recvfrom recvmmsg
+  recvmmsg_time64 recvmsg send sendmmsg sendmsg sendto setsockopt shutdown socketcall socketpair
+
+  getrandom ioctl riscv_hwprobe uretprobe
+  ptrace process_vm_readv process_vm_writev
+`);
+// ptrace and process_vm_*: since Linux 4.8 a tracer cannot take a tracee
+// around seccomp, and the kernel's ptrace access checks apply.
+
+/** Allowed only to a container holding the capability, as in dockerd. */
 const BY_CAPABILITY: Record<string, string[]> = {
-  CAP_SYS_ADMIN: [
-    'mount', 'umount', 'umount2', 'pivot_root', 'unshare', 'setns',
-    'fsopen', 'fsconfig', 'fsmount', 'move_mount', 'open_tree', 'fspick', 'mount_setattr',
-    'quotactl', 'quotactl_fd', 'lookup_dcookie',
-  ],
+  CAP_SYS_ADMIN: words(`
+    clone clone3 unshare setns mount umount umount2 mount_setattr move_mount open_tree fsopen
+    fsconfig fsmount fspick quotactl quotactl_fd fanotify_init lookup_dcookie sethostname
+    setdomainname syslog bpf perf_event_open lsm_get_self_attr lsm_list_modules lsm_set_self_attr
+  `),
   CAP_DAC_READ_SEARCH: ['open_by_handle_at'],
+  CAP_SYS_BOOT: ['reboot'],
+  CAP_SYS_CHROOT: ['chroot'],
   CAP_SYS_MODULE: ['init_module', 'finit_module', 'delete_module'],
-  CAP_SYS_BOOT: ['reboot', 'kexec_load', 'kexec_file_load'],
-  CAP_SYS_TIME: ['settimeofday', 'stime', 'clock_settime', 'clock_settime64', 'clock_adjtime', 'clock_adjtime64'],
   CAP_SYS_PACCT: ['acct'],
+  CAP_SYS_PTRACE: ['kcmp', 'pidfd_getfd', 'process_madvise'],
   CAP_SYS_RAWIO: ['iopl', 'ioperm'],
-  CAP_SYS_NICE: ['mbind', 'set_mempolicy', 'set_mempolicy_home_node', 'move_pages'],
+  CAP_SYS_TIME: ['settimeofday', 'stime', 'clock_settime', 'clock_settime64'],
+  CAP_SYS_TTY_CONFIG: ['vhangup'],
+  CAP_SYS_NICE: ['get_mempolicy', 'mbind', 'set_mempolicy', 'set_mempolicy_home_node'],
+  CAP_SYSLOG: ['syslog'],
   CAP_BPF: ['bpf'],
   CAP_PERFMON: ['perf_event_open'],
-  CAP_SYSLOG: ['syslog'],
 };
 
-/** Denied to every container: no capability makes them needed. */
-const ALWAYS_DENIED = [
-  'add_key', 'keyctl', 'request_key', // the kernel keyrings are not namespaced
-  'userfaultfd', 'io_uring_setup', 'io_uring_enter', 'io_uring_register',
-  'uselib', 'vm86', 'vm86old', 'ustat', 'sysfs', '_sysctl',
-  'create_module', 'get_kernel_syms', 'query_module', 'nfsservctl', 'swapon', 'swapoff',
-];
+/** The calls only this machine's architecture has (dockerd's `includes.arches`), by Node's name for it. */
+const BY_ARCHITECTURE: Record<string, string[]> = {
+  x64: ['arch_prctl', 'modify_ldt'],
+  arm64: words('arm_fadvise64_64 arm_sync_file_range sync_file_range2 breakpoint cacheflush set_tls'),
+  ppc64: ['sync_file_range2', 'swapcontext'],
+  s390x: ['s390_pci_mmio_read', 's390_pci_mmio_write', 's390_runtime_instr'],
+  riscv64: ['riscv_flush_icache'],
+};
+
+/** clone(2)'s namespace flags: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET. */
+const CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000;
+/**
+ * socket(2)'s address families, less AF_ALG (38, the kernel's crypto API) and
+ * AF_VSOCK (40, sockets to the hypervisor), as dockerd refuses them: all below
+ * AF_ALG, then each known one. dockerd allows "greater than AF_VSOCK", but the
+ * kernel reads the family as a 32-bit int while the filter compares the 64-bit
+ * register, so AF_VSOCK with any high bit set would pass; exact values close
+ * that, and a family that a future kernel adds stays refused until named.
+ */
+const AF_ALG = 38;
+const SOCKET_FAMILIES_ABOVE_ALG = [39, 41, 42, 43, 44, 45]; // AF_NFC, AF_KCM, AF_QIPCRTR, AF_SMC, AF_XDP, AF_MCTP
+/** personality(2): PER_LINUX, PER_LINUX32, UNAME26, PER_LINUX32|UNAME26, and the query. */
+const PERSONALITIES = [0x0, 0x8, 0x20000, 0x20008, 0xffffffff];
 
 /** The seccomp architectures of this machine's processes, as dockerd's archMap gives them. */
 function hostArchitectures(): { goArch: string; scmp: string[] } {
@@ -108,30 +191,47 @@ function hostArchitectures(): { goArch: string; scmp: string[] } {
       return { goArch: 's390x', scmp: ['SCMP_ARCH_S390X', 'SCMP_ARCH_S390'] };
     case 'ppc64':
       return { goArch: 'ppc64le', scmp: ['SCMP_ARCH_PPC64LE'] };
+    case 'riscv64':
+      return { goArch: 'riscv64', scmp: ['SCMP_ARCH_RISCV64'] };
     default:
       return { goArch: arch, scmp: [] };
   }
 }
 
-/** berth's built-in profile for a container holding `caps`. */
-export function defaultSeccomp(caps: readonly string[]): OciSeccomp {
+let cachedBuiltinArchitectures: string[] | undefined;
+
+/**
+ * The architectures the built-in filter names: the host's, less x32 when this
+ * kernel does not run x32 programs (most kernels build x32 out or disable it
+ * at boot). The filter refuses a call from an architecture it does not name
+ * (runc leaves libseccomp's bad-architecture action, which kills the thread),
+ * and each architecture named costs runc a third of the compile time.
+ */
+export function builtinArchitectures(): string[] {
+  cachedBuiltinArchitectures ??= hostArchitectures().scmp.filter((a) => a !== 'SCMP_ARCH_X32' || native.x32Abi());
+  return cachedBuiltinArchitectures;
+}
+
+/** berth's built-in profile for a container holding `caps`, for the filter's `architectures`. */
+export function defaultSeccomp(caps: readonly string[], architectures: readonly string[] = builtinArchitectures(), machine: string = arch): OciSeccomp {
   const has = (c: string) => caps.includes(c);
-  const rules: OciSyscallRule[] = [{ names: [...ALWAYS_DENIED], action: deny, errnoRet: EPERM }];
-  const gated = Object.entries(BY_CAPABILITY).flatMap(([cap, names]) => (has(cap) ? [] : names));
-  // bpf and perf_event_open were CAP_SYS_ADMIN's before CAP_BPF and CAP_PERFMON existed.
-  const denied = has('CAP_SYS_ADMIN') ? gated.filter((n) => n !== 'bpf' && n !== 'perf_event_open') : gated;
-  if (denied.length) rules.push({ names: denied, action: deny, errnoRet: EPERM });
+  const allowed = new Set([...ALLOWED, ...(BY_ARCHITECTURE[machine] ?? [])]);
+  for (const [cap, names] of Object.entries(BY_CAPABILITY)) if (has(cap)) for (const n of names) allowed.add(n);
+  const rules: OciSyscallRule[] = [{ names: [...allowed].sort(), action: ALLOW }];
   if (!has('CAP_SYS_ADMIN')) {
     // No new namespaces: a new user namespace hands its creator every capability inside it.
-    for (const flag of CLONE_NAMESPACE_FLAGS) {
-      rules.push({ names: ['clone'], action: deny, errnoRet: EPERM, args: [{ index: 0, value: flag, valueTwo: flag, op: 'SCMP_CMP_MASKED_EQ' }] });
-    }
+    // s390 passes clone's flags second.
+    const flags = machine === 's390x' ? 1 : 0;
+    rules.push({ names: ['clone'], action: ALLOW, args: [{ index: flags, value: CLONE_NAMESPACES, valueTwo: 0, op: 'SCMP_CMP_MASKED_EQ' }] });
     // clone3 passes its flags in memory, where a filter cannot look: ENOSYS makes libc fall back to clone.
-    rules.push({ names: ['clone3'], action: deny, errnoRet: ENOSYS });
+    rules.push({ names: ['clone3'], action: 'SCMP_ACT_ERRNO', errnoRet: ENOSYS });
   }
-  // Sockets to the hypervisor.
-  rules.push({ names: ['socket'], action: deny, errnoRet: EPERM, args: [{ index: 0, value: AF_VSOCK, op: 'SCMP_CMP_EQ' }] });
-  return { defaultAction: 'SCMP_ACT_ALLOW', architectures: hostArchitectures().scmp, syscalls: rules };
+  rules.push(
+    { names: ['socket'], action: ALLOW, args: [{ index: 0, value: AF_ALG, op: 'SCMP_CMP_LT' }] },
+    ...SOCKET_FAMILIES_ABOVE_ALG.map((value) => ({ names: ['socket'], action: ALLOW, args: [{ index: 0, value, op: 'SCMP_CMP_EQ' }] })),
+    ...PERSONALITIES.map((value) => ({ names: ['personality'], action: ALLOW, args: [{ index: 0, value, op: 'SCMP_CMP_EQ' }] })),
+  );
+  return { defaultAction: 'SCMP_ACT_ERRNO', defaultErrnoRet: EPERM, architectures: [...architectures], syscalls: rules };
 }
 
 /** A custom profile in dockerd's format, for a container holding `caps`. */
