@@ -44,7 +44,7 @@ describe('the built-in seccomp profile', () => {
 
   it('fails closed: what it does not name is refused with EPERM', () => {
     expect(s).toMatchObject({ defaultAction: 'SCMP_ACT_ERRNO', defaultErrnoRet: EPERM, architectures: X86 });
-    for (const n of ['read', 'openat', 'execve', 'futex', 'epoll_pwait', 'io_setup', 'rseq', 'landlock_create_ruleset', 'arch_prctl', 'ptrace', 'chroot']) {
+    for (const n of ['read', 'openat', 'pipe2', 'execve', 'futex', 'epoll_pwait', 'io_setup', 'rseq', 'landlock_create_ruleset', 'arch_prctl', 'ptrace', 'chroot']) {
       expect(decide(s, n), n).toBe('allow');
     }
     const closed = [

@@ -73,7 +73,7 @@ const words = (s: string): string[] => s.trim().split(/\s+/);
  * does not know are skipped by runc (the calls are refused).
  */
 const ALLOWED = words(`
-  access chdir chmod chown chown32 close close_range copy_file_range creat dup dup2 dup3
+  access chdir chmod chown chown32 close close_range copy_file_range creat dup dup2 dup3 pipe pipe2
   faccessat faccessat2 fadvise64 fadvise64_64 fallocate fchdir fchmod fchmodat fchmodat2 fchown
   fchown32 fchownat fcntl fcntl64 fdatasync flock fstat fstat64 fstatat64 fstatfs fstatfs64 fsync
   ftruncate ftruncate64 futimesat getcwd getdents getdents64 lchown lchown32 link linkat _llseek
