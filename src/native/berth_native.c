@@ -19,7 +19,9 @@
 #include <signal.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -531,6 +533,44 @@ static napi_value js_is_mount_root(napi_env env, napi_callback_info info) {
 }
 
 // ------------------------------------------------------------ processes
+// sealedCopy(path) -> fd: the file's bytes in a memfd sealed against any
+// change (write, grow, shrink, further seals), close-on-exec. runc treats an
+// executable that is such a memfd as its own safe copy (runc 1.1's
+// cloned_binary.c: F_GET_SEALS == SEAL|SHRINK|GROW|WRITE) and skips making one.
+static napi_value js_sealed_copy(napi_env env, napi_callback_info info) {
+  size_t argc = 1; napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  char *path = get_string(env, argv[0]);
+  if (!path) { napi_throw_type_error(env, NULL, "path must be a string"); return NULL; }
+  const char *failed = "open";
+  int e = 0, out = -1;
+  int in = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (in < 0) { e = errno; goto done; }
+  failed = "fstat";
+  if (fstat(in, &st) != 0) { e = errno; goto done; }
+  failed = "memfd_create";
+  out = memfd_create("runc_cloned:/proc/self/exe", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (out < 0) { e = errno; goto done; }
+  failed = "sendfile";
+  for (off_t sent = 0; sent < st.st_size;) {
+    ssize_t n = sendfile(out, in, NULL, st.st_size - sent);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) { e = n < 0 ? errno : EIO; goto done; }
+    sent += n;
+  }
+  failed = "fcntl";
+  if (fcntl(out, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) e = errno;
+done:
+  if (in >= 0) close(in);
+  if (e != 0 && out >= 0) { close(out); out = -1; }
+  napi_value result;
+  if (e != 0) result = throw_errno(env, failed, path, e);
+  else napi_create_int32(env, out, &result);
+  free(path);
+  return result;
+}
+
 // x32Abi() -> whether this kernel runs x32 system calls (CONFIG_X86_X32_ABI,
 // not disabled at boot); false off x86-64. The call is made by a child that
 // shares our memory and blocks us until it exits (what posix_spawn does), so
@@ -980,6 +1020,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"pipe", NULL, js_pipe, NULL, NULL, NULL, napi_default, NULL},
     {"isMountRoot", NULL, js_is_mount_root, NULL, NULL, NULL, napi_default, NULL},
     {"x32Abi", NULL, js_x32_abi, NULL, NULL, NULL, napi_default, NULL},
+    {"sealedCopy", NULL, js_sealed_copy, NULL, NULL, NULL, napi_default, NULL},
     {"sha256New", NULL, js_sha256_new, NULL, NULL, NULL, napi_default, NULL},
     {"sha256Update", NULL, js_sha256_update, NULL, NULL, NULL, napi_default, NULL},
     {"sha256Digest", NULL, js_sha256_digest, NULL, NULL, NULL, napi_default, NULL},

@@ -464,7 +464,7 @@ describe('log reader', () => {
 async function compileRuntimeForChild(): Promise<string> {
   const out = path.join(root, 'child');
   const sources = ['src/errors.ts', 'src/paths.ts', 'src/engine/os/native.ts', 'src/engine/os/spawn.ts'];
-  for (const rel of [...sources, 'src/engine/runtime/runtime.ts', 'src/engine/runtime/conmon.ts', 'src/engine/runtime/errors.ts', 'src/engine/runtime/proc.ts', 'src/engine/runtime/exec.ts']) {
+  for (const rel of [...sources, 'src/engine/runtime/runtime.ts', 'src/engine/runtime/conmon.ts', 'src/engine/runtime/errors.ts', 'src/engine/runtime/proc.ts', 'src/engine/runtime/exec.ts', 'src/engine/runtime/sealed.ts']) {
     const js = ts.transpileModule(await readFile(path.join(REPO, rel), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
     }).outputText;

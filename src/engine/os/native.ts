@@ -24,6 +24,8 @@ export interface Native {
   readonly READ_FILES_FIELDS: number;
   /** Whether the path (not followed) is the root of a mount; null where the kernel cannot tell (statx). */
   isMountRoot(path: string): boolean | null;
+  /** A close-on-exec memfd holding the file's bytes, sealed against any change. See berth_native.c. */
+  sealedCopy(path: string): number;
   /** Whether this kernel runs x32 system calls (false off x86-64). See berth_native.c. */
   x32Abi(): boolean;
   /** A sha256 digest in progress (see content/hash.ts). */

@@ -13,6 +13,7 @@ import { BUNDLE_FILES, conmonArgs, readSyncMessage, type ConmonOptions, type Syn
 import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
 import { runExec, type ExecProcess, type ExecProcessOptions } from './exec.js';
 import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
+import { SealedExecutable } from './sealed.js';
 import { spawnDetached, type Spawned } from '../os/spawn.js';
 
 const execFileAsync = promisify(execFile);
@@ -97,11 +98,14 @@ export class Runtime {
   /** Resizes being written per terminal (bundle or exec dir). */
   private readonly resizes = new Map<string, ResizeQueue>();
   private prepared: Promise<void> | undefined;
+  /** What conmon runs as runc (see sealed.ts); berthd's own runc commands run runcPath. */
+  private readonly conmonRunc: SealedExecutable;
 
   constructor(private readonly opts: RuntimeOptions) {
     this.runcRoot = path.join(opts.execRoot, 'runc');
     this.socketDir = path.join(opts.execRoot, 'conmon');
     this.log = opts.logger.child({ component: 'runtime' });
+    this.conmonRunc = new SealedExecutable(opts.runcPath, this.log);
   }
 
   /**
@@ -113,12 +117,13 @@ export class Runtime {
     checkId(o.id);
     await this.prepare();
     await this.clearLeftovers(o);
+    const runc = await this.conmonRunc.path();
     const t0 = performance.now();
     let forked = 0; // when the spawned conmon has forked its monitor and exited
     let stderr = () => '';
     let report: SyncMessage | null;
     try {
-      const child = this.spawnConmon(o);
+      const child = this.spawnConmon(o, runc);
       void child.exited.then(() => (forked = performance.now()));
       stderr = collectText(child.pipes.get(2)!);
       report = await readSyncMessage(child.pipes.get(3)!, this.createTimeout);
@@ -208,7 +213,7 @@ export class Runtime {
     checkId(o.execId);
     await this.prepare();
     const env = {
-      runcPath: this.opts.runcPath,
+      runcPath: await this.conmonRunc.path(),
       runcRoot: this.runcRoot,
       socketDir: this.socketDir,
       conmonPath: this.opts.conmonPath,
@@ -401,9 +406,9 @@ export class Runtime {
     await mkdir(o.exitDir, { recursive: true, mode: 0o700 });
   }
 
-  private spawnConmon(o: CreateOptions): Spawned {
+  private spawnConmon(o: CreateOptions, runcPath: string): Spawned {
     const args = conmonArgs(
-      { runcPath: this.opts.runcPath, runcRoot: this.runcRoot, socketDir: this.socketDir },
+      { runcPath, runcRoot: this.runcRoot, socketDir: this.socketDir },
       { ...o, logSizeMax: o.logSizeMax ?? this.opts.defaultLogSizeMax ?? DEFAULT_LOG_SIZE_MAX },
     );
     return spawnDetached(this.opts.conmonPath, args, {
