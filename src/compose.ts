@@ -103,6 +103,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
 
   const runtimeCfg = config.runtimes[config.defaultRuntime]!;
   const runtime = new Runtime({ runcPath: which(runtimeCfg.path), conmonPath: which(config.conmonPath), execRoot: config.execRoot, logger });
+  await runtime.prepare();
   const exits = new ExitWatcher(path.join(config.execRoot, 'exits'));
   const containers = new ContainerService({
     repo: new ContainerRepository(db),

@@ -375,20 +375,26 @@ export class Runtime {
     );
   }
 
-  // ------------------------------------------------------------- internals
-
-  private get createTimeout(): number {
-    return this.opts.createTimeoutMs ?? DEFAULT_CREATE_TIMEOUT_MS;
-  }
-
-  private prepare(): Promise<void> {
+  /**
+   * What every create and exec needs, done once (berthd calls it at start-up,
+   * so that what it holds is the same before and after its first container):
+   * runc's and conmon's directories, and the sealed copy of runc.
+   */
+  prepare(): Promise<void> {
     this.prepared ??= Promise.all([
       mkdir(this.runcRoot, { recursive: true, mode: 0o700 }),
       mkdir(this.socketDir, { recursive: true, mode: 0o700 }),
       // Execs of an earlier berthd: nothing can reach them any more (dockerd forgets execs too).
       rm(path.join(this.opts.execRoot, 'execs'), { recursive: true, force: true }),
+      this.conmonRunc.path(),
     ]).then(() => undefined);
     return this.prepared;
+  }
+
+  // ------------------------------------------------------------- internals
+
+  private get createTimeout(): number {
+    return this.opts.createTimeoutMs ?? DEFAULT_CREATE_TIMEOUT_MS;
   }
 
   /** Files a previous run of the same container left (a stale exit file would read as this run's exit). */

@@ -40,8 +40,16 @@ export class SealedExecutable {
         this.log.warn({ err: e, file: this.file }, 'cannot make a sealed copy of runc: runc will copy itself at each start');
         this.copy = { key, fd: -1 };
       }
-      if (replaced && replaced.fd >= 0) setTimeout(() => closeSync(replaced.fd), REPLACED_COPY_GRACE_MS).unref();
+      if (replaced && replaced.fd >= 0) setTimeout(() => this.close(replaced.fd), REPLACED_COPY_GRACE_MS).unref();
     }
     return this.copy.fd >= 0 ? `/proc/${process.pid}/fd/${this.copy.fd}` : this.file;
+  }
+
+  private close(fd: number): void {
+    try {
+      closeSync(fd);
+    } catch (e) {
+      this.log.warn({ err: e, fd }, 'closing a replaced copy of runc');
+    }
   }
 }
