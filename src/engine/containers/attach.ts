@@ -83,12 +83,17 @@ export interface ProcessIo {
 
 /** Output chunks buffered per client before the hub stops reading (and conmon, then the process, waits). */
 const CLIENT_HIGH_WATER = 64;
+/** Input held for a process not started yet before the clients' input waits for the start. */
+const PENDING_INPUT_MAX = 1024 * 1024;
 
 class Hub {
   private socket: SeqpacketSocket | undefined;
   private readonly sessions = new Set<AttachSession>();
   /** Input that arrived before the connection. */
   private pendingInput: Buffer[] = [];
+  private pendingBytes = 0;
+  /** Clients' input paused until the connection takes what is pending. */
+  private inputWaiting: (() => void)[] = [];
   private stdinClosing = false;
   private finished = false;
 
@@ -123,8 +128,12 @@ class Hub {
       this.log.debug({ err: messageOf(e) }, 'attach socket failed');
       this.finish();
     });
-    for (const chunk of this.pendingInput) socket.write(chunk);
+    let room = true;
+    for (const chunk of this.pendingInput) room = socket.write(chunk);
     this.pendingInput = [];
+    this.pendingBytes = 0;
+    if (room) this.releaseInput();
+    else socket.once('drain', () => this.releaseInput());
     if (this.stdinClosing) socket.end();
   }
 
@@ -149,14 +158,20 @@ class Hub {
     if (this.stdinClosing || this.finished) return true;
     if (!this.socket) {
       this.pendingInput.push(data);
-      return true;
+      this.pendingBytes += data.length;
+      return this.pendingBytes < PENDING_INPUT_MAX;
     }
     return this.socket.write(data);
   }
 
   drained(cb: () => void): void {
-    if (this.socket && !this.finished) this.socket.once('drain', cb);
-    else cb();
+    if (this.finished) cb();
+    else if (!this.socket) this.inputWaiting.push(cb);
+    else this.socket.once('drain', cb);
+  }
+
+  private releaseInput(): void {
+    for (const cb of this.inputWaiting.splice(0)) cb();
   }
 
   /** Closes the process's stdin (conmon does when our write side shuts down). */
@@ -178,6 +193,8 @@ class Hub {
     if (this.finished) return;
     this.finished = true;
     this.socket?.destroy();
+    this.pendingInput = [];
+    this.releaseInput();
     for (const s of this.sessions) s.endOutput();
     this.sessions.clear();
     this.gone(this);
@@ -223,7 +240,10 @@ export class AttachSession {
   ) {
     this.tty = hub.io.tty;
     this.stdin = o.stdin && hub.io.openStdin;
-    this.live = new Readable({ objectMode: true, highWaterMark: CLIENT_HIGH_WATER, read: () => hub.maybeResume() });
+    // Readable asks for more (read()) before it takes the chunk out of a full buffer:
+    // looked at then, the buffer still seems full, the hub stayed paused and, as
+    // nothing was pushed, nothing asked again (a slow client's stream froze for good).
+    this.live = new Readable({ objectMode: true, highWaterMark: CLIENT_HIGH_WATER, read: () => queueMicrotask(() => hub.maybeResume()) });
     if (o.noStream) this.live.push(null);
     else hub.add(this);
   }
