@@ -9,6 +9,7 @@ import { conflict, invalidParameter, messageOf, noSuchExec } from '../../errors.
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
+import { processEnded } from '../runtime/proc.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
 import { mergeEnv, type Container, type ContainerService } from './service.js';
@@ -130,7 +131,7 @@ export class ExecService {
       }
     };
     const session = attached
-      ? this.attachments.open(id, { tty, openStdin: e.config.AttachStdin, stdinOnce: true }, {
+      ? this.attachments.open(id, { tty, openStdin: e.config.AttachStdin, stdinOnce: true, ended: () => processEnded(e.pid) }, {
           stdin: e.config.AttachStdin,
           stdout: e.config.AttachStdout,
           stderr: e.config.AttachStderr,

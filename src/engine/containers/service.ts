@@ -15,6 +15,7 @@ import { prepareRootfs, releaseRootfs } from '../layers/store.js';
 import { removeInBackground, TRASH_PREFIX } from '../os/dirs.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
+import { processEnded } from '../runtime/proc.js';
 import type { ExitWatcher } from '../runtime/exits.js';
 import { readLog, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -855,7 +856,8 @@ export class ContainerService {
     }
     if (c.row.status === 'paused') throw conflict(`You cannot attach to a paused container, unpause it first`);
     const detachKeys = parseDetachKeys(o.detachKeys || DEFAULT_DETACH_KEYS);
-    const io = { tty: c.config.Tty, openStdin: c.config.OpenStdin, stdinOnce: c.config.StdinOnce };
+    const id = c.row.id;
+    const io = { tty: c.config.Tty, openStdin: c.config.OpenStdin, stdinOnce: c.config.StdinOnce, ended: () => processEnded(this.deps.repo.find(id)?.pid) };
     const session = this.attachments.open(c.row.id, io, {
       stdin: o.stdin,
       stdout: o.stdout,
