@@ -191,7 +191,7 @@ describe('a client that stops reading', () => {
     const stalled = await openStream(d, 'GET', `/events?filters=${renames}`);
     stalled.sock.pause();
     // Every rename is an event carrying the 1 MiB of labels: 400 MiB for a reader
-    // that takes none (kept for it, berthd's peak was 1.1 GiB above its start).
+    // that takes none, which berthd would hold for it were the subscriber not cut.
     // Each rename also leaves a few MiB of garbage (the row parsed, the line
     // written) that the collector takes back only now and then, so the bound is
     // what berthd may reach meanwhile: under the weight of the events themselves.
