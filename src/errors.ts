@@ -6,6 +6,7 @@ export type Kind =
   | 'not-found'
   | 'conflict'
   | 'not-modified'
+  | 'too-large'
   | 'unauthorized'
   | 'forbidden'
   | 'unavailable'
@@ -30,6 +31,7 @@ export const invalidParameter = (message: string, cause?: unknown) => new Engine
 export const notFound = (message: string) => new EngineError('not-found', message);
 export const conflict = (message: string) => new EngineError('conflict', message);
 export const notModified = (message = '') => new EngineError('not-modified', message);
+export const payloadTooLarge = (message: string) => new EngineError('too-large', message);
 export const unauthorized = (message: string) => new EngineError('unauthorized', message);
 export const forbidden = (message: string) => new EngineError('forbidden', message);
 export const unavailable = (message: string, cause?: unknown) => new EngineError('unavailable', message, { cause });

@@ -8,6 +8,7 @@ const STATUS: Record<Kind, number> = {
   'not-found': 404,
   conflict: 409,
   'not-modified': 304,
+  'too-large': 413,
   unauthorized: 401,
   forbidden: 403,
   unavailable: 503,

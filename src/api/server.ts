@@ -1,6 +1,7 @@
 // The Fastify app: version prefix, common headers, Docker-shaped errors, routes.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
-import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { VERSION } from '../config.js';
 import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
@@ -44,6 +45,34 @@ export const COMMON_HEADERS: Record<string, string> = {
   Ostype: 'linux',
 };
 
+/**
+ * The request line and headers together. Node's default is 16 KiB; the docker
+ * CLI's X-Registry-Auth and X-Registry-Config (identity tokens, one entry per
+ * configured registry) can pass that, and Go's server allows 1 MiB.
+ */
+export const MAX_HEADER_BYTES = 64 * 1024;
+
+/**
+ * A request Node could not parse (headers too large, malformed, timed out):
+ * answered in Docker's shape, and the connection closed, which the answer
+ * says so that a client does not send its next request on it.
+ */
+function answerClientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, `request headers are larger than the ${MAX_HEADER_BYTES / 1024} KiB allowed`]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request timed out']
+        : [400, `malformed HTTP request: ${err.message}`];
+  const body = `${JSON.stringify({ message })}\n`;
+  const headers = { ...COMMON_HEADERS, 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)), Connection: 'close' };
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${body}`);
+  }
+  socket.destroy();
+}
+
 export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   const app = Fastify({
     loggerInstance: logger.child({ component: 'api' }) as FastifyBaseLogger,
@@ -58,7 +87,10 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
     },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     return503OnClosing: true,
-    bodyLimit: 1024 * 1024 * 1024,
+    // No bodyLimit: it bounds only Fastify's own parsers, and bodies come to
+    // routes as streams (JSON is capped where it is read, wire/forms.ts).
+    http: { maxHeaderSize: MAX_HEADER_BYTES },
+    clientErrorHandler: answerClientError,
   });
 
   // Bodies are handed to routes as streams and parsed one way only (wire/forms.ts),

@@ -1,6 +1,6 @@
 // Facts about the daemon and its host, for /version, /info and /_ping.
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { promisify } from 'node:util';
 import type { Config } from '../config.js';
@@ -71,6 +71,21 @@ export class SystemService {
     daemonId: string,
   ) {
     this.id = daemonId;
+  }
+
+  /** Descriptors berthd has open (`/info`'s NFd, as dockerd counts its own). */
+  openFds(): number {
+    return readdirSync('/proc/self/fd').length - 1; // less the one reading the directory
+  }
+
+  /**
+   * What berthd's event loop is waiting on: sockets, timers, file watchers and
+   * operations in flight. With the waits it holds for clients, `/info`'s
+   * NGoroutines: what dockerd counts there (and its tests watch for leaks) is
+   * the same thing in Go's terms.
+   */
+  activeResources(): number {
+    return process.getActiveResourcesInfo().length;
   }
 
   counts(): Counts {

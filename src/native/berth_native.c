@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <sched.h>
 #include <signal.h>
+#include <poll.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -510,6 +511,21 @@ static napi_value js_unread_bytes(napi_env env, napi_callback_info info) {
   if (ioctl(fd, SIOCOUTQ, &n) != 0) return throw_errno(env, "ioctl", NULL, errno);
   napi_value out;
   napi_create_int32(env, n, &out);
+  return out;
+}
+
+// peerClosed(fd): whether the peer of a connected socket has closed it, not
+// just shut its sending side down. A unix socket sees POLLHUP once the peer's
+// end is released; after only shutdown(SHUT_WR) it sees POLLRDHUP alone.
+static napi_value js_peer_closed(napi_env env, napi_callback_info info) {
+  size_t argc = 1; napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd = -1;
+  napi_get_value_int32(env, argv[0], &fd);
+  struct pollfd p = { .fd = fd, .events = POLLRDHUP, .revents = 0 };
+  if (poll(&p, 1, 0) < 0) return throw_errno(env, "poll", NULL, errno);
+  napi_value out;
+  napi_get_boolean(env, (p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0, &out);
   return out;
 }
 
@@ -1025,6 +1041,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"sha256Update", NULL, js_sha256_update, NULL, NULL, NULL, napi_default, NULL},
     {"sha256Digest", NULL, js_sha256_digest, NULL, NULL, NULL, napi_default, NULL},
     {"unreadBytes", NULL, js_unread_bytes, NULL, NULL, NULL, napi_default, NULL},
+    {"peerClosed", NULL, js_peer_closed, NULL, NULL, NULL, napi_default, NULL},
     {"spawnDetached", NULL, js_spawn_detached, NULL, NULL, NULL, napi_default, NULL},
     {"seqpacketConnect", NULL, js_seqpacket_connect, NULL, NULL, NULL, napi_default, NULL},
     {"seqpacketSetReading", NULL, js_seqpacket_set_reading, NULL, NULL, NULL, napi_default, NULL},

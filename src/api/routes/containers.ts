@@ -6,7 +6,7 @@ import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
 import { streamContentType } from '../streams/mux.js';
 import { closeOnShutdown, hijack, runSession } from '../streams/hijack.js';
-import { writeOutput } from '../streams/output.js';
+import { drained, writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
 import { containerInspect, containerSummary, CreateBodySchema } from '../wire/containers.js';
 import { parseFilters } from '../wire/filters.js';
@@ -76,7 +76,9 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get<IdParams>('/containers/:id/top', async (req) => containers.top(req.params.id, query(req).ps_args));
 
-  // One sample (stream=0), or one a second until the client goes away.
+  // One sample (stream=0), or one a second until the client goes away. A sample
+  // is taken only once the previous one was taken and written out (a client
+  // that stops reading gets no more, rather than a growing buffer of them).
   app.get<IdParams>('/containers/:id/stats', async (req, reply) => {
     const q = query(req);
     const first = await containers.stats(req.params.id);
@@ -86,18 +88,34 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const res = reply.raw;
     res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': 'application/json' });
     let prev = first;
+    const gone = () => res.destroyed || res.writableEnded;
+    // A second, or less if the client goes away meanwhile.
+    const pause = () =>
+      new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          res.off('close', done);
+          resolve();
+        };
+        const timer = setTimeout(done, 1000);
+        res.once('close', done);
+      });
     res.write(`${JSON.stringify(first)}\n`);
-    const timer = setInterval(async () => {
+    while (!gone()) {
+      await drained(res);
+      await pause();
+      if (gone()) break;
+      let next;
       try {
-        const next = await containers.stats(req.params.id);
-        res.write(`${JSON.stringify({ ...next, preread: prev.read, precpu_stats: prev.cpu_stats })}\n`);
-        prev = next;
+        next = await containers.stats(req.params.id);
       } catch {
-        clearInterval(timer);
-        res.end();
+        break; // the container is gone
       }
-    }, 1000);
-    res.on('close', () => clearInterval(timer));
+      if (gone()) break;
+      res.write(`${JSON.stringify({ ...next, preread: prev.read, precpu_stats: prev.cpu_stats })}\n`);
+      prev = next;
+    }
+    if (!gone()) res.end();
   });
 
   app.post<IdParams>('/containers/:id/start', async (req, reply) => {
@@ -144,13 +162,17 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   // dockerd answers the headers at once and the body when the condition is met.
   app.post<IdParams>('/containers/:id/wait', async (req, reply) => {
-    const result = containers.wait(req.params.id, (query(req).condition || 'not-running') as WaitCondition);
+    const gone = new AbortController();
+    const result = containers.wait(req.params.id, (query(req).condition || 'not-running') as WaitCondition, gone.signal);
     reply.hijack();
     closeOnShutdown(req.raw.socket);
     const res = reply.raw;
+    // A client that goes away takes its wait with it (nothing waits on for it until the exit).
+    res.once('close', () => gone.abort());
     res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': 'application/json' });
     res.flushHeaders();
-    const r = await result;
+    const r = await result.catch(() => null);
+    if (!r) return;
     res.end(`${JSON.stringify(versionBelow(req.apiVersion, '1.30') ? { StatusCode: r.StatusCode } : r)}\n`);
   });
 

@@ -1,10 +1,11 @@
 // GET /events: dockerd's event stream, one JSON object per line.
 import type { FastifyInstance } from 'fastify';
 import type { Engine } from '../../engine/index.js';
-import type { EngineEvent } from '../../engine/events.js';
+import { BEHIND_EVENTS, type EngineEvent } from '../../engine/events.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
 import { closeOnShutdown } from '../streams/hijack.js';
+import { drained } from '../streams/output.js';
 import { parseFilters } from '../wire/filters.js';
 import { query } from '../wire/forms.js';
 
@@ -31,19 +32,26 @@ export function eventRoutes(app: FastifyInstance, engine: Engine): void {
     const abort = new AbortController();
     const untilNano = timeNano(q.until, 'until');
     const sinceNano = timeNano(q.since, 'since');
+    const res = reply.raw;
     const events = engine.events.subscribe({
       filters: parseFilters(q.filters),
       signal: abort.signal,
       ...(sinceNano !== undefined ? { sinceNano } : {}),
       ...(untilNano !== undefined ? { untilNano } : {}),
+      // It stopped reading: what it missed cannot be told in-band, so the stream is cut.
+      onOverflow: () => {
+        req.log.warn({ behind: BEHIND_EVENTS }, 'events client fell too far behind; disconnected');
+        res.destroy();
+      },
     });
     reply.hijack();
     closeOnShutdown(req.raw.socket);
-    const res = reply.raw;
     res.on('close', () => abort.abort());
     res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': 'application/json' });
     res.flushHeaders();
-    for await (const e of events) res.write(`${JSON.stringify(wire(e))}\n`);
+    for await (const e of events) {
+      if (!res.write(`${JSON.stringify(wire(e))}\n`)) await drained(res);
+    }
     res.end();
   });
 }

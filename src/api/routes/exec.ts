@@ -48,7 +48,15 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
         return tty ? text : frame(STDOUT, text);
       }
     };
-    if (session) return runSession(req, sock, session, run);
+    if (session) {
+      let ended = false;
+      sock.once('close', () => {
+        if (!ended) start.abandon();
+      });
+      await runSession(req, sock, session, run);
+      ended = true;
+      return;
+    }
     // Nothing attached: the stream ends once the process runs.
     const failure = await run();
     if (failure) sock.write(failure);

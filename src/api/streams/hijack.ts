@@ -42,8 +42,38 @@ export function hijack(req: FastifyRequest, reply: FastifyReply, contentType: st
   // Node's HTTP server would answer that by ending the socket and cutting the output
   // short, where dockerd keeps writing. The stream ends when we end it or the client closes.
   sock.removeAllListeners('end');
+  sock.once('end', () => watchPeer(sock));
   closeOnShutdown(sock);
   return sock;
+}
+
+/** How often a half-closed hijacked connection is checked for a client that has gone. */
+const PEER_CHECK_MS = 500;
+
+const fdOf = (sock: Socket) => (sock as unknown as { _handle?: { fd?: number } })._handle?.fd;
+
+/**
+ * The client's input ended. It may have only half-closed (and still reads the
+ * output), or be gone: then nothing tells, until a write fails, and a process
+ * with nothing to write (an exec's `sleep`) would hold the connection, its
+ * attach and its conmon for ever. The kernel can tell (POLLHUP on a unix
+ * socket): checked now and then until the connection closes.
+ */
+function watchPeer(sock: Socket): void {
+  const check = () => {
+    const fd = fdOf(sock);
+    if (sock.destroyed || typeof fd !== 'number' || fd < 0) return clearInterval(timer);
+    let gone = false;
+    try {
+      gone = native.peerClosed(fd);
+    } catch {
+      gone = true;
+    }
+    if (gone) sock.destroy();
+  };
+  const timer = setInterval(check, PEER_CHECK_MS);
+  sock.once('close', () => clearInterval(timer));
+  check();
 }
 
 const HEAD_READ_WAIT_MS = 100;
@@ -57,7 +87,7 @@ const HEAD_READ_WAIT_MS = 100;
  * the kernel says exactly what the peer has not read yet.
  */
 async function headRead(sock: Socket): Promise<void> {
-  const fd = (sock as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  const fd = fdOf(sock);
   if (typeof fd !== 'number' || fd < 0 || sock.remoteAddress !== undefined) return;
   const until = Date.now() + HEAD_READ_WAIT_MS;
   while (!sock.destroyed && unreadBytes(fd) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 1));

@@ -18,14 +18,22 @@ export async function writeOutput(out: Writable, entries: AsyncIterable<OutputEn
     if (out.destroyed) return;
     const payload = o.timestamps && e.timeNano !== undefined ? Buffer.concat([Buffer.from(`${formatTimestamp(e.timeNano)} `), e.line]) : e.line;
     const chunk = o.tty ? payload : frame(e.stream === 'stderr' ? STDERR : STDOUT, payload);
-    if (!out.write(chunk)) {
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          out.off('drain', done).off('close', done);
-          resolve();
-        };
-        out.on('drain', done).on('close', done);
-      });
-    }
+    if (!out.write(chunk)) await drained(out);
   }
+}
+
+/**
+ * Resolves when `out` can take more (or is closed). Writers of long streams
+ * wait for it after a write that returned false, so that a client that reads
+ * slowly, or not at all, holds at most a buffer's worth in berthd.
+ */
+export function drained(out: Writable): Promise<void> {
+  if (out.destroyed || !out.writableNeedDrain) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      out.off('drain', done).off('close', done);
+      resolve();
+    };
+    out.on('drain', done).on('close', done);
+  });
 }

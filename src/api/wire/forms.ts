@@ -2,7 +2,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { z } from 'zod';
-import { invalidParameter } from '../../errors.js';
+import { invalidParameter, payloadTooLarge } from '../../errors.js';
 
 /** dockerd's BoolValue: everything but "", "0", "no", "false" and "none" is true. */
 export function boolValue(v: unknown, dflt = false): boolean {
@@ -24,7 +24,16 @@ export function intValue(v: unknown, name: string, dflt?: number): number | unde
 export type Query = Record<string, string | undefined>;
 export const query = (req: FastifyRequest) => req.query as Query;
 
-const MAX_JSON_BODY = 32 * 1024 * 1024;
+/**
+ * The largest JSON body read. dockerd has no limit; berth holds a body in
+ * memory several times over while parsing it (bytes, text, objects), so one
+ * is capped far above any real request (a create's strings all end up in an
+ * exec, whose arguments and environment Linux caps at a few MiB together).
+ * Uploads (tar streams) are not JSON and never read through here.
+ */
+export const MAX_JSON_BODY = 4 * 1024 * 1024;
+/** Nesting allowed in a JSON body: Docker's bodies are under ten levels deep. */
+export const MAX_JSON_DEPTH = 100;
 
 /**
  * Reads and parses a JSON request body with dockerd's content-type rule: no body
@@ -38,11 +47,14 @@ export async function readJson(req: FastifyRequest): Promise<unknown> {
   if (ct === undefined || !/^application\/json\s*(;|$)/i.test(ct)) {
     throw invalidParameter(`Content-Type specified (${ct ?? ''}) must be 'application/json'`);
   }
+  let json: unknown;
   try {
-    return JSON.parse(text);
+    json = JSON.parse(text);
   } catch (e) {
     throw invalidParameter(`invalid JSON in request body: ${(e as Error).message}`);
   }
+  checkShape(json);
+  return json;
 }
 
 /** Parses a JSON body against a zod schema; an absent body parses as `{}`. */
@@ -54,17 +66,65 @@ export async function parseJsonBody<T extends z.ZodType>(req: FastifyRequest, sc
   return schema.parse(json);
 }
 
+/**
+ * Refuses what no Docker body holds and what later steps cannot take: nesting
+ * past MAX_JSON_DEPTH (stringifying such a value for the database overflowed
+ * the stack: a 500), and NUL bytes, which no path, argument, environment
+ * variable or name can carry. Walks with its own stack, never recursion.
+ */
+function checkShape(json: unknown): void {
+  const stack: [unknown, string, number][] = [[json, '', 0]];
+  const where = (p: string) => p || 'body';
+  while (stack.length) {
+    const [v, at, depth] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (v.includes('\0')) throw invalidParameter(`invalid value for ${where(at)}: contains a NUL byte`);
+      continue;
+    }
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= MAX_JSON_DEPTH) throw invalidParameter(`invalid JSON in request body: nested deeper than ${MAX_JSON_DEPTH} levels`);
+    for (const [k, child] of Object.entries(v)) {
+      const path = at ? `${at}.${k}` : k;
+      if (k.includes('\0')) throw invalidParameter(`invalid value for ${where(at)}: a key contains a NUL byte`);
+      stack.push([child, path, depth + 1]);
+    }
+  }
+}
+
+/**
+ * The body as text, at most MAX_JSON_BODY bytes. A larger one is refused with
+ * 413 (at once when Content-Length says so); its rest is read and dropped, not
+ * cut off, so that the client, still writing, gets to read the answer.
+ */
 async function readBodyText(req: FastifyRequest): Promise<string> {
   const body = req.body as Readable | undefined;
   if (!body || typeof (body as Readable).on !== 'function') return '';
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_JSON_BODY) throw invalidParameter(`request body is larger than ${MAX_JSON_BODY} bytes`);
-    chunks.push(chunk as Buffer);
+  const tooLarge = () => payloadTooLarge(`request body is larger than the ${MAX_JSON_BODY / 1024 / 1024} MiB allowed for JSON`);
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > MAX_JSON_BODY) {
+    body.resume();
+    throw tooLarge();
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_JSON_BODY) {
+        chunks.push(chunk);
+        return;
+      }
+      // Still flowing, into nowhere: the connection stays usable for the answer.
+      body.off('data', onData).on('data', () => undefined);
+      chunks.length = 0;
+      reject(tooLarge());
+    };
+    body.on('data', onData);
+    body.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    body.once('error', reject);
+    // A client gone before the end: nothing to answer, nothing to keep.
+    body.once('close', () => reject(new Error('the client closed the connection before the end of the body')));
+  });
 }
 
 /** Drops nulls so the engine sees absent fields as absent. */

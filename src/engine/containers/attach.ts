@@ -79,18 +79,28 @@ export interface ProcessIo {
   openStdin: boolean;
   /** The first attached client's end of input closes the process's stdin (without a TTY). */
   stdinOnce: boolean;
+  /** Whether the process has ended (dead, or a zombie conmon has not reaped yet). */
+  ended?: () => boolean;
 }
 
 /** Output chunks buffered per client before the hub stops reading (and conmon, then the process, waits). */
 const CLIENT_HIGH_WATER = 64;
+/** Input held for a process not started yet before the clients' input waits for the start. */
+const PENDING_INPUT_MAX = 1024 * 1024;
+/** How often a hub held back by a slow client checks whether its process has ended meanwhile. */
+const STALL_CHECK_MS = 1000;
 
 class Hub {
   private socket: SeqpacketSocket | undefined;
   private readonly sessions = new Set<AttachSession>();
   /** Input that arrived before the connection. */
   private pendingInput: Buffer[] = [];
+  private pendingBytes = 0;
+  /** Clients' input paused until the connection takes what is pending. */
+  private inputWaiting: (() => void)[] = [];
   private stdinClosing = false;
   private finished = false;
+  private stallTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly io: ProcessIo,
@@ -123,8 +133,12 @@ class Hub {
       this.log.debug({ err: messageOf(e) }, 'attach socket failed');
       this.finish();
     });
-    for (const chunk of this.pendingInput) socket.write(chunk);
+    let room = true;
+    for (const chunk of this.pendingInput) room = socket.write(chunk);
     this.pendingInput = [];
+    this.pendingBytes = 0;
+    if (room) this.releaseInput();
+    else socket.once('drain', () => this.releaseInput());
     if (this.stdinClosing) socket.end();
   }
 
@@ -139,8 +153,11 @@ class Hub {
       return;
     }
     // No one left. A StdinOnce stdin that is still open must stay so: closing
-    // the connection would make conmon close it.
-    if (this.io.openStdin && this.io.stdinOnce && !this.io.tty && !this.stdinClosing) return;
+    // the connection would make conmon close it. Output goes to no one meanwhile.
+    if (this.io.openStdin && this.io.stdinOnce && !this.io.tty && !this.stdinClosing) {
+      this.resume();
+      return;
+    }
     this.finish();
   }
 
@@ -149,14 +166,20 @@ class Hub {
     if (this.stdinClosing || this.finished) return true;
     if (!this.socket) {
       this.pendingInput.push(data);
-      return true;
+      this.pendingBytes += data.length;
+      return this.pendingBytes < PENDING_INPUT_MAX;
     }
     return this.socket.write(data);
   }
 
   drained(cb: () => void): void {
-    if (this.socket && !this.finished) this.socket.once('drain', cb);
-    else cb();
+    if (this.finished) cb();
+    else if (!this.socket) this.inputWaiting.push(cb);
+    else this.socket.once('drain', cb);
+  }
+
+  private releaseInput(): void {
+    for (const cb of this.inputWaiting.splice(0)) cb();
   }
 
   /** Closes the process's stdin (conmon does when our write side shuts down). */
@@ -170,14 +193,42 @@ class Hub {
   maybeResume(): void {
     if (!this.socket?.isPaused()) return;
     for (const s of this.sessions) if (!s.hasRoom()) return;
-    this.socket.resume();
+    this.resume();
+  }
+
+  private resume(): void {
+    clearInterval(this.stallTimer);
+    this.stallTimer = undefined;
+    this.socket?.resume();
+  }
+
+  /**
+   * A client has no room: conmon waits, and the process with it, as under
+   * dockerd. But conmon also reports the process's exit, which it cannot do
+   * while stuck writing to us: a client that stopped reading (a CLI suspended
+   * with ctrl-z) would make stop, kill and rm -f wait for ever. So while
+   * paused, the hub looks whether the process has ended; if it has, the
+   * clients holding it back lose the rest of its output and conmon goes on.
+   */
+  private pause(): void {
+    this.socket?.pause();
+    if (this.stallTimer || !this.io.ended) return;
+    this.stallTimer = setInterval(() => {
+      if (!this.io.ended!()) return;
+      this.log.debug('process ended while a client held its output back; ending that client\'s attach');
+      for (const s of [...this.sessions]) if (!s.hasRoom()) s.endOutput();
+      if (!this.finished) this.resume();
+    }, STALL_CHECK_MS);
   }
 
   /** The output has ended (the process exited), or the start failed: every client's attach ends. */
   finish(): void {
     if (this.finished) return;
     this.finished = true;
+    clearInterval(this.stallTimer);
     this.socket?.destroy();
+    this.pendingInput = [];
+    this.releaseInput();
     for (const s of this.sessions) s.endOutput();
     this.sessions.clear();
     this.gone(this);
@@ -188,7 +239,7 @@ class Hub {
     const chunk: OutputChunk = { stream: packet[0] === ATTACH_STDERR ? 'stderr' : 'stdout', line: packet.subarray(1) };
     let full = false;
     for (const s of this.sessions) if (!s.offer(chunk)) full = true;
-    if (full) this.socket?.pause();
+    if (full) this.pause();
   }
 }
 
@@ -223,7 +274,10 @@ export class AttachSession {
   ) {
     this.tty = hub.io.tty;
     this.stdin = o.stdin && hub.io.openStdin;
-    this.live = new Readable({ objectMode: true, highWaterMark: CLIENT_HIGH_WATER, read: () => hub.maybeResume() });
+    // Readable asks for more (read()) before it takes the chunk out of a full buffer:
+    // looked at then, the buffer still seems full, the hub stayed paused and, as
+    // nothing was pushed, nothing asked again (a slow client's stream froze for good).
+    this.live = new Readable({ objectMode: true, highWaterMark: CLIENT_HIGH_WATER, read: () => queueMicrotask(() => hub.maybeResume()) });
     if (o.noStream) this.live.push(null);
     else hub.add(this);
   }

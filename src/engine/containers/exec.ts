@@ -9,6 +9,7 @@ import { conflict, invalidParameter, messageOf, noSuchExec } from '../../errors.
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
+import { processEnded } from '../runtime/proc.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
 import { mergeEnv, type Container, type ContainerService } from './service.js';
@@ -58,6 +59,12 @@ export interface ExecStart {
   session: AttachSession | null;
   /** Resolves once the process runs; rejects (after recording exit code 126/127) when it cannot start. */
   run(): Promise<void>;
+  /**
+   * The attached client went away before the stream ended: the process is
+   * killed (now, or as soon as it runs), as dockerd does. No one is left to
+   * read its output or end its input, and it would hold its conmon for ever.
+   */
+  abandon(): void;
 }
 
 export class ExecService {
@@ -113,8 +120,18 @@ export class ExecService {
     const size = consoleSize(o.consoleSize ?? e.config.ConsoleSize);
     const attached = !o.detach && (e.config.AttachStdin || e.config.AttachStdout || e.config.AttachStderr);
     let exit: Promise<number> | undefined;
+    let abandoned = false;
+    const kill = () => {
+      if (!e.running || e.pid <= 0) return;
+      this.log.debug({ id, pid: e.pid }, 'exec client gone; killing the process');
+      try {
+        process.kill(e.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    };
     const session = attached
-      ? this.attachments.open(id, { tty, openStdin: e.config.AttachStdin, stdinOnce: true }, {
+      ? this.attachments.open(id, { tty, openStdin: e.config.AttachStdin, stdinOnce: true, ended: () => processEnded(e.pid) }, {
           stdin: e.config.AttachStdin,
           stdout: e.config.AttachStdout,
           stderr: e.config.AttachStderr,
@@ -137,13 +154,18 @@ export class ExecService {
         e.running = true;
         this.event(c, `exec_start: ${e.config.Cmd.join(' ')}`, id);
         exit = proc.exit.then((code) => this.exited(c, e, code));
+        if (abandoned) kill();
       } catch (err) {
         this.attachments.fail(id);
         this.exited(c, e, err instanceof RuntimeCreateError ? err.code : 126);
         throw err;
       }
     };
-    return { tty, session, run };
+    const abandon = () => {
+      abandoned = true;
+      kill();
+    };
+    return { tty, session, run, abandon };
   }
 
   /** `POST /exec/{id}/resize`. */

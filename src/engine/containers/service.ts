@@ -15,6 +15,7 @@ import { prepareRootfs, releaseRootfs } from '../layers/store.js';
 import { removeInBackground, TRASH_PREFIX } from '../os/dirs.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
+import { processEnded } from '../runtime/proc.js';
 import type { ExitWatcher } from '../runtime/exits.js';
 import { readLog, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -189,6 +190,10 @@ export class ContainerService {
 
   async create(req: CreateRequest): Promise<{ Id: string; Warnings: string[] | null }> {
     if (!req.config.Image) throw invalidParameter('Config cannot be empty in order to create a container');
+    // runc refuses a relative cwd at start; dockerd refuses it here.
+    if (req.config.WorkingDir && !path.isAbsolute(req.config.WorkingDir)) {
+      throw invalidParameter(`the working directory '${req.config.WorkingDir}' is invalid, it needs to be an absolute path`);
+    }
     const name = req.name ? checkName(req.name) : undefined;
     if (name) this.checkNameFree(name);
     const image = this.deps.images.find(req.config.Image);
@@ -288,6 +293,9 @@ export class ContainerService {
       throw invalidParameter(`network ${mode} not found`);
     }
     if (h.LogConfig?.Config?.['max-size']) parseSize(h.LogConfig.Config['max-size']);
+    // dockerd's checks: a limit below 6 MB (or negative) would otherwise run unlimited.
+    if (h.Memory && h.Memory < 6 * 1024 * 1024) throw invalidParameter('Minimum memory limit allowed is 6MB');
+    if (h.ShmSize && h.ShmSize < 0) throw invalidParameter('SHM size can not be less than 0');
     for (const o of h.SecurityOpt ?? []) {
       if (!/^no-new-privileges(?:[:=](true|false))?$|^(seccomp|apparmor|label)[:=]/.test(o)) {
         throw invalidParameter(`Invalid --security-opt: ${JSON.stringify(o)}`);
@@ -598,19 +606,43 @@ export class ContainerService {
 
   // ------------------------------------------------------------------ wait / stop / kill
 
+  /** Waits not yet answered (the wait route's, log followers', internal ones). */
+  get pendingWaits(): number {
+    let n = 0;
+    for (const list of this.waiters.values()) n += list.length;
+    return n;
+  }
+
   /**
    * `POST /containers/{id}/wait`. Validates at once (so the caller can answer
-   * 404 before streaming), then returns the promise of the exit.
+   * 404 before streaming), then returns the promise of the exit. When `signal`
+   * aborts (the client went away), the wait is forgotten and the promise rejects.
    */
-  wait(ref: string, condition: WaitCondition = 'not-running'): Promise<{ StatusCode: number; Error: { Message: string } | null }> {
+  wait(ref: string, condition: WaitCondition = 'not-running', signal?: AbortSignal): Promise<{ StatusCode: number; Error: { Message: string } | null }> {
     if (!['not-running', 'next-exit', 'removed'].includes(condition)) throw invalidParameter(`invalid condition: "${condition}"`);
     const row = this.find(ref);
     if (condition === 'not-running' && !RUNNING.includes(row.status) && !this.starting.has(row.id)) {
       return Promise.resolve({ StatusCode: row.exit_code, Error: null });
     }
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      const waiter = {
+        condition,
+        resolve: (r: { StatusCode: number; Error: { Message: string } | null }) => {
+          signal?.removeEventListener('abort', forget);
+          resolve(r);
+        },
+      };
+      const forget = () => {
+        const list = this.waiters.get(row.id);
+        const i = list?.indexOf(waiter) ?? -1;
+        if (i >= 0) list!.splice(i, 1);
+        if (list && !list.length) this.waiters.delete(row.id);
+        reject(signal!.reason);
+      };
+      signal?.addEventListener('abort', forget, { once: true });
       const list = this.waiters.get(row.id) ?? [];
-      list.push({ condition, resolve });
+      list.push(waiter);
       this.waiters.set(row.id, list);
     });
   }
@@ -795,12 +827,19 @@ export class ContainerService {
   async *logs(ref: string, o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal }): AsyncGenerator<LogEntry> {
     const c = this.get(ref);
     const stop = new AbortController();
-    o.signal?.addEventListener('abort', () => stop.abort(), { once: true });
+    const onAbort = () => stop.abort();
+    o.signal?.addEventListener('abort', onAbort, { once: true });
     if (o.follow) {
       if (!RUNNING.includes(c.row.status) && !this.starting.has(c.row.id)) stop.abort();
-      else void this.wait(c.row.id, 'next-exit').then(() => stop.abort());
+      // Ends the follow at the exit; forgotten (stop aborts it) if the reader ends first.
+      else this.wait(c.row.id, 'next-exit', stop.signal).then(onAbort, () => undefined);
     }
-    yield* readLog(c.logPath, { ...o, signal: stop.signal });
+    try {
+      yield* readLog(c.logPath, { ...o, signal: stop.signal });
+    } finally {
+      o.signal?.removeEventListener('abort', onAbort);
+      stop.abort();
+    }
   }
 
   /**
@@ -817,7 +856,8 @@ export class ContainerService {
     }
     if (c.row.status === 'paused') throw conflict(`You cannot attach to a paused container, unpause it first`);
     const detachKeys = parseDetachKeys(o.detachKeys || DEFAULT_DETACH_KEYS);
-    const io = { tty: c.config.Tty, openStdin: c.config.OpenStdin, stdinOnce: c.config.StdinOnce };
+    const id = c.row.id;
+    const io = { tty: c.config.Tty, openStdin: c.config.OpenStdin, stdinOnce: c.config.StdinOnce, ended: () => processEnded(this.deps.repo.find(id)?.pid) };
     const session = this.attachments.open(c.row.id, io, {
       stdin: o.stdin,
       stdout: o.stdout,

@@ -36,6 +36,8 @@ export interface Native {
   sha256Digest(handle: Sha256Handle): string;
   /** Bytes sent on a connected socket that its peer has not read yet (SIOCOUTQ). */
   unreadBytes(fd: number): number;
+  /** Whether a connected socket's peer has closed it (POLLHUP), not only shut its sending side. */
+  peerClosed(fd: number): boolean;
   /** A close-on-exec pipe: [read end, write end]. */
   pipe(): [number, number];
   /** posix_spawn in a new session; fds[i] becomes the child's fd i (-1: /dev/null). See os/spawn.ts. */

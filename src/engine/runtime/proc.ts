@@ -1,4 +1,5 @@
 // Small helpers for the conmon processes berthd spawns (containers and execs).
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 
@@ -37,4 +38,19 @@ export async function runcLogError(file: string): Promise<string | null> {
     })
     .filter((r) => r.level === 'error' && r.msg);
   return errors.at(-1)?.msg ?? null;
+}
+
+/**
+ * Whether process `pid` has ended: gone, or a zombie its parent (conmon) has
+ * not reaped yet. No pid (never started) counts as ended.
+ */
+export function processEnded(pid: number | undefined): boolean {
+  if (!pid || pid <= 0) return true;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state === 'Z' || state === 'X';
+  } catch {
+    return true;
+  }
 }
