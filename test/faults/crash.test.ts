@@ -544,4 +544,28 @@ describe('SIGKILL with 20 containers running', () => {
     for (const id of [...lasting, victim, ...ending.map((e) => e.id)]) expect((await d.request('DELETE', `/containers/${id}`)).status).toBe(204);
     await expectNoLeaks(d, before);
   });
+
+  it('restarts, at the next start, containers whose restart policy came due while berthd was down', async () => {
+    const before = snapshot();
+    const policy = { HostConfig: { RestartPolicy: { Name: 'always' } } };
+    // One whose process dies while berthd is down; one recorded as exited (its restart had failed).
+    const dying = await createContainer(env.busybox, ['sh', '-c', 'echo run; exec sleep 300'], policy);
+    const failed = await createContainer(env.busybox, ['sh', '-c', 'echo run; exec sleep 300'], policy);
+    for (const id of [dying, failed]) await startContainer(id);
+    const pids = [(await state(dying)).Pid as number, (await state(failed)).Pid as number];
+    await d.kill();
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    await waitFor(() => [dying, failed].every((id) => existsSync(path.join(d.execRoot, 'exits', id))), 'the exits to be recorded by conmon');
+    const db = new Database(path.join(d.dataRoot, 'berth.db'));
+    db.prepare("UPDATE containers SET status = 'exited', exit_code = 137, pid = 0 WHERE id = ?").run(failed);
+    db.close();
+    await d.restart();
+    for (const [i, id] of [dying, failed].entries()) {
+      await waitFor(async () => (await state(id)).Status === 'running', 'the restart');
+      expect((await state(id)).Pid).not.toBe(pids[i]);
+      await waitFor(async () => (await logText(id)) === 'run\nrun\n', 'the second run\'s output');
+    }
+    for (const id of [dying, failed]) expect((await d.request('DELETE', `/containers/${id}?force=1`)).status).toBe(204);
+    await expectNoLeaks(d, before);
+  });
 });

@@ -497,11 +497,7 @@ export class ContainerService {
     }
     await this.sweepOrphans();
     // Restart policies that were due while berthd was down.
-    for (const row of repo.withStatus(['exited'])) {
-      const c = this.hydrate(row);
-      const p = c.hostConfig.RestartPolicy.Name;
-      if ((p === 'always' || p === 'unless-stopped') && !row.stopped_by_user) this.scheduleRestart(row.id, 0);
-    }
+    for (const id of repo.restartable(['exited'], ['always', 'unless-stopped'])) this.scheduleRestart(id, 0);
   }
 
   /**
@@ -585,8 +581,9 @@ export class ContainerService {
         .then(() => rm(dir, { recursive: true, force: true }))
         .catch((err: unknown) => this.log.warn({ err, name }, 'removing a leftover container directory failed'));
     }
+    const known = this.deps.repo.ids();
     for (const id of names) {
-      if (!/^[0-9a-f]{64}$/.test(id) || this.deps.repo.find(id)) continue;
+      if (!/^[0-9a-f]{64}$/.test(id) || known.has(id)) continue;
       const dir = path.join(this.deps.root, id);
       await this.deps.runtime.delete(id, true).catch(() => undefined);
       await releaseRootfs(path.join(dir, 'rootfs')).catch(() => undefined);
