@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
 import { pull, useEnv, type Env } from '../harness/env.js';
 import { largeImage, pushImage } from '../harness/images.js';
-import { expectNoLeaks, holdings, mountsUnder, type Holdings } from '../harness/leaks.js';
+import { allowing, expectNoLeaks, holdings, mountsUnder, registryPool, type Holdings } from '../harness/leaks.js';
 import { demuxText } from '../harness/streams.js';
 
 const ctx = useEnv();
@@ -106,23 +106,9 @@ function stagedFiles(): string[] {
   return out;
 }
 
-/** `before` plus what an operation that completed legitimately holds. */
-function plus(before: Holdings, extra: Partial<Holdings>): Holdings {
-  const out = { ...before };
-  for (const [k, v] of Object.entries(extra) as [keyof Holdings, unknown][]) {
-    if (Array.isArray(v)) (out as Record<string, unknown>)[k] = [...(before[k] as unknown[]), ...v];
-  }
-  return out;
-}
-
-/**
- * What berthd holds now, plus the idle keep-alive connections its registry
- * client may pool (one per download at once, max-concurrent-downloads 3, and
- * one for the manifest): whether the daemon that answers has pulled since it
- * started is not what these tests are about.
- */
+/** What berthd holds now, plus the idle connections its registry client may pool (whether it pulled since it started is not what these tests are about). */
 function snapshot(): Holdings {
-  return plus(holdings(d), { fds: Array.from({ length: 4 }, () => `tcp:->${env.registry.host}`) });
+  return allowing(holdings(d), registryPool(env.registry.host));
 }
 
 /** What a container legitimately holds: its directory, its rootfs mount when mounted, and when running its monitor and runtime state. */
@@ -325,7 +311,7 @@ describe('SIGKILL during a create', () => {
     if (found.status === 200) {
       const id = found.json.Id as string;
       const rootfs = path.join(containersDir(), id, 'rootfs');
-      await expectNoLeaks(d, plus(before, containerHoldings(id, { running: false, mounted: isMounted(rootfs) })));
+      await expectNoLeaks(d, allowing(before, containerHoldings(id, { running: false, mounted: isMounted(rootfs) })));
       // Whole: it starts and runs.
       await startContainer(id);
       expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(0);
@@ -368,7 +354,7 @@ describe('SIGKILL during a start', () => {
     if (answer.status === 204) expect(s.Status).toBe('running');
     expect(['running', 'created']).toContain(s.Status);
     const rootfs = path.join(d.dataRoot, 'containers', id, 'rootfs');
-    await expectNoLeaks(d, plus(before, containerHoldings(id, { running: s.Status === 'running', mounted: isMounted(rootfs) })));
+    await expectNoLeaks(d, allowing(before, containerHoldings(id, { running: s.Status === 'running', mounted: isMounted(rootfs) })));
     if (s.Status === 'created') {
       await startContainer(id);
     }

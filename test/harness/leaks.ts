@@ -131,6 +131,23 @@ export function holdings(d: Daemon): Holdings {
   };
 }
 
+/** `before` plus what an operation that completed legitimately holds. */
+export function allowing(before: Holdings, extra: Partial<Holdings>): Holdings {
+  const out = { ...before };
+  for (const [k, v] of Object.entries(extra) as [keyof Holdings, unknown][]) {
+    if (Array.isArray(v)) (out as Record<string, unknown>)[k] = [...(before[k] as unknown[]), ...v];
+  }
+  return out;
+}
+
+/**
+ * The idle keep-alive connections a registry client may pool with one
+ * registry (`host` as 127.0.0.1:PORT): one per download at once
+ * (max-concurrent-downloads, 3 by default) and one for the manifest. They
+ * are a pool, not a leak; more than that would be.
+ */
+export const registryPool = (host: string, downloads = 3): Partial<Holdings> => ({ fds: Array.from({ length: downloads + 1 }, () => `tcp:->${host}`) });
+
 /** What `b` has that `a` has not, counting repeats. */
 function extra<T>(a: readonly T[], b: readonly T[]): T[] {
   const left = [...a];

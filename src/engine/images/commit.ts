@@ -199,10 +199,12 @@ export class CommitService {
       [, blob] = await Promise.all(jobs);
     } catch (e) {
       for (const s of [tar, gzip, lag]) s.destroy();
-      const stored = await jobs[1].catch(() => undefined);
+      // The store's own error says most (a full disk, worded for the user); the tar's side only saw gzip destroyed with it.
+      let storeError: unknown;
+      const stored = await jobs[1].catch((err: unknown) => void (storeError = err));
       if (stored?.created) await this.deps.content.delete(stored.digest);
       await dropTree(tree);
-      throw e;
+      throw storeError ?? e;
     }
     const diffId = await diffHash.digest();
     if (diffId === EMPTY_LAYER_DIFF_ID) {
