@@ -298,12 +298,11 @@ export async function startBerthd({ bin = process.env.BERTH_BENCH_BERTHD || buil
   const socket = path.join(dir, 'berth.sock');
   const configFile = path.join(dir, 'daemon.json');
   writeFileSync(configFile, '{}\n'); // hermetic: never the machine's /etc/berth/daemon.json
-  const proc = spawn(
-    process.execPath,
-    [...nodeArgs, bin, '-H', `unix://${socket}`, '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'), '--config-file', configFile, '--log-level', 'warn', ...args],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
-  );
+  const argv = [...nodeArgs, bin, '-H', `unix://${socket}`, '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'), '--config-file', configFile, '--log-level', 'warn', ...args];
+  const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   const d = daemonHandle('berthd', dir, socket, proc, tail(proc.stderr));
+  /** The command line it was started with (node's arguments): to start it again on the same directories. */
+  d.argv = argv;
   await waitForPing(socket, proc, 'berthd', d.logs);
   return d;
 }

@@ -1,73 +1,139 @@
-// Daemon start to first /_ping answer, for berthd (and dockerd when installed).
-// Usage: node bench/startup.mjs [runs=20]
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
-import http from 'node:http';
+// Daemon start to first /_ping answer:
+//   (a) on a fresh data root, for berthd (and dockerd when installed);
+//   (b) restart-to-ready of berthd on a data root that records `containers`
+//       containers (half created, half exited) and `images` images: the time
+//       from spawn to the first /_ping answer after a clean stop, and after a
+//       SIGKILL (the crash recovery path).
+// Usage: node bench/startup.mjs [runs=20] [containers=1000] [images=100]
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { busyboxImage, pushImage } from '../fixtures/images.mjs';
+import {
+  buildSnapshot,
+  createContainer,
+  fmtMs,
+  mapLimit,
+  now,
+  pull,
+  removeAllContainers,
+  request,
+  runBench,
+  sleep,
+  startBerthd,
+  startContainer,
+  startRegistry,
+  stats,
+  which,
+} from './lib.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const runs = Number(process.argv[2] ?? 20);
+const clamp = (v, lo, hi, dflt) => Math.max(lo, Math.min(hi, Number.isFinite(Number(v)) ? Number(v) : dflt));
+const RUNS = clamp(process.argv[2], 1, 200, 20);
+const CONTAINERS = clamp(process.argv[3], 0, 5000, 1000);
+const IMAGES = clamp(process.argv[4], 1, 1000, 100);
+/** The issue's target for (b). */
+const TARGET_MS = 300;
 
-const ping = (socketPath) =>
-  new Promise((resolve) => {
-    const req = http.get({ socketPath, path: '/_ping' }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('error', () => resolve(false));
-  });
-
-async function timeStart(cmd, args, socket) {
-  const t0 = process.hrtime.bigint();
-  const p = spawn(cmd, args, { stdio: 'ignore' });
+/** Spawns `cmd args`, resolves with the ms until `socket` answers /_ping, and the process. */
+async function timeToReady(cmd, args, socket) {
+  const t0 = now();
+  const p = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   for (;;) {
     if (p.exitCode !== null) throw new Error(`${cmd} exited with ${p.exitCode}`);
-    if (existsSync(socket) && (await ping(socket))) break;
-    await new Promise((r) => setTimeout(r, 1));
+    if (existsSync(socket) && (await request(socket, 'GET', '/_ping', { timeoutMs: 5000 }).then((r) => r.status === 200, () => false))) break;
+    await sleep(1);
   }
-  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-  const exited = new Promise((r) => p.once('exit', r));
-  p.kill('SIGTERM');
-  await exited;
-  return ms;
+  return { ms: now() - t0, proc: p };
 }
 
-const stats = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const q = (f) => s[Math.min(s.length - 1, Math.floor(f * s.length))];
-  return { median: q(0.5), p90: q(0.9), min: s[0] };
-};
-const fmt = (s) => `median ${s.median.toFixed(0)} ms, p90 ${s.p90.toFixed(0)} ms, min ${s.min.toFixed(0)} ms`;
+async function stopWith(p, signal) {
+  const exited = new Promise((r) => (p.exitCode !== null || p.signalCode !== null ? r() : p.once('exit', r)));
+  p.kill(signal);
+  await exited;
+}
 
-async function bench(name, mkArgs) {
+/** (a) A fresh data root each run. */
+async function fresh(name, mkArgs) {
   const times = [];
-  for (let i = 0; i < runs; i++) {
+  for (let i = 0; i < RUNS; i++) {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-bench-'));
     const { cmd, args, socket } = mkArgs(dir);
-    times.push(await timeStart(cmd, args, socket));
+    const { ms, proc } = await timeToReady(cmd, args, socket);
+    times.push(ms);
+    await stopWith(proc, 'SIGTERM');
     rmSync(dir, { recursive: true, force: true });
   }
   const s = stats(times);
-  console.log(`${name.padEnd(8)} start → first /_ping: ${fmt(s)} (${runs} runs, fresh data root each)`);
+  console.log(`${name.padEnd(8)} start → first /_ping, fresh data root: ${fmtMs(s)}`);
   return s;
 }
 
-const berth = await bench('berthd', (dir) => ({
-  cmd: process.execPath,
-  args: [path.join(ROOT, 'bin/berthd.cjs'), '-H', `unix://${dir}/s.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`, '--config-file', '/dev/null/none'].slice(0, -2),
-  socket: `${dir}/s.sock`,
-}));
+/** (b) A data root with CONTAINERS containers and IMAGES images, restarted RUNS times. */
+async function populated() {
+  const registry = await startRegistry();
+  const d = await startBerthd();
+  // IMAGES images that differ only by a label: one shared layer, distinct configs.
+  await mapLimit(
+    Array.from({ length: IMAGES }, (_, i) => i),
+    8,
+    async (i) => {
+      await pushImage(registry.url, `startup/img${i}`, 'latest', await busyboxImage({ config: { Labels: { n: String(i) } } }));
+      await pull(d, `${registry.host}/startup/img${i}:latest`);
+    },
+  );
+  const t0 = now();
+  await mapLimit(
+    Array.from({ length: CONTAINERS }, (_, i) => i),
+    8,
+    async (i) => {
+      const id = await createContainer(d, { Image: `${registry.host}/startup/img${i % IMAGES}:latest`, Cmd: ['true'] });
+      if (i % 2) {
+        await startContainer(d, id);
+        await d.request('POST', `/containers/${id}/wait`);
+      }
+    },
+  );
+  console.log(`recorded ${CONTAINERS} containers (${Math.ceil(CONTAINERS / 2)} created, ${Math.floor(CONTAINERS / 2)} exited) and ${IMAGES} images in ${((now() - t0) / 1000).toFixed(1)} s`);
+  await stopWith(d.proc, 'SIGTERM');
 
-const dockerd = spawnSync('sh', ['-c', 'command -v dockerd']).stdout.toString().trim();
-if (dockerd) {
-  const d = await bench('dockerd', (dir) => ({
-    cmd: dockerd,
-    args: ['-H', `unix://${dir}/d.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`, '--pidfile', `${dir}/d.pid`, '--bridge', 'none', '--iptables=false'],
-    socket: `${dir}/d.sock`,
-  }));
-  console.log(`ratio berthd/dockerd (median): ${(berth.median / d.median).toFixed(2)}`);
-} else {
-  console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
+  const socket = d.socket;
+  const results = {};
+  for (const [how, signal] of [['after a clean stop', 'SIGTERM'], ['after a SIGKILL', 'SIGKILL']]) {
+    const times = [];
+    for (let i = 0; i < RUNS; i++) {
+      const { ms, proc } = await timeToReady(process.execPath, d.argv, socket);
+      times.push(ms);
+      await stopWith(proc, signal);
+    }
+    const s = stats(times);
+    results[how] = s;
+    console.log(`berthd restart → first /_ping, ${CONTAINERS} containers and ${IMAGES} images recorded, ${how}: ${fmtMs(s)} (target ≤ ${TARGET_MS} ms: ${s.median <= TARGET_MS ? 'met' : 'MISSED'})`);
+  }
+  // Its containers are removed through the API (their rootfs mounts with them) before the clean-up removes the directory.
+  const { proc } = await timeToReady(process.execPath, d.argv, socket);
+  await removeAllContainers(d);
+  await stopWith(proc, 'SIGTERM');
+  return results;
 }
+
+await runBench(async () => {
+  const bin = buildSnapshot();
+  const berth = await fresh('berthd', (dir) => ({
+    cmd: process.execPath,
+    args: [bin, '-H', `unix://${dir}/s.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`],
+    socket: `${dir}/s.sock`,
+  }));
+  const dockerd = which('dockerd');
+  if (dockerd) {
+    const dd = await fresh('dockerd', (dir) => ({
+      cmd: dockerd,
+      args: ['-H', `unix://${dir}/d.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`, '--pidfile', `${dir}/d.pid`, '--bridge', 'none', '--iptables=false'],
+      socket: `${dir}/d.sock`,
+    }));
+    console.log(`ratio berthd/dockerd (median): ${(berth.median / dd.median).toFixed(2)}`);
+  } else {
+    console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
+  }
+  if (CONTAINERS > 0) await populated();
+});

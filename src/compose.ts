@@ -17,7 +17,7 @@ import { RegistryClient } from './engine/registry/client.js';
 import { ExitWatcher } from './engine/runtime/exits.js';
 import { DEFAULT_LOG_SIZE_MAX, Runtime } from './engine/runtime/runtime.js';
 import { ContainerRepository } from './engine/store/containers.js';
-import { openDb, type Db } from './engine/store/db.js';
+import { guardFullDisk, openDb, type Db } from './engine/store/db.js';
 import { ImageRepository } from './engine/store/images.js';
 import { SystemService } from './engine/system.js';
 import type { Logger } from './log.js';
@@ -70,6 +70,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     return p;
   };
   const db = openDb(path.join(config.dataRoot, 'berth.db'));
+  const reserve = guardFullDisk(db, path.join(config.dataRoot, 'berth.db.reserve'), logger.child({ component: 'store' }));
   const imageRepo = new ImageRepository(db);
   const events = new EventBus();
 
@@ -128,6 +129,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
       exits.close();
       await extractor.close();
       await backgroundDeletions(); // a clean stop leaves nothing half deleted
+      reserve.close();
       db.close();
     },
   };

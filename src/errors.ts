@@ -43,5 +43,10 @@ export const noSuchContainer = (ref: string) => notFound(`No such container: ${r
 export const noSuchImage = (ref: string) => notFound(`No such image: ${ref}`);
 export const noSuchExec = (ref: string) => notFound(`No such exec instance: ${ref}`);
 
+/** True for a full disk (ENOSPC, whatever system call met it). */
+export const isNoSpace = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === 'ENOSPC';
+/** A full disk in the words dockerd's clients see (Go's os errors): "write <path>: no space left on device". */
+export const noSpace = (file: string, cause?: unknown) => systemError(`write ${file}: no space left on device`, cause);
+
 /** The message of anything thrown, for logs and in-band stream errors. */
 export const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));

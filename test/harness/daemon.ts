@@ -38,7 +38,8 @@ export function request(socketPath: string, method: string, urlPath: string, opt
       headers['Content-Type'] ??= 'application/json';
     }
     if (payload) headers['Content-Length'] = String(payload.length);
-    const req = http.request({ socketPath, method, path: urlPath, headers }, (res) => {
+    // No keep-alive (agent: false): an idle connection of the test itself would read as a descriptor berthd holds.
+    const req = http.request({ socketPath, method, path: urlPath, headers, agent: false }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {

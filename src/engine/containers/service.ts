@@ -2,7 +2,7 @@
 // rename, remove, prune, and what list/inspect/logs read. State lives in SQLite;
 // processes live under conmon, which outlives berthd; exits arrive by inotify.
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, lstat, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { conflict, invalidParameter, isEngineError, messageOf, noSuchContainer, notFound, notModified, systemError } from '../../errors.js';
@@ -57,6 +57,8 @@ export interface ContainerDeps {
 }
 
 const RUNNING: ContainerStatus[] = ['running', 'paused', 'restarting'];
+/** In a container's bundle while a commit holds it paused (freeze/thaw). */
+const FROZEN = 'frozen-for-commit';
 const isRunning = (r: ContainerRow) => r.status === 'running' || r.status === 'paused';
 const SIGNALS = os.constants.signals as Record<string, number>;
 /** How often a wait for a signalled container's exit looks whether its monitor is still there. */
@@ -481,6 +483,11 @@ export class ContainerService {
     exits.on('exit', (e) => void this.onExit(e.id, e.exitCode).catch((err) => this.log.error({ err, id: e.id }, 'exit handling failed')));
     exits.on('error', (err) => this.log.error({ err }, 'exit watcher failed'));
     await exits.start();
+    // Before the exits below are handled: their tear-down removes runc's records too.
+    for (const id of await runtime.recorded()) {
+      const row = repo.find(id);
+      if (row && !RUNNING.includes(row.status)) await this.recoverStart(row);
+    }
     for (const row of repo.withStatus(RUNNING)) {
       const code = await exits.readExit(row.id);
       if (code !== null) {
@@ -489,7 +496,8 @@ export class ContainerService {
       }
       const st = await runtime.state(row.id).catch(() => null);
       if (st && (st.status === 'running' || st.status === 'paused')) {
-        if (st.status !== row.status) repo.update(row.id, { status: st.status });
+        const status = await this.thawAfterCrash(this.hydrate(row), st.status);
+        if (status !== row.status) repo.update(row.id, { status });
         continue;
       }
       // Neither running nor an exit recorded (the machine rebooted, conmon was killed).
@@ -497,11 +505,40 @@ export class ContainerService {
     }
     await this.sweepOrphans();
     // Restart policies that were due while berthd was down.
-    for (const row of repo.withStatus(['exited'])) {
-      const c = this.hydrate(row);
-      const p = c.hostConfig.RestartPolicy.Name;
-      if ((p === 'always' || p === 'unless-stopped') && !row.stopped_by_user) this.scheduleRestart(row.id, 0);
+    for (const id of repo.restartable(['exited'], ['always', 'unless-stopped'])) this.scheduleRestart(id, 0);
+  }
+
+  /**
+   * A container that runc knows while its record says it does not run: a
+   * start that a crash of berthd cut short between `runc create` and
+   * recording the run (or an exit whose tear-down it cut short). A process
+   * that the start had released runs on, as the container's run; one that has
+   * ended since is recorded as exited, with its code; one never released is
+   * ended, and the start leaves nothing behind.
+   */
+  private async recoverStart(row: ContainerRow): Promise<void> {
+    const { runtime, exits, repo } = this.deps;
+    const c = this.hydrate(row);
+    await runtime.createSettled(row.id);
+    let st = await runtime.state(row.id).catch(() => null);
+    if (st?.status === 'created' && (await runtime.finishRelease(row.id))) st = { ...st, status: 'running' };
+    if (st?.status === 'running' || st?.status === 'paused') {
+      const conmonPid = (await runtime.conmonPid(c.bundleDir)) ?? 0;
+      repo.update(row.id, { status: st.status, pid: st.pid, conmon_pid: conmonPid, exit_code: 0, error: '', started_at: Date.now(), finished_at: 0, oom_killed: 0, stopped_by_user: 0 });
+      this.log.info({ id: row.id }, 'a start cut short by a crash had started the container: it runs on');
+      return;
     }
+    if (st?.status === 'stopped') {
+      const [code, at] = await Promise.all([exits.readExit(row.id), exits.exitedAt(row.id)]);
+      if (code !== null && at !== null && at > row.finished_at) {
+        repo.update(row.id, { status: 'exited', exit_code: code, finished_at: at, started_at: row.started_at || at, pid: 0, error: '' });
+      }
+      await runtime.delete(row.id, true).catch((err: unknown) => this.log.warn({ err, id: row.id }, 'runc delete'));
+      return;
+    }
+    await runtime.abandon(row.id, c.bundleDir);
+    await exits.clear(row.id);
+    this.log.info({ id: row.id }, 'ended a container whose start a crash cut short');
   }
 
   private async onExit(id: string, exitCode: number, error = ''): Promise<void> {
@@ -552,8 +589,9 @@ export class ContainerService {
         .then(() => rm(dir, { recursive: true, force: true }))
         .catch((err: unknown) => this.log.warn({ err, name }, 'removing a leftover container directory failed'));
     }
+    const known = this.deps.repo.ids();
     for (const id of names) {
-      if (!/^[0-9a-f]{64}$/.test(id) || this.deps.repo.find(id)) continue;
+      if (!/^[0-9a-f]{64}$/.test(id) || known.has(id)) continue;
       const dir = path.join(this.deps.root, id);
       await this.deps.runtime.delete(id, true).catch(() => undefined);
       await releaseRootfs(path.join(dir, 'rootfs')).catch(() => undefined);
@@ -731,6 +769,43 @@ export class ContainerService {
     // An exit recorded meanwhile stands: a frozen cgroup with no process is not a paused container.
     if (!this.deps.repo.updateIf(row.id, 'running', { status: 'paused' })) throw conflict(`Container ${row.id} is not running`);
     this.event(row, 'pause');
+  }
+
+  /**
+   * Pauses a running container for a commit, as pause() does, marked so in its
+   * bundle until thaw(): a berthd killed in between unpauses it when it starts
+   * again (thawAfterCrash), since nobody asked for that pause.
+   */
+  async freeze(ref: string): Promise<void> {
+    const c = this.get(ref);
+    const marker = path.join(c.bundleDir, FROZEN);
+    await writeFile(marker, '');
+    try {
+      await this.pause(c.row.id);
+    } catch (e) {
+      await rm(marker, { force: true });
+      throw e;
+    }
+  }
+
+  /** Ends a freeze(). */
+  async thaw(ref: string): Promise<void> {
+    const c = this.get(ref);
+    try {
+      await this.unpause(c.row.id);
+    } finally {
+      await rm(path.join(c.bundleDir, FROZEN), { force: true });
+    }
+  }
+
+  /** At start: a container left frozen by a commit that a crash cut short runs again. Returns its status. */
+  private async thawAfterCrash(c: Container, status: 'running' | 'paused'): Promise<'running' | 'paused'> {
+    const marker = path.join(c.bundleDir, FROZEN);
+    if (!(await access(marker).then(() => true, () => false))) return status;
+    if (status === 'paused') await this.deps.runtime.resume(c.row.id);
+    await rm(marker, { force: true });
+    this.log.info({ id: c.row.id }, 'unpaused a container that a commit cut short by a crash had paused');
+    return 'running';
   }
 
   async unpause(ref: string): Promise<void> {

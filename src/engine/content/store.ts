@@ -31,7 +31,7 @@ import { once } from 'node:events';
 import path from 'node:path';
 import { Readable, Transform, Writable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { EngineError, invalidParameter, notFound } from '../../errors.js';
+import { EngineError, invalidParameter, isNoSpace, noSpace, notFound } from '../../errors.js';
 import { Sha256 } from './hash.js';
 import { removeInBackground } from '../os/dirs.js';
 import { DIGEST_ALGORITHMS, parseDigest } from '../images/reference.js';
@@ -316,7 +316,7 @@ export class ContentStore {
       input?.destroy();
       opts.tap?.destroy(e as Error);
       await rm(tmp, { force: true });
-      throw e;
+      throw isNoSpace(e) ? noSpace(tmp, e) : e;
     }
     opts.tap?.end();
   }
@@ -390,7 +390,7 @@ export class ContentStore {
       return { digest, size, created };
     } catch (e) {
       await rm(tmp, { force: true });
-      throw e;
+      throw isNoSpace(e) ? noSpace(tmp, e) : e;
     }
   }
 

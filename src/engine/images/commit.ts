@@ -123,10 +123,10 @@ export class CommitService {
     const parentLayers = repo.layersOf(parent.id);
 
     // As dockerd: a container that cannot be paused (it stopped meanwhile) is committed as it is.
-    const freeze = req.pause !== false && c.row.status === 'running' && (await containers.pause(id).then(() => true, () => false));
+    const freeze = req.pause !== false && c.row.status === 'running' && (await containers.freeze(id).then(() => true, () => false));
     // Thawed as soon as its changes have all been read, not once they are stored.
     let thawing: Promise<void> | undefined;
-    const thaw = () => (thawing ??= freeze ? containers.unpause(id).catch((err: unknown) => this.log.warn({ err, id }, 'unpause after commit failed')) : Promise.resolve());
+    const thaw = () => (thawing ??= freeze ? containers.thaw(id).catch((err: unknown) => this.log.warn({ err, id }, 'unpause after commit failed')) : Promise.resolve());
     let layer: BuiltLayer | null;
     try {
       layer = await this.buildLayer(c, thaw);
@@ -199,10 +199,12 @@ export class CommitService {
       [, blob] = await Promise.all(jobs);
     } catch (e) {
       for (const s of [tar, gzip, lag]) s.destroy();
-      const stored = await jobs[1].catch(() => undefined);
+      // The store's own error says most (a full disk, worded for the user); the tar's side only saw gzip destroyed with it.
+      let storeError: unknown;
+      const stored = await jobs[1].catch((err: unknown) => void (storeError = err));
       if (stored?.created) await this.deps.content.delete(stored.digest);
       await dropTree(tree);
-      throw e;
+      throw storeError ?? e;
     }
     const diffId = await diffHash.digest();
     if (diffId === EMPTY_LAYER_DIFF_ID) {

@@ -36,7 +36,7 @@ import {
 import type { Readable } from 'node:stream';
 import { finished } from 'node:stream';
 import * as tarStream from 'tar-stream';
-import { invalidParameter, isEngineError, messageOf, systemError, type EngineError } from '../../errors.js';
+import { invalidParameter, isEngineError, isNoSpace, messageOf, noSpace, systemError, type EngineError } from '../../errors.js';
 import { native } from '../os/native.js';
 import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
 import { LayerTree, lstatOrNull } from './rooted.js';
@@ -392,8 +392,15 @@ class Applier {
   }
 }
 
-/** Errno errors are our I/O failing; anything else (the parser, the input) is classified by applyLayer. */
-const ioError = (e: unknown, h: TarHeader): unknown => (isErrno(e) ? systemError(`extracting ${JSON.stringify(h.name)}: ${messageOf(e)}`, e) : e);
+/**
+ * Errno errors are our I/O failing (a full disk in dockerd's words for it);
+ * anything else (the parser, the input) is classified by applyLayer.
+ */
+function ioError(e: unknown, h: TarHeader): unknown {
+  if (!isErrno(e)) return e;
+  if (isNoSpace(e)) return systemError(`failed to register layer: ${noSpace(`/${h.name.replace(/^\/+/, '')}`).message}`, e);
+  return systemError(`extracting ${JSON.stringify(h.name)}: ${messageOf(e)}`, e);
+}
 
 /** Reads a small body into memory (tar-stream yields exactly the header's size). */
 async function readSmallBody(body: EntryBody): Promise<Buffer[]> {

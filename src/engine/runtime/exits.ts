@@ -65,6 +65,11 @@ export class ExitWatcher extends EventEmitter<ExitWatcherEvents> {
     return text === null ? null : parseExitStatus(text);
   }
 
+  /** When conmon recorded the container's exit (ms since the epoch), or null when it has recorded none. */
+  async exitedAt(id: string): Promise<number | null> {
+    return stat(path.join(this.exitDir, id)).then((st) => Math.floor(st.mtimeMs), () => null);
+  }
+
   /** Every exit on disk, e.g. containers that stopped while berthd was down. */
   async pending(): Promise<ContainerExit[]> {
     const names = (await readdir(this.exitDir).catch(() => [] as string[])).filter((n) => !isTempName(n));

@@ -3,7 +3,7 @@
 // No HTTP, no database: callers keep the state, this only acts and reports.
 import { execFile } from 'node:child_process';
 import { constants } from 'node:fs';
-import { lstat, mkdir, open, readFile, rm, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
@@ -59,6 +59,8 @@ const ABANDON_WAIT_MS = 2000;
 
 /** runc's rule for ids, and what keeps them safe as file names under exit-dir and socket-dir. */
 const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/;
+/** What runc's init process is called (prctl) until it execs the container's command. */
+const INIT_COMM = 'runc:[2:INIT]';
 const VALID_SIGNAL = /^(?:\d{1,2}|(?:SIG)?[A-Z]+[0-9]*(?:[+-]\d+)?)$/i;
 
 /** True when `pid` runs and (when given) started at `start` clock ticks, so a reused pid is not taken for it. */
@@ -128,13 +130,13 @@ export class Runtime {
       stderr = collectText(child.pipes.get(2)!);
       report = await readSyncMessage(child.pipes.get(3)!, this.createTimeout);
     } catch (e) {
-      await this.abandonCreate(o);
+      await this.abandon(o.id, o.bundleDir);
       throw systemError(`conmon failed to create container ${o.id}: ${(e as Error).message}`, e);
     }
     const t1 = performance.now();
     if (report === null || report.data < 0) {
       const reason = report?.message || (await runcLogError(path.join(o.bundleDir, BUNDLE_FILES.runcLog))) || stderr();
-      await this.abandonCreate(o);
+      await this.abandon(o.id, o.bundleDir);
       throw reason ? runtimeCreateError(reason) : systemError(`conmon exited without creating container ${o.id}`);
     }
     const conmonPid = await readPidFile(path.join(o.bundleDir, BUNDLE_FILES.conmonPid));
@@ -375,6 +377,73 @@ export class Runtime {
     );
   }
 
+  /** Ids of the containers runc has a record of, read from its root (no runc spawned). */
+  async recorded(): Promise<string[]> {
+    return (await readdir(this.runcRoot).catch(() => [] as string[])).filter((n) => VALID_ID.test(n));
+  }
+
+  /**
+   * For a container runc reports as created: true when its init has in fact
+   * been released already, and runs the command (a start cut short between
+   * reading exec.fifo and removing it, which is what runc's "created" looks
+   * at). The fifo is then removed, as releaseInit() would have, and runc
+   * reports it running from here on.
+   */
+  async finishRelease(id: string): Promise<boolean> {
+    checkId(id);
+    const dir = path.join(this.runcRoot, id);
+    const state = await readFile(path.join(dir, 'state.json'), 'utf8').then((t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number }, () => null);
+    const pid = state?.init_process_pid;
+    if (!pid || !(await processAlive(pid, state.init_process_start))) return false;
+    // runc's init names itself so until it execs the container's command.
+    const comm = (await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => INIT_COMM)).trim();
+    if (comm === INIT_COMM) return false;
+    await rm(path.join(dir, 'exec.fifo'), { force: true });
+    return true;
+  }
+
+  /**
+   * Waits for a `runc create` that may still be under way for the container
+   * (conmon runs it, and goes on when berthd dies): its state directory is
+   * there, its state file (written at the end, by rename) not yet. Resolves
+   * once the state file is there or the directory gone; after `timeoutMs`, a
+   * directory with no state file is removed (a create that will never end).
+   */
+  async createSettled(id: string, timeoutMs = 10_000): Promise<void> {
+    checkId(id);
+    const dir = path.join(this.runcRoot, id);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const [hasDir, hasState] = await Promise.all([dir, path.join(dir, 'state.json')].map((p) => lstat(p).then(() => true, () => false)));
+      if (!hasDir || hasState) return;
+      if (Date.now() > deadline) {
+        this.log.warn({ id }, 'removing the state directory of a runc create that never ended');
+        await rm(dir, { recursive: true, force: true });
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  /**
+   * Ends a container that was created and never started: after a failed or
+   * timed-out create, or a start that a crash of berthd cut short. No conmon,
+   * no runc record, no socket link remains.
+   */
+  async abandon(id: string, bundleDir: string): Promise<void> {
+    const pid = await this.conmonPid(bundleDir);
+    if (pid !== null) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      // kill() only queues the signal: the caller goes on once conmon is gone.
+      for (let i = 0; i < ABANDON_WAIT_MS / 5 && (await processAlive(pid)); i++) await new Promise((r) => setTimeout(r, 5));
+    }
+    await this.delete(id, true).catch((e) => this.log.warn({ id, err: e }, 'removing an abandoned container'));
+  }
+
   /**
    * What every create and exec needs, done once (berthd calls it at start-up,
    * so that what it holds is the same before and after its first container):
@@ -426,21 +495,6 @@ export class Runtime {
         { fd: 3, direction: 'from-child' },
       ],
     });
-  }
-
-  /** After a failed or timed-out create: no conmon, no runc record, no socket link may remain. */
-  private async abandonCreate(o: CreateOptions): Promise<void> {
-    const pid = await this.conmonPid(o.bundleDir);
-    if (pid !== null) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-      // kill() only queues the signal: the failed create answers once conmon is gone.
-      for (let i = 0; i < ABANDON_WAIT_MS / 5 && (await processAlive(pid)); i++) await new Promise((r) => setTimeout(r, 5));
-    }
-    await this.delete(o.id, true).catch((e) => this.log.warn({ id: o.id, err: e }, 'cleanup after failed create'));
   }
 
   private async runc(args: string[]): Promise<string> {

@@ -34,6 +34,11 @@ const statements = (db: Db) => ({
   byPrefix: db.prepare("SELECT * FROM containers WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
   all: db.prepare('SELECT * FROM containers ORDER BY seq DESC'),
   withStatus: db.prepare('SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq'),
+  ids: db.prepare('SELECT id FROM containers'),
+  restartable: db.prepare(
+    `SELECT id FROM containers WHERE status IN (SELECT value FROM json_each(?)) AND stopped_by_user = 0
+     AND json_extract(host_config, '$.RestartPolicy.Name') IN (SELECT value FROM json_each(?)) ORDER BY seq`,
+  ),
   nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM containers'),
   insert: db.prepare(
     `INSERT INTO containers (id, name, image_id, image_ref, config, host_config, created, status, seq)
@@ -69,6 +74,16 @@ export class ContainerRepository {
 
   withStatus(statuses: ContainerStatus[]): ContainerRow[] {
     return this.q.withStatus.all(JSON.stringify(statuses)) as ContainerRow[];
+  }
+
+  /** Every container's id. */
+  ids(): Set<string> {
+    return new Set((this.q.ids.all() as { id: string }[]).map((r) => r.id));
+  }
+
+  /** Ids of the containers in one of `statuses`, not stopped by a user, whose restart policy is one of `policies`. */
+  restartable(statuses: ContainerStatus[], policies: string[]): string[] {
+    return (this.q.restartable.all(JSON.stringify(statuses), JSON.stringify(policies)) as { id: string }[]).map((r) => r.id);
   }
 
   /** Inserts a new container; a taken name surfaces as SQLite's UNIQUE error. */

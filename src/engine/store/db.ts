@@ -1,8 +1,9 @@
 // The SQLite store: the single source of truth. WAL mode, foreign keys, and
 // numbered migrations applied at start inside one transaction each.
 import Database from 'better-sqlite3';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { Logger } from '../../log.js';
 import { packageRoot } from '../../paths.js';
 import { systemError } from '../../errors.js';
 
@@ -54,4 +55,90 @@ export function migrate(db: Db, migrations: Migration[]): void {
       db.pragma(`user_version = ${m.version}`);
     })();
   }
+}
+
+/** The space kept in reserve for the database (see guardFullDisk). */
+export const RESERVE_BYTES = 4 << 20;
+/** How often a given-up reserve is made again, once the disk has room for it many times over. */
+const RESERVE_RETRY_MS = 10_000;
+
+/**
+ * On a full disk, SQLite answers every write "database or disk is full":
+ * berthd could then neither record what happens (a container's exit) nor
+ * free space for the user (rm, rmi, prune). So a reserve file of
+ * RESERVE_BYTES sits beside the database; at the first write that finds the
+ * disk full it is given up and the write done once more, and it is made
+ * again once the disk has room. A write that fails even so is refused in
+ * dockerd's words for a full disk. Guards every statement run outside a
+ * transaction, and every transaction as a whole (SQLite may have rolled a
+ * transaction back when the disk filled, so only the whole is done again).
+ */
+export function guardFullDisk(db: Db, reserveFile: string, logger: Logger): { close(): void } {
+  let retry: NodeJS.Timeout | undefined;
+  const free = () => {
+    const s = statfsSync(path.dirname(reserveFile));
+    return s.bavail * s.bsize;
+  };
+  const make = (): boolean => {
+    try {
+      if (statSync(reserveFile, { throwIfNoEntry: false })?.size === RESERVE_BYTES) return true;
+      if (free() < 16 * RESERVE_BYTES) return false;
+      writeFileSync(reserveFile, Buffer.alloc(RESERVE_BYTES), { mode: 0o600 });
+      return true;
+    } catch (e) {
+      rmSync(reserveFile, { force: true });
+      logger.debug({ err: e }, 'cannot make the database reserve yet');
+      return false;
+    }
+  };
+  const remakeLater = () => {
+    retry ??= setInterval(() => {
+      if (!make()) return;
+      clearInterval(retry);
+      retry = undefined;
+    }, RESERVE_RETRY_MS).unref();
+  };
+  const release = (): boolean => {
+    if (statSync(reserveFile, { throwIfNoEntry: false }) === undefined) return false;
+    rmSync(reserveFile, { force: true });
+    logger.warn({ file: reserveFile }, 'the disk is full: gave up the database reserve');
+    remakeLater();
+    return true;
+  };
+  const isFull = (e: unknown) => (e as { code?: string }).code === 'SQLITE_FULL';
+  const full = (e: unknown) => systemError(`write ${db.name}: no space left on device`, e);
+  function guarded<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (e) {
+      if (!isFull(e)) throw e;
+      if (!release()) throw full(e);
+    }
+    try {
+      return fn();
+    } catch (e) {
+      throw isFull(e) ? full(e) : e;
+    }
+  }
+
+  if (!make()) remakeLater();
+  const prepare = db.prepare.bind(db);
+  db.prepare = ((sql: string) => {
+    const stmt = prepare(sql);
+    for (const m of ['run', 'get', 'all'] as const) {
+      const call = stmt[m].bind(stmt) as (...a: unknown[]) => unknown;
+      (stmt as unknown as Record<string, unknown>)[m] = (...a: unknown[]) => (db.inTransaction ? call(...a) : guarded(() => call(...a)));
+    }
+    return stmt;
+  }) as Db['prepare'];
+  const transaction = db.transaction.bind(db);
+  db.transaction = ((fn: (...a: unknown[]) => unknown) => {
+    const t = transaction(fn);
+    return (...a: unknown[]) => guarded(() => t(...a));
+  }) as Db['transaction'];
+  return {
+    close() {
+      clearInterval(retry);
+    },
+  };
 }
