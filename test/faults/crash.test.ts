@@ -12,9 +12,9 @@
 // Each kill is timed by watching the operation (its progress stream, the
 // files it makes) rather than by sleeping, and where it lands between two
 // steps by chance, the assertions hold for either outcome.
+import Database from 'better-sqlite3';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import Database from 'better-sqlite3';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,11 +27,13 @@ import { demuxText } from '../harness/streams.js';
 const ctx = useEnv();
 let env: Env;
 let d: Daemon;
-/** busybox + 4 layers of 24 MiB of random bytes (/data/large-<n>.bin). */
+/** busybox + 4 layers of 16 MiB of random bytes (/data/large-<n>.bin). */
 let large: string;
-const LARGE_MIB = 96;
+const LARGE_MIB = 64;
 const LARGE_LAYERS = 4;
 const MiB = 1024 * 1024;
+/** For the tests that pull or commit tens of MiB several times: on a machine shared with other suites that takes a while. */
+const HEAVY_MS = 180_000;
 
 beforeAll(async () => {
   env = ctx.env;
@@ -55,23 +57,25 @@ async function killWhen(ready: () => boolean | Promise<boolean>, what: string): 
  * `onData` sees the body as it arrives. Resolves with the status and body,
  * or with `cut: true` when the connection broke first.
  */
-function send(method: string, urlPath: string, onData: (text: string) => void = () => undefined): Promise<{ status: number; text: string; cut: boolean }> {
+function send(method: string, urlPath: string, o: { body?: unknown; onData?: (text: string) => void } = {}): Promise<{ status: number; text: string; cut: boolean }> {
   return new Promise((resolve) => {
     let text = '';
     let status = 0;
-    const req = http.request({ socketPath: d.socket, method, path: urlPath, headers: { Host: 'localhost' } }, (res) => {
+    const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
+    const headers: Record<string, string> = { Host: 'localhost', ...(payload ? { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(payload)) } : {}) };
+    const req = http.request({ socketPath: d.socket, method, path: urlPath, headers, agent: false }, (res) => {
       status = res.statusCode ?? 0;
       res.setEncoding('utf8');
       res.on('data', (c: string) => {
         text += c;
-        onData(c);
+        o.onData?.(c);
       });
       res.on('end', () => resolve({ status, text, cut: !res.complete }));
       res.on('error', () => resolve({ status, text, cut: true }));
       res.on('aborted', () => resolve({ status, text, cut: true }));
     });
     req.on('error', () => resolve({ status, text, cut: true }));
-    req.end();
+    req.end(payload);
   });
 }
 
@@ -79,10 +83,12 @@ function send(method: string, urlPath: string, onData: (text: string) => void = 
 function pullStream(ref: string, onEvent: (e: { status?: string; id?: string; error?: string }) => void) {
   const i = ref.lastIndexOf(':');
   let rest = '';
-  return send('POST', `/images/create?fromImage=${q(ref.slice(0, i))}&tag=${q(ref.slice(i + 1))}`, (chunk) => {
-    const lines = (rest + chunk).split('\n');
-    rest = lines.pop()!;
-    for (const l of lines) if (l.trim()) onEvent(JSON.parse(l));
+  return send('POST', `/images/create?fromImage=${q(ref.slice(0, i))}&tag=${q(ref.slice(i + 1))}`, {
+    onData: (chunk) => {
+      const lines = (rest + chunk).split('\n');
+      rest = lines.pop()!;
+      for (const l of lines) if (l.trim()) onEvent(JSON.parse(l));
+    },
   });
 }
 
@@ -95,7 +101,7 @@ const sizeOf = (f: string) => {
   }
 };
 
-/** Files (recursively) under the staged layer trees of <data-root>/layers/tmp. */
+/** The files under /data in the staged layer trees of <data-root>/layers/tmp. */
 function stagedFiles(): string[] {
   const tmp = path.join(d.dataRoot, 'layers/tmp');
   const out: string[] = [];
@@ -176,12 +182,10 @@ const normalize = (s: string) => s.trim().split('\n').map((l) => l.trim().replac
 
 /** The large image is either absent or whole (its files all there, their sizes right). */
 async function expectWholeOrAbsent(ref: string): Promise<boolean> {
-  const listed = (await images()).filter((i) => i.RepoTags?.includes(ref));
   const all = await images();
-  const known = new Set((await d.request('GET', '/images/json')).json.map((i: { Id: string }) => i.Id));
-  // Nothing half-pulled shows as an untagged entry either.
-  expect(all.filter((i) => !known.has(i.Id))).toEqual([]);
-  if (listed.length === 0) {
+  // Nothing half made shows as a nameless entry either (every image these tests make has a name).
+  expect(all.filter((i) => !i.RepoTags?.length)).toEqual([]);
+  if (!all.some((i) => i.RepoTags?.includes(ref))) {
     expect((await d.request('GET', `/images/${q(ref)}/json`)).status).toBe(404);
     return false;
   }
@@ -217,15 +221,15 @@ describe('SIGKILL during a pull', () => {
     expect(await expectWholeOrAbsent(large)).toBe(true);
     expect((await d.request('DELETE', `/images/${q(large)}`)).status).toBe(200);
     await expectNoLeaks(d, before);
-  });
+  }, HEAVY_MS);
 });
 
 // ────────────────────────────────── commit ──────────────────────────────────
 
 describe('SIGKILL during a commit', () => {
-  /** A running container that wrote 48 MiB of random bytes and 500 small files, then idles. */
+  /** A running container that wrote 32 MiB of random bytes and 500 small files, then idles. */
   async function writer(): Promise<string> {
-    const script = 'dd if=/dev/urandom of=/big bs=1M count=48 2>/dev/null; mkdir /many; i=0; while [ $i -lt 500 ]; do echo $i > /many/$i; i=$((i+1)); done; echo ready; exec sleep 300';
+    const script = 'dd if=/dev/urandom of=/big bs=1M count=32 2>/dev/null; mkdir /many; i=0; while [ $i -lt 500 ]; do echo $i > /many/$i; i=$((i+1)); done; echo ready; exec sleep 300';
     const id = await createContainer(env.busybox, ['sh', '-c', script]);
     await startContainer(id);
     await waitFor(async () => (await logText(id)).includes('ready'), 'the writer to be ready', 30_000, 50);
@@ -257,12 +261,12 @@ describe('SIGKILL during a commit', () => {
     const listed = (await images()).some((i) => i.RepoTags?.includes(ref));
     if (answered) expect(listed).toBe(true);
     await expectNoLeaks(d, before);
-    if (listed) expect(await runToEnd(ref, CHECK)).toBe(`${48 * MiB}\n500\n`);
+    if (listed) expect(await runToEnd(ref, CHECK)).toBe(`${32 * MiB}\n500\n`);
 
     // Commit again, and the container is still managed: logs, stop, wait.
     const again = await d.request('POST', `/commit?container=${id}&repo=crash/again`);
     expect(again.status, again.text).toBe(201);
-    expect(await runToEnd('crash/again', CHECK)).toBe(`${48 * MiB}\n500\n`);
+    expect(await runToEnd('crash/again', CHECK)).toBe(`${32 * MiB}\n500\n`);
     expect(await logText(id)).toBe('ready\n');
     const waiting = d.request('POST', `/containers/${id}/wait`);
     expect((await d.request('POST', `/containers/${id}/stop?t=0`)).status).toBe(204);
@@ -271,7 +275,7 @@ describe('SIGKILL during a commit', () => {
     for (const r of listed ? [ref, 'crash/again'] : ['crash/again']) expect((await d.request('DELETE', `/images/${q(r)}`)).status).toBe(200);
     const clean = await expectNoLeaks(d, before);
     expect(clean.containerDirs).toEqual(before.containerDirs.filter((c) => c !== id));
-  });
+  }, HEAVY_MS);
 });
 
 // ────────────────────────────────── create ──────────────────────────────────
@@ -292,16 +296,7 @@ describe('SIGKILL during a create', () => {
     const known = listDir(containersDir());
     let answered = false;
     const name = `crash-create-${Math.random().toString(36).slice(2, 8)}`;
-    const body = JSON.stringify({ Image: env.busybox, Cmd: ['echo', 'made'] });
-    const creating = new Promise<void>((resolve) => {
-      const req = http.request({ socketPath: d.socket, method: 'POST', path: `/containers/create?name=${name}`, headers: { Host: 'localhost', 'Content-Type': 'application/json', 'Content-Length': String(body.length) } }, (res) => {
-        res.resume();
-        answered = res.statusCode === 201;
-        res.on('end', () => resolve()).on('error', () => resolve()).on('aborted', () => resolve());
-      });
-      req.on('error', () => resolve());
-      req.end(body);
-    });
+    const creating = send('POST', `/containers/create?name=${name}`, { body: { Image: env.busybox, Cmd: ['echo', 'made'] } }).then((r) => (answered = r.status === 201));
     await killWhen(() => when(known, answered), 'the moment to kill');
     await creating;
     await d.restart();
@@ -470,7 +465,7 @@ describe('SIGKILL during an rmi', () => {
     expect(await expectWholeOrAbsent(large)).toBe(true);
     expect((await d.request('DELETE', `/images/${q(large)}`)).status).toBe(200);
     await expectNoLeaks(d, before);
-  });
+  }, HEAVY_MS);
 });
 
 // ─────────────────────────────── 20 containers ───────────────────────────────
@@ -485,21 +480,21 @@ describe('SIGKILL with 20 containers running', () => {
   it('keeps the running ones running and managed, and reports the exits that happened meanwhile with their codes', async () => {
     const before = snapshot();
     // Ten run on; ten wait for a file that appears only while berthd is dead, then exit with their own code.
-    const lasting: string[] = [];
-    const ending: { id: string; code: number }[] = [];
-    for (let i = 0; i < 10; i++) {
-      const id = await createContainer(env.busybox, ['sh', '-c', `echo lasting-${i}; exec sleep 300`]);
+    const run = async (cmd: string[], extra: Record<string, unknown> = {}) => {
+      const id = await createContainer(env.busybox, cmd, extra);
       await startContainer(id);
-      lasting.push(id);
-    }
-    for (let i = 0; i < 10; i++) {
-      const code = i + 1;
-      const script = `echo ending-${i}; while [ ! -e /trigger/go ]; do sleep 0.05; done; echo bye-${i}; exit ${code}`;
-      const id = await createContainer(env.busybox, ['sh', '-c', script], { HostConfig: { Binds: [`${trigger}:/trigger:ro`] } });
-      await startContainer(id);
-      ending.push({ id, code });
-    }
-    for (const id of lasting) await waitFor(async () => (await logText(id)).includes('lasting'), 'output');
+      return id;
+    };
+    const lasting = await Promise.all(Array.from({ length: 10 }, (_, i) => run(['sh', '-c', `echo lasting-${i}; exec sleep 300`])));
+    const ending = await Promise.all(
+      Array.from({ length: 10 }, async (_, i) => {
+        const code = i + 1;
+        const script = `echo ending-${i}; while [ ! -e /trigger/go ]; do sleep 0.05; done; echo bye-${i}; exit ${code}`;
+        return { id: await run(['sh', '-c', script], { HostConfig: { Binds: [`${trigger}:/trigger:ro`] } }), code };
+      }),
+    );
+    await Promise.all(lasting.map((id) => waitFor(async () => (await logText(id)).includes('lasting'), 'output')));
+    await Promise.all(ending.map(({ id }) => waitFor(async () => (await logText(id)).includes('ending'), 'output')));
     const pids = new Map<string, number>();
     for (const id of lasting) pids.set(id, (await state(id)).Pid);
     await d.kill();
@@ -521,15 +516,14 @@ describe('SIGKILL with 20 containers running', () => {
     for (const id of lasting) expect(await state(id)).toMatchObject({ Status: 'running', Running: true, Pid: pids.get(id) });
     // Managed as before: logs, wait, stop, kill.
     const waits = lasting.map((id) => d.request('POST', `/containers/${id}/wait`));
-    for (const [i, id] of lasting.entries()) {
-      expect(await logText(id)).toBe(`lasting-${i}\n`);
-      const r = i % 2 ? await d.request('POST', `/containers/${id}/stop?t=0`) : await d.request('POST', `/containers/${id}/kill`);
-      expect(r.status).toBe(204);
-    }
+    for (const [i, id] of lasting.entries()) expect(await logText(id)).toBe(`lasting-${i}\n`);
+    const stops = await Promise.all(lasting.map((id, i) => d.request('POST', i % 2 ? `/containers/${id}/stop?t=0` : `/containers/${id}/kill`)));
+    expect(stops.map((r) => r.status)).toEqual(lasting.map(() => 204));
     expect((await Promise.all(waits)).map((w) => w.json.StatusCode)).toEqual(lasting.map(() => 137));
-    for (const id of [...lasting, victim, ...ending.map((e) => e.id)]) expect((await d.request('DELETE', `/containers/${id}`)).status).toBe(204);
+    const removals = await Promise.all([...lasting, victim, ...ending.map((e) => e.id)].map((id) => d.request('DELETE', `/containers/${id}`)));
+    expect(removals.map((r) => r.status)).toEqual(removals.map(() => 204));
     await expectNoLeaks(d, before);
-  });
+  }, HEAVY_MS);
 
   it('restarts, at the next start, containers whose restart policy came due while berthd was down', async () => {
     const before = snapshot();
