@@ -22,7 +22,7 @@ async function run(cmd: string[]): Promise<string> {
 
 /** Short-lived containers, each acted on around the moment it exits. */
 async function aroundExits(act: (id: string) => Promise<void>): Promise<void> {
-  const sleeps = Array.from({ length: 24 }, (_, i) => (i % 8) * 0.01);
+  const sleeps = Array.from({ length: 16 }, (_, i) => (i % 8) * 0.01);
   for (let i = 0; i < sleeps.length; i += 4) {
     await Promise.all(
       sleeps.slice(i, i + 4).map(async (s) => {
@@ -33,7 +33,8 @@ async function aroundExits(act: (id: string) => Promise<void>): Promise<void> {
   }
 }
 
-describe('a container exiting while it is acted on', () => {
+// Each case runs 16 containers: room for a loaded machine.
+describe('a container exiting while it is acted on', { timeout: 180_000 }, () => {
   it('a forced removal always removes', async () => {
     const before = holdings(ctx.daemon);
     await aroundExits(async (id) => {
