@@ -77,7 +77,9 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   const content = new ContentStore(dir('content'));
   const layers = new LayerStore(dir('layers'));
   await layers.init();
-  // Leftovers of pulls and commits cut short by a crash: nothing records them.
+  // Leftovers of pulls and commits cut short by a crash: nothing records them. Layers a
+  // failed pull kept for its next attempt go too, unless an image took them since.
+  imageRepo.deleteUnusedLayers();
   await content.init();
   await layers.cleanup(imageRepo.layerDirs());
   // Blobs stored by a pull or commit that a crash cut short before it recorded its image.
@@ -88,6 +90,8 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     insecureRegistries: config.insecureRegistries,
     mirrors: config.registryMirrors,
     certsDirs: config.certsDirs,
+    headerTimeoutMs: config.registryStallTimeoutMs,
+    idleTimeoutMs: config.registryStallTimeoutMs,
     logger: logger.child({ component: 'registry' }),
   });
   const extractor = new Extractor({ logger: logger.child({ component: 'extractor' }) });

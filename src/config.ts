@@ -24,6 +24,8 @@ export interface Config {
   defaultRuntime: string;
   runtimes: Record<string, RuntimeConfig>;
   maxConcurrentDownloads: number;
+  /** A registry that sends nothing for this long (no answer, or a body that stops) fails the request. */
+  registryStallTimeoutMs: number;
   conmonPath: string;
   certsDirs: string[];
 }
@@ -37,6 +39,7 @@ const DEFAULTS = {
   group: 'docker',
   defaultRuntime: 'runc',
   maxConcurrentDownloads: 3,
+  registryStallTimeoutSec: 60,
 };
 
 const LogLevel = z.enum(['debug', 'info', 'warn', 'error', 'fatal']);
@@ -57,6 +60,8 @@ const DaemonJson = z.looseObject({
   group: z.string().optional(),
   pidfile: z.string().optional(),
   'max-concurrent-downloads': z.number().int().positive().optional(),
+  // berth's own: dockerd waits for a stalled registry until the client gives up.
+  'registry-stall-timeout': z.number().positive().optional(),
   'conmon-path': z.string().optional(),
 });
 type DaemonJson = z.infer<typeof DaemonJson>;
@@ -80,6 +85,7 @@ Options:
   -p, --pidfile string             Path to use for daemon PID file
       --default-runtime string     Default OCI runtime for containers (default "runc")
       --max-concurrent-downloads int  Max concurrent layer downloads per pull (default 3)
+      --registry-stall-timeout seconds  Fail a registry request that sends nothing for this long (default 60)
   -v, --version                    Print version information and quit
 `;
 
@@ -104,6 +110,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       pidfile: { type: 'string', short: 'p' },
       'default-runtime': { type: 'string' },
       'max-concurrent-downloads': { type: 'string' },
+      'registry-stall-timeout': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
@@ -117,6 +124,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
   const maxDownloads = values['max-concurrent-downloads'];
   if (maxDownloads !== undefined && !/^[1-9][0-9]*$/.test(maxDownloads)) {
     throw new ConfigError(`invalid value for --max-concurrent-downloads: ${maxDownloads}`);
+  }
+  const stall = values['registry-stall-timeout'];
+  if (stall !== undefined && !(/^\d+(\.\d+)?$/.test(stall) && Number(stall) > 0)) {
+    throw new ConfigError(`invalid value for --registry-stall-timeout: ${stall}`);
   }
   const runtimes: Record<string, RuntimeConfig> = { runc: { path: 'runc', runtimeArgs: [] } };
   for (const [name, r] of Object.entries(file.runtimes ?? {})) runtimes[name] = { path: r.path, runtimeArgs: r.runtimeArgs ?? [] };
@@ -137,6 +148,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
     defaultRuntime,
     runtimes,
     maxConcurrentDownloads: maxDownloads ? Number(maxDownloads) : (file['max-concurrent-downloads'] ?? DEFAULTS.maxConcurrentDownloads),
+    registryStallTimeoutMs: 1000 * (stall ? Number(stall) : (file['registry-stall-timeout'] ?? DEFAULTS.registryStallTimeoutSec)),
     conmonPath: file['conmon-path'] ?? 'conmon',
     certsDirs: ['/etc/berth/certs.d', '/etc/docker/certs.d'],
   };
@@ -179,6 +191,7 @@ const FLAG_TO_KEY: Record<string, string> = {
   pidfile: 'pidfile',
   'default-runtime': 'default-runtime',
   'max-concurrent-downloads': 'max-concurrent-downloads',
+  'registry-stall-timeout': 'registry-stall-timeout',
 };
 
 function refuseConflicts(flags: Record<string, unknown>, file: DaemonJson): void {

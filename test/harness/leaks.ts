@@ -19,7 +19,7 @@ export interface Holdings {
   conmons: number[];
   /** Entries in the stores' temp directories (ingests, staged layers, deletions under way, containers being deleted). */
   temps: string[];
-  /** Blob files no image row holds. */
+  /** Blob files no record holds (no image, and no layer made from it: berthd's own rule). */
   orphanBlobs: string[];
   /** Layer directories no layer row names. */
   orphanLayers: string[];
@@ -97,7 +97,8 @@ function recorded(dataRoot: string): { blobs: Set<string>; layerDirs: Set<string
   if (!existsSync(file)) return { blobs: new Set(), layerDirs: new Set() };
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
-    const blobs = new Set((db.prepare('SELECT DISTINCT digest FROM image_blobs').all() as { digest: string }[]).map((r) => r.digest));
+    const held = 'SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL';
+    const blobs = new Set((db.prepare(held).all() as { digest: string }[]).map((r) => r.digest));
     const layerDirs = new Set((db.prepare('SELECT dir FROM layers').all() as { dir: string }[]).map((r) => r.dir));
     return { blobs, layerDirs };
   } finally {

@@ -23,6 +23,18 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(config)).toBe(true);
   });
 
+  it('takes registry-stall-timeout in seconds (default 60), from a flag or daemon.json, and refuses nonsense', () => {
+    expect(loadConfig(['--config-file', file('s0.json', {})], {}).config.registryStallTimeoutMs).toBe(60_000);
+    expect(loadConfig(['--registry-stall-timeout', '1.5', '--config-file', file('s1.json', {})], {}).config.registryStallTimeoutMs).toBe(1500);
+    expect(loadConfig(['--config-file', file('s2.json', { 'registry-stall-timeout': 5 })], {}).config.registryStallTimeoutMs).toBe(5000);
+    for (const bad of ['0', '1e3', 'soon']) {
+      expect(() => loadConfig(['--registry-stall-timeout', bad, '--config-file', file('s3.json', {})], {})).toThrow(ConfigError);
+    }
+    expect(() => loadConfig(['--registry-stall-timeout', '2', '--config-file', file('s4.json', { 'registry-stall-timeout': 3 })], {})).toThrow(
+      /specified both as a flag and in the configuration file/,
+    );
+  });
+
   it('takes repeatable flags', () => {
     const { config } = loadConfig(
       ['-H', 'unix:///a.sock', '--host', 'tcp://127.0.0.1:2376', '--registry-mirror', 'http://m1', '--insecure-registry', 'r:5000', '--insecure-registry', 'q', '--config-file', file('e.json', {})],

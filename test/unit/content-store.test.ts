@@ -293,14 +293,32 @@ describe('tap (download, verify and extract in one pass)', () => {
     expect(maxAhead).toBeLessThan(300_000);
   });
 
-  it('failing aborts the download', async () => {
-    const source = endless();
-    const tap = new Writable({
+  const failingTap = () =>
+    new Writable({
       write(_c, _e, cb) {
         cb(new Error('Error processing tar file(unexpected EOF)'));
       },
     });
-    const err = await errorOf(store.ingest(sha(bytes(1)), Number.MAX_SAFE_INTEGER, source, { tap }));
+
+  it('failing stores nothing: the ingest rejects with its error once the bytes are verified', async () => {
+    const data = bytes(300_000);
+    const source = counted(data);
+    const err = await errorOf(store.ingest(sha(data), data.length, source, { tap: failingTap() }));
+    expect(err.message).toBe('Error processing tar file(unexpected EOF)');
+    expect(await store.has(sha(data))).toBe(false);
+    expect(ingestLeftovers()).toEqual([]);
+  });
+
+  it('failing on bytes that are not what the digest says reports the verification failure', async () => {
+    const data = bytes(300_000);
+    const err = await errorOf(store.ingest(sha(bytes(5)), data.length, counted(data), { tap: failingTap(), what: 'filesystem layer' }));
+    expect(err).toBeInstanceOf(ContentVerificationError);
+    expect(ingestLeftovers()).toEqual([]);
+  });
+
+  it('failing aborts a download of unknown size', async () => {
+    const source = endless();
+    const err = await errorOf(store.ingest(sha(bytes(1)), undefined, source, { tap: failingTap() }));
     expect(err.message).toBe('Error processing tar file(unexpected EOF)');
     expect(source.destroyed).toBe(true);
     expect(ingestLeftovers()).toEqual([]);

@@ -37,9 +37,16 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
     if (!q.fromImage) throw notImplemented('importing images (fromSrc) is not supported yet');
     const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
     const stream = new JsonLinesStream(reply);
+    // A client that hangs up cancels its pull, as with dockerd (downloads other pulls share go on).
+    const gone = new AbortController();
+    reply.raw.once('close', () => reply.raw.writableFinished || gone.abort(new Error('the client went away')));
     try {
-      await images.pull(q.fromImage, q.tag, auth, (e) => stream.progress(e));
+      await images.pull(q.fromImage, q.tag, auth, (e) => stream.progress(e), { signal: gone.signal });
     } catch (e) {
+      if (gone.signal.aborted) {
+        req.log.info({ url: req.url }, 'pull cancelled: the client went away');
+        return stream.drop();
+      }
       if (!stream.hasStarted) throw e;
       stream.error(e);
     }

@@ -96,6 +96,15 @@ export class JsonLinesStream {
     this.reply.raw.end();
   }
 
+  /** The client is gone: nothing more is written, and the connection is closed. */
+  drop(): void {
+    if (!this.started) {
+      this.started = true;
+      this.reply.hijack();
+    }
+    this.reply.raw.destroy();
+  }
+
   /** True when the client went away (the pull goes on or stops; see images route). */
   get closed(): boolean {
     return this.reply.raw.destroyed || this.reply.raw.writableEnded;

@@ -20,7 +20,12 @@
 //   * the tap is ended only after the blob has been verified AND committed;
 //   * on any failure (digest, size, network, disk) the tap is destroyed with
 //     that error instead, so its consumer must discard what it extracted;
-//   * a tap error (say, not a tar) aborts the download and the ingest rejects;
+//   * a tap error (say, not a tar) stops the copy to the tap; a download of
+//     known size goes on to its end (never past that size), so that bytes
+//     that are not what the digest says are reported as such (a gzip error
+//     in a corrupted download is a verification failure); the ingest then
+//     rejects with the tap's error, and nothing is stored (one of unknown
+//     size stops at once);
 //   * the tap must be read to its end or destroyed, or the download stalls.
 // When the blob is already stored, or another caller is already downloading
 // the same digest, the tap is fed from the stored file once it is committed.
@@ -138,6 +143,29 @@ async function writeFully(fh: FileHandle, buf: Buffer): Promise<void> {
   for (let done = 0; done < buf.length; ) done += (await fh.write(buf, done)).bytesWritten;
 }
 
+const noop = () => undefined;
+
+/**
+ * Destroys the caller's tap with the ingest's failure. The failure is the
+ * ingest's to report (its promise rejects with it): whether or not anyone
+ * listens on the tap, the 'error' event must find a listener.
+ */
+function abandon(tap: Writable, e: Error): void {
+  tap.on('error', noop);
+  tap.destroy(e);
+}
+
+/** `p`, or a rejection with the signal's reason as soon as it aborts. */
+function until<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  signal.throwIfAborted();
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
 /** Closes a source we ended up not reading (its download is shared or not needed). */
 function release(source: ContentSource): void {
   if (typeof source !== 'function') source.destroy();
@@ -158,16 +186,40 @@ async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
+interface Tee {
+  sink: Writable;
+  /** Why the tap failed, if it did: the copy went on to the file alone. */
+  tapError(): Error | undefined;
+}
+
 /**
  * Copies each chunk to the file and to the tap, calling back when both have
  * taken it (backpressure from the slower). Ending it ends the file only: the
- * tap is ended by ingest after the commit.
+ * tap is ended by ingest after the commit. A file that fails stops the copy;
+ * a tap that fails is dropped when the copy is `bounded`, else stops it too
+ * (see the file comment).
  */
-function tee(file: Writable, tap: Writable | undefined): Writable {
-  const targets = tap ? [file, tap] : [file];
-  const out: Writable = new Writable({
+function tee(file: Writable, tap: Writable | undefined, bounded: boolean): Tee {
+  let tapError: Error | undefined;
+  const live = () => (tap && !tapError ? [file, tap] : [file]);
+  /** A full target has taken its chunk: 'drain', or for the tap also its failure. */
+  const drained = (t: Writable) =>
+    t === file
+      ? once(file, 'drain')
+      : new Promise<void>((resolve) => {
+          const done = () => {
+            t.off('drain', done);
+            t.off('close', done);
+            t.off('error', done);
+            resolve();
+          };
+          t.on('drain', done).on('close', done).on('error', done);
+        });
+  const sink: Writable = new Writable({
     write(chunk: Buffer, _enc, cb) {
-      const waits = targets.filter((t) => !t.write(chunk)).map((t) => once(t, 'drain'));
+      const waits = live()
+        .filter((t) => !t.write(chunk))
+        .map(drained);
       if (waits.length === 0) cb();
       else Promise.all(waits).then(() => cb(), cb);
     },
@@ -182,13 +234,19 @@ function tee(file: Writable, tap: Writable | undefined): Writable {
       cb(err);
     },
   });
-  // A target failing between writes (a tap consumer that is not a tar, a full disk) stops the copy.
-  for (const t of targets) t.on('error', (e) => out.destroy(e));
-  return out;
+  // The file failing between writes (a full disk) stops the copy.
+  file.on('error', (e) => sink.destroy(e));
+  tap?.on('error', (e) => {
+    tapError ??= e;
+    if (!bounded) sink.destroy(e);
+  });
+  return { sink, tapError: () => tapError };
 }
 
 export class ContentStore {
   private readonly inflight = new Map<string, Promise<void>>();
+  /** Deletions under way: an ingest of the same digest waits for them, and they for it. */
+  private readonly deleting = new Map<string, Promise<boolean>>();
   readonly blobsDir: string;
   readonly ingestDir: string;
 
@@ -288,12 +346,24 @@ export class ContentStore {
       release(source);
       throw e;
     }
+    const deleting = this.deleting.get(digest);
+    if (deleting) await deleting.catch(noop);
     const running = this.inflight.get(digest);
     if (running) {
-      const shared = await running.then(
-        () => true,
-        () => false,
-      );
+      let shared: boolean;
+      try {
+        shared = await until(
+          running.then(
+            () => true,
+            () => false,
+          ),
+          opts.signal,
+        );
+      } catch (e) {
+        release(source);
+        if (opts.tap) abandon(opts.tap, e as Error);
+        throw e;
+      }
       if (shared) return this.finishFromStore(digest, source, opts.tap);
       return this.ingest(digest, expectedSize, source, opts);
     }
@@ -308,27 +378,29 @@ export class ContentStore {
     let input: Readable | undefined;
     try {
       input = typeof source === 'function' ? await source() : source;
-      await this.writeVerified(tmp, input, digest, size, opts);
+      const tapError = await this.writeVerified(tmp, input, digest, size, opts);
+      if (tapError) throw tapError; // the bytes are right, the tap could not take them
       await mkdir(path.dirname(target), { recursive: true, mode: 0o700 });
       await rename(tmp, target);
       await fsyncDir(path.dirname(target));
     } catch (e) {
       input?.destroy();
-      opts.tap?.destroy(e as Error);
+      if (opts.tap) abandon(opts.tap, e as Error);
       await rm(tmp, { force: true });
       throw isNoSpace(e) ? noSpace(tmp, e) : e;
     }
     opts.tap?.end();
   }
 
-  /** Copies input to a new temp file through the verifier (and the tap); fsyncs it. */
-  private async writeVerified(tmp: string, input: Readable, digest: string, size: number | undefined, opts: IngestOptions): Promise<void> {
+  /** Copies input to a new temp file through the verifier (and the tap); fsyncs it. Resolves with the tap's failure, if any. */
+  private async writeVerified(tmp: string, input: Readable, digest: string, size: number | undefined, opts: IngestOptions): Promise<Error | undefined> {
     // flush: fsync before close, so the rename that follows publishes durable bytes.
     const verify = verifyingStream(digest, size, opts);
     const file = createWriteStream(tmp, { flags: 'wx', mode: 0o644, flush: true });
     try {
-      const sink = tee(file, opts.tap);
+      const { sink, tapError } = tee(file, opts.tap, size !== undefined);
       await (opts.signal ? pipeline(input, verify, sink, { signal: opts.signal }) : pipeline(input, verify, sink));
+      return tapError();
     } finally {
       // Success or not, the descriptor must be closed before the file is renamed or removed
       // (after a success it already is, and destroy does nothing).
@@ -400,10 +472,18 @@ export class ContentStore {
     if (tap) await pipeline(this.read(digest), tap);
   }
 
-  /** Removes a blob; false if it was not there. */
-  async delete(digest: string): Promise<boolean> {
+  /** Removes a blob, once an ingest of it under way has ended; false if it was not there. */
+  delete(digest: string): Promise<boolean> {
+    const file = this.path(digest);
+    const previous = this.deleting.get(digest) ?? Promise.resolve(false);
     // The unlink goes on in the background, from ingest/ (emptied at every start).
-    return removeInBackground(this.path(digest), this.ingestDir, () => undefined);
+    const job = previous
+      .catch(noop)
+      .then(() => this.inflight.get(digest)?.catch(noop))
+      .then(() => removeInBackground(file, this.ingestDir, noop));
+    this.deleting.set(digest, job);
+    void job.then(noop, noop).then(() => this.deleting.get(digest) === job && this.deleting.delete(digest));
+    return job;
   }
 
   /** Deletes every stored blob not in `keep`; returns their digests. Only while nothing is being stored. */

@@ -2,14 +2,27 @@
 // and extract in one pass (bytes flow once: registry → digest check → content
 // store file, and → gunzip → diff-id check → layer directory). The image is
 // recorded in one transaction only after every layer is in place.
+//
+// Faults (docs/decisions.md, "Pulls facing faults"):
+//   * Concurrent pulls share each layer's work (and the config's): one
+//     download per blob. A pull whose client hangs up stops waiting at once;
+//     the shared work stops when no pull waits for it any more.
+//   * A layer that fails stops the pull from starting more, but the layers
+//     already downloading finish: each verified layer is recorded on its own
+//     (not an image: nothing lists it) and the next pull finds it there. The
+//     pull then fails with the first error. prune, and the next start, remove
+//     such layers if no image took them.
+//   * While it runs, a pull holds its chains and blobs (service.ts Holds), so
+//     that a removal or a failing pull of another image sharing them leaves them be.
 import { Transform, type TransformCallback } from 'node:stream';
 import { invalidParameter, messageOf } from '../../errors.js';
+import { SharedWork, type Report } from '../shared.js';
 import { chainIds, LayerStore } from '../layers/layers.js';
 import { BLOCK } from '../layers/unpack.js';
 import { Limiter } from '../limiter.js';
 import { sharedConcat } from '../layers/extractor.js';
 import type { AuthConfig } from '../registry/auth.js';
-import type { Descriptor, RegistryClient } from '../registry/client.js';
+import type { Descriptor, RegistryClient, ResolvedManifest } from '../registry/client.js';
 import type { LayerRow } from '../store/images.js';
 import { diffIdsOf, type ImageConfig } from './config.js';
 import { familiarString, normalizeTag, type Reference } from './reference.js';
@@ -23,6 +36,11 @@ export interface PullEvent {
   layer?: boolean;
   current?: number;
   total?: number;
+}
+
+export interface PullOptions {
+  /** Aborts the pull (its client hung up); shared work goes on while other pulls wait for it. */
+  signal?: AbortSignal;
 }
 
 export interface PullDeps extends ImageDeps {
@@ -72,6 +90,12 @@ class Meter extends Transform {
 export class PullingImageService extends ImageService {
   /** max-concurrent-downloads. */
   private readonly limiter: Limiter;
+  /** Layers being pulled, by chain id, shared by the pulls that need them. */
+  private readonly layerWork = new SharedWork<LayerRow, PullEvent>();
+  /** Image configs being fetched, by digest. */
+  private readonly configWork = new SharedWork<Buffer>();
+  /** Chain ids of the layers downloading now (past the max-concurrent-downloads queue). */
+  private readonly downloading = new Set<string>();
 
   constructor(private readonly pdeps: PullDeps) {
     super(pdeps);
@@ -84,88 +108,150 @@ export class PullingImageService extends ImageService {
   }
 
   /** `POST /images/create?fromImage=&tag=`. */
-  async pull(fromImage: string, tag: string | undefined, auth: AuthConfig | undefined, emit: (e: PullEvent) => void): Promise<void> {
+  async pull(fromImage: string, tag: string | undefined, auth: AuthConfig | undefined, emit: (e: PullEvent) => void, opts: PullOptions = {}): Promise<void> {
+    const { signal } = opts;
     const ref = normalizeTag(fromImage, tag);
-    const { registry, repo, content } = this.pdeps;
-    const resolved = await registry.resolve(ref, auth);
+    const { repo, content } = this.pdeps;
+    const resolved = await this.pdeps.registry.resolveManifest(ref, auth, { signal });
     emit({ status: `Pulling from ${ref.familiar.includes('/') || ref.domain !== 'docker.io' ? ref.path : `library/${ref.familiar}`}`, id: ref.digest ?? ref.tag ?? 'latest' });
 
-    const config = JSON.parse(resolved.config.toString('utf8')) as ImageConfig;
-    let diffIds: string[];
-    try {
-      diffIds = diffIdsOf(config);
-    } catch (e) {
-      throw invalidParameter(`invalid image config: ${messageOf(e)}`);
-    }
-    if (diffIds.length !== resolved.layers.length) {
-      throw invalidParameter("layers from manifest don't match image configuration");
-    }
-    const chains = chainIds(diffIds);
-    const imageId = resolved.configDigest;
-    const tagRef = ref.tag && !ref.digest ? `${ref.name}:${ref.tag}` : undefined;
-    const digestRef = `${ref.name}@${resolved.manifestDigest}`;
-    const before = tagRef ? repo.imageForTag(tagRef) : repo.imageForDigest(digestRef);
-
-    const existing = chains.map((c) => repo.layer(c));
-    resolved.layers.forEach((d, i) => {
-      if (existing[i]) emit({ status: 'Already exists', id: short(d.digest), layer: true });
-      else emit({ status: 'Pulling fs layer', id: short(d.digest), layer: true });
-    });
-    let queued = 0;
-    resolved.layers.forEach((d, i) => {
-      if (!existing[i] && queued++ >= this.pdeps.maxConcurrentDownloads) emit({ status: 'Waiting', id: short(d.digest), layer: true });
-    });
-
-    const fresh: LayerRow[] = [];
-    const ingested: string[] = [];
-    const metaDigests = [resolved.configDigest, resolved.manifestDigest, resolved.image.digest];
+    const metaDigests = [...new Set([resolved.configDigest, resolved.manifestDigest, resolved.image.digest])];
+    const holds = [this.held.take([...metaDigests, ...resolved.layers.map((l) => l.digest)])];
+    const release = () => holds.forEach((r) => r());
     let metadata: Promise<unknown> = Promise.resolve();
     try {
-      // The config and manifests are stored (and fsync'd) while the layers download.
+      const configBytes = await this.config(ref, resolved, auth, signal);
+      let config: ImageConfig;
+      let diffIds: string[];
+      try {
+        config = JSON.parse(configBytes.toString('utf8')) as ImageConfig;
+        diffIds = diffIdsOf(config);
+      } catch (e) {
+        throw invalidParameter(`invalid image config: ${messageOf(e)}`);
+      }
+      if (diffIds.length !== resolved.layers.length) {
+        throw invalidParameter("layers from manifest don't match image configuration");
+      }
+      const chains = chainIds(diffIds);
+      holds.push(this.held.take(chains));
+      const imageId = resolved.configDigest;
+      const tagRef = ref.tag && !ref.digest ? `${ref.name}:${ref.tag}` : undefined;
+      const digestRef = `${ref.name}@${resolved.manifestDigest}`;
+      const before = tagRef ? repo.imageForTag(tagRef) : repo.imageForDigest(digestRef);
+
+      const existing = chains.map((c) => repo.layer(c));
+      resolved.layers.forEach((d, i) => {
+        if (existing[i]) emit({ status: 'Already exists', id: short(d.digest), layer: true });
+        else emit({ status: 'Pulling fs layer', id: short(d.digest), layer: true });
+      });
+      let queued = 0;
+      resolved.layers.forEach((d, i) => {
+        if (!existing[i] && queued++ >= this.pdeps.maxConcurrentDownloads) emit({ status: 'Waiting', id: short(d.digest), layer: true });
+      });
+
+      // The manifests are stored (and fsync'd) while the layers download.
       metadata = Promise.all([
-        content.put(resolved.configDigest, resolved.config),
         content.put(resolved.manifestDigest, resolved.manifest),
         resolved.image.digest !== resolved.manifestDigest ? content.put(resolved.image.digest, resolved.image.bytes) : undefined,
       ]);
-      metadata.catch(() => undefined); // awaited below; a layer failure may come first
-      const rows = await Promise.all(
+      metadata.catch(() => undefined); // awaited below, after the layers
+      // Once one layer has failed, the pull leaves the layers that have not begun
+      // downloading (other pulls may still want them); those under way finish.
+      let failure: { error: unknown } | undefined;
+      const leave = chains.map(() => new AbortController());
+      const outcomes = await Promise.allSettled(
         resolved.layers.map(async (desc, i): Promise<LayerRow> => {
           const known = existing[i];
           if (known) return known;
-          const row = await this.limiter.run(() => this.pullLayer(ref, auth, desc, diffIds[i]!, chains[i]!, chains[i - 1] ?? null, emit));
-          fresh.push(row);
-          ingested.push(desc.digest);
-          return row;
+          const layerSignal = signal ? AbortSignal.any([signal, leave[i]!.signal]) : leave[i]!.signal;
+          try {
+            return await this.layer(ref, auth, desc, diffIds[i]!, chains[i]!, chains[i - 1] ?? null, emit, layerSignal);
+          } catch (e) {
+            if (!failure) {
+              failure = { error: e };
+              chains.forEach((c, j) => !this.downloading.has(c) && leave[j]!.abort(e));
+            }
+            throw e;
+          }
         }),
       );
       await metadata;
+      if (signal?.aborted) throw signal.reason;
+      if (failure) throw failure.error;
+      const rows = outcomes.map((o) => (o as PromiseFulfilledResult<LayerRow>).value);
       repo.add({
         image: {
           id: imageId,
           parent: '',
-          config: resolved.config.toString('utf8'),
+          config: configBytes.toString('utf8'),
           size: rows.reduce((a, r) => a + r.size, 0),
           created: config.created ?? new Date(0).toISOString(),
           added_at: Date.now(),
         },
         layers: rows,
-        blobs: [...new Set([resolved.configDigest, resolved.manifestDigest, resolved.image.digest, ...resolved.layers.map((l) => l.digest)])],
+        blobs: [...new Set([...metaDigests, ...resolved.layers.map((l) => l.digest)])],
         tags: tagRef ? [tagRef] : [],
         repoDigests: [digestRef],
       });
+      this.pdeps.events.publish('image', 'pull', familiarString(ref), { name: familiarString(ref) });
+      emit({ status: `Digest: ${resolved.manifestDigest}` });
+      const shown = familiarString(ref);
+      emit({ status: before === imageId ? `Status: Image is up to date for ${shown}` : `Status: Downloaded newer image for ${shown}` });
     } catch (e) {
-      // Nothing of a failed pull stays: layers and blobs no image records go.
-      for (const l of fresh) if (!repo.layer(l.chain_id)) await this.pdeps.layers.remove(l.dir);
+      // The config and manifests go unless an image or another pull holds them;
+      // verified layers stay recorded for the next pull (see the file comment).
+      release();
       await metadata.catch(() => undefined);
-      for (const b of new Set([...ingested, ...metaDigests])) {
-        if (!repo.blobHeld(b)) await content.delete(b).catch(() => undefined);
+      for (const b of metaDigests) {
+        if (!repo.blobHeld(b) && !this.held.has(b)) await content.delete(b).catch(() => undefined);
       }
       throw e;
+    } finally {
+      release();
     }
-    this.pdeps.events.publish('image', 'pull', familiarString(ref), { name: familiarString(ref) });
-    emit({ status: `Digest: ${resolved.manifestDigest}` });
-    const shown = familiarString(ref);
-    emit({ status: before === imageId ? `Status: Image is up to date for ${shown}` : `Status: Downloaded newer image for ${shown}` });
+  }
+
+  /** The image config: from the store when it is there, else fetched (once for concurrent pulls) and stored. */
+  private async config(ref: Reference, resolved: ResolvedManifest, auth: AuthConfig | undefined, signal: AbortSignal | undefined): Promise<Buffer> {
+    const { content, registry } = this.pdeps;
+    const desc = resolved.configDescriptor;
+    if (await content.has(desc.digest)) return content.readBuffer(desc.digest);
+    return this.configWork.run(
+      desc.digest,
+      async (s) => {
+        const bytes = await registry.fetchConfig(ref, desc, auth, { signal: s });
+        await content.put(desc.digest, bytes, { what: 'image config' });
+        return bytes;
+      },
+      { signal },
+    );
+  }
+
+  /** One layer, pulled once for every pull that needs it now; its progress goes to each. */
+  private layer(
+    ref: Reference,
+    auth: AuthConfig | undefined,
+    desc: Descriptor,
+    diffId: string,
+    chainId: string,
+    parent: string | null,
+    emit: (e: PullEvent) => void,
+    signal: AbortSignal,
+  ): Promise<LayerRow> {
+    const work = async (shared: AbortSignal, report: Report<PullEvent>) => {
+      // A pull that waited for an aborted run of this chain may find it done by another since.
+      const known = this.pdeps.repo.layer(chainId);
+      if (known) return known;
+      return this.limiter.run(async () => {
+        this.downloading.add(chainId);
+        try {
+          return await this.pullLayer(ref, auth, desc, diffId, chainId, parent, report, shared);
+        } finally {
+          this.downloading.delete(chainId);
+        }
+      }, shared);
+    };
+    return this.layerWork.run(chainId, work, { signal, onProgress: emit });
   }
 
   private async pullLayer(
@@ -175,39 +261,63 @@ export class PullingImageService extends ImageService {
     diffId: string,
     chainId: string,
     parent: string | null,
-    emit: (e: PullEvent) => void,
+    emit: Report<PullEvent>,
+    signal: AbortSignal,
   ): Promise<LayerRow> {
     const id = short(desc.digest);
-    const size = await this.pdeps.layers.extract(chainId, async (dir) => {
-      const meter = new Meter((n) => emit({ status: 'Downloading', id, layer: true, current: n, total: desc.size }));
-      const extraction = this.pdeps.extractor.extract(dir, { mediaType: desc.mediaType, digest: true });
-      // The content store writes the blob and feeds the same bytes to the tap
-      // (an extraction thread: gunzip → diff-id hash → tree); it ends the tap
-      // only once the blob is verified, and destroys it on any failure.
-      const fetch = async () => {
-        const body = await this.pdeps.registry.fetchBlob(ref, desc, auth);
-        body.once('error', (e) => meter.destroy(e));
-        return body.pipe(meter);
-      };
-      const store = this.pdeps.content.ingest(desc.digest, desc.size, fetch, { tap: extraction.input, what: 'filesystem layer' });
-      let layer;
-      try {
-        [, layer] = await Promise.all([store, extraction.done]);
-      } catch (e) {
-        for (const s of [meter, extraction.input]) s.destroy();
-        await extraction.done.catch(() => undefined); // the thread has stopped writing before `dir` is removed
-        throw e;
-      }
-      emit({ status: 'Verifying Checksum', id, layer: true });
-      emit({ status: 'Download complete', id, layer: true });
-      if (layer.diffId !== diffId) {
-        throw invalidParameter(`layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${layer.diffId}, config says ${diffId}`);
-      }
-      emit({ status: 'Extracting', id, layer: true, current: desc.size, total: desc.size });
-      return layer.size;
+    const size = await this.pdeps.layers.extract(chainId, (dir) => this.fill(ref, auth, desc, diffId, dir, emit, signal)).catch(async (e: unknown) => {
+      // A blob that verified but whose layer did not (diff id, tar) is no use to anyone.
+      if (!this.pdeps.repo.blobHeld(desc.digest)) await this.pdeps.content.delete(desc.digest).catch(() => undefined);
+      throw e;
     });
+    const row: LayerRow = { chain_id: chainId, diff_id: diffId, parent, dir: LayerStore.dirName(chainId), size, blob: desc.digest };
+    // Verified and in place: recorded at once, so that a pull that fails later keeps it for the next.
+    this.pdeps.repo.addLayer(row);
     emit({ status: 'Pull complete', id, layer: true });
-    return { chain_id: chainId, diff_id: diffId, parent, dir: LayerStore.dirName(chainId), size, blob: desc.digest };
+    return row;
+  }
+
+  /** Downloads, verifies and extracts a layer blob into `dir`; resolves with the layer's size. */
+  private async fill(
+    ref: Reference,
+    auth: AuthConfig | undefined,
+    desc: Descriptor,
+    diffId: string,
+    dir: string,
+    emit: Report<PullEvent>,
+    signal: AbortSignal,
+  ): Promise<number> {
+    const id = short(desc.digest);
+    const meter = new Meter((n) => emit({ status: 'Downloading', id, layer: true, current: n, total: desc.size }));
+    // The meter's failure is the content store's pipeline's to report.
+    meter.on('error', () => undefined);
+    const extraction = this.pdeps.extractor.extract(dir, { mediaType: desc.mediaType, digest: true });
+    // The content store writes the blob and feeds the same bytes to the tap
+    // (an extraction thread: gunzip → diff-id hash → tree); it ends the tap
+    // only once the blob is verified, and destroys it on any failure.
+    const fetch = async () => {
+      const body = await this.pdeps.registry.fetchBlob(ref, desc, auth, { signal });
+      body.on('error', (e) => meter.destroy(e));
+      // pipe() does not end the source when its destination stops early (too many bytes,
+      // a bad digest, an abort): the response, and its connection, would stay open.
+      meter.once('close', () => body.destroy());
+      return body.pipe(meter);
+    };
+    const store = this.pdeps.content.ingest(desc.digest, desc.size, fetch, { tap: extraction.input, what: 'filesystem layer', signal });
+    // Both settle: the store destroys the tap on any failure of its own, and reads on to the
+    // end when the extraction fails first, so that its verdict on the bytes comes first (a
+    // corrupted download is a verification failure, not a gzip error). When the extraction
+    // fails, the store fails with its error.
+    const [stored, extracted] = await Promise.allSettled([store, extraction.done]);
+    if (stored.status === 'rejected') throw stored.reason;
+    if (extracted.status === 'rejected') throw extracted.reason;
+    const layer = extracted.value;
+    emit({ status: 'Verifying Checksum', id, layer: true });
+    emit({ status: 'Download complete', id, layer: true });
+    if (layer.diffId !== diffId) {
+      throw invalidParameter(`layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${layer.diffId}, config says ${diffId}`);
+    }
+    emit({ status: 'Extracting', id, layer: true, current: desc.size, total: desc.size });
+    return layer.size;
   }
 }
-

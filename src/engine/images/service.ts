@@ -40,6 +40,33 @@ const shortId = (id: string) => id.replace(/^sha256:/, '').slice(0, 12);
 /** `docker.io/library/busybox:latest` → `busybox:latest`. */
 export const familiar = (fullRef: string): string => familiarString(parseReference(fullRef, { defaultTag: false }));
 
+/**
+ * What work under way (a pull) is using: layer chain ids and blob digests
+ * that no image records yet, or whose image may be removed meanwhile. Image
+ * removal and prune leave them alone; each hold is released when its work ends.
+ */
+export class Holds {
+  private readonly counts = new Map<string, number>();
+
+  /** Holds `keys` until the returned function is called. */
+  take(keys: Iterable<string>): () => void {
+    const taken = [...new Set(keys)];
+    for (const k of taken) this.counts.set(k, (this.counts.get(k) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      for (const k of taken) {
+        const n = (this.counts.get(k) ?? 1) - 1;
+        if (n > 0) this.counts.set(k, n);
+        else this.counts.delete(k);
+      }
+    };
+  }
+
+  readonly has = (key: string): boolean => this.counts.has(key);
+}
+
 export interface ImageDeps {
   events: EventBus;
   repo: ImageRepository;
@@ -51,6 +78,9 @@ export interface ImageDeps {
 }
 
 export class ImageService {
+  /** Chains and blobs that pulls under way use (see pull.ts). */
+  protected readonly held = new Holds();
+
   constructor(protected readonly deps: ImageDeps) {}
 
   /**
@@ -262,6 +292,14 @@ export class ImageService {
     if (users.length > 0 && !opts.force) {
       throw conflict(`conflict: unable to delete ${shortId(row.id)} (must be forced) - image is being used by stopped container ${shortId(users[0]!.id)}`);
     }
+    if (users.length > 0) {
+      // Forced: dockerd deletes the image under its stopped containers. A container's image
+      // is a record berth keeps (its rootfs is made of the image's layers), so the image
+      // loses its names and stays, dangling, for its containers.
+      for (const t of repo.tagsOf(row.id)) if (repo.deleteTag(t)) out.push({ Untagged: familiar(t) });
+      for (const d of repo.digestsOf(row.id)) if (repo.deleteDigest(d)) out.push({ Untagged: familiar(d) });
+      return out;
+    }
     if (repo.children(row.id).length > 0) {
       // An image others were committed from stays as an untagged parent.
       for (const t of repo.tagsOf(row.id)) if (repo.deleteTag(t)) out.push({ Untagged: familiar(t) });
@@ -275,9 +313,14 @@ export class ImageService {
   }
 
   private async deleteImage(id: string, out: DeleteItem[]): Promise<void> {
-    const freed = this.deps.repo.deleteImage(id);
+    const freed = this.deps.repo.deleteImage(id, this.held.has);
     out.push({ Deleted: id });
     this.deps.events.publish('image', 'delete', id, { name: id });
+    await this.free(freed);
+  }
+
+  /** Removes the trees and files of layers and blobs whose records are gone. */
+  protected async free(freed: { layers: LayerRow[]; blobs: string[] }): Promise<void> {
     for (const l of freed.layers) await this.deps.layers.remove(l.dir);
     for (const b of freed.blobs) await this.deps.content.delete(b);
   }
@@ -315,6 +358,10 @@ export class ImageService {
       await this.deleteImage(row.id, deleted);
       reclaimed += row.size;
     }
+    // Verified layers that failed pulls kept for the next attempt, and no image took.
+    const unused = repo.deleteUnusedLayers(this.held.has);
+    await this.free(unused);
+    reclaimed += unused.layers.reduce((a, l) => a + l.size, 0);
     this.announceUntags(deleted);
     return { ImagesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
   }

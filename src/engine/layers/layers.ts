@@ -35,6 +35,8 @@ export interface StagedLayer {
 export class LayerStore {
   private readonly tmpRoot: string;
   private readonly inflight = new Map<string, Promise<unknown>>();
+  /** Removals under way: a fill of the same layer starts only once they are done. */
+  private readonly removing = new Map<string, Promise<void>>();
 
   constructor(readonly root: string) {
     this.tmpRoot = path.join(root, 'tmp');
@@ -110,7 +112,8 @@ export class LayerStore {
     const key = LayerStore.dirName(chainId);
     const running = this.inflight.get(key);
     if (running) return running as Promise<T>;
-    const started = job().finally(() => this.inflight.delete(key));
+    const removal = this.removing.get(key);
+    const started = (removal ? removal.then(job) : job()).finally(() => this.inflight.delete(key));
     this.inflight.set(key, started);
     return started;
   }
@@ -153,9 +156,17 @@ export class LayerStore {
    * Removes a layer's tree, once any filling of it has ended; the deletion
    * goes on in the background, from tmp/, which the next start empties.
    */
-  async remove(dir: string): Promise<void> {
-    await this.inflight.get(dir)?.catch(() => undefined);
-    await removeInBackground(path.join(this.root, dir), this.tmpRoot, () => undefined);
+  remove(dir: string): Promise<void> {
+    const previous = this.removing.get(dir);
+    const job = (async () => {
+      await previous;
+      await this.inflight.get(dir)?.catch(() => undefined);
+      await removeInBackground(path.join(this.root, dir), this.tmpRoot, () => undefined);
+    })();
+    const settled = job.catch(() => undefined);
+    this.removing.set(dir, settled);
+    void settled.then(() => this.removing.get(dir) === settled && this.removing.delete(dir));
+    return job;
   }
 
   /** Removes temp directories and layer directories the store does not know. */

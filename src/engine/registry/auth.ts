@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import { inspect } from 'node:util';
 import { invalidParameter } from '../../errors.js';
+import { SharedWork } from '../shared.js';
 import { discard, readBody, type HttpRequest, type HttpResponse } from './transport.js';
 import { registryErrorFrom } from './errors.js';
 
@@ -183,6 +184,8 @@ async function tokenFrom(res: HttpResponse, now: () => number): Promise<Token> {
   }
   const token = typeof doc.token === 'string' && doc.token ? doc.token : typeof doc.access_token === 'string' ? doc.access_token : '';
   if (!token) throw new Error('authorization server did not include a token in the response');
+  // It goes into an Authorization header: anything else would fail there, less clearly.
+  if (!/^[\x21-\x7e]+$/.test(token)) throw new Error('authorization server sent a token that is not a valid header value');
   const seconds = typeof doc.expires_in === 'number' && doc.expires_in > MIN_TOKEN_SECONDS ? doc.expires_in : MIN_TOKEN_SECONDS;
   const issued = typeof doc.issued_at === 'string' ? Date.parse(doc.issued_at) : NaN;
   return { token, expiresAt: (Number.isFinite(issued) ? issued : now()) + seconds * 1000 };
@@ -190,12 +193,13 @@ async function tokenFrom(res: HttpResponse, now: () => number): Promise<Token> {
 
 /**
  * Tokens per (realm, service, scope, credentials) until they expire; concurrent
- * requests for the same key share one fetch (a pull asks for each layer at once).
+ * requests for the same key share one fetch (a pull asks for each layer at once),
+ * which stops only when every caller has given up (each its own `signal`).
  * Credentials enter the key only as a hash.
  */
 export class TokenCache {
   private readonly tokens = new Map<string, Token>();
-  private readonly inflight = new Map<string, Promise<Token>>();
+  private readonly fetches = new SharedWork<Token>();
   /** Renew this long before the server's expiry, so a token does not die in flight. */
   private static readonly MARGIN_MS = 10_000;
   private static readonly MAX_ENTRIES = 512;
@@ -209,12 +213,8 @@ export class TokenCache {
     const key = cacheKey(req);
     const cached = this.tokens.get(key);
     if (cached && cached.expiresAt - TokenCache.MARGIN_MS > this.now()) return cached.token;
-    let pending = this.inflight.get(key);
-    if (!pending) {
-      pending = fetchToken(this.send, req, this.now).finally(() => this.inflight.delete(key));
-      this.inflight.set(key, pending);
-    }
-    const token = await pending;
+    const { signal, ...shared } = req;
+    const token = await this.fetches.run(key, (s) => fetchToken(this.send, { ...shared, signal: s }, this.now), { signal });
     this.store(key, token);
     return token.token;
   }

@@ -1,10 +1,14 @@
 // A distribution-spec (OCI / Docker Registry HTTP API v2) pull client.
 //
-// resolve(): ping /v2/ (HTTPS first; plain HTTP also for loopback and
+// resolveManifest(): ping /v2/ (HTTPS first; plain HTTP also for loopback and
 // insecure-registries, as dockerd), answer the auth challenge, GET the
-// manifest, pick the host platform from a list/index, GET and verify the
-// config. fetchBlob(): stream one blob; the caller verifies it (see
-// content/store.ts verifyingStream).
+// manifest, pick the host platform from a list/index. fetchConfig(): GET and
+// verify the image config (resolve() does both). fetchBlob(): stream one
+// blob; the caller verifies it (see content/store.ts verifyingStream).
+//
+// Every request takes the caller's AbortSignal. The ping and token fetches
+// are shared by concurrent pulls (engine/shared.ts): one caller hanging up
+// does not fail the others, and the request stops once nobody waits for it.
 //
 // Trust rules:
 //   * every manifest's digest is checked (against the reference or the index
@@ -17,10 +21,11 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
 import type { Readable } from 'node:stream';
-import { EngineError, invalidParameter, notFound, unauthorized, unavailable } from '../../errors.js';
+import { EngineError, invalidParameter, messageOf, notFound, systemError, unauthorized, unavailable } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { ContentVerificationError, computeDigest } from '../content/store.js';
 import { DEFAULT_DOMAIN, isDigest, manifestReference, parseDigest, parseReference, type Reference } from '../images/reference.js';
+import { SharedWork } from '../shared.js';
 import { basicCredentials, basicHeader, parseChallenges, TokenCache, type AuthConfig, type Challenge } from './auth.js';
 import { readHostCerts } from './certs.js';
 import { pullError, RegistryError, registryErrorFrom, statusError, type RequestContext } from './errors.js';
@@ -69,7 +74,7 @@ export interface ResolveOptions {
   signal?: AbortSignal;
 }
 
-export interface ResolvedImage {
+export interface ResolvedManifest {
   /** The reference that was resolved, normalised. */
   ref: Reference;
   /** Bytes of the document the reference names: a manifest list/index or an image manifest. */
@@ -80,13 +85,22 @@ export interface ResolvedImage {
   mediaType: string;
   /** The image manifest for the chosen platform (the same document when the reference names one). */
   image: { digest: string; mediaType: string; bytes: Buffer; manifest: ImageManifest; platform?: Platform };
-  /** The image config, verified against configDigest. */
-  config: Buffer;
+  /** The image config's descriptor. */
+  configDescriptor: Descriptor;
   configDigest: string;
   configMediaType: string;
   layers: Descriptor[];
   /** The base URL that served it: a mirror or the registry. */
   source: string;
+}
+
+export interface ResolvedImage extends ResolvedManifest {
+  /** The image config, verified against configDigest. */
+  config: Buffer;
+}
+
+export interface FetchOptions {
+  signal?: AbortSignal | undefined;
 }
 
 interface Endpoint {
@@ -182,7 +196,8 @@ export class RegistryClient {
   private readonly mirrors: string[];
   private readonly certsDirs: string[];
   private readonly logger: Logger | undefined;
-  private readonly probes = new Map<string, { probe: Promise<Probe>; expiresAt: number }>();
+  private readonly probes = new Map<string, { probe: Probe; expiresAt: number }>();
+  private readonly pings = new SharedWork<Probe>();
   /** Which endpoint served each repository's manifest, so its blobs are asked there first. */
   private readonly servedBy = new Map<string, string>();
 
@@ -207,6 +222,12 @@ export class RegistryClient {
 
   /** Resolves a reference to its manifest, platform image manifest and verified config. */
   async resolve(reference: Reference | string, auth?: AuthConfig, opts: ResolveOptions = {}): Promise<ResolvedImage> {
+    const resolved = await this.resolveManifest(reference, auth, opts);
+    return { ...resolved, config: await this.fetchConfig(resolved.ref, resolved.configDescriptor, auth, opts) };
+  }
+
+  /** Resolves a reference to its manifest and the image manifest for the platform. */
+  async resolveManifest(reference: Reference | string, auth?: AuthConfig, opts: ResolveOptions = {}): Promise<ResolvedManifest> {
     const ref = typeof reference === 'string' ? parseReference(reference) : reference;
     return this.acrossEndpoints(ref, this.endpoints(ref), async (endpoint) => {
       const resolved = await this.resolveAt(endpoint, ref, auth, opts);
@@ -234,19 +255,71 @@ export class RegistryClient {
 
   /**
    * Streams a blob (following redirects; Authorization never leaves the
-   * registry's origin). The caller verifies digest and size while reading.
+   * registry's origin). The caller verifies digest and size while reading;
+   * a response that declares another length than `desc.size` is refused
+   * before its body is read.
    */
-  async fetchBlob(reference: Reference | string, desc: Pick<Descriptor, 'digest'>, auth?: AuthConfig, opts: { signal?: AbortSignal } = {}): Promise<Readable> {
+  async fetchBlob(reference: Reference | string, desc: Pick<Descriptor, 'digest'> & { size?: number }, auth?: AuthConfig, opts: FetchOptions = {}): Promise<Readable> {
+    return this.blob(reference, desc.digest, auth, opts, async (res, ctx) => {
+      const declared = Number(res.headers['content-length']);
+      if (desc.size !== undefined && res.headers['content-length'] !== undefined && declared !== desc.size) {
+        res.body.destroy();
+        throw new ContentVerificationError(
+          `filesystem layer verification failed for digest ${desc.digest}: size mismatch: ${goOp(ctx.method)} "${ctx.url.href}" declared ${declared} bytes, expected ${desc.size}`,
+          desc.digest,
+        );
+      }
+      return res.body;
+    });
+  }
+
+  /** GETs the image config blob and verifies it; dockerd's wording when it fails. */
+  async fetchConfig(reference: Reference | string, desc: Descriptor, auth?: AuthConfig, opts: FetchOptions = {}): Promise<Buffer> {
+    const prefix = 'error pulling image configuration: ';
+    if (!CONFIG_TYPES.has(desc.mediaType)) {
+      throw invalidParameter(`${prefix}unsupported media type ${desc.mediaType} for an image config (not a container image?)`);
+    }
+    if (desc.size > CONFIG_LIMIT) throw invalidParameter(`${prefix}image config is ${desc.size} bytes, over the ${CONFIG_LIMIT}-byte limit`);
+    const fail = (why?: string) =>
+      new ContentVerificationError(`${prefix}image config verification failed for digest ${desc.digest}${why ? `: ${why}` : ''}`, desc.digest);
+    try {
+      return await this.blob(reference, desc.digest, auth, opts, async (res, ctx) => {
+        // Never more than the descriptor says: a longer body is refused as soon as it is.
+        let bytes: Buffer;
+        try {
+          bytes = await readBody(res, desc.size, 'image config');
+        } catch (e) {
+          if (e instanceof BodyTooLargeError) throw fail(`size mismatch: expected ${desc.size} bytes, got more`);
+          throw unavailable(`${goOp(ctx.method)} "${ctx.url.href}": reading image config: ${messageOf(e)}`, e);
+        }
+        if (bytes.length !== desc.size) throw fail(`size mismatch: expected ${desc.size} bytes, got ${bytes.length}`);
+        if (computeDigest(bytes, parseDigest(desc.digest).algorithm) !== desc.digest) throw fail();
+        return bytes;
+      });
+    } catch (e) {
+      if (e instanceof EngineError && !e.message.startsWith(prefix)) throw new EngineError(e.kind, prefix + e.message, { cause: e });
+      throw e;
+    }
+  }
+
+  /** GETs a blob across the endpoints (the one that served the manifest first) and hands a 200 to `use`. */
+  private blob<T>(
+    reference: Reference | string,
+    digest: string,
+    auth: AuthConfig | undefined,
+    opts: FetchOptions,
+    use: (res: HttpResponse, ctx: RequestContext) => Promise<T>,
+  ): Promise<T> {
     const ref = typeof reference === 'string' ? parseReference(reference) : reference;
-    parseDigest(desc.digest);
+    parseDigest(digest);
     const preferred = this.servedBy.get(ref.name);
     const rank = (e: Endpoint) => (preferred !== undefined && e.candidates.includes(preferred) ? 0 : 1);
     const ordered = this.endpoints(ref).sort((a, b) => rank(a) - rank(b)); // stable: otherwise the usual order
     return this.acrossEndpoints(ref, ordered, async (endpoint) => {
       const s = await this.session(endpoint, ref, auth, opts.signal);
-      const ctx = this.context(s, 'GET', blobPath(ref, desc.digest));
+      const ctx = this.context(s, 'GET', blobPath(ref, digest));
       const res = await this.request(s, ctx);
-      if (res.status === 200) return res.body;
+      if (res.status === 200) return use(res, ctx);
       throw blobError(await registryErrorFrom(res), ctx);
     });
   }
@@ -299,21 +372,20 @@ export class RegistryClient {
   // ---- ping and sessions ------------------------------------------------------------
 
   /**
-   * The endpoint's ping result, cached for a minute and shared by concurrent
-   * pulls. Not tied to one caller's AbortSignal, since others may be waiting on it.
+   * The endpoint's ping result, cached for a minute. A ping under way is
+   * shared by concurrent pulls, and stops only when all of them have given up.
    */
-  private probe(endpoint: Endpoint): Promise<Probe> {
+  private async probe(endpoint: Endpoint, signal: AbortSignal | undefined): Promise<Probe> {
     const key = endpoint.candidates.join(' ');
     const hit = this.probes.get(key);
     if (hit && hit.expiresAt > Date.now()) return hit.probe;
-    const entry = { probe: this.ping(endpoint), expiresAt: Date.now() + PROBE_TTL_MS };
-    this.probes.set(key, entry);
-    entry.probe.catch(() => this.probes.get(key) === entry && this.probes.delete(key));
-    return entry.probe;
+    const probe = await this.pings.run(key, (shared) => this.ping(endpoint, shared), { signal });
+    this.rememberProbe(endpoint, probe);
+    return probe;
   }
 
   private rememberProbe(endpoint: Endpoint, probe: Probe): void {
-    this.probes.set(endpoint.candidates.join(' '), { probe: Promise.resolve(probe), expiresAt: Date.now() + PROBE_TTL_MS });
+    this.probes.set(endpoint.candidates.join(' '), { probe, expiresAt: Date.now() + PROBE_TTL_MS });
   }
 
   private forgetProbe(endpoint: Endpoint): void {
@@ -321,13 +393,13 @@ export class RegistryClient {
   }
 
   /** GET /v2/ on each candidate until one speaks HTTP; a 401 brings the challenges. */
-  private async ping(endpoint: Endpoint): Promise<Probe> {
+  private async ping(endpoint: Endpoint, signal: AbortSignal): Promise<Probe> {
     let last: TransportError | undefined;
     for (const base of endpoint.candidates) {
       const url = new URL(`${base}/v2/`);
       if (url.protocol === 'http:' && !endpoint.mirror && !(await this.insecure.isInsecure(url.host))) continue;
       try {
-        const res = await this.http.follow({ method: 'GET', url });
+        const res = await this.http.follow({ method: 'GET', url, signal });
         discard(res);
         return { base, challenges: res.status === 401 ? parseChallenges(res.authenticate) : [] };
       } catch (e) {
@@ -340,7 +412,7 @@ export class RegistryClient {
   }
 
   private async session(endpoint: Endpoint, ref: Reference, auth: AuthConfig | undefined, signal: AbortSignal | undefined): Promise<Session> {
-    const probe = await this.probe(endpoint);
+    const probe = await this.probe(endpoint, signal);
     return { endpoint, probe, ref, scope: `repository:${ref.path}:pull`, auth: endpoint.mirror ? undefined : auth, signal };
   }
 
@@ -359,7 +431,9 @@ export class RegistryClient {
     }
     if (s.probe.challenges.some((c) => c.scheme === 'basic')) {
       const creds = basicCredentials(s.auth);
-      if (!creds) throw unauthorized(`${goOp(ctx.method)} "${ctx.url.href}": no basic auth credentials`);
+      // Not 'unauthorized': the docker CLI answers a 401 by prompting for a login, even with no
+      // terminal, and never returns. dockerd answers this case with an unclassified error (500).
+      if (!creds) throw systemError(`${goOp(ctx.method)} "${ctx.url.href}": no basic auth credentials`);
       return basicHeader(creds);
     }
     return undefined;
@@ -433,7 +507,7 @@ export class RegistryClient {
 
   // ---- manifests and config -------------------------------------------------------------
 
-  private async resolveAt(endpoint: Endpoint, ref: Reference, auth: AuthConfig | undefined, opts: ResolveOptions): Promise<ResolvedImage> {
+  private async resolveAt(endpoint: Endpoint, ref: Reference, auth: AuthConfig | undefined, opts: ResolveOptions): Promise<ResolvedManifest> {
     const s = await this.session(endpoint, ref, auth, opts.signal);
     const want = opts.platform ?? hostPlatform();
     const top = await this.fetchManifest(s, manifestReference(ref), ref.digest);
@@ -447,14 +521,13 @@ export class RegistryClient {
     }
     const doc = current.doc;
     if (doc.kind !== 'manifest') throw invalidParameter('invalid manifest: no image manifest found'); // narrows the type
-    const config = await this.fetchConfig(s, doc.manifest.config);
     return {
       ref,
       manifest: top.bytes,
       manifestDigest: top.digest,
       mediaType: top.doc.mediaType,
       image: { digest: current.digest, mediaType: doc.mediaType, bytes: current.bytes, manifest: doc.manifest, ...(platform ? { platform } : {}) },
-      config,
+      configDescriptor: doc.manifest.config,
       configDigest: doc.manifest.config.digest,
       configMediaType: doc.manifest.config.mediaType,
       layers: doc.manifest.layers,
@@ -471,37 +544,28 @@ export class RegistryClient {
     const ctx = this.context(s, 'GET', manifestPath(s.ref, reference));
     const res = await this.request(s, ctx, MANIFEST_ACCEPT);
     if (res.status !== 200) throw pullError(await registryErrorFrom(res), s.ref, ctx);
-    const bytes = await readCapped(res, MANIFEST_LIMIT, 'manifest', ctx);
     const header = res.headers['docker-content-digest'];
     const claimed = expected ?? (typeof header === 'string' && isDigest(header) ? header : undefined);
+    const failFor = (digest: string) => (why?: string) =>
+      new ContentVerificationError(`manifest verification failed for digest ${digest}${why ? `: ${why}` : ''}`, digest);
+    // A manifest an index names is read no further than its descriptor's size.
+    const sized = expectedSize !== undefined && expectedSize < MANIFEST_LIMIT;
+    let bytes: Buffer;
+    try {
+      bytes = await readCapped(res, sized ? expectedSize : MANIFEST_LIMIT, 'manifest', ctx);
+    } catch (e) {
+      if (sized && claimed && e instanceof EngineError && e.cause instanceof BodyTooLargeError) {
+        throw failFor(claimed)(`size mismatch: expected ${expectedSize} bytes, got more`);
+      }
+      throw e;
+    }
     const digest = claimed ?? computeDigest(bytes);
-    const fail = (why?: string) => new ContentVerificationError(`manifest verification failed for digest ${digest}${why ? `: ${why}` : ''}`, digest);
+    const fail = failFor(digest);
     if (claimed && computeDigest(bytes, parseDigest(claimed).algorithm) !== claimed) throw fail();
     if (expectedSize !== undefined && bytes.length !== expectedSize) {
       throw fail(`size mismatch: expected ${expectedSize} bytes, got ${bytes.length}`);
     }
     return { bytes, digest, doc: parseManifest(bytes, headerString(res.headers['content-type'])) };
-  }
-
-  /** GETs the image config blob; dockerd's wording when it does not verify. */
-  private async fetchConfig(s: Session, desc: Descriptor): Promise<Buffer> {
-    const prefix = 'error pulling image configuration: ';
-    if (!CONFIG_TYPES.has(desc.mediaType)) {
-      throw invalidParameter(`${prefix}unsupported media type ${desc.mediaType} for an image config (not a container image?)`);
-    }
-    if (desc.size > CONFIG_LIMIT) throw invalidParameter(`${prefix}image config is ${desc.size} bytes, over the ${CONFIG_LIMIT}-byte limit`);
-    const ctx = this.context(s, 'GET', blobPath(s.ref, desc.digest));
-    const res = await this.request(s, ctx);
-    if (res.status !== 200) {
-      const err = blobError(await registryErrorFrom(res), ctx);
-      throw new EngineError(err.kind, prefix + err.message);
-    }
-    const bytes = await readCapped(res, CONFIG_LIMIT, 'image config', ctx);
-    const fail = (why?: string) =>
-      new ContentVerificationError(`${prefix}image config verification failed for digest ${desc.digest}${why ? `: ${why}` : ''}`, desc.digest);
-    if (bytes.length !== desc.size) throw fail(`size mismatch: expected ${desc.size} bytes, got ${bytes.length}`);
-    if (computeDigest(bytes, parseDigest(desc.digest).algorithm) !== desc.digest) throw fail();
-    return bytes;
   }
 }
 
@@ -512,7 +576,7 @@ async function readCapped(res: HttpResponse, limit: number, what: string, ctx: R
   try {
     return await readBody(res, limit, what);
   } catch (e) {
-    if (e instanceof BodyTooLargeError) throw invalidParameter(`${goOp(ctx.method)} "${ctx.url.href}": ${e.message}`);
+    if (e instanceof BodyTooLargeError) throw invalidParameter(`${goOp(ctx.method)} "${ctx.url.href}": ${e.message}`, e);
     throw unavailable(`${goOp(ctx.method)} "${ctx.url.href}": reading ${what}: ${(e as Error).message}`, e);
   }
 }
@@ -533,5 +597,7 @@ function tokenFailure(e: unknown, ctx: RequestContext): EngineError {
   }
   if (e instanceof TransportError) return unavailable(`${where}: ${e.message}`, e);
   if (e instanceof EngineError) return e;
-  return unauthorized(`${where}: ${(e as Error).message}`);
+  // An answer that is no token (cut short, not JSON, no token in it): the token server is at
+  // fault, not the credentials (a 401 would send the docker CLI to a login prompt).
+  return unavailable(`${where}: ${messageOf(e)}`, e);
 }

@@ -19,6 +19,10 @@ export interface LayerRow {
   blob: string | null;
 }
 
+/** Whether something (a chain id, a blob digest) is held by work under way, so must stay. */
+export type Held = (key: string) => boolean;
+const nothingHeld: Held = () => false;
+
 /** Everything one pull or commit adds, written in one transaction. */
 export interface NewImage {
   image: ImageRow;
@@ -63,7 +67,8 @@ const statements = (db: Db) => ({
     ),
     deleteLayer: db.prepare('DELETE FROM layers WHERE chain_id = ?'),
     blobsOf: db.prepare('SELECT digest FROM image_blobs WHERE image_id = ?'),
-    blobUsed: db.prepare('SELECT 1 FROM image_blobs WHERE digest = ? LIMIT 1'),
+    blobHeld: db.prepare('SELECT 1 FROM image_blobs WHERE digest = ? UNION ALL SELECT 1 FROM layers WHERE blob = ? LIMIT 1'),
+    layerInUse: db.prepare('SELECT 1 FROM image_layers WHERE chain_id = ? UNION ALL SELECT 1 FROM layers WHERE parent = ? LIMIT 1'),
     allLayerDirs: db.prepare('SELECT dir FROM layers'),
     heldBlobs: db.prepare('SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL'),
     containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = ? ORDER BY created'),
@@ -140,6 +145,15 @@ export class ImageRepository {
     })();
   }
 
+  /**
+   * Records a layer on its own, before any image has it: a pull's verified
+   * layer, kept for the next pull when this one fails. prune removes it,
+   * and so does the next start if no image took it by then.
+   */
+  addLayer(l: LayerRow): void {
+    this.q.insertLayer.run(l);
+  }
+
   setTag(ref: string, id: string): void {
     this.q.setTag.run(ref, id);
   }
@@ -154,23 +168,43 @@ export class ImageRepository {
 
   /**
    * Deletes an image row (tags, digests, layer links cascade) and returns what it
-   * freed: layers no image uses any more and blobs no image holds.
+   * freed: its layers no image uses any more and blobs nothing holds, except
+   * what `held` (work under way, such as a pull) keeps.
    */
-  deleteImage(id: string): { layers: LayerRow[]; blobs: string[] } {
+  deleteImage(id: string, held: Held = nothingHeld): { layers: LayerRow[]; blobs: string[] } {
     return this.db.transaction(() => {
       const blobs = (this.q.blobsOf.all(id) as { digest: string }[]).map((r) => r.digest);
+      const chain = this.layersOf(id).reverse();
       this.q.deleteImage.run(id);
+      // From the top down: a layer is in use while an image or a layer above it is.
       const layers: LayerRow[] = [];
-      // Remove unused layers from the top down: a layer is in use while a child layer is.
+      for (const l of chain) {
+        if (held(l.chain_id) || this.q.layerInUse.get(l.chain_id, l.chain_id)) break;
+        this.q.deleteLayer.run(l.chain_id);
+        layers.push(l);
+      }
+      const freed = new Set([...blobs, ...layers.flatMap((l) => (l.blob ? [l.blob] : []))]);
+      return { layers, blobs: [...freed].filter((b) => !held(b) && !this.blobHeld(b)) };
+    })();
+  }
+
+  /**
+   * Deletes every layer no image uses (a failed pull's, kept for reuse),
+   * except those `held`, and returns them with the blobs nothing holds any more.
+   */
+  deleteUnusedLayers(held: Held = nothingHeld): { layers: LayerRow[]; blobs: string[] } {
+    return this.db.transaction(() => {
+      const layers: LayerRow[] = [];
       for (;;) {
-        const unused = this.q.unusedLayers.all() as LayerRow[];
+        const unused = (this.q.unusedLayers.all() as LayerRow[]).filter((l) => !held(l.chain_id));
         if (unused.length === 0) break;
         for (const l of unused) {
           this.q.deleteLayer.run(l.chain_id);
           layers.push(l);
         }
       }
-      return { layers, blobs: blobs.filter((b) => !this.q.blobUsed.get(b)) };
+      const blobs = new Set(layers.flatMap((l) => (l.blob ? [l.blob] : [])));
+      return { layers, blobs: [...blobs].filter((b) => !held(b) && !this.blobHeld(b)) };
     })();
   }
 
@@ -179,9 +213,9 @@ export class ImageRepository {
     return new Set((this.q.heldBlobs.all() as { digest: string }[]).map((r) => r.digest));
   }
 
-  /** True when some image holds this blob. */
+  /** True when some image holds this blob, or a layer is made from it. */
   blobHeld(digest: string): boolean {
-    return this.q.blobUsed.get(digest) !== undefined;
+    return this.q.blobHeld.get(digest, digest) !== undefined;
   }
 
   layerDirs(): Set<string> {
