@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type Daemon } from '../harness/daemon.js';
 import { startFaultyRegistry, type Fault, type FaultyRegistry, type Seen } from '../harness/faulty-registry.js';
 import { buildImage, buildLayer, pushImage, pushIndex, randomContent, type Image } from '../harness/images.js';
-import { holdings, leaked, type Holdings } from '../harness/leaks.js';
+import { expectNoLeaks, holdings } from '../harness/leaks.js';
 import { startRegistry, type Registry } from '../harness/registry.js';
 
 // API connections close after each answer (Node 20's global agent keeps them alive):
@@ -121,19 +121,6 @@ function startPull(ref: string): { done: Promise<Outcome>; hangUp: () => void; t
 }
 
 const pull = (ref: string) => startPull(ref).done;
-
-/** Extraction threads start and stop on their own clock (15 s idle): their loop descriptors are no pull's. */
-const THREAD_FDS = /^(anon_inode:\[(eventfd|eventpoll)\]|pipe:)$/;
-const withoutThreads = (h: Holdings): Holdings => ({ ...h, fds: h.fds.filter((f) => !THREAD_FDS.test(f)) });
-
-/** expectNoLeaks (harness/leaks.ts), but for extraction threads' descriptors. */
-async function expectNothingLeft(before: Holdings, daemon: Daemon = d): Promise<void> {
-  const base = withoutThreads(before);
-  const left = () => leaked(base, withoutThreads(holdings(daemon)));
-  await waitFor(() => left().length === 0 || undefined, 'berthd to let go of what the pull held', 10_000).catch(() => {
-    throw new Error(`left behind:\n  ${left().join('\n  ')}`);
-  });
-}
 
 async function listed(): Promise<string[]> {
   const r = await d.request('GET', '/images/json');
@@ -247,7 +234,7 @@ describe.each(STEPS)('a fault at the %s', (step) => {
       expect(names, 'nothing half-pulled is listed').not.toContain(`${front.host}/${row.repo}:latest`);
       expect(names).toContain(row.good);
     }
-    await expectNothingLeft(before);
+    await expectNoLeaks(d, before);
 
     front.clear();
     await eachRow(rows, goodPull);
@@ -266,7 +253,7 @@ describe('pulls together', () => {
     expect(front.count(new RegExp(`/blobs/${image.configDigest}$`)), 'the config').toBe(1);
     expect(front.count(/^\/v2\/ten\/manifests\/latest$/)).toBe(10);
     expect(await listed()).toContain(`${front.host}/ten:latest`);
-    await expectNothingLeft(before);
+    await expectNoLeaks(d, before);
   });
 
   it('a client that hangs up mid-download leaves the download to another pull of the same layer', async () => {
@@ -300,7 +287,7 @@ describe('pulls together', () => {
     await rule.hit();
     pulling.hangUp();
     await waitFor(() => front.requests.filter((r) => path.test(r.path)).every((r) => r.closed) || undefined, 'berthd to hang up on the registry');
-    await expectNothingLeft(before);
+    await expectNoLeaks(d, before);
     rule.remove();
     expect((await pull(`${front.host}/hangup:latest`)).error).toBeUndefined();
     expect(delivered(path, layer.size), 'the whole layer, from its first byte').toBe(1);
@@ -382,6 +369,25 @@ describe('a registry that stops sending, with registry-stall-timeout', () => {
       rule.remove();
       front.clear();
     }
-    await expectNothingLeft(before, quick);
+    await expectNoLeaks(quick, before);
   });
+});
+
+it('a shutdown during a stalled pull does not wait for the registry', async () => {
+  const stopping = await startDaemon();
+  const image = await freshImage('shutdown');
+  const rule = front.inject({ path: stepPath('layer 1', 'shutdown', image), fault: { kind: 'stall', afterBytes: 1000 } });
+  try {
+    const pulling = stopping.request('POST', `/images/create?fromImage=${front.host}/shutdown&tag=latest`).catch(() => undefined);
+    await rule.hit();
+    const started = Date.now();
+    expect(await stopping.stop()).toBe(0);
+    // Far below the 60 s registry-stall-timeout it would otherwise wait out.
+    expect(Date.now() - started).toBeLessThan(20_000);
+    await pulling;
+  } finally {
+    rule.remove();
+    front.clear();
+    await stopping.cleanup();
+  }
 });

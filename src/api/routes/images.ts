@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Engine } from '../../engine/index.js';
 import { decodeRegistryAuth } from '../../engine/registry/auth.js';
 import { notImplemented } from '../../errors.js';
+import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';
 import { boolValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
@@ -37,9 +38,13 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
     if (!q.fromImage) throw notImplemented('importing images (fromSrc) is not supported yet');
     const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
     const stream = new JsonLinesStream(reply);
-    // A client that hangs up cancels its pull, as with dockerd (downloads other pulls share go on).
+    // A client that hangs up cancels its pull, as with dockerd (downloads other pulls share go on);
+    // so does a shutdown, which closes the connection rather than wait for a registry.
+    closeOnShutdown(req.raw.socket);
     const gone = new AbortController();
-    reply.raw.once('close', () => reply.raw.writableFinished || gone.abort(new Error('the client went away')));
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) gone.abort(new Error('the client went away'));
+    });
     try {
       await images.pull(q.fromImage, q.tag, auth, (e) => stream.progress(e), { signal: gone.signal });
     } catch (e) {

@@ -43,6 +43,17 @@ export interface PullOptions {
   signal?: AbortSignal;
 }
 
+/** A layer of the image being pulled. */
+interface LayerToPull {
+  desc: Descriptor;
+  diffId: string;
+  chainId: string;
+  /** The chain id of the layer below; null at the bottom. */
+  parent: string | null;
+  /** Its record, when a pull or commit has made it already. */
+  known: LayerRow | undefined;
+}
+
 export interface PullDeps extends ImageDeps {
   registry: RegistryClient;
   maxConcurrentDownloads: number;
@@ -155,30 +166,9 @@ export class PullingImageService extends ImageService {
         resolved.image.digest !== resolved.manifestDigest ? content.put(resolved.image.digest, resolved.image.bytes) : undefined,
       ]);
       metadata.catch(() => undefined); // awaited below, after the layers
-      // Once one layer has failed, the pull leaves the layers that have not begun
-      // downloading (other pulls may still want them); those under way finish.
-      let failure: { error: unknown } | undefined;
-      const leave = chains.map(() => new AbortController());
-      const outcomes = await Promise.allSettled(
-        resolved.layers.map(async (desc, i): Promise<LayerRow> => {
-          const known = existing[i];
-          if (known) return known;
-          const layerSignal = signal ? AbortSignal.any([signal, leave[i]!.signal]) : leave[i]!.signal;
-          try {
-            return await this.layer(ref, auth, desc, diffIds[i]!, chains[i]!, chains[i - 1] ?? null, emit, layerSignal);
-          } catch (e) {
-            if (!failure) {
-              failure = { error: e };
-              chains.forEach((c, j) => !this.downloading.has(c) && leave[j]!.abort(e));
-            }
-            throw e;
-          }
-        }),
-      );
+      const layers = resolved.layers.map((desc, i) => ({ desc, diffId: diffIds[i]!, chainId: chains[i]!, parent: chains[i - 1] ?? null, known: existing[i] }));
+      const rows = await this.layers(ref, auth, layers, emit, signal);
       await metadata;
-      if (signal?.aborted) throw signal.reason;
-      if (failure) throw failure.error;
-      const rows = outcomes.map((o) => (o as PromiseFulfilledResult<LayerRow>).value);
       repo.add({
         image: {
           id: imageId,
@@ -211,6 +201,35 @@ export class PullingImageService extends ImageService {
     }
   }
 
+  /**
+   * The image's layers, bottom first: those recorded already as they are, the
+   * others pulled. After a failure, the layers that have not begun downloading
+   * are left (other pulls may still want them) and those under way finish;
+   * then it rejects with the first failure, or with the pull's abort reason.
+   */
+  private async layers(ref: Reference, auth: AuthConfig | undefined, layers: LayerToPull[], emit: (e: PullEvent) => void, signal: AbortSignal | undefined): Promise<LayerRow[]> {
+    let failure: { error: unknown } | undefined;
+    const leave = layers.map(() => new AbortController());
+    const outcomes = await Promise.allSettled(
+      layers.map(async (l, i): Promise<LayerRow> => {
+        if (l.known) return l.known;
+        const layerSignal = signal ? AbortSignal.any([signal, leave[i]!.signal]) : leave[i]!.signal;
+        try {
+          return await this.layer(ref, auth, l, emit, layerSignal);
+        } catch (e) {
+          if (!failure) {
+            failure = { error: e };
+            layers.forEach((other, j) => this.downloading.has(other.chainId) || leave[j]!.abort(e));
+          }
+          throw e;
+        }
+      }),
+    );
+    if (signal?.aborted) throw signal.reason;
+    if (failure) throw failure.error;
+    return outcomes.map((o) => (o as PromiseFulfilledResult<LayerRow>).value);
+  }
+
   /** The image config: from the store when it is there, else fetched (once for concurrent pulls) and stored. */
   private async config(ref: Reference, resolved: ResolvedManifest, auth: AuthConfig | undefined, signal: AbortSignal | undefined): Promise<Buffer> {
     const { content, registry } = this.pdeps;
@@ -228,48 +247,27 @@ export class PullingImageService extends ImageService {
   }
 
   /** One layer, pulled once for every pull that needs it now; its progress goes to each. */
-  private layer(
-    ref: Reference,
-    auth: AuthConfig | undefined,
-    desc: Descriptor,
-    diffId: string,
-    chainId: string,
-    parent: string | null,
-    emit: (e: PullEvent) => void,
-    signal: AbortSignal,
-  ): Promise<LayerRow> {
+  private layer(ref: Reference, auth: AuthConfig | undefined, l: LayerToPull, emit: (e: PullEvent) => void, signal: AbortSignal): Promise<LayerRow> {
     const work = async (shared: AbortSignal, report: Report<PullEvent>) => {
       // A pull that waited for an aborted run of this chain may find it done by another since.
-      const known = this.pdeps.repo.layer(chainId);
+      const known = this.pdeps.repo.layer(l.chainId);
       if (known) return known;
       return this.limiter.run(async () => {
-        this.downloading.add(chainId);
+        this.downloading.add(l.chainId);
         try {
-          return await this.pullLayer(ref, auth, desc, diffId, chainId, parent, report, shared);
+          return await this.pullLayer(ref, auth, l, report, shared);
         } finally {
-          this.downloading.delete(chainId);
+          this.downloading.delete(l.chainId);
         }
       }, shared);
     };
-    return this.layerWork.run(chainId, work, { signal, onProgress: emit });
+    return this.layerWork.run(l.chainId, work, { signal, onProgress: emit });
   }
 
-  private async pullLayer(
-    ref: Reference,
-    auth: AuthConfig | undefined,
-    desc: Descriptor,
-    diffId: string,
-    chainId: string,
-    parent: string | null,
-    emit: Report<PullEvent>,
-    signal: AbortSignal,
-  ): Promise<LayerRow> {
+  private async pullLayer(ref: Reference, auth: AuthConfig | undefined, l: LayerToPull, emit: Report<PullEvent>, signal: AbortSignal): Promise<LayerRow> {
+    const { desc, diffId, chainId, parent } = l;
     const id = short(desc.digest);
-    const size = await this.pdeps.layers.extract(chainId, (dir) => this.fill(ref, auth, desc, diffId, dir, emit, signal)).catch(async (e: unknown) => {
-      // A blob that verified but whose layer did not (diff id, tar) is no use to anyone.
-      if (!this.pdeps.repo.blobHeld(desc.digest)) await this.pdeps.content.delete(desc.digest).catch(() => undefined);
-      throw e;
-    });
+    const size = await this.pdeps.layers.extract(chainId, (dir) => this.fill(ref, auth, desc, diffId, dir, emit, signal));
     const row: LayerRow = { chain_id: chainId, diff_id: diffId, parent, dir: LayerStore.dirName(chainId), size, blob: desc.digest };
     // Verified and in place: recorded at once, so that a pull that fails later keeps it for the next.
     this.pdeps.repo.addLayer(row);
@@ -315,6 +313,8 @@ export class PullingImageService extends ImageService {
     emit({ status: 'Verifying Checksum', id, layer: true });
     emit({ status: 'Download complete', id, layer: true });
     if (layer.diffId !== diffId) {
+      // The blob is what its digest says, but not the layer the config names: no use to anyone.
+      if (!this.pdeps.repo.blobHeld(desc.digest)) await this.pdeps.content.delete(desc.digest).catch(() => undefined);
       throw invalidParameter(`layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${layer.diffId}, config says ${diffId}`);
     }
     emit({ status: 'Extracting', id, layer: true, current: desc.size, total: desc.size });
