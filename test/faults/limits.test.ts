@@ -131,10 +131,10 @@ describe('a client that stops reading', () => {
     return { base, peak };
   }
 
-  it('of `logs -f` holds berthd to a bounded memory while the container writes 300 MiB', async () => {
+  it('of `logs -f` holds berthd to a bounded memory while the container writes 200 MiB', async () => {
     const c = await d.request('POST', '/containers/create', {
       // Long lines: conmon's work is per line, and this is about berthd, not conmon.
-      body: { Image: env.busybox, Cmd: ['sh', '-c', `yes ${'y'.repeat(4000)} | head -c ${300 * MiB}; echo; echo done`] },
+      body: { Image: env.busybox, Cmd: ['sh', '-c', `yes ${'y'.repeat(4000)} | head -c ${200 * MiB}; echo; echo done`] },
     });
     const id = c.json.Id as string;
     let follower: RawStream | undefined;
@@ -144,7 +144,7 @@ describe('a client that stops reading', () => {
       follower.sock.pause();
       expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(0);
     });
-    console.log(`logs -f, stalled reader: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB while 300 MiB were written`);
+    console.log(`logs -f, stalled reader: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB while 200 MiB were written`);
     expect(peak - base).toBeLessThan(STALL_BOUND);
     // The reader was only slow: reading again, it gets its stream.
     follower!.sock.resume();
