@@ -28,7 +28,21 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { busyboxImage, pushImage } from '../fixtures/images.mjs';
-import { createContainer, fmtMs, now, pull, ratio, request, runBench, startBerthd, startContainer, startDockerd, startRegistry, stats, which } from './lib.mjs';
+import {
+  createContainer,
+  fmtMs,
+  now,
+  pull,
+  ratio,
+  request,
+  runBench,
+  startBerthd,
+  startContainer,
+  startDockerd,
+  startRegistry,
+  stats,
+  which,
+} from './lib.mjs';
 
 const args = process.argv.slice(2);
 const socketAt = args.indexOf('--dockerd-socket');
@@ -61,7 +75,8 @@ async function commitOnce(d, image) {
   await startContainer(d, first);
   const wait = await d.request('POST', `/containers/${first}/wait`);
   const thenRunMs = now() - t0;
-  if (wait.json?.StatusCode !== 0) throw new Error(`${d.kind}: the committed image's container exited with ${wait.text}`);
+  if (wait.json?.StatusCode !== 0)
+    throw new Error(`${d.kind}: the committed image's container exited with ${wait.text}`);
   for (const c of [first, id]) await d.request('DELETE', `/containers/${c}?force=1`);
   await d.request('DELETE', `/images/${r.json.Id}?force=1`);
   return { commitMs, thenRunMs };
@@ -81,7 +96,12 @@ function copyFloor(upper, near) {
 
 /** A dockerd that is already running: the same requests over its socket; nothing of it is stopped here. */
 function existingDockerd(socket) {
-  return { kind: 'dockerd', socket, host: `unix://${socket}`, request: (method, urlPath, opts) => request(socket, method, urlPath, opts) };
+  return {
+    kind: 'dockerd',
+    socket,
+    host: `unix://${socket}`,
+    request: (method, urlPath, opts) => request(socket, method, urlPath, opts),
+  };
 }
 
 await runBench(async () => {
@@ -95,7 +115,9 @@ await runBench(async () => {
   if (dockerdSocket) dockerd = existingDockerd(dockerdSocket);
   else if (which('dockerd')) dockerd = await startDockerd();
   if (dockerd) await pull(dockerd, ref);
-  console.log(`busybox from docker-registry at ${registry.host}; ${runs} commits per daemon${dockerd ? ', alternating' : ''}; load average ${os.loadavg()[0].toFixed(2)} on ${os.availableParallelism()} CPUs`);
+  console.log(
+    `busybox from docker-registry at ${registry.host}; ${runs} commits per daemon${dockerd ? ', alternating' : ''}; load average ${os.loadavg()[0].toFixed(2)} on ${os.availableParallelism()} CPUs`,
+  );
 
   const times = { berthd: [], dockerd: [], berthdRun: [], dockerdRun: [], floor: [] };
   const timed = async (d) => {

@@ -58,7 +58,9 @@ async function runcFloor(layer) {
   mkdirSync(rootfs, { recursive: true });
   mkdirSync(state);
   const untar = spawn('tar', ['-x', '-C', rootfs], { stdio: ['pipe', 'ignore', 'inherit'] });
-  const untarred = new Promise((resolve, reject) => untar.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`tar exited ${code}`)))));
+  const untarred = new Promise((resolve, reject) =>
+    untar.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`tar exited ${code}`)))),
+  );
   await pipeline(layer.open(), zlib.createGunzip(), untar.stdin);
   await untarred;
   const gen = spawnSync('runc', ['spec', '--bundle', path.join(dir, 'bundle')], { encoding: 'utf8' });
@@ -77,10 +79,16 @@ async function runcFloor(layer) {
   return () =>
     new Promise((resolve, reject) => {
       const t0 = now();
-      const p = spawn('runc', ['--root', state, 'run', '--bundle', path.join(dir, 'bundle'), `bench-${process.pid}-${n++}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const p = spawn(
+        'runc',
+        ['--root', state, 'run', '--bundle', path.join(dir, 'bundle'), `bench-${process.pid}-${n++}`],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
       let err = '';
       p.stderr.on('data', (c) => (err += c));
-      p.once('close', (code) => (code === 0 ? resolve(now() - t0) : reject(new Error(`runc run exited ${code}: ${err}`))));
+      p.once('close', (code) =>
+        code === 0 ? resolve(now() - t0) : reject(new Error(`runc run exited ${code}: ${err}`)),
+      );
     });
 }
 
@@ -118,14 +126,18 @@ function cliRunner(d, cmd = ['true'], expected = '') {
 /** Monitor processes of this daemon's containers: found by their command line naming the daemon's directory. */
 function monitors(d) {
   const comm = d.kind === 'berthd' ? 'conmon' : 'containerd-shim';
-  const pids = d.kind === 'berthd' ? pidsByComm('conmon') : [...pidsByComm('containerd-shim'), ...pidsByComm('containerd-shim-runc-v2').filter(Boolean)];
+  const pids =
+    d.kind === 'berthd'
+      ? pidsByComm('conmon')
+      : [...pidsByComm('containerd-shim'), ...pidsByComm('containerd-shim-runc-v2').filter(Boolean)];
   return { comm, pids: [...new Set(pids)].filter((pid) => cmdline(pid).some((a) => a.includes(d.dir))) };
 }
 
 /** RSS of the daemon and of its helpers that are not per container (dockerd's containerd). */
 function daemonRss(d) {
   const pids = [d.pid];
-  if (d.kind === 'dockerd') pids.push(...pidsByComm('containerd').filter((pid) => cmdline(pid).some((a) => a.includes(d.dir))));
+  if (d.kind === 'dockerd')
+    pids.push(...pidsByComm('containerd').filter((pid) => cmdline(pid).some((a) => a.includes(d.dir))));
   return pids.reduce((a, pid) => a + memoryOf(pid).rss, 0);
 }
 
@@ -143,7 +155,13 @@ async function memory(d) {
   const rss = mem.reduce((a, m) => a + m.rss, 0);
   const pss = mem.reduce((a, m) => a + m.pss, 0);
   const grew = daemonRss(d) - before;
-  const res = { comm, processes: pids.length, rssPer: rss / SLEEPERS, pssPer: pss / SLEEPERS, daemonGrowthPer: grew / SLEEPERS };
+  const res = {
+    comm,
+    processes: pids.length,
+    rssPer: rss / SLEEPERS,
+    pssPer: pss / SLEEPERS,
+    daemonGrowthPer: grew / SLEEPERS,
+  };
   console.log(
     `${d.kind.padEnd(8)} ${SLEEPERS} × sleep 600: ${pids.length} ${comm} processes, ` +
       `per container RSS ${(res.rssPer / 1024).toFixed(2)} MiB, PSS ${(res.pssPer / 1024).toFixed(2)} MiB; ` +
@@ -157,12 +175,18 @@ async function memory(d) {
 
 async function fill(d) {
   const t0 = now();
-  await mapLimit(Array.from({ length: LISTED }, (_, i) => i), 8, (i) => createContainer(d, { Image: 'busybox', Cmd: ['true'], Labels: { 'bench.n': String(i) } }));
+  await mapLimit(
+    Array.from({ length: LISTED }, (_, i) => i),
+    8,
+    (i) => createContainer(d, { Image: 'busybox', Cmd: ['true'], Labels: { 'bench.n': String(i) } }),
+  );
   console.log(`${d.kind.padEnd(8)} created ${LISTED} containers in ${((now() - t0) / 1000).toFixed(1)} s`);
 }
 
 async function listLatency(daemons) {
-  console.log(`\n== (c) GET /containers/json?all=1 with ${LISTED} created containers: ${LIST_SAMPLES} requests each (after ${WARMUP} warm-up), interleaved`);
+  console.log(
+    `\n== (c) GET /containers/json?all=1 with ${LISTED} created containers: ${LIST_SAMPLES} requests each (after ${WARMUP} warm-up), interleaved`,
+  );
   for (const d of daemons) await fill(d);
   const times = daemons.map(() => []);
   for (let i = 0; i < WARMUP + LIST_SAMPLES; i++) {
@@ -170,9 +194,11 @@ async function listLatency(daemons) {
       const t0 = now();
       const r = await d.request('GET', '/containers/json?all=1');
       const ms = now() - t0;
-      if (r.status !== 200 || r.json.length < LISTED) throw new Error(`${d.kind} list: ${r.status}, ${r.json?.length} entries`);
+      if (r.status !== 200 || r.json.length < LISTED)
+        throw new Error(`${d.kind} list: ${r.status}, ${r.json?.length} entries`);
       if (i >= WARMUP) times[k].push(ms);
-      if (i === 0) console.log(`${d.kind.padEnd(8)} answer: ${r.json.length} entries, ${(r.body.length / 1024).toFixed(0)} KiB`);
+      if (i === 0)
+        console.log(`${d.kind.padEnd(8)} answer: ${r.json.length} entries, ${(r.body.length / 1024).toFixed(0)} KiB`);
     }
   }
   const out = {};
@@ -215,7 +241,12 @@ await runBench(async () => {
   ];
   const run = await runLatency('(a) docker run --rm busybox true', targets);
   // Issue 6: the same through attach with output to carry.
-  const echo = cli ? await runLatency('(a2) docker run --rm busybox echo hi (output through attach)', daemons.map((d) => ({ name: `${d.kind} (docker CLI)`, run: cliRunner(d, ['echo', 'hi'], 'hi\n') }))) : {};
+  const echo = cli
+    ? await runLatency(
+        '(a2) docker run --rm busybox echo hi (output through attach)',
+        daemons.map((d) => ({ name: `${d.kind} (docker CLI)`, run: cliRunner(d, ['echo', 'hi'], 'hi\n') })),
+      )
+    : {};
 
   console.log(`\n== (b) memory per running container`);
   const mem = [];
@@ -226,14 +257,27 @@ await runBench(async () => {
   console.log('\n== summary');
   const b = run['berthd (docker CLI)'];
   const f = run['runc run (floor)'];
-  if (b) console.log(`run latency: berthd ${b.median.toFixed(0)} ms median, runc floor ${f.median.toFixed(0)} ms (berthd overhead over the floor ${(b.median - f.median).toFixed(0)} ms)`);
+  if (b)
+    console.log(
+      `run latency: berthd ${b.median.toFixed(0)} ms median, runc floor ${f.median.toFixed(0)} ms (berthd overhead over the floor ${(b.median - f.median).toFixed(0)} ms)`,
+    );
   if (withDockerd) {
     const d = run['dockerd (docker CLI)'];
-    if (b && d) console.log(`run latency ratio berthd/dockerd (median): ${ratio(b.median, d.median, 0.5)}; p90 ${(b.p90 / d.p90).toFixed(2)}×`);
+    if (b && d)
+      console.log(
+        `run latency ratio berthd/dockerd (median): ${ratio(b.median, d.median, 0.5)}; p90 ${(b.p90 / d.p90).toFixed(2)}×`,
+      );
     const eb = echo['berthd (docker CLI)'];
     const ed = echo['dockerd (docker CLI)'];
-    if (eb && ed) console.log(`echo-through-attach latency ratio berthd/dockerd (median): ${ratio(eb.median, ed.median, 0.5)}; p90 ${(eb.p90 / ed.p90).toFixed(2)}×`);
-    console.log(`per-container monitor RSS ratio conmon/containerd-shim: ${(mem[0].rssPer / mem[1].rssPer).toFixed(2)}× (PSS ${(mem[0].pssPer / mem[1].pssPer).toFixed(2)}×)`);
-    console.log(`list latency ratio berthd/dockerd (median): ${ratio(list.berthd.median, list.dockerd.median, 0.5)}; p90 ${(list.berthd.p90 / list.dockerd.p90).toFixed(2)}×`);
+    if (eb && ed)
+      console.log(
+        `echo-through-attach latency ratio berthd/dockerd (median): ${ratio(eb.median, ed.median, 0.5)}; p90 ${(eb.p90 / ed.p90).toFixed(2)}×`,
+      );
+    console.log(
+      `per-container monitor RSS ratio conmon/containerd-shim: ${(mem[0].rssPer / mem[1].rssPer).toFixed(2)}× (PSS ${(mem[0].pssPer / mem[1].pssPer).toFixed(2)}×)`,
+    );
+    console.log(
+      `list latency ratio berthd/dockerd (median): ${ratio(list.berthd.median, list.dockerd.median, 0.5)}; p90 ${(list.berthd.p90 / list.dockerd.p90).toFixed(2)}×`,
+    );
   }
 });

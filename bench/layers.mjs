@@ -42,7 +42,9 @@ try {
     await rm(into, { recursive: true });
   }
   const best = Math.min(...runs);
-  console.log(`applyLayer: ${(bytes / 1e6).toFixed(1)} MB in ${best.toFixed(3)} s = ${(bytes / 1e6 / best).toFixed(0)} MB/s (runs ${runs.map((r) => r.toFixed(3)).join(', ')})`);
+  console.log(
+    `applyLayer: ${(bytes / 1e6).toFixed(1)} MB in ${best.toFixed(3)} s = ${(bytes / 1e6 / best).toFixed(0)} MB/s (runs ${runs.map((r) => r.toFixed(3)).join(', ')})`,
+  );
 } finally {
   await rm(base, { recursive: true, force: true });
 }

@@ -5,7 +5,16 @@
 // interrupted: every start registers its own clean-up, run last-in first-out.
 import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,7 +33,10 @@ let cleaning;
 /** Registers `fn` to run at the end (LIFO); returns a function that runs it now, once. */
 export function onCleanup(fn) {
   let done;
-  const entry = () => (done ??= Promise.resolve().then(fn).catch((e) => console.error(`bench clean-up: ${e?.message ?? e}`)));
+  const entry = () =>
+    (done ??= Promise.resolve()
+      .then(fn)
+      .catch((e) => console.error(`bench clean-up: ${e?.message ?? e}`)));
   cleanups.push(entry);
   return () => {
     const i = cleanups.indexOf(entry);
@@ -65,7 +77,14 @@ export async function runBench(main) {
 export function stats(xs) {
   const s = [...xs].sort((a, b) => a - b);
   const q = (f) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(f * s.length) - 1))];
-  return { n: s.length, median: q(0.5), p90: q(0.9), min: s[0], max: s[s.length - 1], mean: s.reduce((a, b) => a + b, 0) / s.length };
+  return {
+    n: s.length,
+    median: q(0.5),
+    p90: q(0.9),
+    min: s[0],
+    max: s[s.length - 1],
+    mean: s.reduce((a, b) => a + b, 0) / s.length,
+  };
 }
 
 export const ms = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
@@ -96,7 +115,11 @@ export async function mapLimit(items, limit, fn) {
 }
 
 export function which(cmd) {
-  return spawnSync('sh', ['-c', `command -v ${cmd}`]).stdout.toString().trim() || undefined;
+  return (
+    spawnSync('sh', ['-c', `command -v ${cmd}`])
+      .stdout.toString()
+      .trim() || undefined
+  );
 }
 
 /** A temp dir (short path: unix socket paths stop at 108 bytes), removed at the end. */
@@ -111,7 +134,8 @@ export function tempDir(prefix) {
 /** One request over a unix socket (or TCP with `url`); resolves with the whole answer. */
 export function request(socketPath, method, urlPath, { body, headers = {}, timeoutMs = 600_000 } = {}) {
   return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+    const payload =
+      body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
     const h = { Host: 'localhost', ...headers };
     if (payload) {
       h['Content-Type'] ??= 'application/json';
@@ -147,12 +171,14 @@ function expectOk(what, r, ...ok) {
 async function waitForPing(socket, proc, what, logs, timeoutMs = 60_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`${what} exited (${proc.exitCode ?? proc.signalCode}): ${logs().slice(-2000)}`);
+    if (proc.exitCode !== null || proc.signalCode !== null)
+      throw new Error(`${what} exited (${proc.exitCode ?? proc.signalCode}): ${logs().slice(-2000)}`);
     if (existsSync(socket)) {
       const r = await request(socket, 'GET', '/_ping', { timeoutMs: 2000 }).catch(() => undefined);
       if (r?.status === 200) return;
     }
-    if (Date.now() > deadline) throw new Error(`${what} did not answer /_ping in ${timeoutMs} ms: ${logs().slice(-2000)}`);
+    if (Date.now() > deadline)
+      throw new Error(`${what} did not answer /_ping in ${timeoutMs} ms: ${logs().slice(-2000)}`);
     await sleep(10);
   }
 }
@@ -171,11 +197,11 @@ function tail(stream, limit = 64 * 1024) {
 /** Mount points at or below `dir`, deepest first (from /proc/self/mountinfo). */
 export function mountsUnder(dir) {
   const prefix = dir.endsWith('/') ? dir : `${dir}/`;
-  const unescape = (s) => s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+  const unoctal = (s) => s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
   return readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .filter(Boolean)
-    .map((line) => unescape(line.split(' ')[4]))
+    .map((line) => unoctal(line.split(' ')[4]))
     .filter((m) => m === dir || m.startsWith(prefix))
     .sort((a, b) => b.length - a.length);
 }
@@ -201,7 +227,11 @@ export async function startRegistry() {
   const config = {
     version: '0.1',
     log: { level: 'info', formatter: 'text', accesslog: { disabled: true } },
-    storage: { filesystem: { rootdirectory: path.join(dir, 'storage') }, delete: { enabled: true }, maintenance: { uploadpurging: { enabled: false } } },
+    storage: {
+      filesystem: { rootdirectory: path.join(dir, 'storage') },
+      delete: { enabled: true },
+      maintenance: { uploadpurging: { enabled: false } },
+    },
     http: { addr: '127.0.0.1:0', secret: crypto.randomBytes(16).toString('hex') },
   };
   const configFile = path.join(dir, 'config.yml');
@@ -216,15 +246,21 @@ export async function startRegistry() {
   });
   const logs = tail(proc.stderr);
   const deadline = Date.now() + 15_000;
-  let port;
-  while (!(port = /listening on 127\.0\.0\.1:(\d+)/.exec(logs())?.[1])) {
+  const listening = () => /listening on 127\.0\.0\.1:(\d+)/.exec(logs())?.[1];
+  let port = listening();
+  for (; !port; port = listening()) {
     if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`docker-registry did not start: ${logs()}`);
     await sleep(10);
   }
   const host = `127.0.0.1:${port}`;
   for (;;) {
     const ok = await new Promise((resolve) => {
-      http.get(`http://${host}/v2/`, (res) => (res.resume(), resolve(res.statusCode === 200))).on('error', () => resolve(false));
+      http
+        .get(`http://${host}/v2/`, (res) => {
+          res.resume();
+          resolve(res.statusCode === 200);
+        })
+        .on('error', () => resolve(false));
     });
     if (ok) break;
     if (Date.now() > deadline) throw new Error(`registry at ${host} does not answer /v2/`);
@@ -286,19 +322,39 @@ export function buildSnapshot() {
   });
   cpSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
-  return (snapshot = path.join(dir, path.relative(ROOT, BERTHD)));
+  snapshot = path.join(dir, path.relative(ROOT, BERTHD));
+  return snapshot;
 }
 
 /**
  * berthd on a fresh temp socket, data root and exec root. `bin` defaults to
  * $BERTH_BENCH_BERTHD, else a snapshot of this work tree's build (buildSnapshot).
  */
-export async function startBerthd({ bin = process.env.BERTH_BENCH_BERTHD || buildSnapshot(), nodeArgs = [], args = [], env = {} } = {}) {
+export async function startBerthd({
+  bin = process.env.BERTH_BENCH_BERTHD || buildSnapshot(),
+  nodeArgs = [],
+  args = [],
+  env = {},
+} = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bb-'));
   const socket = path.join(dir, 'berth.sock');
   const configFile = path.join(dir, 'daemon.json');
   writeFileSync(configFile, '{}\n'); // hermetic: never the machine's /etc/berth/daemon.json
-  const argv = [...nodeArgs, bin, '-H', `unix://${socket}`, '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'), '--config-file', configFile, '--log-level', 'warn', ...args];
+  const argv = [
+    ...nodeArgs,
+    bin,
+    '-H',
+    `unix://${socket}`,
+    '--data-root',
+    path.join(dir, 'data'),
+    '--exec-root',
+    path.join(dir, 'exec'),
+    '--config-file',
+    configFile,
+    '--log-level',
+    'warn',
+    ...args,
+  ];
   const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   const d = daemonHandle('berthd', dir, socket, proc, tail(proc.stderr));
   /** The command line it was started with (node's arguments): to start it again on the same directories. */
@@ -316,7 +372,9 @@ export async function startDockerd({ args = [] } = {}) {
   const bin = which('dockerd');
   if (!bin) throw new Error('dockerd is not installed (bench/run.sh --with-dockerd installs it)');
   // dockerd leaves its parent cgroup (/docker in each v1 hierarchy) behind: removed after it stops if it was not there before.
-  const cgroups = readdirSafe('/sys/fs/cgroup').map((c) => `/sys/fs/cgroup/${c}/docker`).filter((c) => !existsSync(c));
+  const cgroups = readdirSafe('/sys/fs/cgroup')
+    .map((c) => `/sys/fs/cgroup/${c}/docker`)
+    .filter((c) => !existsSync(c));
   onCleanup(() => {
     for (const c of cgroups) if (existsSync(c)) spawnSync('rmdir', [c], { stdio: 'ignore' }); // only ever succeeds when empty
   });
@@ -327,14 +385,21 @@ export async function startDockerd({ args = [] } = {}) {
   const proc = spawn(
     bin,
     [
-      '-H', `unix://${socket}`,
-      '--data-root', path.join(dir, 'data'),
-      '--exec-root', path.join(dir, 'exec'),
-      '--pidfile', path.join(dir, 'docker.pid'),
-      '--config-file', configFile,
-      '--bridge', 'none',
+      '-H',
+      `unix://${socket}`,
+      '--data-root',
+      path.join(dir, 'data'),
+      '--exec-root',
+      path.join(dir, 'exec'),
+      '--pidfile',
+      path.join(dir, 'docker.pid'),
+      '--config-file',
+      configFile,
+      '--bridge',
+      'none',
       '--iptables=false',
-      '--log-level', 'warn',
+      '--log-level',
+      'warn',
       ...args,
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
@@ -348,7 +413,9 @@ export async function startDockerd({ args = [] } = {}) {
 export async function removeAllContainers(d, concurrency = 8) {
   const r = await d.request('GET', '/containers/json?all=1', { timeoutMs: 60_000 });
   if (r.status !== 200) throw new Error(`list: ${r.status} ${r.text}`);
-  await mapLimit(r.json ?? [], concurrency, (c) => d.request('DELETE', `/containers/${c.Id}?force=1&v=1`, { timeoutMs: 60_000 }));
+  await mapLimit(r.json ?? [], concurrency, (c) =>
+    d.request('DELETE', `/containers/${c.Id}?force=1&v=1`, { timeoutMs: 60_000 }),
+  );
 }
 
 /** `POST /images/create` for `ref` ('host:port/repo:tag'); resolves with the stream's text; throws on an error record. */
@@ -356,15 +423,31 @@ export async function pull(d, ref) {
   const i = ref.lastIndexOf(':');
   const name = ref.slice(0, i);
   const tag = ref.slice(i + 1);
-  const r = expectOk(`pull ${ref} on ${d.kind}`, await d.request('POST', `/images/create?fromImage=${encodeURIComponent(name)}&tag=${encodeURIComponent(tag)}`), 200);
-  const last = r.text.trim().split('\n').map((l) => JSON.parse(l)).at(-1);
+  const r = expectOk(
+    `pull ${ref} on ${d.kind}`,
+    await d.request('POST', `/images/create?fromImage=${encodeURIComponent(name)}&tag=${encodeURIComponent(tag)}`),
+    200,
+  );
+  const last = r.text
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
+    .at(-1);
   if (last?.error) throw new Error(`pull ${ref} on ${d.kind}: ${last.error}`);
   return r.text;
 }
 
 /** `POST /images/{ref}/tag?repo=&tag=`. */
 export async function tag(d, ref, repo, tagName) {
-  expectOk(`tag ${ref} on ${d.kind}`, await d.request('POST', `/images/${encodeURIComponent(ref)}/tag?repo=${encodeURIComponent(repo)}&tag=${encodeURIComponent(tagName)}`), 201, 200);
+  expectOk(
+    `tag ${ref} on ${d.kind}`,
+    await d.request(
+      'POST',
+      `/images/${encodeURIComponent(ref)}/tag?repo=${encodeURIComponent(repo)}&tag=${encodeURIComponent(tagName)}`,
+    ),
+    201,
+    200,
+  );
 }
 
 /** POST /containers/create; resolves with the id. */
@@ -454,7 +537,8 @@ export function treeRss(pid) {
     }
     for (const t of readdirSafe(`/proc/${p}/task`)) {
       try {
-        for (const c of readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) walk(Number(c));
+        for (const c of readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean))
+          walk(Number(c));
       } catch {}
     }
   };

@@ -26,13 +26,17 @@ async function timedPulls(name, start, ref, bytes) {
       const seconds = (now() - t0) / 1000;
       const mbs = bytes / 1e6 / seconds;
       rates.push(mbs);
-      console.log(`  ${name} run ${i + 1}: ${seconds.toFixed(2)} s, ${mbs.toFixed(1)} MB/s (${(bytes / MiB / seconds).toFixed(1)} MiB/s)`);
+      console.log(
+        `  ${name} run ${i + 1}: ${seconds.toFixed(2)} s, ${mbs.toFixed(1)} MB/s (${(bytes / MiB / seconds).toFixed(1)} MiB/s)`,
+      );
     } finally {
       await d.stop();
     }
   }
   const s = stats(rates);
-  console.log(`${name.padEnd(8)} cold pull: median ${s.median.toFixed(1)} MB/s, min ${s.min.toFixed(1)}, max ${s.max.toFixed(1)} (${runs} runs, fresh data root each)`);
+  console.log(
+    `${name.padEnd(8)} cold pull: median ${s.median.toFixed(1)} MB/s, min ${s.min.toFixed(1)}, max ${s.max.toFixed(1)} (${runs} runs, fresh data root each)`,
+  );
   return s;
 }
 
@@ -42,7 +46,9 @@ await runBench(async () => {
   const ref = `${registry.host}/large:latest`;
   await pushImage(registry.url, 'large', 'latest', image);
   const bytes = image.layers.reduce((a, l) => a + l.size, 0);
-  console.log(`image: ${image.layers.length} layers (busybox base + ${layerCount} of random data), ${(bytes / MiB).toFixed(1)} MiB compressed, from docker-registry at ${registry.host}`);
+  console.log(
+    `image: ${image.layers.length} layers (busybox base + ${layerCount} of random data), ${(bytes / MiB).toFixed(1)} MiB compressed, from docker-registry at ${registry.host}`,
+  );
 
   if (profileDir) mkdirSync(profileDir, { recursive: true });
   const berthArgs = profileDir ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profileDir] } : {};

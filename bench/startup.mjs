@@ -41,7 +41,14 @@ async function timeToReady(cmd, args, socket) {
   const p = spawn(cmd, args, { stdio: 'ignore' });
   for (;;) {
     if (p.exitCode !== null) throw new Error(`${cmd} exited with ${p.exitCode}`);
-    if (existsSync(socket) && (await request(socket, 'GET', '/_ping', { timeoutMs: 5000 }).then((r) => r.status === 200, () => false))) break;
+    if (
+      existsSync(socket) &&
+      (await request(socket, 'GET', '/_ping', { timeoutMs: 5000 }).then(
+        (r) => r.status === 200,
+        () => false,
+      ))
+    )
+      break;
     await sleep(1);
   }
   return { ms: now() - t0, proc: p };
@@ -78,7 +85,12 @@ async function populated() {
     Array.from({ length: IMAGES }, (_, i) => i),
     8,
     async (i) => {
-      await pushImage(registry.url, `startup/img${i}`, 'latest', await busyboxImage({ config: { Labels: { n: String(i) } } }));
+      await pushImage(
+        registry.url,
+        `startup/img${i}`,
+        'latest',
+        await busyboxImage({ config: { Labels: { n: String(i) } } }),
+      );
       await pull(d, `${registry.host}/startup/img${i}:latest`);
     },
   );
@@ -94,7 +106,9 @@ async function populated() {
       }
     },
   );
-  console.log(`recorded ${CONTAINERS} containers (${Math.ceil(CONTAINERS / 2)} created, ${Math.floor(CONTAINERS / 2)} exited) and ${IMAGES} images in ${((now() - t0) / 1000).toFixed(1)} s`);
+  console.log(
+    `recorded ${CONTAINERS} containers (${Math.ceil(CONTAINERS / 2)} created, ${Math.floor(CONTAINERS / 2)} exited) and ${IMAGES} images in ${((now() - t0) / 1000).toFixed(1)} s`,
+  );
   await stopWith(d.proc, 'SIGTERM');
 
   // Each restart is paired with a start on an empty data root right after it: on a busy machine
@@ -102,7 +116,10 @@ async function populated() {
   const socket = d.socket;
   const emptyArgv = (dir) => d.argv.map((a) => a.replace(d.dir, dir));
   const results = {};
-  for (const [how, signal] of [['after a clean stop', 'SIGTERM'], ['after a SIGKILL', 'SIGKILL']]) {
+  for (const [how, signal] of [
+    ['after a clean stop', 'SIGTERM'],
+    ['after a SIGKILL', 'SIGKILL'],
+  ]) {
     const times = [];
     const empty = [];
     const extra = [];
@@ -120,8 +137,12 @@ async function populated() {
     }
     const s = stats(times);
     results[how] = s;
-    console.log(`berthd restart → first /_ping, ${CONTAINERS} containers and ${IMAGES} images recorded, ${how}: ${fmtMs(s)} (target ≤ ${TARGET_MS} ms: ${s.median <= TARGET_MS ? 'met' : 'MISSED'})`);
-    console.log(`  paired start on an empty data root: ${fmtMs(stats(empty))}; what the records cost (paired difference): median ${stats(extra).median.toFixed(0)} ms`);
+    console.log(
+      `berthd restart → first /_ping, ${CONTAINERS} containers and ${IMAGES} images recorded, ${how}: ${fmtMs(s)} (target ≤ ${TARGET_MS} ms: ${s.median <= TARGET_MS ? 'met' : 'MISSED'})`,
+    );
+    console.log(
+      `  paired start on an empty data root: ${fmtMs(stats(empty))}; what the records cost (paired difference): median ${stats(extra).median.toFixed(0)} ms`,
+    );
   }
   // Its containers are removed through the API (their rootfs mounts with them) before the clean-up removes the directory.
   const { proc } = await timeToReady(process.execPath, d.argv, socket);
@@ -141,7 +162,19 @@ await runBench(async () => {
   if (dockerd) {
     const dd = await fresh('dockerd', (dir) => ({
       cmd: dockerd,
-      args: ['-H', `unix://${dir}/d.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`, '--pidfile', `${dir}/d.pid`, '--bridge', 'none', '--iptables=false'],
+      args: [
+        '-H',
+        `unix://${dir}/d.sock`,
+        '--data-root',
+        `${dir}/data`,
+        '--exec-root',
+        `${dir}/exec`,
+        '--pidfile',
+        `${dir}/d.pid`,
+        '--bridge',
+        'none',
+        '--iptables=false',
+      ],
       socket: `${dir}/d.sock`,
     }));
     console.log(`ratio berthd/dockerd (median): ${(berth.median / dd.median).toFixed(2)}`);

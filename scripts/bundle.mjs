@@ -25,16 +25,45 @@ const common = {
 };
 await build({ ...common, entryPoints: [path.join(root, 'dist/main.js')], outfile: out });
 // The layer extraction threads' script (src/engine/layers/extractor.ts).
-await build({ ...common, entryPoints: [path.join(root, 'dist/engine/layers/extract-worker.js')], outfile: path.join(root, 'dist/extract-worker.cjs') });
+await build({
+  ...common,
+  entryPoints: [path.join(root, 'dist/engine/layers/extract-worker.js')],
+  outfile: path.join(root, 'dist/extract-worker.cjs'),
+});
 
 // Warm the code cache: start, answer one ping, stay long enough for the cache write, stop.
 const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-warm-'));
 const sock = path.join(dir, 's.sock');
-const child = spawn(process.execPath, [path.join(root, 'bin/berthd.cjs'), '-H', `unix://${sock}`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`, '--config-file', '/dev/null', '--log-level', 'error'], { stdio: 'inherit' });
-const ping = () => new Promise((r) => http.get({ socketPath: sock, path: '/_ping' }, (res) => { res.resume(); r(res.statusCode === 200); }).on('error', () => r(false)));
+const child = spawn(
+  process.execPath,
+  [
+    path.join(root, 'bin/berthd.cjs'),
+    '-H',
+    `unix://${sock}`,
+    '--data-root',
+    `${dir}/data`,
+    '--exec-root',
+    `${dir}/exec`,
+    '--config-file',
+    '/dev/null',
+    '--log-level',
+    'error',
+  ],
+  { stdio: 'inherit' },
+);
+const ping = () =>
+  new Promise((r) =>
+    http
+      .get({ socketPath: sock, path: '/_ping' }, (res) => {
+        res.resume();
+        r(res.statusCode === 200);
+      })
+      .on('error', () => r(false)),
+  );
 const deadline = Date.now() + 20_000;
 while (!(existsSync(sock) && (await ping()))) {
-  if (child.exitCode !== null || Date.now() > deadline) throw new Error('bundle: berthd did not start for the cache warm-up');
+  if (child.exitCode !== null || Date.now() > deadline)
+    throw new Error('bundle: berthd did not start for the cache warm-up');
   await new Promise((r) => setTimeout(r, 20));
 }
 await new Promise((r) => setTimeout(r, 2500));

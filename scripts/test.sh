@@ -7,6 +7,8 @@ bash scripts/setup.sh
 
 # The tests are TypeScript too: type-check them with the sources.
 npx tsc -p tsconfig.test.json
+# Formatting and lint (Biome) are part of the suite, so CI holds them.
+npx biome check .
 
 report=$(mktemp /tmp/berth-vitest-XXXXXX.json)
 trap 'rm -f "$report"' EXIT

@@ -70,7 +70,11 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     return p;
   };
   const db = openDb(path.join(config.dataRoot, 'berth.db'));
-  const reserve = guardFullDisk(db, path.join(config.dataRoot, 'berth.db.reserve'), logger.child({ component: 'store' }));
+  const reserve = guardFullDisk(
+    db,
+    path.join(config.dataRoot, 'berth.db.reserve'),
+    logger.child({ component: 'store' }),
+  );
   const imageRepo = new ImageRepository(db);
   const events = new EventBus();
 
@@ -107,7 +111,12 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   });
 
   const runtimeCfg = config.runtimes[config.defaultRuntime]!;
-  const runtime = new Runtime({ runcPath: which(runtimeCfg.path), conmonPath: which(config.conmonPath), execRoot: config.execRoot, logger });
+  const runtime = new Runtime({
+    runcPath: which(runtimeCfg.path),
+    conmonPath: which(config.conmonPath),
+    execRoot: config.execRoot,
+    logger,
+  });
   await runtime.prepare();
   const exits = new ExitWatcher(path.join(config.execRoot, 'exits'));
   const containers = new ContainerService({
@@ -124,7 +133,16 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   const execs = new ExecService({ containers, runtime, events, logger });
 
   const system = new SystemService(config, db, daemonId(config.dataRoot));
-  const commits = new CommitService({ containers, images, repo: imageRepo, layers, extractor, content, events, logger });
+  const commits = new CommitService({
+    containers,
+    images,
+    repo: imageRepo,
+    layers,
+    extractor,
+    content,
+    events,
+    logger,
+  });
   const engine: Engine = { system, images, containers, execs, events, commits };
   return {
     engine,

@@ -130,7 +130,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
     throw new ConfigError(`invalid value for --registry-stall-timeout: ${stall}`);
   }
   const runtimes: Record<string, RuntimeConfig> = { runc: { path: 'runc', runtimeArgs: [] } };
-  for (const [name, r] of Object.entries(file.runtimes ?? {})) runtimes[name] = { path: r.path, runtimeArgs: r.runtimeArgs ?? [] };
+  for (const [name, r] of Object.entries(file.runtimes ?? {}))
+    runtimes[name] = { path: r.path, runtimeArgs: r.runtimeArgs ?? [] };
   const defaultRuntime = values['default-runtime'] ?? file['default-runtime'] ?? DEFAULTS.defaultRuntime;
   if (!runtimes[defaultRuntime]) throw new ConfigError(`default runtime ${defaultRuntime} is not defined in runtimes`);
   const hosts = values.host ?? file.hosts ?? (env.BERTH_HOST ? [env.BERTH_HOST] : DEFAULTS.hosts);
@@ -142,13 +143,18 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
     configFile,
     registryMirrors: values['registry-mirror'] ?? file['registry-mirrors'] ?? [],
     insecureRegistries: values['insecure-registry'] ?? file['insecure-registries'] ?? [],
-    logLevel: values.debug ? 'debug' : ((values['log-level'] as Config['logLevel']) ?? file['log-level'] ?? DEFAULTS.logLevel),
+    logLevel: values.debug
+      ? 'debug'
+      : ((values['log-level'] as Config['logLevel']) ?? file['log-level'] ?? DEFAULTS.logLevel),
     group: values.group ?? file.group ?? DEFAULTS.group,
     pidfile: values.pidfile ?? file.pidfile ?? null,
     defaultRuntime,
     runtimes,
-    maxConcurrentDownloads: maxDownloads ? Number(maxDownloads) : (file['max-concurrent-downloads'] ?? DEFAULTS.maxConcurrentDownloads),
-    registryStallTimeoutMs: 1000 * (stall ? Number(stall) : (file['registry-stall-timeout'] ?? DEFAULTS.registryStallTimeoutSec)),
+    maxConcurrentDownloads: maxDownloads
+      ? Number(maxDownloads)
+      : (file['max-concurrent-downloads'] ?? DEFAULTS.maxConcurrentDownloads),
+    registryStallTimeoutMs:
+      1000 * (stall ? Number(stall) : (file['registry-stall-timeout'] ?? DEFAULTS.registryStallTimeoutSec)),
     conmonPath: file['conmon-path'] ?? 'conmon',
     certsDirs: ['/etc/berth/certs.d', '/etc/docker/certs.d'],
   };
@@ -174,7 +180,9 @@ function readDaemonJson(file: string, explicit: boolean): DaemonJson {
   const parsed = DaemonJson.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    throw new ConfigError(`unable to configure the daemon with file ${file}: ${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(
+      `unable to configure the daemon with file ${file}: ${issue.path.join('.')}: ${issue.message}`,
+    );
   }
   return parsed.data;
 }
@@ -197,7 +205,10 @@ const FLAG_TO_KEY: Record<string, string> = {
 function refuseConflicts(flags: Record<string, unknown>, file: DaemonJson): void {
   const both = Object.entries(FLAG_TO_KEY)
     .filter(([flag, key]) => flags[flag] !== undefined && (file as Record<string, unknown>)[key] !== undefined)
-    .map(([flag, key]) => `${key}: (from flag: ${String(flags[flag])}, from file: ${String((file as Record<string, unknown>)[key])})`);
+    .map(
+      ([flag, key]) =>
+        `${key}: (from flag: ${String(flags[flag])}, from file: ${String((file as Record<string, unknown>)[key])})`,
+    );
   if (both.length > 0) {
     throw new ConfigError(
       `unable to configure the daemon with file: the following directives are specified both as a flag and in the configuration file: ${both.join(', ')}`,
@@ -212,11 +223,17 @@ export type Listen = { kind: 'unix'; path: string } | { kind: 'tcp'; host: strin
 const MAX_SOCKET_PATH = 107;
 
 export function parseHost(h: string): Listen {
-  const unix = h.startsWith('unix://') ? h.slice('unix://'.length) || '/run/berth/berth.sock' : h.startsWith('/') ? h : null;
+  const unix = h.startsWith('unix://')
+    ? h.slice('unix://'.length) || '/run/berth/berth.sock'
+    : h.startsWith('/')
+      ? h
+      : null;
   if (unix !== null) {
     const bytes = Buffer.byteLength(unix);
     if (bytes > MAX_SOCKET_PATH) {
-      throw new ConfigError(`unix socket path ${unix} is ${bytes} bytes long; the limit is ${MAX_SOCKET_PATH}: choose a shorter -H`);
+      throw new ConfigError(
+        `unix socket path ${unix} is ${bytes} bytes long; the limit is ${MAX_SOCKET_PATH}: choose a shorter -H`,
+      );
     }
     return { kind: 'unix', path: unix };
   }

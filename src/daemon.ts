@@ -1,6 +1,18 @@
 // berthd's lifecycle: lock the data root, open the engine, listen on every host,
 // and shut down cleanly on SIGTERM/SIGINT (containers keep running under conmon).
-import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, ftruncateSync, writeSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  ftruncateSync,
+  writeSync,
+} from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -113,7 +125,8 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
   }
   // Listening servers can still fail to accept (EMFILE when descriptors run out): that refuses
   // one connection, it does not end the daemon.
-  for (const s of [app.server, ...extra]) s.on('error', (err) => logger.error({ err }, 'accepting a connection failed'));
+  for (const s of [app.server, ...extra])
+    s.on('error', (err) => logger.error({ err }, 'accepting a connection failed'));
   if (config.pidfile) writeFileSync(config.pidfile, `${process.pid}\n`);
   logger.info({ hosts: config.hosts, dataRoot: config.dataRoot }, 'berthd is serving');
 

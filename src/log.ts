@@ -23,7 +23,11 @@ export const REDACT = [
 let stderrDestination: ReturnType<typeof pino.destination> | undefined;
 
 export function createLogger(level: LevelWithSilent, destination?: pino.DestinationStream): Logger {
-  const options: pino.LoggerOptions = { level, redact: { paths: REDACT, censor: '[redacted]' }, base: { pid: process.pid } };
+  const options: pino.LoggerOptions = {
+    level,
+    redact: { paths: REDACT, censor: '[redacted]' },
+    base: { pid: process.pid },
+  };
   if (destination) return pino(options, destination);
   if (process.stderr.isTTY) {
     return pino({ ...options, transport: { target: 'pino-pretty', options: { destination: 2 } } });

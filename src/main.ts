@@ -29,7 +29,10 @@ function exitOnFaults(logger: Logger, activity: () => Activity[]): void {
     } catch {
       // the fault may be in what lists them
     }
-    logger.fatal({ err, origin, inflight }, 'berthd stops on an unhandled fault (containers keep running; the next start reconciles)');
+    logger.fatal(
+      { err, origin, inflight },
+      'berthd stops on an unhandled fault (containers keep running; the next start reconciles)',
+    );
     flushLogsSync();
     process.exit(EXIT_FAULT);
   };
@@ -38,7 +41,7 @@ function exitOnFaults(logger: Logger, activity: () => Activity[]): void {
 }
 
 async function main(): Promise<number> {
-  let parsed;
+  let parsed: ReturnType<typeof loadConfig>;
   try {
     parsed = loadConfig(process.argv.slice(2));
   } catch (e) {
@@ -60,7 +63,7 @@ async function main(): Promise<number> {
   try {
     daemon = await startDaemon(parsed.config, logger);
   } catch (e) {
-    const msg = e instanceof StartError ? e.message : (e as Error).stack ?? String(e);
+    const msg = e instanceof StartError ? e.message : ((e as Error).stack ?? String(e));
     process.stderr.write(`berthd: ${msg}\n`);
     return 1;
   }

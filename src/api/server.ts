@@ -66,9 +66,18 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
         ? [408, 'request timed out']
         : [400, `malformed HTTP request: ${err.message}`];
   const body = `${JSON.stringify({ message })}\n`;
-  const headers = { ...COMMON_HEADERS, 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)), Connection: 'close' };
+  const headers = {
+    ...COMMON_HEADERS,
+    'Content-Type': 'application/json',
+    'Content-Length': String(Buffer.byteLength(body)),
+    Connection: 'close',
+  };
   if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${body}`);
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${Object.entries(headers)
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('')}\r\n${body}`,
+    );
   }
   socket.destroy();
 }
@@ -103,7 +112,12 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   // 'close' comes when it has been sent or its connection has gone, hijacked ones included.
   const inflight = new Map<FastifyRequest, number>();
   app.decorate('activity', () =>
-    [...inflight].map(([req, since]) => ({ reqId: String(req.id), method: req.method, url: req.url, ms: Date.now() - since })),
+    [...inflight].map(([req, since]) => ({
+      reqId: String(req.id),
+      method: req.method,
+      url: req.url,
+      ms: Date.now() - since,
+    })),
   );
   app.addHook('onRequest', async (req, reply) => {
     inflight.set(req, Date.now());
@@ -120,7 +134,8 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   // message only under exactly that type (else it prints the raw body).
   app.addHook('onSend', async (_req, reply, payload) => {
     const type = reply.getHeader('content-type');
-    if (typeof type === 'string' && type.startsWith('application/json;')) reply.header('content-type', 'application/json');
+    if (typeof type === 'string' && type.startsWith('application/json;'))
+      reply.header('content-type', 'application/json');
     return payload;
   });
   // Attached clients hold hijacked connections that would keep a shutdown waiting.

@@ -63,12 +63,20 @@ export class EventBus {
   }
 
   publish(Type: EngineEvent['Type'], Action: string, ID: string, Attributes: Record<string, string> = {}): void {
-    const ns = BigInt(Date.now()) * 1_000_000n + process.hrtime.bigint() % 1_000_000n;
-    const e: EngineEvent = { Type, Action, Actor: { ID, Attributes }, scope: 'local', time: Number(ns / 1_000_000_000n), timeNano: Number(ns) };
+    const ns = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n);
+    const e: EngineEvent = {
+      Type,
+      Action,
+      Actor: { ID, Attributes },
+      scope: 'local',
+      time: Number(ns / 1_000_000_000n),
+      timeNano: Number(ns),
+    };
     const held = { e, size: sizeOf(e) };
     this.recent.push(held);
     this.recentBytes += held.size;
-    while (this.recent.length > KEEP || (this.recentBytes > KEEP_BYTES && this.recent.length > 1)) this.recentBytes -= this.recent.shift()!.size;
+    while (this.recent.length > KEEP || (this.recentBytes > KEEP_BYTES && this.recent.length > 1))
+      this.recentBytes -= this.recent.shift()!.size;
     this.emitter.emit('event', held);
   }
 
@@ -83,7 +91,8 @@ export class EventBus {
   }
 
   private async *stream(o: SubscribeOptions): AsyncGenerator<EngineEvent> {
-    const keep = (e: EngineEvent) => matches(e, o.filters ?? {}) && (o.untilNano === undefined || e.timeNano <= o.untilNano);
+    const keep = (e: EngineEvent) =>
+      matches(e, o.filters ?? {}) && (o.untilNano === undefined || e.timeNano <= o.untilNano);
     // What happened before, taken in the same turn as the listener is added: no gap, no repeat.
     const past = o.sinceNano !== undefined ? this.recent.filter((h) => h.e.timeNano >= o.sinceNano! && keep(h.e)) : [];
     const queue: Held[] = [];
@@ -148,7 +157,15 @@ function matches(e: EngineEvent, f: Filters): boolean {
   if (f.type?.length && !f.type.includes(e.Type)) return false;
   if (f.event?.length && !f.event.includes(e.Action)) return false;
   const a = e.Actor.Attributes;
-  if (f.container?.length && (e.Type !== 'container' || !f.container.some((c) => e.Actor.ID.startsWith(c) || a.name === c))) return false;
-  if (f.image?.length && !f.image.some((i) => a.image === i || e.Actor.ID === i || (e.Type === 'image' && a.name === i))) return false;
+  if (
+    f.container?.length &&
+    (e.Type !== 'container' || !f.container.some((c) => e.Actor.ID.startsWith(c) || a.name === c))
+  )
+    return false;
+  if (
+    f.image?.length &&
+    !f.image.some((i) => a.image === i || e.Actor.ID === i || (e.Type === 'image' && a.name === i))
+  )
+    return false;
   return matchLabels(f, a);
 }

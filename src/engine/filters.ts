@@ -21,7 +21,11 @@ export function boolFilter(filters: Filters, key: string): boolean | undefined {
 }
 
 /** `label=key` or `label=key=value` against a label map; every given label must match. */
-export function matchLabels(filters: Filters, labels: Record<string, string> | null | undefined, key = 'label'): boolean {
+export function matchLabels(
+  filters: Filters,
+  labels: Record<string, string> | null | undefined,
+  key = 'label',
+): boolean {
   for (const want of filters[key] ?? []) {
     const eq = want.indexOf('=');
     const k = eq === -1 ? want : want.slice(0, eq);

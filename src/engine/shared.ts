@@ -36,7 +36,11 @@ export class SharedWork<T, P = never> {
    * the run does, or rejects with the caller's abort reason as soon as its
    * signal aborts.
    */
-  run(key: string, work: (signal: AbortSignal, report: Report<P>) => Promise<T>, opts: JoinOptions<P> = {}): Promise<T> {
+  run(
+    key: string,
+    work: (signal: AbortSignal, report: Report<P>) => Promise<T>,
+    opts: JoinOptions<P> = {},
+  ): Promise<T> {
     const { signal, onProgress } = opts;
     if (signal?.aborted) return Promise.reject(signal.reason);
     let run = this.runs.get(key);
@@ -71,7 +75,11 @@ export class SharedWork<T, P = never> {
     });
   }
 
-  private start(key: string, work: (signal: AbortSignal, report: Report<P>) => Promise<T>, previous: Promise<T> | undefined): Run<T, P> {
+  private start(
+    key: string,
+    work: (signal: AbortSignal, report: Report<P>) => Promise<T>,
+    previous: Promise<T> | undefined,
+  ): Run<T, P> {
     const controller = new AbortController();
     const listeners = new Set<Report<P>>();
     const report: Report<P> = (p) => {

@@ -28,7 +28,14 @@ export interface HostFacts {
   arch: string;
 }
 
-const ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64', arm: 'arm', ia32: '386', ppc64: 'ppc64le', s390x: 's390x' };
+const ARCH: Record<string, string> = {
+  x64: 'amd64',
+  arm64: 'arm64',
+  arm: 'arm',
+  ia32: '386',
+  ppc64: 'ppc64le',
+  s390x: 's390x',
+};
 export const goArch = (a = process.arch) => ARCH[a] ?? a;
 
 function osRelease(): Record<string, string> {
@@ -89,7 +96,10 @@ export class SystemService {
   }
 
   counts(): Counts {
-    const rows = this.db.prepare('SELECT status, count(*) AS n FROM containers GROUP BY status').all() as { status: string; n: number }[];
+    const rows = this.db.prepare('SELECT status, count(*) AS n FROM containers GROUP BY status').all() as {
+      status: string;
+      n: number;
+    }[];
     const by = (s: string) => rows.find((r) => r.status === s)?.n ?? 0;
     const containers = rows.reduce((a, r) => a + r.n, 0);
     const running = by('running') + by('restarting');

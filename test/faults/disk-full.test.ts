@@ -68,7 +68,10 @@ afterAll(async () => {
     () => rmSync(dir, { recursive: true, force: true }),
   ];
   const errors: unknown[] = [];
-  for (const step of steps) await Promise.resolve().then(step).catch((e: unknown) => errors.push(e));
+  for (const step of steps)
+    await Promise.resolve()
+      .then(step)
+      .catch((e: unknown) => errors.push(e));
   if (errors.length) throw errors[0];
 });
 
@@ -104,7 +107,8 @@ async function startContainer(id: string): Promise<void> {
   expect(s.status, s.text).toBe(204);
 }
 
-const logText = async (id: string) => demuxText((await d!.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body);
+const logText = async (id: string) =>
+  demuxText((await d!.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body);
 const state = async (id: string) => (await d!.request('GET', `/containers/${id}/json`)).json.State;
 
 /** Runs `cmd` in a new container of `image` to its end, removes it, returns its output (exit code 0 asserted). */
@@ -127,7 +131,10 @@ async function expectIntact(): Promise<void> {
 /** The space the failed operation used is given back (its temp files go in the background). */
 async function expectSpaceBack(before: Holdings, freeBefore: number): Promise<void> {
   await expectNoLeaks(d!, before);
-  await waitFor(() => freeBytes() >= freeBefore - 2 * MiB, `free space back to ${freeBefore} bytes (now ${freeBytes()})`);
+  await waitFor(
+    () => freeBytes() >= freeBefore - 2 * MiB,
+    `free space back to ${freeBefore} bytes (now ${freeBytes()})`,
+  );
 }
 
 // ─────────────────────────────────── tests ───────────────────────────────────
@@ -139,7 +146,11 @@ describe('a full disk', () => {
     const free = freeBytes();
     const r = await d!.request('POST', `/images/create?fromImage=${q(large.replace(/:latest$/, ''))}&tag=latest`);
     expect(r.status).toBe(200);
-    const last = r.text.trim().split('\n').map((l) => JSON.parse(l)).at(-1);
+    const last = r.text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .at(-1);
     // dockerd's words: the download's or the extraction's write that failed.
     expect(last.error).toMatch(/^(failed to register layer: )?write \S+: no space left on device$/);
     expect(last.errorDetail.message).toBe(last.error);
@@ -154,7 +165,11 @@ describe('a full disk', () => {
   });
 
   it('fails a commit with "no space left on device", frees its temp space, and lets it succeed once there is room', async () => {
-    const id = await createContainer(busybox, ['sh', '-c', 'dd if=/dev/urandom of=/big bs=1M count=32 2>/dev/null && echo ready; exec sleep 300']);
+    const id = await createContainer(busybox, [
+      'sh',
+      '-c',
+      'dd if=/dev/urandom of=/big bs=1M count=32 2>/dev/null && echo ready; exec sleep 300',
+    ]);
     await startContainer(id);
     await waitFor(async () => (await logText(id)).includes('ready'), 'the writes', 30_000, 50);
     leaveFree(12); // less than the layer's blob: random bytes do not compress
@@ -179,7 +194,11 @@ describe('a full disk', () => {
 
   it('survives a container that writes until the disk is full: berth.db stays whole and the daemon serves', async () => {
     leaveFree(24);
-    const id = await createContainer(busybox, ['sh', '-c', 'echo filling; dd if=/dev/zero of=/fill bs=64k; echo "dd: $?"; exit 3']);
+    const id = await createContainer(busybox, [
+      'sh',
+      '-c',
+      'echo filling; dd if=/dev/zero of=/fill bs=64k; echo "dd: $?"; exit 3',
+    ]);
     await startContainer(id);
     await waitFor(() => freeBytes() < MiB, 'the disk to be full', 30_000, 50);
     // While it is full: the daemon answers, and what it cannot write it refuses cleanly.
@@ -201,7 +220,8 @@ describe('a full disk', () => {
     }
     // Still full: removing what filled it works (berthd keeps a reserve for its records), and gives the space back.
     expect(freeBytes()).toBeLessThan(8 * MiB);
-    for (const c of made.status === 201 ? [id, made.json.Id] : [id]) expect((await d!.request('DELETE', `/containers/${c}`)).status).toBe(204);
+    for (const c of made.status === 201 ? [id, made.json.Id] : [id])
+      expect((await d!.request('DELETE', `/containers/${c}`)).status).toBe(204);
     makeRoom();
     await expectIntact();
     // It also starts again on that data root, with everything in it.

@@ -33,11 +33,14 @@ const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
 /** Sends a body in chunks with no Content-Length (chunked), as a streaming client would. */
 function chunkedPost(urlPath: string, total: number, chunk = 256 * 1024): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: d.socket, method: 'POST', path: urlPath, headers: { ...json, 'Transfer-Encoding': 'chunked' } }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode!, body }));
-    });
+    const req = http.request(
+      { socketPath: d.socket, method: 'POST', path: urlPath, headers: { ...json, 'Transfer-Encoding': 'chunked' } },
+      (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, body }));
+      },
+    );
     req.on('error', reject);
     const piece = Buffer.alloc(chunk, 0x20);
     let sent = 0;
@@ -62,7 +65,9 @@ describe('request bodies', () => {
     expect(streamed.status).toBe(413);
     expect(JSON.parse(streamed.body).message).toMatch(/larger than the 4 MiB/);
     // Just under the bound: a create with 3 MiB of labels is a create.
-    const big = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['true'], Labels: { big: 'x'.repeat(3 * MiB) } } });
+    const big = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['true'], Labels: { big: 'x'.repeat(3 * MiB) } },
+    });
     expect(big.status, big.text.slice(0, 200)).toBe(201);
     expect((await d.request('DELETE', `/containers/${big.json.Id}`)).status).toBe(204);
     expect(await containerCount()).toBe(before);
@@ -85,12 +90,18 @@ describe('request bodies', () => {
   it('refuses nesting past 100 levels with 400, where it was a stack overflow (500)', async () => {
     const before = await containerCount();
     for (const depth of [101, 100_000]) {
-      const r = await d.request('POST', '/containers/create', { raw: `{"Image":"${env.busybox}","Unknown":${nested(depth)}}`, headers: json });
+      const r = await d.request('POST', '/containers/create', {
+        raw: `{"Image":"${env.busybox}","Unknown":${nested(depth)}}`,
+        headers: json,
+      });
       expect(r.status, `${depth}: ${r.text}`).toBe(400);
       expect(r.json.message).toBe('invalid JSON in request body: nested deeper than 100 levels');
     }
     expect(await containerCount()).toBe(before);
-    const fine = await d.request('POST', '/containers/create', { raw: `{"Image":"${env.busybox}","Cmd":["true"],"Unknown":${nested(50)}}`, headers: json });
+    const fine = await d.request('POST', '/containers/create', {
+      raw: `{"Image":"${env.busybox}","Cmd":["true"],"Unknown":${nested(50)}}`,
+      headers: json,
+    });
     expect(fine.status, fine.text).toBe(201);
     expect((await d.request('DELETE', `/containers/${fine.json.Id}`)).status).toBe(204);
   });
@@ -102,7 +113,9 @@ describe('request headers', () => {
     expect(s.status).toBe(431);
     expect(s.head).toMatch(/^Connection: close$/im);
     await waitFor(() => s.complete(), 'the connection to close');
-    expect(JSON.parse(s.received().toString())).toEqual({ message: 'request headers are larger than the 64 KiB allowed' });
+    expect(JSON.parse(s.received().toString())).toEqual({
+      message: 'request headers are larger than the 64 KiB allowed',
+    });
     const ok = await d.request('GET', '/_ping', { headers: { 'X-Registry-Auth': 'a'.repeat(40 * 1024) } });
     expect(ok.status).toBe(200);
   });
@@ -134,7 +147,10 @@ describe('a client that stops reading', () => {
   it('of `logs -f` holds berthd to a bounded memory while the container writes 200 MiB', async () => {
     const c = await d.request('POST', '/containers/create', {
       // Long lines: conmon's work is per line, and this is about berthd, not conmon.
-      body: { Image: env.busybox, Cmd: ['sh', '-c', `yes ${'y'.repeat(4000)} | head -c ${200 * MiB}; echo; echo done`] },
+      body: {
+        Image: env.busybox,
+        Cmd: ['sh', '-c', `yes ${'y'.repeat(4000)} | head -c ${200 * MiB}; echo; echo done`],
+      },
     });
     const id = c.json.Id as string;
     let follower: RawStream | undefined;
@@ -144,7 +160,9 @@ describe('a client that stops reading', () => {
       follower.sock.pause();
       expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(0);
     });
-    console.log(`logs -f, stalled reader: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB while 200 MiB were written`);
+    console.log(
+      `logs -f, stalled reader: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB while 200 MiB were written`,
+    );
     expect(peak - base).toBeLessThan(STALL_BOUND);
     // The reader was only slow: reading again, it gets its stream.
     follower!.sock.resume();
@@ -154,14 +172,20 @@ describe('a client that stops reading', () => {
   }, 180_000);
 
   it('of an attach holds the container back, not berthd: bounded memory, the output flows again, and a stop still stops', async () => {
-    const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['sh', '-c', `yes ${'a'.repeat(200)}`] } });
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['sh', '-c', `yes ${'a'.repeat(200)}`] },
+    });
     const id = c.json.Id as string;
     expect((await d.request('POST', `/containers/${id}/start`)).status).toBe(204);
-    const a = await openStream(d, 'POST', `/containers/${id}/attach?stream=1&stdout=1`, { headers: { Connection: 'Upgrade', Upgrade: 'tcp' } });
+    const a = await openStream(d, 'POST', `/containers/${id}/attach?stream=1&stdout=1`, {
+      headers: { Connection: 'Upgrade', Upgrade: 'tcp' },
+    });
     await a.waitBytes(1);
     a.sock.pause();
     const { base, peak } = await peakDuring(() => new Promise((r) => setTimeout(r, 3000)));
-    console.log(`attach, stalled reader: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB`);
+    console.log(
+      `attach, stalled reader: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB`,
+    );
     expect(peak - base).toBeLessThan(STALL_BOUND);
     const had = a.received().length;
     a.sock.resume();
@@ -184,7 +208,9 @@ describe('a client that stops reading', () => {
   it('of events is cut off once too far behind, instead of berthd keeping every event for it', async () => {
     const labels: Record<string, string> = {};
     for (let i = 0; i < 16; i++) labels[`l${i}`] = String(i).repeat(64 * 1024);
-    const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['true'], Labels: labels } });
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['true'], Labels: labels },
+    });
     const id = c.json.Id as string;
     const base0 = await settledActivity(d);
     const renames = encodeURIComponent(JSON.stringify({ event: ['rename'] }));
@@ -196,9 +222,12 @@ describe('a client that stops reading', () => {
     // written) that the collector takes back only now and then, so the bound is
     // what berthd may reach meanwhile: under the weight of the events themselves.
     const { base, peak } = await peakDuring(async () => {
-      for (let i = 0; i < 400; i++) expect((await d.request('POST', `/containers/${id}/rename?name=big-${i}`)).status).toBe(204);
+      for (let i = 0; i < 400; i++)
+        expect((await d.request('POST', `/containers/${id}/rename?name=big-${i}`)).status).toBe(204);
     });
-    console.log(`events, stalled reader: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB over 400 MiB of events`);
+    console.log(
+      `events, stalled reader: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB over 400 MiB of events`,
+    );
     expect(peak - base).toBeLessThan(3 * STALL_BOUND);
     // berthd closed the stream; the client reads what was sent, then the end.
     expect((await d.request('GET', '/info')).json.NEventsListener).toBe(base0.listeners);
@@ -206,22 +235,34 @@ describe('a client that stops reading', () => {
     await waitFor(() => stalled.sock.readableEnded || stalled.sock.destroyed, 'the stalled events stream to be closed');
     expect((await d.request('DELETE', `/containers/${id}`)).status).toBe(204);
     // A reader that keeps up gets every event, more than a stalled one may fall behind by.
-    const small = await Promise.all(Array.from({ length: 5 }, () => d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['true'] } })));
+    const small = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['true'] } }),
+      ),
+    );
     const live = await openStream(d, 'GET', `/events?filters=${renames}`);
     await Promise.all(
       small.map(async (c, k) => {
-        for (let i = 0; i < 220; i++) expect((await d.request('POST', `/containers/${c.json.Id}/rename?name=live-${k}-${i}`)).status).toBe(204);
+        for (let i = 0; i < 220; i++)
+          expect((await d.request('POST', `/containers/${c.json.Id}/rename?name=live-${k}-${i}`)).status).toBe(204);
       }),
     );
-    await waitFor(() => live.received().toString().split('\n').filter(Boolean).length === 1100, 'the live reader to get all 1100 events');
+    await waitFor(
+      () => live.received().toString().split('\n').filter(Boolean).length === 1100,
+      'the live reader to get all 1100 events',
+    );
     live.sock.destroy();
     for (const c of small) expect((await d.request('DELETE', `/containers/${c.json.Id}`)).status).toBe(204);
   }, 180_000);
 
   it('of its own input before the start: berthd holds 1 MiB of it, the process gets it all', async () => {
-    const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['wc', '-c'], OpenStdin: true, StdinOnce: true, AttachStdin: true } });
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['wc', '-c'], OpenStdin: true, StdinOnce: true, AttachStdin: true },
+    });
     const id = c.json.Id as string;
-    const a = await openStream(d, 'POST', `/containers/${id}/attach?stream=1&stdin=1&stdout=1&stderr=1`, { headers: { Connection: 'Upgrade', Upgrade: 'tcp' } });
+    const a = await openStream(d, 'POST', `/containers/${id}/attach?stream=1&stdin=1&stdout=1&stderr=1`, {
+      headers: { Connection: 'Upgrade', Upgrade: 'tcp' },
+    });
     const total = 128 * MiB;
     const piece = Buffer.alloc(MiB, 0x61);
     let sent = 0;
@@ -237,7 +278,9 @@ describe('a client that stops reading', () => {
       // No process takes it yet: the client's writes back up.
       await new Promise((r) => setTimeout(r, 2000));
     });
-    console.log(`attach stdin before start: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB with ${(sent / MiB).toFixed(0)} MiB offered`);
+    console.log(
+      `attach stdin before start: berthd RSS ${(base / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB with ${(sent / MiB).toFixed(0)} MiB offered`,
+    );
     expect(sent).toBeLessThan(total);
     expect(peak - base).toBeLessThan(STALL_BOUND);
     expect((await d.request('POST', `/containers/${id}/start`)).status).toBe(204);
@@ -250,7 +293,9 @@ describe('a client that stops reading', () => {
 
 describe('hostile input', () => {
   it('is answered 4xx with a message, and creates nothing', async () => {
-    const running = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['sleep', '1000'] }, });
+    const running = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['sleep', '1000'] },
+    });
     const rid = running.json.Id as string;
     await d.request('POST', `/containers/${rid}/start`);
     const bb = env.busybox;
@@ -269,7 +314,11 @@ describe('hostile input', () => {
       [...create(`{"Image":"${bb}","HostConfig":{"ShmSize":-1}}`), 400, /^SHM size can not be less than 0$/],
       [...create(`{"Image":"${bb}","HostConfig":{"CpuShares":1.5}}`), 400, /CpuShares/],
       [...create(`{"Image":"${bb}","StopTimeout":1e300}`), 400, /StopTimeout/],
-      [...create(`{"Image":"${bb}","WorkingDir":"../../etc"}`), 400, /^the working directory '..\/..\/etc' is invalid, it needs to be an absolute path$/],
+      [
+        ...create(`{"Image":"${bb}","WorkingDir":"../../etc"}`),
+        400,
+        /^the working directory '..\/..\/etc' is invalid, it needs to be an absolute path$/,
+      ],
       [...create(`{"Image":"${bb}","Cmd":["a\\u0000b"]}`), 400, /^invalid value for Cmd\.0: contains a NUL byte$/],
       [...create(`{"Image":"${bb}","Env":["A\\u0000=b"]}`), 400, /NUL byte/],
       [...create(`{"Image":"${bb}","Labels":{"a\\u0000":"b"}}`), 400, /NUL byte/],
@@ -292,7 +341,13 @@ describe('hostile input', () => {
       ['GET', '/containers/json?limit=1e9', undefined, 400, /limit/],
       ['POST', '/images/create?fromImage=..%2F..%2Fx&tag=latest', undefined, 400, /invalid reference format/],
       ['POST', '/images/create?fromImage=a%00b', undefined, 400, /invalid reference format/],
-      ['POST', `/images/create?fromImage=${encodeURIComponent(bb.split(':').slice(0, 2).join(':'))}&tag=..%2F..`, undefined, 400, /invalid tag format/],
+      [
+        'POST',
+        `/images/create?fromImage=${encodeURIComponent(bb.split(':').slice(0, 2).join(':'))}&tag=..%2F..`,
+        undefined,
+        400,
+        /invalid tag format/,
+      ],
       ['POST', `/commit?container=${rid}&repo=..%2Fx`, undefined, 400, /invalid reference format/],
       ['POST', `/commit?container=${rid}&repo=UPPER`, undefined, 400, /invalid reference format/],
       ['POST', `/containers/${rid}/kill?signal=SIGFOO`, undefined, 400, /signal/i],
@@ -316,13 +371,21 @@ describe('hostile input', () => {
     for (const [method, p, body, status, message] of cases) {
       const r = await d.request(method, p, body === undefined ? {} : { raw: body, headers: json });
       const msg = typeof r.json?.message === 'string' ? r.json.message : undefined;
-      if (r.status !== status || msg === undefined || !message.test(msg)) wrong.push(`${method} ${p.slice(0, 100)} ${body?.slice(0, 60) ?? ''} → ${r.status} ${r.text.slice(0, 160)}`);
+      if (r.status !== status || msg === undefined || !message.test(msg))
+        wrong.push(`${method} ${p.slice(0, 100)} ${body?.slice(0, 60) ?? ''} → ${r.status} ${r.text.slice(0, 160)}`);
       if (r.status === 431) dropIdleConnections();
     }
     expect(wrong).toEqual([]);
     // Pulls with a malformed X-Registry-Auth are refused before anything is fetched.
-    for (const auth of ['eyJ', '!!!', Buffer.from(nested(20_000)).toString('base64'), Buffer.from('{"username":1}').toString('base64')]) {
-      const r = await d.request('POST', `/images/create?fromImage=${encodeURIComponent(bb)}`, { headers: { 'X-Registry-Auth': auth } });
+    for (const auth of [
+      'eyJ',
+      '!!!',
+      Buffer.from(nested(20_000)).toString('base64'),
+      Buffer.from('{"username":1}').toString('base64'),
+    ]) {
+      const r = await d.request('POST', `/images/create?fromImage=${encodeURIComponent(bb)}`, {
+        headers: { 'X-Registry-Auth': auth },
+      });
       expect(r.status, r.text).toBe(400);
       expect(r.json.message).toMatch(/X-Registry-Auth/);
     }

@@ -23,19 +23,25 @@ let configDir: string;
 
 const json = { 'Content-Type': 'application/json' };
 type Check = (r: ApiResponse) => void;
-const ok = (status: number, more?: Check): Check => (r) => {
-  expect(r.status, r.text.slice(0, 300)).toBe(status);
-  more?.(r);
-};
+const ok =
+  (status: number, more?: Check): Check =>
+  (r) => {
+    expect(r.status, r.text.slice(0, 300)).toBe(status);
+    more?.(r);
+  };
 /** A refusal: the status, and Docker's {"message"}. */
-const refused = (status: number, message: RegExp): Check => (r) => {
-  expect(r.status, r.text.slice(0, 300)).toBe(status);
-  expect(r.json?.message).toMatch(message);
-};
+const refused =
+  (status: number, message: RegExp): Check =>
+  (r) => {
+    expect(r.status, r.text.slice(0, 300)).toBe(status);
+    expect(r.json?.message).toMatch(message);
+  };
 
 /** create → start → wait → logs → rm over the API; the exit code and output must be this run's. */
 async function apiRun(i: number): Promise<void> {
-  const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['sh', '-c', `echo run-${i}; exit ${i % 4}`] } });
+  const c = await d.request('POST', '/containers/create', {
+    body: { Image: env.busybox, Cmd: ['sh', '-c', `echo run-${i}; exit ${i % 4}`] },
+  });
   expect(c.status, c.text).toBe(201);
   const id = c.json.Id as string;
   expect((await d.request('POST', `/containers/${id}/start`)).status).toBe(204);
@@ -47,32 +53,140 @@ async function apiRun(i: number): Promise<void> {
 
 /** The 200 requests: every kind of call, with what each must answer. */
 function mixedRequests(round: number): (() => Promise<void>)[] {
-  const call = (method: string, p: string, check: Check, o: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {}) => async () =>
-    check(await d.request(method, p, o));
+  const call =
+    (
+      method: string,
+      p: string,
+      check: Check,
+      o: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {},
+    ) =>
+    async () =>
+      check(await d.request(method, p, o));
   const kinds: [number, () => Promise<void>][] = [
-    [15, call('GET', '/_ping', ok(200, (r) => expect(r.text).toBe('OK')))],
-    [10, call('GET', '/v1.41/version', ok(200, (r) => expect(r.json.ApiVersion).toBe('1.43')))],
-    [10, call('GET', '/info', ok(200, (r) => expect(r.json.Images).toBe(1)))],
-    [10, call('GET', '/images/json', ok(200, (r) => expect(r.json[0].RepoTags).toEqual([env.busybox])))],
-    [10, call('GET', '/containers/json?all=1', ok(200, (r) => expect(r.json.some((c: { Id: string }) => c.Id === steady)).toBe(true)))],
-    [10, call('GET', `/containers/${steady}/json`, ok(200, (r) => expect(r.json.State.Running).toBe(true)))],
-    [10, call('GET', `/containers/${steady}/top`, ok(200, (r) => expect(JSON.stringify(r.json.Processes)).toMatch(/sleep/)))],
-    [10, call('GET', `/containers/${steady}/stats?stream=0`, ok(200, (r) => expect(r.json.pids_stats.current).toBeGreaterThan(0)))],
-    [10, call('GET', `/containers/${steady}/logs?stdout=1&tail=1`, ok(200, (r) => expect(demux(r.body)).toEqual([[1, 'steady\n']])))],
+    [
+      15,
+      call(
+        'GET',
+        '/_ping',
+        ok(200, (r) => expect(r.text).toBe('OK')),
+      ),
+    ],
     [
       10,
-      call('GET', `/events?since=0&until=${Math.floor(Date.now() / 1000) + 1}&filters=${encodeURIComponent('{"container":["steady"]}')}`, ok(200, (r) => {
-        expect(r.text.trim().split('\n').map((l) => JSON.parse(l).Action)).toEqual(['create', 'start']);
-      })),
+      call(
+        'GET',
+        '/v1.41/version',
+        ok(200, (r) => expect(r.json.ApiVersion).toBe('1.43')),
+      ),
+    ],
+    [
+      10,
+      call(
+        'GET',
+        '/info',
+        ok(200, (r) => expect(r.json.Images).toBe(1)),
+      ),
+    ],
+    [
+      10,
+      call(
+        'GET',
+        '/images/json',
+        ok(200, (r) => expect(r.json[0].RepoTags).toEqual([env.busybox])),
+      ),
+    ],
+    [
+      10,
+      call(
+        'GET',
+        '/containers/json?all=1',
+        ok(200, (r) => expect(r.json.some((c: { Id: string }) => c.Id === steady)).toBe(true)),
+      ),
+    ],
+    [
+      10,
+      call(
+        'GET',
+        `/containers/${steady}/json`,
+        ok(200, (r) => expect(r.json.State.Running).toBe(true)),
+      ),
+    ],
+    [
+      10,
+      call(
+        'GET',
+        `/containers/${steady}/top`,
+        ok(200, (r) => expect(JSON.stringify(r.json.Processes)).toMatch(/sleep/)),
+      ),
+    ],
+    [
+      10,
+      call(
+        'GET',
+        `/containers/${steady}/stats?stream=0`,
+        ok(200, (r) => expect(r.json.pids_stats.current).toBeGreaterThan(0)),
+      ),
+    ],
+    [
+      10,
+      call(
+        'GET',
+        `/containers/${steady}/logs?stdout=1&tail=1`,
+        ok(200, (r) => expect(demux(r.body)).toEqual([[1, 'steady\n']])),
+      ),
+    ],
+    [
+      10,
+      call(
+        'GET',
+        `/events?since=0&until=${Math.floor(Date.now() / 1000) + 1}&filters=${encodeURIComponent('{"container":["steady"]}')}`,
+        ok(200, (r) => {
+          expect(
+            r.text
+              .trim()
+              .split('\n')
+              .map((l) => JSON.parse(l).Action),
+          ).toEqual(['create', 'start']);
+        }),
+      ),
     ],
     [40, () => apiRun(round * 1000 + Math.floor(Math.random() * 1000))],
     // Refusals: each a 4xx with its message, never a 500, nothing created.
-    [5, call('POST', '/containers/create', refused(400, /^invalid JSON in request body/), { raw: '{"Image":', headers: json })],
+    [
+      5,
+      call('POST', '/containers/create', refused(400, /^invalid JSON in request body/), {
+        raw: '{"Image":',
+        headers: json,
+      }),
+    ],
     [5, call('POST', '/containers/create', refused(404, /^No such image: nope:1$/), { body: { Image: 'nope:1' } })],
-    [5, call('POST', '/containers/create?name=-x', refused(400, /^Invalid container name/), { body: { Image: env.busybox } })],
-    [5, call('POST', '/containers/create', refused(400, /must be 'application\/json'/), { raw: '{}', headers: { 'Content-Type': 'text/plain' } })],
-    [5, call('POST', '/containers/create', refused(413, /larger than the 4 MiB/), { raw: Buffer.alloc(5 << 20, 0x20), headers: json })],
-    [5, call('POST', '/containers/create', refused(400, /nested deeper/), { raw: `{"X":${'['.repeat(500)}${']'.repeat(500)}}`, headers: json })],
+    [
+      5,
+      call('POST', '/containers/create?name=-x', refused(400, /^Invalid container name/), {
+        body: { Image: env.busybox },
+      }),
+    ],
+    [
+      5,
+      call('POST', '/containers/create', refused(400, /must be 'application\/json'/), {
+        raw: '{}',
+        headers: { 'Content-Type': 'text/plain' },
+      }),
+    ],
+    [
+      5,
+      call('POST', '/containers/create', refused(413, /larger than the 4 MiB/), {
+        raw: Buffer.alloc(5 << 20, 0x20),
+        headers: json,
+      }),
+    ],
+    [
+      5,
+      call('POST', '/containers/create', refused(400, /nested deeper/), {
+        raw: `{"X":${'['.repeat(500)}${']'.repeat(500)}}`,
+        headers: json,
+      }),
+    ],
     [5, call('GET', '/containers/nope/json', refused(404, /^No such container: nope$/))],
     [5, call('GET', '/containers/json?filters=notjson', refused(400, /filters/))],
     [5, call('GET', '/v9.99/info', refused(400, /too new/))],
@@ -93,7 +207,11 @@ function cliRun(i: number): Promise<void> {
       { env: { ...process.env, DOCKER_HOST: d.host, DOCKER_CONFIG: configDir }, timeout: 60_000 },
       (err, stdout, stderr) => {
         try {
-          expect({ code: err ? (err as { code?: number }).code : 0, stdout, stderr }).toEqual({ code: i % 3, stdout: `cli-${i}\n`, stderr: '' });
+          expect({ code: err ? (err as { code?: number }).code : 0, stdout, stderr }).toEqual({
+            code: i % 3,
+            stdout: `cli-${i}\n`,
+            stderr: '',
+          });
           resolve();
         } catch (e) {
           reject(e);
@@ -105,10 +223,19 @@ function cliRun(i: number): Promise<void> {
 
 /** What `docker run --rm` does, over the API: create, attach, start, wait, remove. */
 async function attachedApiRun(i: number): Promise<void> {
-  const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['sh', '-c', `echo att-${i}; exit ${i % 5}`], AttachStdout: true, AttachStderr: true } });
+  const c = await d.request('POST', '/containers/create', {
+    body: {
+      Image: env.busybox,
+      Cmd: ['sh', '-c', `echo att-${i}; exit ${i % 5}`],
+      AttachStdout: true,
+      AttachStderr: true,
+    },
+  });
   expect(c.status, c.text).toBe(201);
   const id = c.json.Id as string;
-  const a = await openStream(d, 'POST', `/containers/${id}/attach?stream=1&stdout=1&stderr=1`, { headers: { Connection: 'Upgrade', Upgrade: 'tcp' } });
+  const a = await openStream(d, 'POST', `/containers/${id}/attach?stream=1&stdout=1&stderr=1`, {
+    headers: { Connection: 'Upgrade', Upgrade: 'tcp' },
+  });
   expect(a.status).toBe(101);
   const waited = d.request('POST', `/containers/${id}/wait?condition=next-exit`);
   expect((await d.request('POST', `/containers/${id}/start`)).status).toBe(204);
@@ -143,14 +270,19 @@ async function round(n: number): Promise<{ apiMs: number; runMs: number }> {
   await Promise.all(mixedRequests(n).map((f) => f()));
   const apiMs = Date.now() - t;
   t = Date.now();
-  await Promise.all([...Array.from({ length: 30 }, (_, i) => cliRun(n * 100 + i)), ...Array.from({ length: 20 }, (_, i) => attachedApiRun(n * 100 + i))]);
+  await Promise.all([
+    ...Array.from({ length: 30 }, (_, i) => cliRun(n * 100 + i)),
+    ...Array.from({ length: 20 }, (_, i) => attachedApiRun(n * 100 + i)),
+  ]);
   return { apiMs, runMs: Date.now() - t };
 }
 
 beforeAll(async () => {
   ({ env, daemon: d } = ctx);
   configDir = mkdtempSync(path.join(os.tmpdir(), 'berth-cli-'));
-  const c = await d.request('POST', '/containers/create?name=steady', { body: { Image: env.busybox, Cmd: ['sh', '-c', 'echo steady; exec sleep 1000'] } });
+  const c = await d.request('POST', '/containers/create?name=steady', {
+    body: { Image: env.busybox, Cmd: ['sh', '-c', 'echo steady; exec sleep 1000'] },
+  });
   steady = c.json.Id;
   await d.request('POST', `/containers/${steady}/start`);
   // Once of each, so that what is made on first use is in the baseline.

@@ -36,7 +36,9 @@ describe('an exec root far past the socket path limit', () => {
     const c = await d.request('POST', '/containers/create', { body: { Image: ctx.env.busybox, Cmd: ['sleep', '60'] } });
     expect(c.status).toBe(201);
     expect((await d.request('POST', `/containers/${c.json.Id}/start`)).status).toBe(204);
-    const x = await d.request('POST', `/containers/${c.json.Id}/exec`, { body: { Cmd: ['echo', 'from exec'], AttachStdout: true, AttachStderr: true } });
+    const x = await d.request('POST', `/containers/${c.json.Id}/exec`, {
+      body: { Cmd: ['echo', 'from exec'], AttachStdout: true, AttachStderr: true },
+    });
     const out = await d.request('POST', `/exec/${x.json.Id}/start`, { body: { Detach: false, Tty: false } });
     expect(out.status).toBe(200);
     expect(demuxText(out.body)).toBe('from exec\n');
@@ -47,10 +49,24 @@ describe('an exec root far past the socket path limit', () => {
 describe('paths that cannot work', () => {
   it('a socket path over the limit is refused at start with the reason', () => {
     const socket = path.join(base, 'x'.repeat(120), 'berth.sock');
-    const r = spawnSync(process.execPath, [BERTHD, '-H', `unix://${socket}`, '--data-root', path.join(base, 'd'), '--exec-root', path.join(base, 'e'), '--config-file', '/dev/null'], {
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [
+        BERTHD,
+        '-H',
+        `unix://${socket}`,
+        '--data-root',
+        path.join(base, 'd'),
+        '--exec-root',
+        path.join(base, 'e'),
+        '--config-file',
+        '/dev/null',
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 20_000,
+      },
+    );
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/unix socket path .* is \d+ bytes long; the limit is 107/);
   });

@@ -18,7 +18,9 @@ export function inotifyWatches(d: Daemon): number {
   let n = 0;
   for (const fd of readdirSync(`/proc/${d.proc.pid}/fdinfo`)) {
     try {
-      n += readFileSync(`/proc/${d.proc.pid}/fdinfo/${fd}`, 'utf8').split('\n').filter((l) => l.startsWith('inotify wd:')).length;
+      n += readFileSync(`/proc/${d.proc.pid}/fdinfo/${fd}`, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('inotify wd:')).length;
     } catch {
       // closed meanwhile
     }
@@ -56,7 +58,9 @@ export async function expectActivityBack(d: Daemon, before: Activity, timeoutMs 
       async () => {
         dropIdleConnections();
         last = await activity(d);
-        return last.tasks <= before.tasks && last.listeners <= before.listeners && last.watches <= before.watches && last;
+        return (
+          last.tasks <= before.tasks && last.listeners <= before.listeners && last.watches <= before.watches && last
+        );
       },
       'berthd to let go of what it held for the client',
       timeoutMs,
@@ -116,7 +120,11 @@ export function openStream(
     const headers: Record<string, string> = { Host: 'localhost', ...o.headers };
     if (o.body !== undefined) headers['Content-Length'] = String(Buffer.byteLength(o.body));
     sock.on('error', reject);
-    sock.write(`${method} ${urlPath} HTTP/1.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
+    sock.write(
+      `${method} ${urlPath} HTTP/1.1\r\n${Object.entries(headers)
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('')}\r\n`,
+    );
     if (o.body !== undefined) sock.write(o.body);
     let buf = Buffer.alloc(0);
     let head: string | undefined;
@@ -128,12 +136,18 @@ export function openStream(
       status: 0,
       received: () => (chunked ? dechunk(Buffer.concat(after)) : Buffer.concat(after)),
       raw: () => Buffer.concat(after),
-      complete: () => sock.readableEnded || (chunked && /(^|\r\n)0\r\n\r\n$/.test(Buffer.concat(after).subarray(-7).toString('latin1'))),
+      complete: () =>
+        sock.readableEnded ||
+        (chunked && /(^|\r\n)0\r\n\r\n$/.test(Buffer.concat(after).subarray(-7).toString('latin1'))),
       waitBytes: (n, timeoutMs = 20_000) =>
-        waitFor(() => {
-          const got = stream.received();
-          return got.length >= n && got;
-        }, `${n} bytes of ${urlPath}`, timeoutMs),
+        waitFor(
+          () => {
+            const got = stream.received();
+            return got.length >= n && got;
+          },
+          `${n} bytes of ${urlPath}`,
+          timeoutMs,
+        ),
     };
     sock.on('data', (c: Buffer) => {
       if (head !== undefined) {
@@ -152,7 +166,10 @@ export function openStream(
       sock.on('error', () => undefined);
       resolve(stream);
     });
-    sock.once('close', () => head === undefined && reject(new Error(`connection closed before a response to ${method} ${urlPath}`)));
+    sock.once(
+      'close',
+      () => head === undefined && reject(new Error(`connection closed before a response to ${method} ${urlPath}`)),
+    );
   });
 }
 

@@ -35,7 +35,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await d?.restart().catch(() => undefined);
   const list = await d?.request('GET', '/containers/json?all=1').catch(() => undefined);
-  for (const c of (list?.json as { Id: string }[] | undefined) ?? []) await d.request('DELETE', `/containers/${c.Id}?force=1`);
+  for (const c of (list?.json as { Id: string }[] | undefined) ?? [])
+    await d.request('DELETE', `/containers/${c.Id}?force=1`);
   await d?.cleanup();
   await registry?.stop();
   rmSync(dir, { recursive: true, force: true });
@@ -65,24 +66,34 @@ const logLines = () =>
 it.each([
   ['an exception thrown from a callback', 'SIGUSR2', 'injected fault', 'uncaughtException'],
   ['a rejection nobody awaited', 'SIGUSR1', 'injected rejection', 'unhandledRejection'],
-] as const)('%s: logged with what was in flight, exit 70, containers live on', async (_what, signal, message, origin) => {
-  const c = await d.request('POST', '/containers/create', { body: { Image: image, Cmd: ['sh', '-c', 'sleep 3; exit 3'] } });
-  expect((await d.request('POST', `/containers/${c.json.Id}/start`)).status).toBe(204);
-  const events = await openEvents();
-  const exited = new Promise<number | null>((r) => d.proc.once('exit', (code) => r(code)));
-  d.proc.kill(signal);
-  expect(await exited).toBe(70);
-  events.destroy();
+] as const)(
+  '%s: logged with what was in flight, exit 70, containers live on',
+  async (_what, signal, message, origin) => {
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: image, Cmd: ['sh', '-c', 'sleep 3; exit 3'] },
+    });
+    expect((await d.request('POST', `/containers/${c.json.Id}/start`)).status).toBe(204);
+    const events = await openEvents();
+    const exited = new Promise<number | null>((r) => d.proc.once('exit', (code) => r(code)));
+    d.proc.kill(signal);
+    expect(await exited).toBe(70);
+    events.destroy();
 
-  const fatal = logLines().find((l) => l.level === 60 && l.err?.message === message);
-  expect(fatal, d.stderr().slice(-2000)).toBeDefined();
-  expect(fatal!.origin).toBe(origin);
-  expect(fatal!.inflight).toEqual(expect.arrayContaining([expect.objectContaining({ method: 'GET', url: '/events', reqId: expect.any(String) })]));
+    const fatal = logLines().find((l) => l.level === 60 && l.err?.message === message);
+    expect(fatal, d.stderr().slice(-2000)).toBeDefined();
+    expect(fatal!.origin).toBe(origin);
+    expect(fatal!.inflight).toEqual(
+      expect.arrayContaining([expect.objectContaining({ method: 'GET', url: '/events', reqId: expect.any(String) })]),
+    );
 
-  // The container outlived the daemon; its exit, while nobody watched, is found at the next start.
-  await d.restart();
-  const wait = await d.request('POST', `/containers/${c.json.Id}/wait`);
-  expect(wait.json.StatusCode).toBe(3);
-  await waitFor(async () => (await d.request('GET', `/containers/${c.json.Id}/json`)).json.State.Status === 'exited', 'the exit');
-  expect((await d.request('DELETE', `/containers/${c.json.Id}`)).status).toBe(204);
-});
+    // The container outlived the daemon; its exit, while nobody watched, is found at the next start.
+    await d.restart();
+    const wait = await d.request('POST', `/containers/${c.json.Id}/wait`);
+    expect(wait.json.StatusCode).toBe(3);
+    await waitFor(
+      async () => (await d.request('GET', `/containers/${c.json.Id}/json`)).json.State.Status === 'exited',
+      'the exit',
+    );
+    expect((await d.request('DELETE', `/containers/${c.json.Id}`)).status).toBe(204);
+  },
+);

@@ -20,7 +20,10 @@ const registries = new Map<RegistryAuth, Registry>();
 const configDir = mkdtempSync(path.join(os.tmpdir(), 'berth-cli-'));
 
 beforeAll(async () => {
-  const image = buildImage({ layers: [await buildLayer([{ path: 'hello.txt', content: 'hello' }])], config: { Cmd: ['true'] } });
+  const image = buildImage({
+    layers: [await buildLayer([{ path: 'hello.txt', content: 'hello' }])],
+    config: { Cmd: ['true'] },
+  });
   for (const auth of ['htpasswd', 'token'] as const) {
     const reg = await startRegistry({ auth });
     registries.set(auth, reg);

@@ -36,10 +36,16 @@ const FAULTS: { fault: Fault; message: RegExp }[] = [
   { fault: { kind: 'status', status: 404 }, message: /injected 404|unknown blob/ },
   { fault: { kind: 'status', status: 500 }, message: /injected 500/ },
   { fault: { kind: 'status', status: 401 }, message: /injected 401|unauthorized/ },
-  { fault: { kind: 'reset', afterBytes: 100 }, message: /connection reset|aborted|socket hang up|size mismatch|unexpected end|decode/ },
+  {
+    fault: { kind: 'reset', afterBytes: 100 },
+    message: /connection reset|aborted|socket hang up|size mismatch|unexpected end|decode/,
+  },
   { fault: { kind: 'stall' }, message: /client went away/ },
   { fault: { kind: 'stall', afterBytes: 100 }, message: /client went away/ },
-  { fault: { kind: 'corrupt' }, message: /verification failed|token that is not a valid header value|decode token|unauthorized/ },
+  {
+    fault: { kind: 'corrupt' },
+    message: /verification failed|token that is not a valid header value|decode token|unauthorized/,
+  },
   { fault: { kind: 'length', declared: 'short' }, message: /verification failed|size mismatch|decode token/ },
   { fault: { kind: 'length', declared: 'long' }, message: /size mismatch|aborted|socket hang up|connection reset/ },
   { fault: { kind: 'extra', bytes: 4096 }, message: /verification failed|size mismatch|decode token/ },
@@ -52,7 +58,15 @@ const CASES: Case[] = STEPS.flatMap((step) => FAULTS.map((f) => ({ step, ...f })
 
 const isStall = (f: Fault) => f.kind === 'stall';
 const faultName = (f: Fault) =>
-  f.kind === 'status' ? String(f.status) : f.kind === 'stall' ? `stall${f.afterBytes === undefined ? '' : ' mid-body'}` : f.kind === 'length' ? `${f.declared} Content-Length` : f.kind === 'extra' ? `extra bytes (${f.bytes})` : f.kind;
+  f.kind === 'status'
+    ? String(f.status)
+    : f.kind === 'stall'
+      ? `stall${f.afterBytes === undefined ? '' : ' mid-body'}`
+      : f.kind === 'length'
+        ? `${f.declared} Content-Length`
+        : f.kind === 'extra'
+          ? `extra bytes (${f.bytes})`
+          : f.kind;
 
 let registry: Registry;
 let front: FaultyRegistry;
@@ -64,7 +78,9 @@ async function freshImage(repo: string, opts: { asIndex?: boolean; layers?: numb
   const { asIndex = false, layers = 2 } = opts;
   const n = ++serial;
   const layer = (i: number) =>
-    buildLayer([{ path: `data-${i}.bin`, content: randomContent(`pull-faults-${process.pid}-${n}-${i}`, 48 * 1024) }], { level: 0 });
+    buildLayer([{ path: `data-${i}.bin`, content: randomContent(`pull-faults-${process.pid}-${n}-${i}`, 48 * 1024) }], {
+      level: 0,
+    });
   const built = await Promise.all(Array.from({ length: layers }, (_, i) => layer(i + 1)));
   const image = buildImage({ layers: built, config: { Cmd: ['true'], Labels: { row: String(n) } } });
   if (asIndex) await pushIndex(registry, repo, 'latest', [{ image }]);
@@ -166,7 +182,9 @@ async function faultyPull(row: Row): Promise<string> {
     expect((await d.request('GET', '/_ping')).status).toBe(200);
     expect((await pull(row.good)).error, 'another pull, during the stall').toBeUndefined();
     faulty.hangUp();
-    const held = front.requests.filter((r) => r.fault === 'stall' && stepPath(row.step, row.repo, row.image).test(r.path));
+    const held = front.requests.filter(
+      (r) => r.fault === 'stall' && stepPath(row.step, row.repo, row.image).test(r.path),
+    );
     await waitFor(() => held.every((r) => r.closed) || undefined, 'berthd to hang up on the stalled registry', 10_000);
     rule.remove();
     return (await faulty.done).error ?? '';
@@ -191,7 +209,8 @@ async function goodPull(row: Row): Promise<void> {
   expect((await pull(`${front.host}/${row.repo}:latest`)).error).toBeUndefined();
   row.image.layers.forEach((l, i) => {
     const again = front.count(blob(l.digest)) - gets[i]!;
-    if (verified[i]! > 0 && !isStall(row.fault)) expect(again, `layer ${i + 1} was verified: not downloaded again`).toBe(0);
+    if (verified[i]! > 0 && !isStall(row.fault))
+      expect(again, `layer ${i + 1} was verified: not downloaded again`).toBe(0);
     else expect(again).toBeLessThanOrEqual(1);
   });
 }
@@ -261,18 +280,27 @@ describe('pulls together', () => {
     // Another image on the same two layers (another config): each of its pulls waits for the same downloads.
     const other = buildImage({ layers: image.layers, config: { Cmd: ['sh'] } });
     await pushImage(registry, 'shared-a', 'other', other);
-    const rule = front.inject({ path: new RegExp(`/blobs/${image.layers[1]!.digest}$`), fault: { kind: 'stall', afterBytes: 1000 } });
+    const rule = front.inject({
+      path: new RegExp(`/blobs/${image.layers[1]!.digest}$`),
+      fault: { kind: 'stall', afterBytes: 1000 },
+    });
     const first = startPull(`${front.host}/shared-a:latest`);
     await rule.hit();
     const second = startPull(`${front.host}/shared-a:other`);
     // It has joined the download once it has told its client about the layer.
-    await waitFor(() => second.text().includes('Pulling fs layer') || undefined, 'the second pull to wait for the layers');
+    await waitFor(
+      () => second.text().includes('Pulling fs layer') || undefined,
+      'the second pull to wait for the layers',
+    );
     expect((await d.request('GET', '/_ping')).status).toBe(200);
     first.hangUp();
     expect((await first.done).error).toBe('the client went away');
     rule.release();
     expect((await second.done).error).toBeUndefined();
-    expect(front.count(new RegExp(`/blobs/${image.layers[1]!.digest}$`)), 'the download went on for the other pull').toBe(1);
+    expect(
+      front.count(new RegExp(`/blobs/${image.layers[1]!.digest}$`)),
+      'the download went on for the other pull',
+    ).toBe(1);
     expect(await listed()).toContain(`${front.host}/shared-a:other`);
     expect(await listed()).not.toContain(`${front.host}/shared-a:latest`);
   });
@@ -286,7 +314,10 @@ describe('pulls together', () => {
     const pulling = startPull(`${front.host}/hangup:latest`);
     await rule.hit();
     pulling.hangUp();
-    await waitFor(() => front.requests.filter((r) => path.test(r.path)).every((r) => r.closed) || undefined, 'berthd to hang up on the registry');
+    await waitFor(
+      () => front.requests.filter((r) => path.test(r.path)).every((r) => r.closed) || undefined,
+      'berthd to hang up on the registry',
+    );
     await expectNoLeaks(d, before);
     rule.remove();
     expect((await pull(`${front.host}/hangup:latest`)).error).toBeUndefined();
@@ -317,7 +348,10 @@ describe('pulls together', () => {
 describe('what a failed pull leaves for image removal', () => {
   it('answers 404 for the image a failed pull never recorded', async () => {
     const image = await freshImage('never');
-    const rule = front.inject({ path: new RegExp(`/blobs/${image.layers[1]!.digest}$`), fault: { kind: 'status', status: 404 } });
+    const rule = front.inject({
+      path: new RegExp(`/blobs/${image.layers[1]!.digest}$`),
+      fault: { kind: 'status', status: 404 },
+    });
     expect((await pull(`${front.host}/never:latest`)).error).toMatch(/unknown blob/);
     rule.remove();
     const r = await d.request('DELETE', `/images/${front.host}/never:latest`);
@@ -329,12 +363,17 @@ describe('what a failed pull leaves for image removal', () => {
     await freshImage('used', { layers: 1 });
     expect((await pull(`${front.host}/used:latest`)).error).toBeUndefined();
     const id = (await d.request('GET', `/images/${front.host}/used:latest/json`)).json.Id as string;
-    const c = await d.request('POST', '/containers/create', { body: { Image: `${front.host}/used:latest`, Cmd: ['true'] } });
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: `${front.host}/used:latest`, Cmd: ['true'] },
+    });
     expect(c.status).toBe(201);
     try {
       const r = await d.request('DELETE', `/images/${id}?force=1`);
       expect(r.status).toBe(200);
-      expect(r.json).toEqual([{ Untagged: `${front.host}/used:latest` }, { Untagged: expect.stringMatching(/used@sha256:/) }]);
+      expect(r.json).toEqual([
+        { Untagged: `${front.host}/used:latest` },
+        { Untagged: expect.stringMatching(/used@sha256:/) },
+      ]);
       expect((await d.request('GET', `/images/${id}/json`)).status).toBe(200);
       expect((await d.request('GET', `/containers/${c.json.Id}/json`)).json.Image).toBe(id);
     } finally {
@@ -356,29 +395,37 @@ describe('a registry that stops sending, with registry-stall-timeout', () => {
   it.each([
     ['no answer', 'manifest', { kind: 'stall' }, /timeout awaiting response headers after 1s/],
     ['a body that stops', 'layer 2', { kind: 'stall', afterBytes: 1000 }, /registry stalled: no data for 1s/],
-  ] as const)('%s fails the pull after the timeout, and nothing is left behind', async (_what, step, fault, message) => {
-    const repo = `stall-${step.replace(' ', '')}`;
-    const image = await freshImage(repo);
-    const before = holdings(quick);
-    const rule = front.inject({ path: stepPath(step, repo, image), fault: fault as Fault });
-    try {
-      const r = await quick.request('POST', `/images/create?fromImage=${front.host}/${repo}&tag=latest`);
-      const error = r.status === 200 ? JSON.parse(r.text.trim().split('\n').at(-1)!).error : r.json.message;
-      expect(error).toMatch(message);
-    } finally {
-      rule.remove();
-      front.clear();
-    }
-    await expectNoLeaks(quick, before);
-  });
+  ] as const)(
+    '%s fails the pull after the timeout, and nothing is left behind',
+    async (_what, step, fault, message) => {
+      const repo = `stall-${step.replace(' ', '')}`;
+      const image = await freshImage(repo);
+      const before = holdings(quick);
+      const rule = front.inject({ path: stepPath(step, repo, image), fault: fault as Fault });
+      try {
+        const r = await quick.request('POST', `/images/create?fromImage=${front.host}/${repo}&tag=latest`);
+        const error = r.status === 200 ? JSON.parse(r.text.trim().split('\n').at(-1)!).error : r.json.message;
+        expect(error).toMatch(message);
+      } finally {
+        rule.remove();
+        front.clear();
+      }
+      await expectNoLeaks(quick, before);
+    },
+  );
 });
 
 it('a shutdown during a stalled pull does not wait for the registry', async () => {
   const stopping = await startDaemon();
   const image = await freshImage('shutdown');
-  const rule = front.inject({ path: stepPath('layer 1', 'shutdown', image), fault: { kind: 'stall', afterBytes: 1000 } });
+  const rule = front.inject({
+    path: stepPath('layer 1', 'shutdown', image),
+    fault: { kind: 'stall', afterBytes: 1000 },
+  });
   try {
-    const pulling = stopping.request('POST', `/images/create?fromImage=${front.host}/shutdown&tag=latest`).catch(() => undefined);
+    const pulling = stopping
+      .request('POST', `/images/create?fromImage=${front.host}/shutdown&tag=latest`)
+      .catch(() => undefined);
     await rule.hit();
     const started = Date.now();
     expect(await stopping.stop()).toBe(0);

@@ -62,7 +62,10 @@ describe('a container exiting while it is acted on', { timeout: 180_000 }, () =>
         expect(r.status, r.text).toBe(409);
         expect(r.json.message).toMatch(/is not running/);
       }
-      await waitFor(async () => (await ctx.daemon.request('GET', `/containers/${id}/json`)).json.State.Status === 'exited', 'the exit');
+      await waitFor(
+        async () => (await ctx.daemon.request('GET', `/containers/${id}/json`)).json.State.Status === 'exited',
+        'the exit',
+      );
       await ctx.daemon.request('DELETE', `/containers/${id}`);
     });
   });

@@ -58,7 +58,12 @@ async function expectReleased(base: Baseline): Promise<void> {
         await new Promise((r) => setTimeout(r, 20));
         const left = leaked(base.holdings, holdings(d));
         last = { a, left };
-        return a.tasks <= base.activity.tasks && a.listeners <= base.activity.listeners && a.watches <= base.activity.watches && left.length === 0;
+        return (
+          a.tasks <= base.activity.tasks &&
+          a.listeners <= base.activity.listeners &&
+          a.watches <= base.activity.watches &&
+          left.length === 0
+        );
       },
       'berthd to let go of what it held for the vanished clients',
       20_000,
@@ -116,21 +121,29 @@ describe('a client that vanishes', () => {
   it('during an attach, with and without a TTY, leaves the container running and its conmon connection closed', async () => {
     const tty = await createStarted({ Cmd: ['sh'], Tty: true, OpenStdin: true });
     const base = await baseline();
-    const plain = await openStream(d, 'POST', `/containers/${chatter}/attach?stream=1&stdout=1&stderr=1`, { headers: { Connection: 'Upgrade', Upgrade: 'tcp' } });
+    const plain = await openStream(d, 'POST', `/containers/${chatter}/attach?stream=1&stdout=1&stderr=1`, {
+      headers: { Connection: 'Upgrade', Upgrade: 'tcp' },
+    });
     expect(plain.status).toBe(101);
     await plain.waitBytes(20);
-    const term = await openStream(d, 'POST', `/containers/${tty}/attach?stream=1&stdin=1&stdout=1&stderr=1`, { headers: { Connection: 'Upgrade', Upgrade: 'tcp' } });
+    const term = await openStream(d, 'POST', `/containers/${tty}/attach?stream=1&stdin=1&stdout=1&stderr=1`, {
+      headers: { Connection: 'Upgrade', Upgrade: 'tcp' },
+    });
     expect(term.status).toBe(101);
     term.sock.write('echo at-$((40+2))\n');
     await waitFor(() => term.received().toString().includes('at-42'), 'the TTY to echo');
     // Each attach holds a connection to its container's conmon.
-    expect(holdings(d).fds.filter((f) => f.startsWith('socket:')).length).toBeGreaterThan(base.holdings.fds.filter((f) => f.startsWith('socket:')).length + 1);
+    expect(holdings(d).fds.filter((f) => f.startsWith('socket:')).length).toBeGreaterThan(
+      base.holdings.fds.filter((f) => f.startsWith('socket:')).length + 1,
+    );
     plain.sock.destroy();
     term.sock.destroy();
     await expectReleased(base);
     // The TTY's shell still runs and still takes input from the next client.
     expect((await d.request('GET', `/containers/${tty}/json`)).json.State.Running).toBe(true);
-    const again = await openStream(d, 'POST', `/containers/${tty}/attach?stream=1&stdin=1&stdout=1`, { headers: { Connection: 'Upgrade', Upgrade: 'tcp' } });
+    const again = await openStream(d, 'POST', `/containers/${tty}/attach?stream=1&stdin=1&stdout=1`, {
+      headers: { Connection: 'Upgrade', Upgrade: 'tcp' },
+    });
     again.sock.write('echo again-$((40+3))\n');
     await waitFor(() => again.received().toString().includes('again-43'), 'the TTY to echo to the next client');
     again.sock.destroy();
@@ -139,7 +152,9 @@ describe('a client that vanishes', () => {
 
   it('during an attached exec has the process killed, as dockerd does, and its conmon gone', async () => {
     const base = await baseline();
-    const x = await d.request('POST', `/containers/${chatter}/exec`, { body: { Cmd: ['sh', '-c', 'echo started; exec sleep 1000'], AttachStdout: true, AttachStderr: true } });
+    const x = await d.request('POST', `/containers/${chatter}/exec`, {
+      body: { Cmd: ['sh', '-c', 'echo started; exec sleep 1000'], AttachStdout: true, AttachStderr: true },
+    });
     const s = await openStream(d, 'POST', `/exec/${x.json.Id}/start`, {
       headers: { 'Content-Type': 'application/json', Connection: 'Upgrade', Upgrade: 'tcp' },
       body: JSON.stringify({ Detach: false, Tty: false }),
@@ -154,7 +169,9 @@ describe('a client that vanishes', () => {
 
   it('during a wait leaves no wait behind, however many', async () => {
     const base = await baseline();
-    const waits = await Promise.all(Array.from({ length: 20 }, () => openStream(d, 'POST', `/containers/${chatter}/wait`)));
+    const waits = await Promise.all(
+      Array.from({ length: 20 }, () => openStream(d, 'POST', `/containers/${chatter}/wait`)),
+    );
     for (const w of waits) expect(w.status).toBe(200);
     // Twenty waits are pending: the count can tell.
     expect((await activity(d)).tasks).toBeGreaterThanOrEqual(base.activity.tasks + 20);
@@ -165,7 +182,11 @@ describe('a client that vanishes', () => {
   it('during an events or stats stream leaves no listener or timer behind', async () => {
     const base = await baseline();
     const events = await openStream(d, 'GET', '/events');
-    const filtered = await openStream(d, 'GET', `/events?filters=${encodeURIComponent(JSON.stringify({ container: [chatter] }))}`);
+    const filtered = await openStream(
+      d,
+      'GET',
+      `/events?filters=${encodeURIComponent(JSON.stringify({ container: [chatter] }))}`,
+    );
     const stats = await openStream(d, 'GET', `/containers/${chatter}/stats`);
     await stats.waitBytes(100);
     expect((await activity(d)).listeners).toBe(base.activity.listeners + 2);
@@ -192,9 +213,17 @@ describe('a client that vanishes', () => {
     });
     // A start makes an event for `docker events` to print.
     const poke = await createStarted({ Cmd: ['true'] });
-    await waitFor(() => procs.every((x) => x.out.length > 0), `every CLI to print something (${procs.filter((x) => !x.out).map((x) => x.name)})`, 20_000);
+    await waitFor(
+      () => procs.every((x) => x.out.length > 0),
+      `every CLI to print something (${procs.filter((x) => !x.out).map((x) => x.name)})`,
+      20_000,
+    );
     for (const x of procs) x.p.kill('SIGKILL');
-    await Promise.all(procs.map((x) => new Promise((r) => (x.p.exitCode !== null || x.p.signalCode !== null ? r(null) : x.p.once('exit', r)))));
+    await Promise.all(
+      procs.map(
+        (x) => new Promise((r) => (x.p.exitCode !== null || x.p.signalCode !== null ? r(null) : x.p.once('exit', r))),
+      ),
+    );
     rmSync(configDir, { recursive: true, force: true });
     expect((await d.request('DELETE', `/containers/${poke}?force=1`)).status).toBe(204);
     await expectReleased(base);
@@ -209,7 +238,10 @@ describe('after every client went away', () => {
     expect(wait.json.StatusCode).toBe(137);
     await waitFor(() => witness.complete(), 'the witness stream to end with the container');
     // The whole output, in order, without a gap.
-    const numbers = demuxText(witness.received()).trim().split('\n').map((l) => Number(l.split(' ')[1]));
+    const numbers = demuxText(witness.received())
+      .trim()
+      .split('\n')
+      .map((l) => Number(l.split(' ')[1]));
     expect(numbers.length).toBeGreaterThan(20);
     expect(numbers).toEqual(numbers.map((_, i) => numbers[0]! + i));
     expect((await d.request('DELETE', `/containers/${chatter}`)).status).toBe(204);

@@ -24,14 +24,27 @@ function cleanEnv(extra: Record<string, string>): Record<string, string> {
 }
 
 /** Runs a program to its end and resolves with its exit code and output (never rejects on a non-zero exit). */
-export function runProcess(file: string, args: string[], opts: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {}): Promise<ProcResult> {
+export function runProcess(
+  file: string,
+  args: string[],
+  opts: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {},
+): Promise<ProcResult> {
   return new Promise((resolve) => {
     const child = execFile(
       file,
       args,
-      { env: cleanEnv(opts.env ?? {}), cwd: opts.cwd ?? ROOT, timeout: opts.timeoutMs ?? 60_000, maxBuffer: 64 * 1024 * 1024 },
+      {
+        env: cleanEnv(opts.env ?? {}),
+        cwd: opts.cwd ?? ROOT,
+        timeout: opts.timeoutMs ?? 60_000,
+        maxBuffer: 64 * 1024 * 1024,
+      },
       (err, stdout, stderr) => {
-        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1) : 0;
+        const code = err
+          ? typeof (err as { code?: unknown }).code === 'number'
+            ? (err as { code: number }).code
+            : -1
+          : 0;
         resolve({ code, stdout, stderr: err && code === -1 ? `${stderr}\n${err.message}` : stderr });
       },
     );
@@ -43,9 +56,16 @@ export function runProcess(file: string, args: string[], opts: { env?: Record<st
  * Pushes busybox plus a layer of its own (/etc/berth-image holding `repo`), so
  * that pulling it really downloads and extracts something.
  */
-export async function pushFreshImage(registry: Registry, repo: string, tag = 'latest'): Promise<{ ref: string; digest: string }> {
+export async function pushFreshImage(
+  registry: Registry,
+  repo: string,
+  tag = 'latest',
+): Promise<{ ref: string; digest: string }> {
   const own = await buildLayer([{ path: 'etc/berth-image', content: `${repo}\n` }]);
-  const image = buildImage({ layers: [await busyboxLayer(), own], config: { ...BUSYBOX_CONFIG, Labels: { 'berth.test': repo } } });
+  const image = buildImage({
+    layers: [await busyboxLayer(), own],
+    config: { ...BUSYBOX_CONFIG, Labels: { 'berth.test': repo } },
+  });
   const digest = await pushImage(registry, repo, tag, image);
   return { ref: `${registry.host}/${repo}:${tag}`, digest };
 }
@@ -62,7 +82,10 @@ export const PYTHON = '/usr/bin/python3';
  * which records a value (bytes as latin-1 text, objects as their repr() when
  * JSON cannot hold them); the result maps each key to its value.
  */
-export async function runPython(d: Daemon, script: string): Promise<{ values: Record<string, any>; result: ProcResult }> {
+export async function runPython(
+  d: Daemon,
+  script: string,
+): Promise<{ values: Record<string, any>; result: ProcResult }> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-py-'));
   try {
     const file = path.join(dir, 'client.py');
@@ -122,7 +145,11 @@ export async function buildGoClient(): Promise<GoClient> {
     GOPROXY: 'off',
     CGO_ENABLED: '0',
   };
-  const built = await runProcess('go', ['build', '-o', bin, 'main.go'], { env, cwd: GO_CLIENT_SOURCE, timeoutMs: 300_000 });
+  const built = await runProcess('go', ['build', '-o', bin, 'main.go'], {
+    env,
+    cwd: GO_CLIENT_SOURCE,
+    timeoutMs: 300_000,
+  });
   if (built.code !== 0) {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`go build failed (${built.code}): ${built.stderr}`);

@@ -28,7 +28,12 @@ export interface RequestOptions {
 }
 
 /** One HTTP request over a unix socket; resolves with the whole response. */
-export function request(socketPath: string, method: string, urlPath: string, opts: RequestOptions = {}): Promise<ApiResponse> {
+export function request(
+  socketPath: string,
+  method: string,
+  urlPath: string,
+  opts: RequestOptions = {},
+): Promise<ApiResponse> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = { Host: opts.host ?? 'localhost', ...opts.headers };
     let payload: Buffer | undefined;
@@ -93,7 +98,12 @@ process.once('exit', () => {
   for (const p of live) p.kill('SIGKILL');
 });
 
-export async function waitFor<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, what: string, timeoutMs = 20_000, stepMs = 20): Promise<T> {
+export async function waitFor<T>(
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  what: string,
+  timeoutMs = 20_000,
+  stepMs = 20,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -147,14 +157,27 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
     },
   };
   const launch = async () => {
-    const args = ['-H', `unix://${socket}`, '--data-root', dataRoot, '--exec-root', execRoot, '--log-level', 'debug', ...(opts.args ?? [])];
+    const args = [
+      '-H',
+      `unix://${socket}`,
+      '--data-root',
+      dataRoot,
+      '--exec-root',
+      execRoot,
+      '--log-level',
+      'debug',
+      ...(opts.args ?? []),
+    ];
     if (!args.includes('--config-file')) {
       // Hermetic: never read the machine's /etc/berth/daemon.json.
       const file = path.join(dir, 'daemon.json');
       if (!existsSync(file)) writeFileSync(file, '{}\n');
       args.push('--config-file', file);
     }
-    const proc = spawn(process.execPath, [BERTHD, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn(process.execPath, [BERTHD, ...args], {
+      env: { ...process.env, ...opts.env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     live.add(proc);
     proc.once('exit', () => live.delete(proc));
     proc.stderr!.on('data', (c: Buffer) => {
@@ -162,13 +185,10 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
       if (process.env.BERTH_TEST_LOGS) process.stderr.write(c);
     });
     d.proc = proc;
-    await waitFor(
-      async () => {
-        if (proc.exitCode !== null) throw new Error(`berthd exited with ${proc.exitCode}: ${stderr}`);
-        return existsSync(socket) && (await request(socket, 'GET', '/_ping')).status === 200;
-      },
-      'berthd to answer /_ping',
-    );
+    await waitFor(async () => {
+      if (proc.exitCode !== null) throw new Error(`berthd exited with ${proc.exitCode}: ${stderr}`);
+      return existsSync(socket) && (await request(socket, 'GET', '/_ping')).status === 200;
+    }, 'berthd to answer /_ping');
   };
   await launch();
   return d;

@@ -16,9 +16,17 @@ export interface Env {
 /** Pulls `ref` through the API and fails with the stream's error if any. */
 export async function pull(d: Daemon, ref: string, headers: Record<string, string> = {}): Promise<string> {
   const [name, tag] = splitTag(ref);
-  const r = await d.request('POST', `/v1.43/images/create?fromImage=${encodeURIComponent(name)}&tag=${encodeURIComponent(tag)}`, { headers });
+  const r = await d.request(
+    'POST',
+    `/v1.43/images/create?fromImage=${encodeURIComponent(name)}&tag=${encodeURIComponent(tag)}`,
+    { headers },
+  );
   if (r.status !== 200) throw new Error(`pull ${ref}: ${r.status} ${r.text}`);
-  const last = r.text.trim().split('\n').map((l) => JSON.parse(l)).at(-1);
+  const last = r.text
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
+    .at(-1);
   if (last?.error) throw new Error(`pull ${ref}: ${last.error}`);
   return r.text;
 }

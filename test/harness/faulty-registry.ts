@@ -98,7 +98,11 @@ const JSON_TYPE = { 'Content-Type': 'application/json' };
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length']);
 
 function errorBody(status: number, path: string): string {
-  const missing = path.includes('/manifests/') ? 'MANIFEST_UNKNOWN' : path.includes('/blobs/') ? 'BLOB_UNKNOWN' : 'NOT_FOUND';
+  const missing = path.includes('/manifests/')
+    ? 'MANIFEST_UNKNOWN'
+    : path.includes('/blobs/')
+      ? 'BLOB_UNKNOWN'
+      : 'NOT_FOUND';
   const code = status === 401 ? 'UNAUTHORIZED' : status === 404 ? missing : 'UNKNOWN';
   return JSON.stringify({ errors: [{ code, message: `injected ${status}` }] });
 }
@@ -115,7 +119,12 @@ export async function startFaultyRegistry(upstream: Registry): Promise<FaultyReg
   let self = '';
 
   const match = (req: http.IncomingMessage): Active | undefined => {
-    const rule = rules.find((r) => (!r.method || r.method === req.method) && r.path.test(req.url ?? '') && (r.times === undefined || r.hits < r.times));
+    const rule = rules.find(
+      (r) =>
+        (!r.method || r.method === req.method) &&
+        r.path.test(req.url ?? '') &&
+        (r.times === undefined || r.hits < r.times),
+    );
     if (!rule) return undefined;
     rule.hits++;
     for (const w of rule.waiters.splice(0)) w();
@@ -127,14 +136,18 @@ export async function startFaultyRegistry(upstream: Registry): Promise<FaultyReg
     new Promise((resolve, reject) => {
       const toIssuer = issuer && !(req.url ?? '').startsWith('/v2');
       const target = new URL(req.url ?? '/', toIssuer ? issuer.origin : upstream.url);
-      const up = http.request(target, { method: req.method, headers: { ...req.headers, host: target.host }, agent }, (res) => {
-        const origins = [upstream.url, ...(issuer ? [issuer.origin] : [])];
-        for (const name of ['www-authenticate', 'location']) {
-          const v = res.headers[name];
-          if (typeof v === 'string') res.headers[name] = origins.reduce((text, o) => text.split(o).join(self), v);
-        }
-        resolve(res);
-      });
+      const up = http.request(
+        target,
+        { method: req.method, headers: { ...req.headers, host: target.host }, agent },
+        (res) => {
+          const origins = [upstream.url, ...(issuer ? [issuer.origin] : [])];
+          for (const name of ['www-authenticate', 'location']) {
+            const v = res.headers[name];
+            if (typeof v === 'string') res.headers[name] = origins.reduce((text, o) => text.split(o).join(self), v);
+          }
+          resolve(res);
+        },
+      );
       up.on('error', reject);
       req.pipe(up);
     });
@@ -170,7 +183,12 @@ export async function startFaultyRegistry(upstream: Registry): Promise<FaultyReg
     return Buffer.concat(chunks);
   };
 
-  const serve = async (req: http.IncomingMessage, res: http.ServerResponse, seen: Seen, rule: Active | undefined): Promise<void> => {
+  const serve = async (
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    seen: Seen,
+    rule: Active | undefined,
+  ): Promise<void> => {
     res.shouldKeepAlive = false;
     const fault = rule?.fault;
     if (fault?.kind === 'status') {
@@ -192,7 +210,10 @@ export async function startFaultyRegistry(upstream: Registry): Promise<FaultyReg
     }
     const up = await forward(req);
     if (!fault) {
-      res.writeHead(up.statusCode ?? 502, passHeaders(up, up.headers['content-length'] !== undefined ? Number(up.headers['content-length']) : undefined));
+      res.writeHead(
+        up.statusCode ?? 502,
+        passHeaders(up, up.headers['content-length'] !== undefined ? Number(up.headers['content-length']) : undefined),
+      );
       for await (const c of up) if (!(await send(res, seen, c as Buffer))) return void up.destroy();
       res.end();
       return;
@@ -235,7 +256,7 @@ export async function startFaultyRegistry(upstream: Registry): Promise<FaultyReg
           res.socket?.destroy(); // the declared rest never comes
         }
         return;
-      case 'extra':
+      case 'extra': {
         if (fault.bytes !== 'endless') {
           res.writeHead(status, passHeaders(up, body.length + fault.bytes));
           await send(res, seen, Buffer.concat([body, Buffer.alloc(fault.bytes, 0x5a)]));
@@ -247,6 +268,7 @@ export async function startFaultyRegistry(upstream: Registry): Promise<FaultyReg
         let open = await send(res, seen, body);
         while (open) open = await send(res, seen, junk); // until the client hangs up
         return;
+      }
     }
   };
 

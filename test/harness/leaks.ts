@@ -109,7 +109,12 @@ function recorded(dataRoot: string): { blobs: Set<string>; layerDirs: Set<string
 export function holdings(d: Daemon): Holdings {
   const pid = d.proc.exitCode === null && d.proc.signalCode === null ? d.proc.pid : undefined;
   const tcp = pid ? tcpPeers(pid) : new Map<string, string>();
-  const fds = pid ? list(`/proc/${pid}/fd`).map((fd) => fdTarget(pid, fd, tcp)).filter((t): t is string => t !== null).sort() : [];
+  const fds = pid
+    ? list(`/proc/${pid}/fd`)
+        .map((fd) => fdTarget(pid, fd, tcp))
+        .filter((t): t is string => t !== null)
+        .sort()
+    : [];
   const threads = pid ? list(`/proc/${pid}/task`).length : 0;
   const { blobs, layerDirs } = recorded(d.dataRoot);
   const blobDir = path.join(d.dataRoot, 'content/blobs/sha256');
@@ -122,12 +127,20 @@ export function holdings(d: Daemon): Holdings {
     temps: [
       ...list(path.join(d.dataRoot, 'content/ingest')).map((n) => `content/ingest/${n}`),
       ...list(path.join(d.dataRoot, 'layers/tmp')).map((n) => `layers/tmp/${n}`),
-      ...list(path.join(d.dataRoot, 'containers')).filter((n) => n.startsWith('.removing-')).map((n) => `containers/${n}`),
+      ...list(path.join(d.dataRoot, 'containers'))
+        .filter((n) => n.startsWith('.removing-'))
+        .map((n) => `containers/${n}`),
     ].sort(),
-    orphanBlobs: list(blobDir).filter((h) => !blobs.has(`sha256:${h}`)).sort(),
-    orphanLayers: list(path.join(d.dataRoot, 'layers')).filter((n) => n !== 'tmp' && n !== 'l' && !layerDirs.has(n)).sort(),
+    orphanBlobs: list(blobDir)
+      .filter((h) => !blobs.has(`sha256:${h}`))
+      .sort(),
+    orphanLayers: list(path.join(d.dataRoot, 'layers'))
+      .filter((n) => n !== 'tmp' && n !== 'l' && !layerDirs.has(n))
+      .sort(),
     runcStates: list(path.join(d.execRoot, 'runc')).sort(),
-    containerDirs: list(path.join(d.dataRoot, 'containers')).filter((n) => /^[0-9a-f]{64}$/.test(n)).sort(),
+    containerDirs: list(path.join(d.dataRoot, 'containers'))
+      .filter((n) => /^[0-9a-f]{64}$/.test(n))
+      .sort(),
     dbBytes: size(path.join(d.dataRoot, 'berth.db')) + size(path.join(d.dataRoot, 'berth.db-wal')),
   };
 }
@@ -147,7 +160,9 @@ export function allowing(before: Holdings, extra: Partial<Holdings>): Holdings {
  * (max-concurrent-downloads, 3 by default) and one for the manifest. They
  * are a pool, not a leak; more than that would be.
  */
-export const registryPool = (host: string, downloads = 3): Partial<Holdings> => ({ fds: Array.from({ length: downloads + 1 }, () => `tcp:->${host}`) });
+export const registryPool = (host: string, downloads = 3): Partial<Holdings> => ({
+  fds: Array.from({ length: downloads + 1 }, () => `tcp:->${host}`),
+});
 
 /** What `b` has that `a` has not, counting repeats. */
 function extra<T>(a: readonly T[], b: readonly T[]): T[] {
@@ -176,11 +191,21 @@ const THREAD_LOOP = ['anon_inode:[eventfd]', 'anon_inode:[eventpoll]', 'pipe:', 
 export function leaked(before: Holdings, after: Holdings): string[] {
   const out: string[] = [];
   let fds = extra(before.fds, after.fds);
-  for (let t = after.threads - before.threads; t > 0 && THREAD_LOOP.every((x) => fds.includes(x)); t--) fds = extra(THREAD_LOOP, fds);
+  for (let t = after.threads - before.threads; t > 0 && THREAD_LOOP.every((x) => fds.includes(x)); t--)
+    fds = extra(THREAD_LOOP, fds);
   if (fds.length) out.push(`fds: ${fds.slice(0, 10).join(', ')}${fds.length > 10 ? ` (+${fds.length - 10})` : ''}`);
-  for (const key of ['mounts', 'conmons', 'temps', 'orphanBlobs', 'orphanLayers', 'runcStates', 'containerDirs'] as const) {
+  for (const key of [
+    'mounts',
+    'conmons',
+    'temps',
+    'orphanBlobs',
+    'orphanLayers',
+    'runcStates',
+    'containerDirs',
+  ] as const) {
     const more = extra<string | number>(before[key], after[key]);
-    if (more.length) out.push(`${key}: ${more.slice(0, 10).join(', ')}${more.length > 10 ? ` (+${more.length - 10})` : ''}`);
+    if (more.length)
+      out.push(`${key}: ${more.slice(0, 10).join(', ')}${more.length > 10 ? ` (+${more.length - 10})` : ''}`);
   }
   return out;
 }

@@ -97,7 +97,10 @@ function startedUp<T>(proc: ChildProcess, what: string, logs: Tail, watch: Watch
       settle();
     };
     const onExit = () => finish(() => reject(new Error(`${what} exited during start-up:\n${logs.text()}`)));
-    const timer = setTimeout(() => finish(() => reject(new Error(`${what} did not start in ${timeoutMs} ms:\n${logs.text()}`))), timeoutMs);
+    const timer = setTimeout(
+      () => finish(() => reject(new Error(`${what} did not start in ${timeoutMs} ms:\n${logs.text()}`))),
+      timeoutMs,
+    );
     proc.once('exit', onExit);
     unwatch = watch((value) => finish(() => resolve(value)));
     if (settled) unwatch(); // the signal was already there when we subscribed
@@ -146,7 +149,13 @@ interface CertFiles {
 }
 
 /** One EC P-256 key and certificate from the openssl CLI; signed by `ca`, or self-signed. */
-async function makeCert(dir: string, name: string, subject: string, extensions: string[], ca?: CertFiles): Promise<CertFiles> {
+async function makeCert(
+  dir: string,
+  name: string,
+  subject: string,
+  extensions: string[],
+  ca?: CertFiles,
+): Promise<CertFiles> {
   mkdirSync(dir, { recursive: true });
   const files = { key: path.join(dir, `${name}.key`), cert: path.join(dir, `${name}.crt`) };
   const args = ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
@@ -159,13 +168,23 @@ async function makeCert(dir: string, name: string, subject: string, extensions: 
 
 /** A CA (alone in dir/ca, as Docker's certs.d wants it) and a server cert for 127.0.0.1/localhost. */
 async function makeServerTls(dir: string): Promise<{ caFile: string; server: CertFiles }> {
-  const ca = await makeCert(path.join(dir, 'ca'), 'ca', '/CN=berth test CA', ['basicConstraints=critical,CA:TRUE', 'keyUsage=critical,keyCertSign,cRLSign']);
+  const ca = await makeCert(path.join(dir, 'ca'), 'ca', '/CN=berth test CA', [
+    'basicConstraints=critical,CA:TRUE',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
   // Keep only the CA certificate in the trust directory: its key lives elsewhere.
   const caKey = path.join(dir, 'ca-private.key');
   writeFileSync(caKey, readFileSync(ca.key));
   rmSync(ca.key);
-  const serverExt = ['subjectAltName=IP:127.0.0.1,DNS:localhost', 'basicConstraints=CA:FALSE', 'extendedKeyUsage=serverAuth'];
-  const server = await makeCert(path.join(dir, 'tls'), 'server', '/CN=localhost', serverExt, { cert: ca.cert, key: caKey });
+  const serverExt = [
+    'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    'basicConstraints=CA:FALSE',
+    'extendedKeyUsage=serverAuth',
+  ];
+  const server = await makeCert(path.join(dir, 'tls'), 'server', '/CN=localhost', serverExt, {
+    cert: ca.cert,
+    key: caKey,
+  });
   return { caFile: ca.cert, server };
 }
 
@@ -194,10 +213,24 @@ function issuerReady(proc: ChildProcess): Watch<string> {
   };
 }
 
-async function startTokenIssuer(dir: string, users: Record<string, string>, anonymousPull: boolean, adopt: Adopt): Promise<TokenIssuerHandle> {
-  const signer = await makeCert(path.join(dir, 'token'), 'signing', '/CN=berth test token signer', ['keyUsage=critical,digitalSignature']);
+async function startTokenIssuer(
+  dir: string,
+  users: Record<string, string>,
+  anonymousPull: boolean,
+  adopt: Adopt,
+): Promise<TokenIssuerHandle> {
+  const signer = await makeCert(path.join(dir, 'token'), 'signing', '/CN=berth test token signer', [
+    'keyUsage=critical,digitalSignature',
+  ]);
   const configFile = path.join(dir, 'token', 'issuer.json');
-  const config = { users, keyFile: signer.key, certFile: signer.cert, service: TOKEN_SERVICE, issuer: TOKEN_ISSUER, anonymousPull };
+  const config = {
+    users,
+    keyFile: signer.key,
+    certFile: signer.cert,
+    service: TOKEN_SERVICE,
+    issuer: TOKEN_ISSUER,
+    anonymousPull,
+  };
   writeFileSync(configFile, JSON.stringify(config), { mode: 0o600 });
 
   // detached: its own process group, so killGroup() works on it as on the registry.
@@ -222,7 +255,7 @@ async function writeHtpasswd(file: string, users: Record<string, string>): Promi
   for (const [user, password] of Object.entries(users)) {
     lines.push((await run('htpasswd', ['-Bbn', user, password])).stdout.trim());
   }
-  writeFileSync(file, lines.join('\n') + '\n', { mode: 0o600 });
+  writeFileSync(file, `${lines.join('\n')}\n`, { mode: 0o600 });
 }
 
 interface ConfigParts {
@@ -321,7 +354,12 @@ interface AuthSetup {
   issuer?: TokenIssuerHandle;
 }
 
-async function setUpAuth(dir: string, opts: RegistryOptions, users: Record<string, string>, adopt: Adopt): Promise<AuthSetup> {
+async function setUpAuth(
+  dir: string,
+  opts: RegistryOptions,
+  users: Record<string, string>,
+  adopt: Adopt,
+): Promise<AuthSetup> {
   if (opts.auth === 'htpasswd') {
     const file = path.join(dir, 'htpasswd');
     await writeHtpasswd(file, users);
@@ -329,7 +367,12 @@ async function setUpAuth(dir: string, opts: RegistryOptions, users: Record<strin
   }
   if (opts.auth === 'token') {
     const issuer = await startTokenIssuer(dir, users, opts.anonymousPull ?? false, adopt);
-    const token = { realm: issuer.info.realm, service: TOKEN_SERVICE, issuer: TOKEN_ISSUER, rootcertbundle: issuer.certFile };
+    const token = {
+      realm: issuer.info.realm,
+      service: TOKEN_SERVICE,
+      issuer: TOKEN_ISSUER,
+      rootcertbundle: issuer.certFile,
+    };
     return { config: { token }, issuer };
   }
   return {};

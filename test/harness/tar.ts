@@ -12,7 +12,9 @@ export async function tarOf(entries: TarEntry[], { mtime = new Date(0) }: { mtim
     for await (const c of pack) chunks.push(c as Buffer);
   })();
   for (const { body, ...header } of entries) {
-    await new Promise<void>((resolve, reject) => pack.entry({ mtime, ...header }, body ?? '', (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      pack.entry({ mtime, ...header }, body ?? '', (err) => (err ? reject(err) : resolve())),
+    );
   }
   pack.finalize();
   await done;

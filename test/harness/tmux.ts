@@ -22,10 +22,18 @@ export interface Terminal {
  * Runs `command` (a shell line) in a width×height terminal. When it ends, the
  * pane prints `[exit N]` and stays, so the exit status can be read.
  */
-export async function openTerminal(command: string, env: Record<string, string>, width = 100, height = 30): Promise<Terminal> {
+export async function openTerminal(
+  command: string,
+  env: Record<string, string>,
+  width = 100,
+  height = 30,
+): Promise<Terminal> {
   const server = `berth-test-${process.pid}-${++counter}`;
-  const tmux = (...args: string[]) => run('tmux', ['-L', server, '-f', '/dev/null', ...args], { env: { ...process.env, ...env } });
-  const envArgs = Object.entries(env).map(([k, v]) => `${k}=${shellQuote(v)}`).join(' ');
+  const tmux = (...args: string[]) =>
+    run('tmux', ['-L', server, '-f', '/dev/null', ...args], { env: { ...process.env, ...env } });
+  const envArgs = Object.entries(env)
+    .map(([k, v]) => `${k}=${shellQuote(v)}`)
+    .join(' ');
   const line = `env ${envArgs} ${command}; echo "[exit $?]"; sleep 600`;
   await tmux('new-session', '-d', '-s', 'main', '-x', String(width), '-y', String(height), line);
   const term: Terminal = {
@@ -42,10 +50,15 @@ export async function openTerminal(command: string, env: Record<string, string>,
     async waitFor(pattern, what = String(pattern), timeoutMs = 15_000) {
       let last = '';
       try {
-        return await waitFor(async () => {
-          last = await term.screen();
-          return pattern.test(last) ? last : undefined;
-        }, what, timeoutMs, 50);
+        return await waitFor(
+          async () => {
+            last = await term.screen();
+            return pattern.test(last) ? last : undefined;
+          },
+          what,
+          timeoutMs,
+          50,
+        );
       } catch (e) {
         throw new Error(`${(e as Error).message}\n--- screen ---\n${last}`);
       }

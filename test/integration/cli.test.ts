@@ -26,7 +26,8 @@ async function ok(args: string[]): Promise<string> {
   return r.stdout;
 }
 
-const psNames = async (...flags: string[]) => (await ok(['ps', ...flags, '--format', '{{.Names}} {{.Status}}'])).split('\n').filter(Boolean);
+const psNames = async (...flags: string[]) =>
+  (await ok(['ps', ...flags, '--format', '{{.Names}} {{.Status}}'])).split('\n').filter(Boolean);
 
 describe('images', () => {
   it('pulls from the registry and lists the image', async () => {
@@ -39,7 +40,11 @@ describe('images', () => {
     expect(images).toMatch(new RegExp(`^${ref} [0-9a-f]{12} [\\d.]+MB$`, 'm'));
     expect(images).toMatch(new RegExp(`^${image} `, 'm'));
     // The pulled layer is there for a container.
-    expect(await docker(['run', '--rm', ref, 'cat', '/etc/berth-image'])).toEqual({ code: 0, stdout: 'cli-pull\n', stderr: '' });
+    expect(await docker(['run', '--rm', ref, 'cat', '/etc/berth-image'])).toEqual({
+      code: 0,
+      stdout: 'cli-pull\n',
+      stderr: '',
+    });
   });
 
   it('tags and removes, refusing while a container uses the only name', async () => {
@@ -54,7 +59,9 @@ describe('images', () => {
     const ctr = (await ok(['create', ref, 'true'])).trim();
     const refused = await docker(['rmi', ref]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/^Error response from daemon: conflict: unable to remove repository reference ".*" \(must force\) - container [0-9a-f]{12} is using its referenced image [0-9a-f]{12}$/m);
+    expect(refused.stderr).toMatch(
+      /^Error response from daemon: conflict: unable to remove repository reference ".*" \(must force\) - container [0-9a-f]{12} is using its referenced image [0-9a-f]{12}$/m,
+    );
     await ok(['rm', ctr]);
     const removed = await ok(['rmi', ref]);
     expect(removed).toContain(`Untagged: ${ref}`);
@@ -63,7 +70,13 @@ describe('images', () => {
   });
 
   it('inspects an image', async () => {
-    const out = await ok(['image', 'inspect', '--format', '{{.Os}}/{{.Architecture}} {{json .Config.Cmd}} {{json .RepoTags}}', image]);
+    const out = await ok([
+      'image',
+      'inspect',
+      '--format',
+      '{{.Os}}/{{.Architecture}} {{json .Config.Cmd}} {{json .RepoTags}}',
+      image,
+    ]);
     expect(out).toBe(`linux/amd64 ["sh"] ["${image}"]\n`);
   });
 });
@@ -83,14 +96,35 @@ describe('docker run in the foreground', () => {
   });
 
   it('passes env, working dir, user and hostname', async () => {
-    const r = await docker(['run', '--rm', '-e', 'GREETING=hello', '-w', '/tmp', '-u', '1000:1000', '--hostname', 'boxy', image, 'sh', '-c', 'echo $GREETING; pwd; id -u; hostname']);
+    const r = await docker([
+      'run',
+      '--rm',
+      '-e',
+      'GREETING=hello',
+      '-w',
+      '/tmp',
+      '-u',
+      '1000:1000',
+      '--hostname',
+      'boxy',
+      image,
+      'sh',
+      '-c',
+      'echo $GREETING; pwd; id -u; hostname',
+    ]);
     expect(r).toEqual({ code: 0, stdout: 'hello\n/tmp\n1000\nboxy\n', stderr: '' });
   });
 
   it('reads a seccomp profile file given with --security-opt', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-seccomp-'));
     const file = path.join(dir, 'profile.json');
-    writeFileSync(file, JSON.stringify({ defaultAction: 'SCMP_ACT_ALLOW', syscalls: [{ names: ['mkdir', 'mkdirat'], action: 'SCMP_ACT_ERRNO', errnoRet: 1 }] }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        defaultAction: 'SCMP_ACT_ALLOW',
+        syscalls: [{ names: ['mkdir', 'mkdirat'], action: 'SCMP_ACT_ERRNO', errnoRet: 1 }],
+      }),
+    );
     const r = await docker(['run', '--rm', '--security-opt', `seccomp=${file}`, image, 'mkdir', '/x']);
     expect(r).toMatchObject({ code: 1, stderr: "mkdir: can't create directory '/x': Operation not permitted\n" });
     expect(await ok(['info', '--format', '{{json .SecurityOptions}}'])).toBe('["name=seccomp,profile=builtin"]\n');
@@ -124,12 +158,23 @@ describe('docker run in the foreground', () => {
 
 describe('docker run -d and the background sequence', () => {
   it('run -d → ps → logs → stop → ps -a → inspect → rm', async () => {
-    const run = await ok(['run', '-d', '--name', 'bg-web', image, 'sh', '-c', 'echo started; echo warn >&2; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done']);
+    const run = await ok([
+      'run',
+      '-d',
+      '--name',
+      'bg-web',
+      image,
+      'sh',
+      '-c',
+      'echo started; echo warn >&2; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done',
+    ]);
     expect(run).toMatch(/^[0-9a-f]{64}\n$/);
     const id = run.trim();
 
     const ps = await ok(['ps', '--no-trunc', '--format', '{{.ID}}|{{.Image}}|{{.Command}}|{{.Status}}|{{.Names}}']);
-    expect(ps).toContain(`${id}|${image}|"sh -c 'echo started; echo warn >&2; trap \\"echo bye; exit 0\\" TERM; while true; do sleep 0.1; done'"|Up `);
+    expect(ps).toContain(
+      `${id}|${image}|"sh -c 'echo started; echo warn >&2; trap \\"echo bye; exit 0\\" TERM; while true; do sleep 0.1; done'"|Up `,
+    );
     expect(ps).toMatch(/\|bg-web\n/);
 
     // docker logs writes the container's stdout to stdout and its stderr to stderr.
@@ -155,7 +200,9 @@ describe('docker run -d and the background sequence', () => {
       State: { Status: 'exited', Running: false, ExitCode: 0 },
       Config: { Image: image },
     });
-    expect(await ok(['inspect', '-f', '{{.State.Status}} {{.State.ExitCode}} {{.Config.Image}}', id.slice(0, 12)])).toBe(`exited 0 ${image}\n`);
+    expect(
+      await ok(['inspect', '-f', '{{.State.Status}} {{.State.ExitCode}} {{.Config.Image}}', id.slice(0, 12)]),
+    ).toBe(`exited 0 ${image}\n`);
 
     expect(await ok(['rm', 'bg-web'])).toBe('bg-web\n');
     expect(await psNames('-a')).not.toContainEqual(expect.stringMatching(/^bg-web /));
@@ -179,7 +226,20 @@ describe('docker events', () => {
     // must end by itself every time (a timer firing as the clock reaches --until once hung it).
     for (let i = 0; i < 5; i++) {
       const until = ((Date.now() + 200 + i) / 1000).toFixed(3);
-      const r = await docker(['events', '--since', since, '--until', until, '--filter', 'container=evented', '--format', '{{.Type}} {{.Action}}'], { timeoutMs: 10_000 });
+      const r = await docker(
+        [
+          'events',
+          '--since',
+          since,
+          '--until',
+          until,
+          '--filter',
+          'container=evented',
+          '--format',
+          '{{.Type}} {{.Action}}',
+        ],
+        { timeoutMs: 10_000 },
+      );
       expect(r.code, r.stderr).toBe(0);
       const lifecycle = r.stdout.split('\n').filter((l) => /^container (create|start|die|destroy)$/.test(l));
       expect(lifecycle).toEqual(['container create', 'container start', 'container die', 'container destroy']);
@@ -189,7 +249,11 @@ describe('docker events', () => {
 
 describe('errors', () => {
   it("shows the daemon's message, not its JSON", async () => {
-    for (const args of [['logs', 'nope'], ['stop', 'nope'], ['rm', 'nope']]) {
+    for (const args of [
+      ['logs', 'nope'],
+      ['stop', 'nope'],
+      ['rm', 'nope'],
+    ]) {
       const r = await docker(args);
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stderr.trim(), args.join(' ')).toBe('Error response from daemon: No such container: nope');

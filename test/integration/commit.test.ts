@@ -46,7 +46,8 @@ async function run(image: string, script: string, extra: Record<string, unknown>
 }
 
 /** A container's stdout and stderr. */
-const output = async (id: string) => demuxText((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body);
+const output = async (id: string) =>
+  demuxText((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body);
 
 /** What `script` prints in a fresh container of `image`. */
 const outputOf = async (image: string, script: string) => output(await run(image, script));
@@ -60,7 +61,8 @@ async function commit(params: string, body?: unknown): Promise<string> {
 
 const inspect = async (image: string) => (await d.request('GET', `/images/${image}/json`)).json;
 /** The directory (under <data-root>/layers) of an image's top layer: its chain id's hex, as GraphDriver shows it. */
-const layerDirOf = (img: { GraphDriver: { Data: Record<string, string> } }) => path.basename(path.dirname(img.GraphDriver.Data.UpperDir!));
+const layerDirOf = (img: { GraphDriver: { Data: Record<string, string> } }) =>
+  path.basename(path.dirname(img.GraphDriver.Data.UpperDir!));
 const imageCount = async () => (await d.request('GET', '/images/json?all=1')).json.length;
 
 /** The container's changes, as the new image must show them. */
@@ -96,12 +98,33 @@ describe('POST /commit over plain HTTP', () => {
   it('makes an image holding exactly the added, modified and deleted files and directories', async () => {
     const ctr = await run(multi, CHANGES);
     const since = Math.floor(Date.now() / 1000);
-    const id = await commit(`container=${ctr.slice(0, 12)}&repo=mine/changed&tag=v1&comment=${q('all kinds')}&author=${q('Ann <ann@example.com>')}`);
+    const id = await commit(
+      `container=${ctr.slice(0, 12)}&repo=mine/changed&tag=v1&comment=${q('all kinds')}&author=${q('Ann <ann@example.com>')}`,
+    );
     expect(await outputOf('mine/changed:v1', CHECK)).toBe(EXPECTED);
-    const events = await d.request('GET', `/events?since=${since}&until=${Math.floor(Date.now() / 1000) + 1}&filters=${q(JSON.stringify({ event: ['commit', 'tag'] }))}`);
-    expect(events.text.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
-      expect.objectContaining({ Type: 'image', Action: 'tag', Actor: { ID: id, Attributes: { name: 'mine/changed:v1' } } }),
-      expect.objectContaining({ Type: 'container', Action: 'commit', Actor: { ID: ctr, Attributes: expect.objectContaining({ comment: 'all kinds', imageID: id, imageRef: 'mine/changed:v1' }) } }),
+    const events = await d.request(
+      'GET',
+      `/events?since=${since}&until=${Math.floor(Date.now() / 1000) + 1}&filters=${q(JSON.stringify({ event: ['commit', 'tag'] }))}`,
+    );
+    expect(
+      events.text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).toEqual([
+      expect.objectContaining({
+        Type: 'image',
+        Action: 'tag',
+        Actor: { ID: id, Attributes: { name: 'mine/changed:v1' } },
+      }),
+      expect.objectContaining({
+        Type: 'container',
+        Action: 'commit',
+        Actor: {
+          ID: ctr,
+          Attributes: expect.objectContaining({ comment: 'all kinds', imageID: id, imageRef: 'mine/changed:v1' }),
+        },
+      }),
     ]);
 
     const parent = await inspect(multi);
@@ -123,7 +146,12 @@ describe('POST /commit over plain HTTP', () => {
     expect(listed).toMatchObject({ ParentId: parent.Id, RepoTags: ['mine/changed:v1'] });
     const history = (await d.request('GET', '/images/mine/changed:v1/history')).json;
     expect(history).toHaveLength(parent.RootFS.Layers.length + 1);
-    expect(history[0]).toMatchObject({ Id: id, CreatedBy: `sh -c ${CHANGES}`, Comment: 'all kinds', Tags: ['mine/changed:v1'] });
+    expect(history[0]).toMatchObject({
+      Id: id,
+      CreatedBy: `sh -c ${CHANGES}`,
+      Comment: 'all kinds',
+      Tags: ['mine/changed:v1'],
+    });
     expect(history[0].Size).toBeGreaterThan(0);
     expect(history[1].Id).toBe(parent.Id);
   });
@@ -154,7 +182,19 @@ describe('POST /commit over plain HTTP', () => {
 
   it('applies changes, a body Config, and leaves an untagged image without repo', async () => {
     const ctr = await run(env.busybox, 'echo hi > /hello');
-    const changes = ['CMD ["cat", "/hello"]', 'ENV A=1 B="two words"', 'ENV C=$A-${B}', 'WORKDIR /srv', 'WORKDIR sub', 'LABEL team=berth "with space"=yes', 'EXPOSE 8080 53/udp', 'USER app', 'VOLUME /data', 'STOPSIGNAL SIGINT', 'ONBUILD RUN echo later'];
+    const changes = [
+      'CMD ["cat", "/hello"]',
+      'ENV A=1 B="two words"',
+      'ENV C=$A-${B}',
+      'WORKDIR /srv',
+      'WORKDIR sub',
+      'LABEL team=berth "with space"=yes',
+      'EXPOSE 8080 53/udp',
+      'USER app',
+      'VOLUME /data',
+      'STOPSIGNAL SIGINT',
+      'ONBUILD RUN echo later',
+    ];
     const id = await commit(`container=${ctr}&${changes.map((c) => `changes=${q(c)}`).join('&')}`);
     const cfg = (await inspect(id)).Config;
     expect(cfg).toMatchObject({
@@ -174,7 +214,10 @@ describe('POST /commit over plain HTTP', () => {
     expect(await outputOf(id, 'cat /hello; pwd; id -un')).toBe('hi\n/srv/sub\napp\n');
 
     // A body Config replaces the container's; what it leaves out comes from the container (dockerd's merge).
-    const fromBody = await commit(`container=${ctr}&changes=${q('ENV FROM_CHANGE=1')}`, { Cmd: ['echo', 'body'], Env: ['FROM_BODY=1'] });
+    const fromBody = await commit(`container=${ctr}&changes=${q('ENV FROM_CHANGE=1')}`, {
+      Cmd: ['echo', 'body'],
+      Env: ['FROM_BODY=1'],
+    });
     const bodyCfg = (await inspect(fromBody)).Config;
     expect(bodyCfg.Cmd).toEqual(['echo', 'body']);
     expect(bodyCfg.Env).toEqual(['FROM_BODY=1', 'FROM_CHANGE=1', expect.stringMatching(/^PATH=/)]);
@@ -182,9 +225,19 @@ describe('POST /commit over plain HTTP', () => {
   });
 
   it('commits a running container, pausing it only while reading, and it keeps running', async () => {
-    const id = await create(env.busybox, ['sh', '-c', 'echo live > /live.txt; while true; do date > /tick; sleep 0.05; done']);
+    const id = await create(env.busybox, [
+      'sh',
+      '-c',
+      'echo live > /live.txt; while true; do date > /tick; sleep 0.05; done',
+    ]);
     await d.request('POST', `/containers/${id}/start`);
-    await waitFor(async () => ((await d.request('GET', `/containers/${id}/changes`)).json ?? []).some((c: { Path: string }) => c.Path === '/live.txt'), '/live.txt');
+    await waitFor(
+      async () =>
+        ((await d.request('GET', `/containers/${id}/changes`)).json ?? []).some(
+          (c: { Path: string }) => c.Path === '/live.txt',
+        ),
+      '/live.txt',
+    );
     const paused = await commit(`container=${id}&repo=mine/live`);
     const state = (await d.request('GET', `/containers/${id}/json`)).json.State;
     expect(state).toMatchObject({ Running: true, Paused: false, Status: 'running' });
@@ -208,7 +261,7 @@ describe('POST /commit over plain HTTP', () => {
     const a = await commit(`container=${ctr}`);
     // The layer's tree is made from its blob after the commit has answered.
     const tree = path.join(layers, layerDirOf(await inspect(a)), 'diff');
-    await waitFor(() => existsSync(tree), 'the committed layer\'s tree', 20_000);
+    await waitFor(() => existsSync(tree), "the committed layer's tree", 20_000);
     const blobsAfterFirst = readdirSync(blobs).length;
     const layersAfterFirst = readdirSync(layers).length;
     const b = await commit(`container=${ctr}&comment=again`);
@@ -251,7 +304,10 @@ describe('POST /commit over plain HTTP', () => {
     await bad(`container=${ctr}&changes=${q('RUN echo no')}`, 400, /^run is not a valid change command$/);
     await bad(`container=${ctr}&changes=${q('EXPOSE notaport')}`, 400, /invalid containerPort/);
     await bad(`container=${ctr}&changes=${q('STOPSIGNAL SIGNOPE')}`, 400, /Invalid signal/);
-    const notJson = await d.request('POST', `/commit?container=${ctr}`, { raw: '{}', headers: { 'Content-Type': 'text/plain' } });
+    const notJson = await d.request('POST', `/commit?container=${ctr}`, {
+      raw: '{}',
+      headers: { 'Content-Type': 'text/plain' },
+    });
     expect(notJson.status).toBe(400);
     expect(await imageCount()).toBe(before);
     expect(readdirSync(path.join(d.dataRoot, 'layers/tmp'))).toEqual([]);
@@ -266,7 +322,11 @@ describe('GET /containers/{id}/export', () => {
     for await (const e of extract) {
       const chunks: Buffer[] = [];
       for await (const c of e) chunks.push(c as Buffer);
-      out.set(e.header.name.replace(/\/$/, ''), { type: e.header.type ?? '', body: Buffer.concat(chunks).toString(), linkname: e.header.linkname ?? null });
+      out.set(e.header.name.replace(/\/$/, ''), {
+        type: e.header.type ?? '',
+        body: Buffer.concat(chunks).toString(),
+        linkname: e.header.linkname ?? null,
+      });
     }
     return out;
   };
@@ -281,14 +341,20 @@ describe('GET /containers/{id}/export', () => {
     expect(files.get('data/change.txt')?.body).toBe('after\n');
     expect(files.get('added/link')).toMatchObject({ type: 'symlink', linkname: 'sub/f.txt' });
     expect(files.get('bin/busybox')?.type).toBe('file');
-    for (const gone of ['data/added.txt', 'etc/motd', 'bin/sed', 'usr', 'data/replace/new.txt']) expect(files.has(gone), gone).toBe(false);
+    for (const gone of ['data/added.txt', 'etc/motd', 'bin/sed', 'usr', 'data/replace/new.txt'])
+      expect(files.has(gone), gone).toBe(false);
     expect([...files.keys()].some((n) => n.includes('.wh.'))).toBe(false);
     // Nothing stays mounted after a stopped container's export.
-    expect(readdirSync(path.join(d.dataRoot, 'containers', stopped)).filter((n) => n.startsWith('export-'))).toEqual([]);
+    expect(readdirSync(path.join(d.dataRoot, 'containers', stopped)).filter((n) => n.startsWith('export-'))).toEqual(
+      [],
+    );
 
     const running = await create(env.busybox, ['sh', '-c', 'echo up > /up.txt; sleep 1000']);
     await d.request('POST', `/containers/${running}/start`);
-    await waitFor(async () => (await d.request('GET', `/containers/${running}/changes`)).json !== null, 'the container to write');
+    await waitFor(
+      async () => (await d.request('GET', `/containers/${running}/changes`)).json !== null,
+      'the container to write',
+    );
     const live = await entries((await d.request('GET', `/containers/${running}/export`)).body);
     expect(live.get('up.txt')?.body).toBe('up\n');
     await d.request('DELETE', `/containers/${running}?force=1`);
@@ -302,13 +368,20 @@ describe('clients', () => {
     const ctr = await run(env.busybox, 'echo hello from commit > /hello; mkdir /srv');
     const c = await docker([
       'commit',
-      '-c', 'CMD ["cat", "/hello"]',
-      '-c', 'ENV GREETING=hi',
-      '-c', 'WORKDIR /srv',
-      '-c', 'LABEL made.by=cli',
-      '-m', 'from the cli',
-      '-a', 'Cli Author',
-      ctr, 'cli/committed:v1',
+      '-c',
+      'CMD ["cat", "/hello"]',
+      '-c',
+      'ENV GREETING=hi',
+      '-c',
+      'WORKDIR /srv',
+      '-c',
+      'LABEL made.by=cli',
+      '-m',
+      'from the cli',
+      '-a',
+      'Cli Author',
+      ctr,
+      'cli/committed:v1',
     ]);
     expect(c.code, c.stderr).toBe(0);
     expect(c.stdout.trim()).toMatch(/^sha256:[0-9a-f]{64}$/);
@@ -316,7 +389,13 @@ describe('clients', () => {
     expect(runDefault.stdout, runDefault.stderr).toBe('hello from commit\n');
     const runScript = await docker(['run', '--rm', 'cli/committed:v1', 'sh', '-c', 'echo $GREETING; pwd']);
     expect(runScript.stdout, runScript.stderr).toBe('hi\n/srv\n');
-    const fmt = await docker(['image', 'inspect', '--format', '{{.Comment}}|{{.Author}}|{{index .Config.Labels "made.by"}}', 'cli/committed:v1']);
+    const fmt = await docker([
+      'image',
+      'inspect',
+      '--format',
+      '{{.Comment}}|{{.Author}}|{{index .Config.Labels "made.by"}}',
+      'cli/committed:v1',
+    ]);
     expect(fmt.stdout.trim()).toBe('from the cli|Cli Author|cli');
     const diff = await docker(['diff', ctr]);
     expect(diff.stdout.split('\n').filter(Boolean).sort()).toEqual(['A /hello', 'A /srv']);
@@ -337,21 +416,38 @@ emit('image', {'tags': img.tags, 'comment': img.attrs['Comment'], 'author': img.
 `,
     );
     expect(result.code, result.stderr).toBe(0);
-    expect(values.image).toEqual({ tags: ['py/committed:v2'], comment: 'from python', author: 'Py', labels: { via: 'python' }, ports: { '9000/tcp': {} } });
+    expect(values.image).toEqual({
+      tags: ['py/committed:v2'],
+      comment: 'from python',
+      author: 'Py',
+      labels: { via: 'python' },
+      ports: { '9000/tcp': {} },
+    });
     expect(await outputOf('py/committed:v2', 'cat /py.txt')).toBe('py\n');
   });
 
   it('dockerode: container.commit()', async () => {
     const docker = new Docker({ socketPath: d.socket });
     const ctr = await run(env.busybox, 'echo node > /node.txt && rm /bin/vi');
-    const res = await docker.getContainer(ctr).commit({ repo: 'node/committed', tag: 'v3', comment: 'from dockerode', author: 'Node', changes: 'ENV FROM=dockerode' });
+    const res = await docker.getContainer(ctr).commit({
+      repo: 'node/committed',
+      tag: 'v3',
+      comment: 'from dockerode',
+      author: 'Node',
+      changes: 'ENV FROM=dockerode',
+    });
     expect(res).toEqual({ Id: expect.stringMatching(/^sha256:/) });
     const img = await docker.getImage('node/committed:v3').inspect();
     expect(img).toMatchObject({ Comment: 'from dockerode', Author: 'Node', Parent: (await inspect(env.busybox)).Id });
     expect(img.Config.Env).toContain('FROM=dockerode');
     expect(await outputOf('node/committed:v3', 'cat /node.txt; [ -e /bin/vi ] || echo no-vi')).toBe('node\nno-vi\n');
     const changes = await docker.getContainer(ctr).changes();
-    expect(changes).toEqual(expect.arrayContaining([{ Path: '/node.txt', Kind: 1 }, { Path: '/bin/vi', Kind: 2 }]));
+    expect(changes).toEqual(
+      expect.arrayContaining([
+        { Path: '/node.txt', Kind: 1 },
+        { Path: '/bin/vi', Kind: 2 },
+      ]),
+    );
   });
 });
 
@@ -360,7 +456,9 @@ describe('a commit cut short', () => {
     const k = await startDaemon();
     try {
       await pull(k, env.busybox);
-      const create = await k.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['sh', '-c', 'echo restored > /r.txt; rm /bin/vi'] } });
+      const create = await k.request('POST', '/containers/create', {
+        body: { Image: env.busybox, Cmd: ['sh', '-c', 'echo restored > /r.txt; rm /bin/vi'] },
+      });
       await k.request('POST', `/containers/${create.json.Id}/start`);
       expect((await k.request('POST', `/containers/${create.json.Id}/wait`)).json.StatusCode).toBe(0);
       const id = (await k.request('POST', `/commit?container=${create.json.Id}`)).json.Id;
@@ -370,10 +468,16 @@ describe('a commit cut short', () => {
       rmSync(tree, { recursive: true });
       await k.restart();
 
-      const ctr = (await k.request('POST', '/containers/create', { body: { Image: id, Cmd: ['sh', '-c', 'cat /r.txt; [ -e /bin/vi ] || echo no-vi'] } })).json.Id;
+      const ctr = (
+        await k.request('POST', '/containers/create', {
+          body: { Image: id, Cmd: ['sh', '-c', 'cat /r.txt; [ -e /bin/vi ] || echo no-vi'] },
+        })
+      ).json.Id;
       expect((await k.request('POST', `/containers/${ctr}/start`)).status).toBe(204);
       expect((await k.request('POST', `/containers/${ctr}/wait`)).json.StatusCode).toBe(0);
-      expect(demuxText((await k.request('GET', `/containers/${ctr}/logs?stdout=1&stderr=1`)).body)).toBe('restored\nno-vi\n');
+      expect(demuxText((await k.request('GET', `/containers/${ctr}/logs?stdout=1&stderr=1`)).body)).toBe(
+        'restored\nno-vi\n',
+      );
       expect(existsSync(path.join(tree, 'diff', 'r.txt'))).toBe(true);
     } finally {
       const all = (await k.request('GET', '/containers/json?all=1').catch(() => undefined))?.json ?? [];
@@ -382,12 +486,13 @@ describe('a commit cut short', () => {
     }
   });
 
-
   it('leaves no listed image and no orphaned layer after berthd is killed mid-commit', async () => {
     const k = await startDaemon();
     try {
       await pull(k, env.busybox);
-      const create = await k.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['sh', '-c', 'head -c 268435456 /dev/urandom > /big.bin'] } });
+      const create = await k.request('POST', '/containers/create', {
+        body: { Image: env.busybox, Cmd: ['sh', '-c', 'head -c 268435456 /dev/urandom > /big.bin'] },
+      });
       const ctr = create.json.Id;
       await k.request('POST', `/containers/${ctr}/start`);
       expect((await k.request('POST', `/containers/${ctr}/wait`)).json.StatusCode).toBe(0);

@@ -15,9 +15,10 @@ beforeAll(() => {
   ({ env, daemon: d } = ctx);
 });
 
-
 async function create(body: Record<string, unknown>, name?: string): Promise<string> {
-  const r = await d.request('POST', `/v1.40/containers/create${name ? `?name=${name}` : ''}`, { body: { Image: env.busybox, ...body } });
+  const r = await d.request('POST', `/v1.40/containers/create${name ? `?name=${name}` : ''}`, {
+    body: { Image: env.busybox, ...body },
+  });
   expect(r.status, r.text).toBe(201);
   return r.json.Id;
 }
@@ -30,11 +31,17 @@ async function run(cmd: string[], extra: Record<string, unknown> = {}): Promise<
   return { id, code: w.json.StatusCode };
 }
 
-const stdoutOf = async (id: string) => demux((await d.request('GET', `/v1.40/containers/${id}/logs?stdout=1&stderr=1`)).body).map(([, t]) => t).join('');
+const stdoutOf = async (id: string) =>
+  demux((await d.request('GET', `/v1.40/containers/${id}/logs?stdout=1&stderr=1`)).body)
+    .map(([, t]) => t)
+    .join('');
 
 describe('the foreground sequence', () => {
   it('create → start → wait → logs', async () => {
-    const c = await d.request('POST', '/v1.40/containers/create', { body: { Image: env.busybox, Cmd: ['echo', 'hello world'] }, host: 'anything.example' });
+    const c = await d.request('POST', '/v1.40/containers/create', {
+      body: { Image: env.busybox, Cmd: ['echo', 'hello world'] },
+      host: 'anything.example',
+    });
     expect(c.status).toBe(201);
     expect(c.json).toEqual({ Id: expect.stringMatching(/^[0-9a-f]{64}$/), Warnings: null });
     const id = c.json.Id;
@@ -52,7 +59,11 @@ describe('the foreground sequence', () => {
     const { id, code } = await run(['sh', '-c', 'echo out; sleep 0.05; echo err >&2; sleep 0.05; echo out2; exit 3']);
     expect(code).toBe(3);
     const frames = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body);
-    expect(frames).toEqual([[1, 'out\n'], [2, 'err\n'], [1, 'out2\n']]);
+    expect(frames).toEqual([
+      [1, 'out\n'],
+      [2, 'err\n'],
+      [1, 'out2\n'],
+    ]);
     const onlyErr = demux((await d.request('GET', `/containers/${id}/logs?stderr=1`)).body);
     expect(onlyErr).toEqual([[2, 'err\n']]);
   });
@@ -83,9 +94,19 @@ describe('the foreground sequence', () => {
   });
 
   it('keeps each stream whole and in order under concurrent writes', async () => {
-    const { id } = await run(['sh', '-c', '(for i in $(seq 1 200); do echo o$i; done) & (for i in $(seq 1 200); do echo e$i >&2; done); wait']);
+    const { id } = await run([
+      'sh',
+      '-c',
+      '(for i in $(seq 1 200); do echo o$i; done) & (for i in $(seq 1 200); do echo e$i >&2; done); wait',
+    ]);
     const frames = demux((await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).body);
-    const lines = (n: number) => frames.filter(([s]) => s === n).map(([, t]) => t).join('').split('\n').filter(Boolean);
+    const lines = (n: number) =>
+      frames
+        .filter(([s]) => s === n)
+        .map(([, t]) => t)
+        .join('')
+        .split('\n')
+        .filter(Boolean);
     expect(lines(1)).toEqual(Array.from({ length: 200 }, (_, i) => `o${i + 1}`));
     expect(lines(2)).toEqual(Array.from({ length: 200 }, (_, i) => `e${i + 1}`));
   });
@@ -93,11 +114,20 @@ describe('the foreground sequence', () => {
 
 describe('the background sequence', () => {
   it('create → start → list → logs → stop', async () => {
-    const id = await create({ Cmd: ['sh', '-c', 'echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done'] }, 'bg-one');
+    const id = await create(
+      { Cmd: ['sh', '-c', 'echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done'] },
+      'bg-one',
+    );
     await d.request('POST', `/v1.40/containers/${id}/start`);
     const list = await d.request('GET', '/v1.40/containers/json');
     const mine = list.json.find((c: { Id: string }) => c.Id === id);
-    expect(mine).toMatchObject({ Id: id, Names: ['/bg-one'], Image: env.busybox, State: 'running', Status: expect.stringMatching(/^Up /) });
+    expect(mine).toMatchObject({
+      Id: id,
+      Names: ['/bg-one'],
+      Image: env.busybox,
+      State: 'running',
+      Status: expect.stringMatching(/^Up /),
+    });
     await waitFor(async () => (await stdoutOf(id)).includes('started'), 'output');
     expect((await d.request('POST', `/v1.40/containers/${id}/stop?t=5`)).status).toBe(204);
     // The TERM trap ended it (a KILL would read 137), whatever the time it took.
@@ -106,7 +136,10 @@ describe('the background sequence', () => {
     const after = await d.request('GET', `/containers/json`);
     expect(after.json.find((c: { Id: string }) => c.Id === id)).toBeUndefined();
     const all = await d.request('GET', `/containers/json?all=1`);
-    expect(all.json.find((c: { Id: string }) => c.Id === id)).toMatchObject({ State: 'exited', Status: expect.stringMatching(/^Exited \(0\) /) });
+    expect(all.json.find((c: { Id: string }) => c.Id === id)).toMatchObject({
+      State: 'exited',
+      Status: expect.stringMatching(/^Exited \(0\) /),
+    });
     // Stopping a stopped container: 304, no body.
     const again = await d.request('POST', `/containers/${id}/stop`);
     expect(again.status).toBe(304);
@@ -141,10 +174,16 @@ describe('names, ids and errors', () => {
     const noImage = await d.request('POST', '/containers/create', { body: { Image: 'no-such-image:1' } });
     expect(noImage.status).toBe(404);
     expect(noImage.json.message).toBe('No such image: no-such-image:1');
-    const text = await d.request('POST', '/containers/create', { raw: '{}', headers: { 'Content-Type': 'text/plain' } });
+    const text = await d.request('POST', '/containers/create', {
+      raw: '{}',
+      headers: { 'Content-Type': 'text/plain' },
+    });
     expect(text.status).toBe(400);
     expect(text.json.message).toBe("Content-Type specified (text/plain) must be 'application/json'");
-    const bad = await d.request('POST', '/containers/create', { raw: '{"Image": ', headers: { 'Content-Type': 'application/json' } });
+    const bad = await d.request('POST', '/containers/create', {
+      raw: '{"Image": ',
+      headers: { 'Content-Type': 'application/json' },
+    });
     expect(bad.status).toBe(400);
     expect(bad.json.message).toMatch(/invalid JSON/);
     const wrongType = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Tty: 'yes' } });
@@ -153,11 +192,17 @@ describe('names, ids and errors', () => {
   });
 
   it('gives one 201 and seven 409 for eight parallel creates of one name', async () => {
-    const rs = await Promise.all(Array.from({ length: 8 }, () => d.request('POST', '/containers/create?name=racer', { body: { Image: env.busybox, Cmd: ['true'] } })));
+    const rs = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        d.request('POST', '/containers/create?name=racer', { body: { Image: env.busybox, Cmd: ['true'] } }),
+      ),
+    );
     expect(rs.filter((r) => r.status === 201)).toHaveLength(1);
     const conflicts = rs.filter((r) => r.status === 409);
     expect(conflicts).toHaveLength(7);
-    expect(conflicts[0]!.json.message).toMatch(/^Conflict. The container name "\/racer" is already in use by container "[0-9a-f]{64}"/);
+    expect(conflicts[0]!.json.message).toMatch(
+      /^Conflict. The container name "\/racer" is already in use by container "[0-9a-f]{64}"/,
+    );
   });
 
   it('refuses to remove a running container without force', async () => {
@@ -168,26 +213,42 @@ describe('names, ids and errors', () => {
     expect((await d.request('DELETE', `/containers/${id}?force=1`)).status).toBe(204);
     expect((await d.request('GET', `/containers/${id}/json`)).status).toBe(404);
     // Nothing of it stays on the host: no cgroup, no runtime state.
-    for (const h of ['memory', 'pids', 'cpu', 'unified']) expect(existsSync(`/sys/fs/cgroup/${h}/berth/${id}`), h).toBe(false);
+    for (const h of ['memory', 'pids', 'cpu', 'unified'])
+      expect(existsSync(`/sys/fs/cgroup/${h}/berth/${id}`), h).toBe(false);
     expect(existsSync(`${d.execRoot}/runc/${id}`)).toBe(false);
   });
 
   it('answers a removal at once and deletes what the container wrote in the background, mount first', async () => {
-    const id = await create({ Cmd: ['sh', '-c', 'for i in $(seq 1 300); do echo $i > /f$i; done; head -c 8388608 /dev/zero > /big'] });
+    const id = await create({
+      Cmd: ['sh', '-c', 'for i in $(seq 1 300); do echo $i > /f$i; done; head -c 8388608 /dev/zero > /big'],
+    });
     await d.request('POST', `/containers/${id}/start`);
     expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(0);
     const containers = path.join(d.dataRoot, 'containers');
-    const mounted = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.includes(id) && l.split(' ')[4]?.startsWith(containers));
+    const mounted = () =>
+      readFileSync('/proc/self/mountinfo', 'utf8')
+        .split('\n')
+        .some((l) => l.includes(id) && l.split(' ')[4]?.startsWith(containers));
     expect(mounted()).toBe(true);
     expect((await d.request('DELETE', `/containers/${id}`)).status).toBe(204);
     expect(existsSync(path.join(containers, id))).toBe(false); // renamed away before the answer
-    await waitFor(() => !mounted() && !readdirSync(containers).some((n) => n.startsWith('.removing-')), 'the removed container to be unmounted and deleted');
+    await waitFor(
+      () => !mounted() && !readdirSync(containers).some((n) => n.startsWith('.removing-')),
+      'the removed container to be unmounted and deleted',
+    );
   });
 });
 
 describe('isolation', () => {
   it('has its own pid 1, hostname, mounts and rootfs', async () => {
-    const { id, code } = await run(['sh', '-c', 'echo pid=$$; hostname; cat /proc/1/cmdline | tr "\\0" " "; echo; ls /; grep -c " / overlay " /proc/mounts'], { Hostname: 'box' });
+    const { id, code } = await run(
+      [
+        'sh',
+        '-c',
+        'echo pid=$$; hostname; cat /proc/1/cmdline | tr "\\0" " "; echo; ls /; grep -c " / overlay " /proc/mounts',
+      ],
+      { Hostname: 'box' },
+    );
     expect(code).toBe(0);
     const out = await stdoutOf(id);
     expect(out).toMatch(/^pid=1\nbox\nsh -c/);
@@ -197,12 +258,18 @@ describe('isolation', () => {
   });
 
   it('enforces Memory and PidsLimit', async () => {
-    const mem = await run(['sh', '-c', 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes'], { HostConfig: { Memory: 64 * 1024 * 1024 } });
+    const mem = await run(['sh', '-c', 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes'], {
+      HostConfig: { Memory: 64 * 1024 * 1024 },
+    });
     expect((await stdoutOf(mem.id)).trim()).toBe(String(64 * 1024 * 1024));
-    const pids = await run(['sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 5 & done; wait'], { HostConfig: { PidsLimit: 5 } });
+    const pids = await run(['sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 5 & done; wait'], {
+      HostConfig: { PidsLimit: 5 },
+    });
     expect(await stdoutOf(pids.id)).toMatch(/can't fork|Resource temporarily unavailable/);
     // A memory hog over its limit is OOM-killed.
-    const hog = await run(['sh', '-c', 'x=$(head -c 100000000 /dev/zero | tr "\\0" a); echo $x | wc -c'], { HostConfig: { Memory: 16 * 1024 * 1024, MemorySwap: 16 * 1024 * 1024 } });
+    const hog = await run(['sh', '-c', 'x=$(head -c 100000000 /dev/zero | tr "\\0" a); echo $x | wc -c'], {
+      HostConfig: { Memory: 16 * 1024 * 1024, MemorySwap: 16 * 1024 * 1024 },
+    });
     expect(hog.code).toBe(137);
   });
 
@@ -231,7 +298,9 @@ describe('host config', () => {
 
   it("applies Docker's default capabilities, CapAdd, CapDrop, Privileged and no-new-privileges", async () => {
     expect(await capEff({})).toMatch(/CapEff:\s+00000000a80425fb\nNoNewPrivs:\s+0/);
-    expect(await capEff({ HostConfig: { CapDrop: ['NET_RAW'], CapAdd: ['CAP_SYS_ADMIN'] } })).toMatch(/CapEff:\s+00000000a82405fb/);
+    expect(await capEff({ HostConfig: { CapDrop: ['NET_RAW'], CapAdd: ['CAP_SYS_ADMIN'] } })).toMatch(
+      /CapEff:\s+00000000a82405fb/,
+    );
     // Privileged: every capability berthd holds (this host withholds CAP_SYS_RESOURCE).
     const bnd = /CapBnd:\s+([0-9a-f]+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1];
     expect(await capEff({ HostConfig: { Privileged: true } })).toContain(`CapEff:\t${bnd}`);
@@ -239,10 +308,16 @@ describe('host config', () => {
   });
 
   it('filters system calls with the built-in seccomp profile unless privileged or unconfined', async () => {
-    const probe = ['sh', '-c', 'grep Seccomp: /proc/self/status; unshare -U true 2>&1 && echo userns; unshare -n true 2>&1 && echo netns; echo end'];
+    const probe = [
+      'sh',
+      '-c',
+      'grep Seccomp: /proc/self/status; unshare -U true 2>&1 && echo userns; unshare -n true 2>&1 && echo netns; echo end',
+    ];
     const confined = await run(probe);
     // A new user namespace would hand the container every capability inside it: seccomp alone stops it.
-    expect(await stdoutOf(confined.id)).toMatch(/^Seccomp:\s+2\nunshare: unshare\(0x10000000\): Operation not permitted\nunshare: unshare\(0x40000000\): Operation not permitted\nend\n$/);
+    expect(await stdoutOf(confined.id)).toMatch(
+      /^Seccomp:\s+2\nunshare: unshare\(0x10000000\): Operation not permitted\nunshare: unshare\(0x40000000\): Operation not permitted\nend\n$/,
+    );
     const unconfined = await run(probe, { HostConfig: { SecurityOpt: ['seccomp=unconfined'] } });
     expect(await stdoutOf(unconfined.id)).toMatch(/^Seccomp:\s+0\nuserns\n/);
     // CAP_SYS_ADMIN gives back namespaces and mounts, as in dockerd's profile.
@@ -253,11 +328,18 @@ describe('host config', () => {
   });
 
   it('applies a custom seccomp profile and refuses one it cannot read', async () => {
-    const profile = { defaultAction: 'SCMP_ACT_ALLOW', syscalls: [{ names: ['mkdir', 'mkdirat'], action: 'SCMP_ACT_ERRNO', errnoRet: 1 }] };
-    const custom = await run(['sh', '-c', 'mkdir /made 2>&1; touch /touched && echo touched'], { HostConfig: { SecurityOpt: [`seccomp=${JSON.stringify(profile)}`] } });
+    const profile = {
+      defaultAction: 'SCMP_ACT_ALLOW',
+      syscalls: [{ names: ['mkdir', 'mkdirat'], action: 'SCMP_ACT_ERRNO', errnoRet: 1 }],
+    };
+    const custom = await run(['sh', '-c', 'mkdir /made 2>&1; touch /touched && echo touched'], {
+      HostConfig: { SecurityOpt: [`seccomp=${JSON.stringify(profile)}`] },
+    });
     expect(await stdoutOf(custom.id)).toBe("mkdir: can't create directory '/made': Operation not permitted\ntouched\n");
     const before = (await d.request('GET', '/containers/json?all=1')).json.length;
-    const bad = await d.request('POST', '/containers/create', { body: { Image: env.busybox, HostConfig: { SecurityOpt: ['seccomp={"defaultAction": 3}'] } } });
+    const bad = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, HostConfig: { SecurityOpt: ['seccomp={"defaultAction": 3}'] } },
+    });
     expect(bad.status).toBe(400);
     expect(bad.json.message).toMatch(/^Decoding seccomp profile failed/);
     expect((await d.request('GET', '/containers/json?all=1')).json.length).toBe(before);
@@ -275,12 +357,16 @@ describe('host config', () => {
     expect(await stdoutOf(none.id)).toBe('lo\n');
     const host = await run(['hostname'], { HostConfig: { NetworkMode: 'host' } });
     expect((await stdoutOf(host.id)).trim()).toBe(os.hostname());
-    const bad = await d.request('POST', '/containers/create', { body: { Image: env.busybox, HostConfig: { NetworkMode: 'nonet' } } });
+    const bad = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, HostConfig: { NetworkMode: 'nonet' } },
+    });
     expect(bad.status).toBe(400);
   });
 
   it('caps the log size with LogConfig max-size so a noisy container cannot fill the disk', async () => {
-    const { id } = await run(['sh', '-c', 'yes 0123456789012345678901234567890123456789 | head -c 5000000'], { HostConfig: { LogConfig: { Type: 'json-file', Config: { 'max-size': '256k' } } } });
+    const { id } = await run(['sh', '-c', 'yes 0123456789012345678901234567890123456789 | head -c 5000000'], {
+      HostConfig: { LogConfig: { Type: 'json-file', Config: { 'max-size': '256k' } } },
+    });
     const logPath = (await d.request('GET', `/containers/${id}/json`)).json.LogPath;
     const { statSync } = await import('node:fs');
     expect(statSync(logPath).size).toBeLessThan(600 * 1024);
@@ -288,20 +374,37 @@ describe('host config', () => {
   });
 
   it('merges the image config: Env, WorkingDir, Entrypoint rules, Labels', async () => {
-    const { id } = await run(['sh', '-c', 'echo $PATH; echo $FOO; pwd'], { Env: ['FOO=bar'], WorkingDir: '/tmp', Labels: { team: 'a' } });
+    const { id } = await run(['sh', '-c', 'echo $PATH; echo $FOO; pwd'], {
+      Env: ['FOO=bar'],
+      WorkingDir: '/tmp',
+      Labels: { team: 'a' },
+    });
     expect(await stdoutOf(id)).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nbar\n/tmp\n');
     const i = (await d.request('GET', `/containers/${id}/json`)).json;
-    expect(i).toMatchObject({ Path: 'sh', Args: ['-c', expect.any(String)], Config: { Labels: { team: 'a' }, Env: expect.arrayContaining(['FOO=bar']) } });
+    expect(i).toMatchObject({
+      Path: 'sh',
+      Args: ['-c', expect.any(String)],
+      Config: { Labels: { team: 'a' }, Env: expect.arrayContaining(['FOO=bar']) },
+    });
     const ep = await run([], { Entrypoint: ['echo', 'from-entrypoint'] });
     expect(await stdoutOf(ep.id)).toBe('from-entrypoint\n');
-    const labelled = await d.request('GET', `/containers/json?all=1&filters=${encodeURIComponent('{"label":["team=a"]}')}`);
+    const labelled = await d.request(
+      'GET',
+      `/containers/json?all=1&filters=${encodeURIComponent('{"label":["team=a"]}')}`,
+    );
     expect(labelled.json.map((c: { Id: string }) => c.Id)).toEqual([id]);
   });
 
   it('reports top, stats and sizes', async () => {
     const id = await create({ Cmd: ['sh', '-c', 'dd if=/dev/zero of=/big bs=1k count=300 2>/dev/null; sleep 100'] });
     await d.request('POST', `/containers/${id}/start`);
-    await waitFor(async () => (await d.request('GET', `/containers/${id}/top`)).json.Processes?.some((p: string[]) => p.at(-1) === 'sleep 100'), 'sleep in top');
+    await waitFor(
+      async () =>
+        (await d.request('GET', `/containers/${id}/top`)).json.Processes?.some(
+          (p: string[]) => p.at(-1) === 'sleep 100',
+        ),
+      'sleep in top',
+    );
     const top = (await d.request('GET', `/containers/${id}/top`)).json;
     expect(top.Titles).toContain('PID');
     const stats = (await d.request('GET', `/containers/${id}/stats?stream=0`)).json;
@@ -319,7 +422,10 @@ describe('host config', () => {
     const id = await create({ Cmd: ['sleep', '100'] }, 'to-rename');
     await d.request('POST', `/containers/${id}/start`);
     expect((await d.request('POST', `/containers/${id}/pause`)).status).toBe(204);
-    expect((await d.request('GET', `/containers/${id}/json`)).json.State).toMatchObject({ Status: 'paused', Paused: true });
+    expect((await d.request('GET', `/containers/${id}/json`)).json.State).toMatchObject({
+      Status: 'paused',
+      Paused: true,
+    });
     expect((await d.request('POST', `/containers/${id}/unpause`)).status).toBe(204);
     expect((await d.request('POST', `/containers/${id}/rename?name=renamed`)).status).toBe(204);
     expect((await d.request('GET', '/containers/renamed/json')).json.Id).toBe(id);

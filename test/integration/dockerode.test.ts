@@ -47,7 +47,10 @@ describe('the foreground sequence', () => {
   });
 
   it('reports the exit code and keeps stderr apart', async () => {
-    const c = await docker.createContainer({ Image: ctx.env.busybox, Cmd: ['sh', '-c', 'echo out; echo err >&2; exit 3'] });
+    const c = await docker.createContainer({
+      Image: ctx.env.busybox,
+      Cmd: ['sh', '-c', 'echo out; echo err >&2; exit 3'],
+    });
     await c.start();
     expect((await c.wait()).StatusCode).toBe(3);
     expect(await logsOf(c)).toEqual({ stdout: 'out\n', stderr: 'err\n' });
@@ -64,13 +67,21 @@ describe('the foreground sequence', () => {
     // Without a TTY, dockerode demultiplexes the attach stream into two streams.
     const [out, outText] = sink();
     const [err, errText] = sink();
-    const [result, container] = (await docker.run(ctx.env.busybox, ['sh', '-c', 'echo via run; echo oops >&2; exit 4'], [out, err], { Tty: false })) as [{ StatusCode: number }, Docker.Container];
+    const [result, container] = (await docker.run(
+      ctx.env.busybox,
+      ['sh', '-c', 'echo via run; echo oops >&2; exit 4'],
+      [out, err],
+      { Tty: false },
+    )) as [{ StatusCode: number }, Docker.Container];
     expect(result.StatusCode).toBe(4);
     expect([outText.value, errText.value]).toEqual(['via run\n', 'oops\n']);
     await container.remove();
     // dockerode's default is a TTY: raw bytes, with the terminal's CRLF.
     const [tty, ttyText] = sink();
-    const [ttyResult, ttyContainer] = (await docker.run(ctx.env.busybox, ['echo', 'on a tty'], tty)) as [{ StatusCode: number }, Docker.Container];
+    const [ttyResult, ttyContainer] = (await docker.run(ctx.env.busybox, ['echo', 'on a tty'], tty)) as [
+      { StatusCode: number },
+      Docker.Container,
+    ];
     expect(ttyResult.StatusCode).toBe(0);
     expect(ttyText.value).toBe('on a tty\r\n');
     await ttyContainer.remove();
@@ -86,20 +97,34 @@ describe('the background sequence', () => {
     });
     await c.start();
     const listed = (await docker.listContainers()).find((x) => x.Id === c.id);
-    expect(listed).toMatchObject({ Names: ['/dockerode-bg'], Image: ctx.env.busybox, State: 'running', Status: expect.stringMatching(/^Up /) });
+    expect(listed).toMatchObject({
+      Names: ['/dockerode-bg'],
+      Image: ctx.env.busybox,
+      State: 'running',
+      Status: expect.stringMatching(/^Up /),
+    });
 
     // Logs while it runs: a non-follow read returns what is there so far.
-    await waitFor(async () => ((await c.logs({ stdout: true })) as unknown as Buffer).includes('started\n'), 'the first line');
+    await waitFor(
+      async () => ((await c.logs({ stdout: true })) as unknown as Buffer).includes('started\n'),
+      'the first line',
+    );
     await c.stop({ t: 5 });
     expect((await c.inspect()).State.ExitCode).toBe(0); // the TERM trap ended it: a KILL would read 137
     expect(await logsOf(c)).toEqual({ stdout: 'started\nbye\n', stderr: '' });
 
     expect((await docker.listContainers()).find((x) => x.Id === c.id)).toBeUndefined();
-    expect((await docker.listContainers({ all: true })).find((x) => x.Id === c.id)).toMatchObject({ State: 'exited', Status: expect.stringMatching(/^Exited \(0\) /) });
+    expect((await docker.listContainers({ all: true })).find((x) => x.Id === c.id)).toMatchObject({
+      State: 'exited',
+      Status: expect.stringMatching(/^Exited \(0\) /),
+    });
     // Stopping it again: dockerode reports dockerd's 304 as an error with that status.
     await expect(c.stop()).rejects.toMatchObject({ statusCode: 304 });
     await c.remove();
-    await expect(c.inspect()).rejects.toMatchObject({ statusCode: 404, json: { message: `No such container: ${c.id}` } });
+    await expect(c.inspect()).rejects.toMatchObject({
+      statusCode: 404,
+      json: { message: `No such container: ${c.id}` },
+    });
   });
 });
 
@@ -109,18 +134,30 @@ describe('images', () => {
     const events: { status?: string; id?: string; progressDetail?: { current?: number; total?: number } }[] = [];
     const stream = await docker.pull(ref);
     const output = await new Promise<typeof events>((resolve, reject) =>
-      docker.modem.followProgress(stream, (err: Error | null, out: typeof events) => (err ? reject(err) : resolve(out)), (e: (typeof events)[number]) => events.push(e)),
+      docker.modem.followProgress(
+        stream,
+        (err: Error | null, out: typeof events) => (err ? reject(err) : resolve(out)),
+        (e: (typeof events)[number]) => events.push(e),
+      ),
     );
     expect(output).toEqual(events);
     const statuses = events.map((e) => e.status);
     expect(statuses[0]).toBe('Pulling from dockerode-pull');
-    for (const s of ['Pulling fs layer', 'Downloading', 'Download complete', 'Extracting', 'Pull complete']) expect(statuses).toContain(s);
-    expect(events.find((e) => e.status === 'Downloading')!.progressDetail).toMatchObject({ current: expect.any(Number), total: expect.any(Number) });
+    for (const s of ['Pulling fs layer', 'Downloading', 'Download complete', 'Extracting', 'Pull complete'])
+      expect(statuses).toContain(s);
+    expect(events.find((e) => e.status === 'Downloading')!.progressDetail).toMatchObject({
+      current: expect.any(Number),
+      total: expect.any(Number),
+    });
     expect(statuses.slice(-2)).toEqual([`Digest: ${digest}`, `Status: Downloaded newer image for ${ref}`]);
 
     const images = await docker.listImages();
     const mine = images.find((i) => i.RepoTags?.includes(ref));
-    expect(mine).toMatchObject({ Id: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), RepoDigests: [ref.replace(/:latest$/, `@${digest}`)], Labels: { 'berth.test': 'dockerode-pull' } });
+    expect(mine).toMatchObject({
+      Id: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
+      RepoDigests: [ref.replace(/:latest$/, `@${digest}`)],
+      Labels: { 'berth.test': 'dockerode-pull' },
+    });
     expect(await docker.getImage(ref).inspect()).toMatchObject({ Id: mine!.Id, RepoTags: [ref] });
   });
 

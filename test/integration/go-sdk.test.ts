@@ -25,7 +25,13 @@ describe('the Go SDK', () => {
 
   it('ContainerCreate → ContainerStart → ContainerWait → ContainerLogs with stdcopy', async () => {
     const out = await run('foreground', ctx.env.busybox, 'echo', 'hello world');
-    expect(out).toMatchObject({ id: expect.stringMatching(/^[0-9a-f]{64}$/), warnings: null, statusCode: 0, stdout: 'hello world\n', stderr: '' });
+    expect(out).toMatchObject({
+      id: expect.stringMatching(/^[0-9a-f]{64}$/),
+      warnings: null,
+      statusCode: 0,
+      stdout: 'hello world\n',
+      stderr: '',
+    });
   });
 
   it('reports the exit code and keeps stderr apart', async () => {
@@ -35,7 +41,12 @@ describe('the Go SDK', () => {
 
   it('ContainerCreate → ContainerStart → ContainerList → ContainerLogs → ContainerStop', async () => {
     const out = await run('background', ctx.env.busybox, 'go-bg');
-    expect(out.listed).toEqual({ names: ['/go-bg'], image: ctx.env.busybox, state: 'running', status: expect.stringMatching(/^Up /) });
+    expect(out.listed).toEqual({
+      names: ['/go-bg'],
+      image: ctx.env.busybox,
+      state: 'running',
+      status: expect.stringMatching(/^Up /),
+    });
     expect(out.stdout).toBe('started\nbye\n');
     expect(out.runningAfterStop).toBe(0);
     expect(out.listedAfterStop).toEqual({ state: 'exited', status: expect.stringMatching(/^Exited \(0\) /) });

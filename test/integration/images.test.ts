@@ -1,12 +1,31 @@
 // Pulling and managing images against real registries: plain, htpasswd, token
 // and TLS; by tag, digest and index; through a mirror; failures leave nothing.
-import { existsSync, mkdirSync, copyFileSync, readdirSync, rmSync, statSync, writeFileSync, readFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  copyFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  readFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type Daemon } from '../harness/daemon.js';
 import { pull, removeAllContainers } from '../harness/env.js';
-import { buildImage, buildLayer, busyboxImage, busyboxLayer, largeImage, multiLayerImage, pushImage, pushIndex, rawLayer } from '../harness/images.js';
+import {
+  buildImage,
+  buildLayer,
+  busyboxImage,
+  busyboxLayer,
+  largeImage,
+  multiLayerImage,
+  pushImage,
+  pushIndex,
+  rawLayer,
+} from '../harness/images.js';
 import { startRegistry, type Registry } from '../harness/registry.js';
 import { dockerCli } from '../harness/cli.js';
 import { demuxText } from '../harness/streams.js';
@@ -27,8 +46,13 @@ afterAll(async () => {
   for (const r of extra) await r.stop();
 });
 
-const lines = (text: string) => text.trim().split('\n').map((l) => JSON.parse(l));
-const images = async () => (await d.request('GET', '/v1.43/images/json')).json as { Id: string; RepoTags: string[]; RepoDigests: string[] }[];
+const lines = (text: string) =>
+  text
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+const images = async () =>
+  (await d.request('GET', '/v1.43/images/json')).json as { Id: string; RepoTags: string[]; RepoDigests: string[] }[];
 const tagged = async (t: string) => (await images()).find((i) => i.RepoTags.includes(t));
 const b64 = (o: unknown, urlSafe: boolean, pad: boolean) => {
   let s = Buffer.from(JSON.stringify(o)).toString(urlSafe ? 'base64url' : 'base64');
@@ -58,12 +82,20 @@ describe('pull', () => {
     const msgs = lines(r.text);
     expect(msgs[0]).toEqual({ status: 'Pulling from busybox', id: 'latest' });
     const statuses = msgs.map((m) => m.status);
-    for (const s of ['Pulling fs layer', 'Verifying Checksum', 'Download complete', 'Extracting', 'Pull complete']) expect(statuses).toContain(s);
-    expect(msgs.find((m) => m.status === 'Pulling fs layer')).toMatchObject({ progressDetail: {}, id: expect.stringMatching(/^[0-9a-f]{12}$/) });
+    for (const s of ['Pulling fs layer', 'Verifying Checksum', 'Download complete', 'Extracting', 'Pull complete'])
+      expect(statuses).toContain(s);
+    expect(msgs.find((m) => m.status === 'Pulling fs layer')).toMatchObject({
+      progressDetail: {},
+      id: expect.stringMatching(/^[0-9a-f]{12}$/),
+    });
     expect(statuses.at(-2)).toMatch(/^Digest: sha256:[0-9a-f]{64}$/);
     expect(statuses.at(-1)).toBe(`Status: Downloaded newer image for ${ref}:latest`);
     const img = await tagged(`${ref}:latest`);
-    expect(img).toMatchObject({ Id: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), ParentId: '', RepoDigests: [expect.stringMatching(new RegExp(`^${ref}@sha256:`))] });
+    expect(img).toMatchObject({
+      Id: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
+      ParentId: '',
+      RepoDigests: [expect.stringMatching(new RegExp(`^${ref}@sha256:`))],
+    });
     const again = lines((await d.request('POST', `/v1.43/images/create?fromImage=${ref}&tag=latest`)).text);
     expect(again.at(-1).status).toBe(`Status: Image is up to date for ${ref}:latest`);
     expect(again.map((m) => m.status)).toContain('Already exists');
@@ -76,7 +108,12 @@ describe('pull', () => {
     await pull(d, `${plain.host}/multi:latest`);
     const inspect = await d.request('GET', `/images/${plain.host}/multi:latest/json`);
     expect(inspect.json).toMatchObject({ Architecture: 'amd64', Os: 'linux', Config: { Labels: { arch: 'amd64' } } });
-    const digest = await pushImage(plain, 'bydigest', 'v1', await busyboxImage({ config: { Labels: { by: 'digest' } } }));
+    const digest = await pushImage(
+      plain,
+      'bydigest',
+      'v1',
+      await busyboxImage({ config: { Labels: { by: 'digest' } } }),
+    );
     await pull(d, `${plain.host}/bydigest@${digest}`);
     const byDigest = (await images()).find((i) => i.RepoDigests.includes(`${plain.host}/bydigest@${digest}`));
     expect(byDigest).toBeDefined();
@@ -105,7 +142,9 @@ describe('pull', () => {
       ...files.map((f) => `printf '%s=' ${f}; cat ${f}; echo`),
       ...img.expected.absent.map((f) => `test -e ${f} && echo PRESENT ${f} || true`),
     ].join('; ');
-    const c = await d.request('POST', '/containers/create', { body: { Image: `${plain.host}/multilayer:latest`, Cmd: ['sh', '-c', script] } });
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: `${plain.host}/multilayer:latest`, Cmd: ['sh', '-c', script] },
+    });
     await d.request('POST', `/containers/${c.json.Id}/start`);
     await d.request('POST', `/containers/${c.json.Id}/wait`);
     const out = (await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`)).body;
@@ -115,7 +154,6 @@ describe('pull', () => {
   });
 });
 
-
 describe('credentials', () => {
   it('pulls through Basic auth with X-Registry-Auth in all four base64 forms, and refuses wrong ones', async () => {
     const reg = await startRegistry({ auth: 'htpasswd' });
@@ -123,7 +161,9 @@ describe('credentials', () => {
     await pushImage(reg, 'secret', 'latest', await busyboxImage({ config: { Labels: { secret: 'yes' } } }));
     const good = { username: 'berth', password: 's3cret', serveraddress: reg.host };
     const before = (await images()).length;
-    const wrong = await d.request('POST', `/images/create?fromImage=${reg.host}/secret&tag=latest`, { headers: { 'X-Registry-Auth': b64({ ...good, password: 'nope' }, true, true) } });
+    const wrong = await d.request('POST', `/images/create?fromImage=${reg.host}/secret&tag=latest`, {
+      headers: { 'X-Registry-Auth': b64({ ...good, password: 'nope' }, true, true) },
+    });
     expect(wrong.status).toBe(401);
     expect(wrong.json.message).toMatch(/unauthorized|authentication required|incorrect/i);
     // No credentials at all: dockerd's 500, not a 401 (the docker CLI answers a 401 with a login prompt).
@@ -131,7 +171,12 @@ describe('credentials', () => {
     expect(none.status).toBe(500);
     expect(none.json.message).toMatch(/no basic auth credentials$/);
     expect((await images()).length).toBe(before);
-    for (const [urlSafe, pad] of [[false, true], [false, false], [true, true], [true, false]] as const) {
+    for (const [urlSafe, pad] of [
+      [false, true],
+      [false, false],
+      [true, true],
+      [true, false],
+    ] as const) {
       await pull(d, `${reg.host}/secret:latest`, { 'X-Registry-Auth': b64(good, urlSafe, pad) });
     }
     expect(await tagged(`${reg.host}/secret:latest`)).toBeDefined();
@@ -147,10 +192,18 @@ describe('credentials', () => {
     // dockerd's answer to an anonymous pull the token service grants nothing: 404, "pull access denied".
     const anon = await d.request('POST', `/images/create?fromImage=${reg.host}/tok&tag=latest`);
     expect(anon.status).toBe(404);
-    expect(anon.json.message).toMatch(/^pull access denied for .*tok, repository does not exist or may require 'docker login'/);
-    await pull(d, `${reg.host}/tok:latest`, { 'X-Registry-Auth': b64({ username: 'berth', password: 's3cret' }, false, true) });
+    expect(anon.json.message).toMatch(
+      /^pull access denied for .*tok, repository does not exist or may require 'docker login'/,
+    );
+    await pull(d, `${reg.host}/tok:latest`, {
+      'X-Registry-Auth': b64({ username: 'berth', password: 's3cret' }, false, true),
+    });
     expect(await tagged(`${reg.host}/tok:latest`)).toBeDefined();
-    expect(reg.tokenIssuer!.requests.some((q) => q.outcome === 'granted' && q.scopes.some((s) => s.includes('repository:tok:pull')))).toBe(true);
+    expect(
+      reg.tokenIssuer!.requests.some(
+        (q) => q.outcome === 'granted' && q.scopes.some((s) => s.includes('repository:tok:pull')),
+      ),
+    ).toBe(true);
   });
 
   it('pulls over TLS with the CA in certs.d', async () => {
@@ -167,7 +220,12 @@ describe('credentials', () => {
   it('pulls a short name through a registry mirror', async () => {
     const mirror = await startRegistry();
     extra.push(mirror);
-    await pushImage(mirror, 'library/mirrored', 'latest', await busyboxImage({ config: { Labels: { mirror: 'yes' } } }));
+    await pushImage(
+      mirror,
+      'library/mirrored',
+      'latest',
+      await busyboxImage({ config: { Labels: { mirror: 'yes' } } }),
+    );
     const m = await startDaemon({ args: ['--registry-mirror', mirror.url] });
     try {
       const r = await m.request('POST', '/images/create?fromImage=mirrored&tag=latest');
@@ -220,7 +278,8 @@ describe('hostile and broken content', () => {
     expect(await tagged(`${plain.host}/tampered:latest`)).toBeUndefined();
     // Nothing of the failed pull stays in the content store either.
     const blobs = path.join(d.dataRoot, 'content/blobs/sha256');
-    for (const digest of [img.configDigest, img.digest, layer.digest]) expect(existsSync(path.join(blobs, digest.slice(7))), digest).toBe(false);
+    for (const digest of [img.configDigest, img.digest, layer.digest])
+      expect(existsSync(path.join(blobs, digest.slice(7))), digest).toBe(false);
     // The daemon keeps serving.
     expect((await d.request('GET', '/_ping')).status).toBe(200);
   });
@@ -231,7 +290,14 @@ describe('hostile and broken content', () => {
     try {
       const url = `/images/create?fromImage=${plain.host}/large&tag=latest`;
       const pending = k.request('POST', url).catch(() => undefined);
-      await waitFor(() => existsSync(path.join(k.dataRoot, 'layers/tmp')) && readdirSync(path.join(k.dataRoot, 'layers/tmp')).length > 0, 'a layer being extracted', 20_000, 5);
+      await waitFor(
+        () =>
+          existsSync(path.join(k.dataRoot, 'layers/tmp')) &&
+          readdirSync(path.join(k.dataRoot, 'layers/tmp')).length > 0,
+        'a layer being extracted',
+        20_000,
+        5,
+      );
       await k.kill();
       await pending;
       await k.restart();
@@ -254,14 +320,21 @@ describe('tag, inspect, history, remove, prune', () => {
     const id = (await tagged(src))!.Id;
     expect((await tagged('mine/box:v1'))!.Id).toBe(id);
     const inspect = await d.request('GET', '/images/mine/box:v1/json');
-    expect(inspect.json).toMatchObject({ Id: id, RootFS: { Type: 'layers', Layers: [expect.stringMatching(/^sha256:/)] }, Os: 'linux', Config: { Cmd: ['sh'] } });
+    expect(inspect.json).toMatchObject({
+      Id: id,
+      RootFS: { Type: 'layers', Layers: [expect.stringMatching(/^sha256:/)] },
+      Os: 'linux',
+      Config: { Cmd: ['sh'] },
+    });
     const history = await d.request('GET', '/images/mine/box:v1/history');
     expect(history.json[0]).toMatchObject({ Id: id, Tags: expect.arrayContaining(['mine/box:v1']) });
     // Untag one of two names.
     const untag = await d.request('DELETE', '/images/mine/box:v1');
     expect(untag.json).toEqual([{ Untagged: 'mine/box:v1' }]);
     // A container pins the image.
-    const c = await d.request('POST', '/containers/create', { body: { Image: 'sha256:' + id.slice(7), Cmd: ['true'] } });
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: `sha256:${id.slice(7)}`, Cmd: ['true'] },
+    });
     expect(c.status).toBe(201);
     const byId = await d.request('DELETE', `/images/${id}`);
     expect(byId.status).toBe(409);
@@ -277,9 +350,13 @@ describe('tag, inspect, history, remove, prune', () => {
   it('prunes dangling images and filters the list', async () => {
     const digest = await pushImage(plain, 'dangle', 'v1', await busyboxImage({ config: { Labels: { dangle: '1' } } }));
     await pull(d, `${plain.host}/dangle@${digest}`);
-    const dangling = (await d.request('GET', `/images/json?filters=${encodeURIComponent('{"dangling":["true"]}')}`)).json;
-    expect(dangling.some((i: { RepoDigests: string[] }) => i.RepoDigests.includes(`${plain.host}/dangle@${digest}`))).toBe(true);
-    const byLabel = (await d.request('GET', `/images/json?filters=${encodeURIComponent('{"label":["dangle=1"]}')}`)).json;
+    const dangling = (await d.request('GET', `/images/json?filters=${encodeURIComponent('{"dangling":["true"]}')}`))
+      .json;
+    expect(
+      dangling.some((i: { RepoDigests: string[] }) => i.RepoDigests.includes(`${plain.host}/dangle@${digest}`)),
+    ).toBe(true);
+    const byLabel = (await d.request('GET', `/images/json?filters=${encodeURIComponent('{"label":["dangle=1"]}')}`))
+      .json;
     expect(byLabel).toHaveLength(1);
     const badFilter = await d.request('GET', `/images/json?filters=${encodeURIComponent('{"nope":["x"]}')}`);
     expect(badFilter.status).toBe(400);
@@ -339,7 +416,12 @@ describe('docker CLI', () => {
     });
     const mirror = await startRegistry();
     extra.push(mirror);
-    await pushImage(mirror, 'library/viamirror', 'latest', await busyboxImage({ config: { Labels: { via: 'mirror' } } }));
+    await pushImage(
+      mirror,
+      'library/viamirror',
+      'latest',
+      await busyboxImage({ config: { Labels: { via: 'mirror' } } }),
+    );
     const m = await startDaemon({ args: ['--registry-mirror', mirror.url] });
     try {
       const r = await dockerCli(m)(['pull', 'viamirror']);
@@ -355,9 +437,13 @@ describe('docker CLI', () => {
     for (let i = 0; i < 100; i++) layers.push(await buildLayer([{ path: `l/f${i}`, content: `layer ${i}\n` }]));
     await pushImage(plain, 'hundred', 'latest', buildImage({ layers }));
     await pull(d, `${plain.host}/hundred:latest`);
-    const c = await d.request('POST', '/containers/create', { body: { Image: `${plain.host}/hundred:latest`, Cmd: ['sh', '-c', 'ls /l | wc -l; cat /l/f0 /l/f99'] } });
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: `${plain.host}/hundred:latest`, Cmd: ['sh', '-c', 'ls /l | wc -l; cat /l/f0 /l/f99'] },
+    });
     expect((await d.request('POST', `/containers/${c.json.Id}/start`)).status).toBe(204);
     expect((await d.request('POST', `/containers/${c.json.Id}/wait`)).json.StatusCode).toBe(0);
-    expect(demuxText((await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`)).body)).toBe('100\nlayer 0\nlayer 99\n');
+    expect(demuxText((await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`)).body)).toBe(
+      '100\nlayer 0\nlayer 99\n',
+    );
   });
 });

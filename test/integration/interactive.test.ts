@@ -37,7 +37,12 @@ async function ok(args: string[], input?: string): Promise<string> {
 
 /** The docker CLI in a terminal of its own. */
 async function terminal(args: string, width = 100, height = 30): Promise<Terminal> {
-  const t = await openTerminal(`docker ${args}`, { DOCKER_HOST: env.daemon.host, DOCKER_CONFIG: docker.configDir }, width, height);
+  const t = await openTerminal(
+    `docker ${args}`,
+    { DOCKER_HOST: env.daemon.host, DOCKER_CONFIG: docker.configDir },
+    width,
+    height,
+  );
   terminals.push(t);
   return t;
 }
@@ -71,7 +76,9 @@ describe('docker run', () => {
       expect((await docker(['run', '--rm', image, 'echo', 'hi'])).stdout).toBe('hi\n');
       times.push(performance.now() - t0);
     }
-    console.log(`docker run --rm busybox echo hi: median ${median(times).toFixed(0)} ms, min ${Math.min(...times).toFixed(0)} ms (7 runs)`);
+    console.log(
+      `docker run --rm busybox echo hi: median ${median(times).toFixed(0)} ms, min ${Math.min(...times).toFixed(0)} ms (7 runs)`,
+    );
   });
 
   it('exits with the container status, stdout and stderr apart', async () => {
@@ -91,7 +98,9 @@ describe('docker run', () => {
 
   it('misses none of the first output of a container started right after attaching', async () => {
     for (let i = 0; i < 5; i++) {
-      expect(await ok(['run', '--rm', image, 'sh', '-c', `echo first-${i}; echo second-${i} >&2`])).toBe(`first-${i}\n`);
+      expect(await ok(['run', '--rm', image, 'sh', '-c', `echo first-${i}; echo second-${i} >&2`])).toBe(
+        `first-${i}\n`,
+      );
     }
   });
 
@@ -102,8 +111,11 @@ describe('docker run', () => {
 
   it('never mixes the bytes of ten concurrent runs', async () => {
     const lines = (k: number) => Array.from({ length: 400 }, (_, i) => `run${k}-${'x'.repeat(i % 50)}-${i}\n`).join('');
-    const script = (k: number) => `i=0; while [ $i -lt 400 ]; do printf "run${k}-%s-%d\\n" "$(printf '%*s' $((i % 50)) '' | tr ' ' x)" $i; i=$((i+1)); done`;
-    const runs = await Promise.all(Array.from({ length: 10 }, (_, k) => docker(['run', '--rm', image, 'sh', '-c', script(k)])));
+    const script = (k: number) =>
+      `i=0; while [ $i -lt 400 ]; do printf "run${k}-%s-%d\\n" "$(printf '%*s' $((i % 50)) '' | tr ' ' x)" $i; i=$((i+1)); done`;
+    const runs = await Promise.all(
+      Array.from({ length: 10 }, (_, k) => docker(['run', '--rm', image, 'sh', '-c', script(k)])),
+    );
     runs.forEach((r, k) => {
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout === lines(k), `run ${k} output differs`).toBe(true);
@@ -166,17 +178,40 @@ describe('docker exec', () => {
 
   it('runs a command and returns its output and exit code', async () => {
     expect(await docker(['exec', 'ex', 'echo', 'hello exec'])).toEqual({ code: 0, stdout: 'hello exec\n', stderr: '' });
-    expect(await docker(['exec', 'ex', 'sh', '-c', 'echo o; echo e >&2; exit 7'])).toEqual({ code: 7, stdout: 'o\n', stderr: 'e\n' });
+    expect(await docker(['exec', 'ex', 'sh', '-c', 'echo o; echo e >&2; exit 7'])).toEqual({
+      code: 7,
+      stdout: 'o\n',
+      stderr: 'e\n',
+    });
     const missing = await docker(['exec', 'ex', 'no-such-command']);
     expect(missing.code).toBe(127);
-    expect(missing.stdout).toMatch(/^OCI runtime exec failed: exec failed: .*"no-such-command": executable file not found in \$PATH: unknown\r?\n$/);
+    expect(missing.stdout).toMatch(
+      /^OCI runtime exec failed: exec failed: .*"no-such-command": executable file not found in \$PATH: unknown\r?\n$/,
+    );
   });
 
   it('takes -i stdin, -e, -u and -w, and -d', async () => {
     expect(await ok(['exec', '-i', 'ex', 'cat'], 'piped\n')).toBe('piped\n');
-    expect(await ok(['exec', '-e', 'FROM_EXEC=2', '-u', '1000:1000', '-w', '/tmp', 'ex', 'sh', '-c', 'echo $FROM_RUN $FROM_EXEC $(id -u) $(pwd) ${TERM:-noterm}'])).toBe('1 2 1000 /tmp noterm\n');
+    expect(
+      await ok([
+        'exec',
+        '-e',
+        'FROM_EXEC=2',
+        '-u',
+        '1000:1000',
+        '-w',
+        '/tmp',
+        'ex',
+        'sh',
+        '-c',
+        'echo $FROM_RUN $FROM_EXEC $(id -u) $(pwd) ${TERM:-noterm}',
+      ]),
+    ).toBe('1 2 1000 /tmp noterm\n');
     await ok(['exec', '-d', 'ex', 'sh', '-c', 'echo detached > /tmp/detached']);
-    await waitFor(async () => (await docker(['exec', 'ex', 'cat', '/tmp/detached'])).stdout === 'detached\n', 'the detached exec');
+    await waitFor(
+      async () => (await docker(['exec', 'ex', 'cat', '/tmp/detached'])).stdout === 'detached\n',
+      'the detached exec',
+    );
   });
 
   it('gives -it a terminal of the CLI size', async () => {
@@ -193,11 +228,19 @@ describe('docker exec', () => {
   it("answers dockerd's errors, and inspect shows the exec", async () => {
     const d = env.daemon;
     const ctr = (await inspect('ex')).Id as string;
-    const created = await d.request('POST', `/containers/ex/exec`, { body: { Cmd: ['sh', '-c', 'exit 4'], AttachStdout: true } });
+    const created = await d.request('POST', `/containers/ex/exec`, {
+      body: { Cmd: ['sh', '-c', 'exit 4'], AttachStdout: true },
+    });
     expect(created.status).toBe(201);
     const id = created.json.Id as string;
     expect((await d.request('GET', `/exec/${id}/json`)).json).toMatchObject({
-      ID: id, Running: false, ExitCode: null, ContainerID: ctr, OpenStdout: true, OpenStdin: false, Pid: 0,
+      ID: id,
+      Running: false,
+      ExitCode: null,
+      ContainerID: ctr,
+      OpenStdout: true,
+      OpenStdin: false,
+      Pid: 0,
       ProcessConfig: { entrypoint: 'sh', arguments: ['-c', 'exit 4'], tty: false, privileged: false, user: '' },
     });
     expect((await inspect('ex')).ExecIDs).toContain(id);
@@ -209,9 +252,13 @@ describe('docker exec', () => {
     }, 'the exec to exit');
     expect(done).toMatchObject({ ExitCode: 4 });
     expect(done.Pid).toBeGreaterThan(0);
-    expect((await d.request('POST', `/exec/${id}/start`, { body: { Detach: true } })).json).toEqual({ message: `Error: Exec command ${id} has already run` });
+    expect((await d.request('POST', `/exec/${id}/start`, { body: { Detach: true } })).json).toEqual({
+      message: `Error: Exec command ${id} has already run`,
+    });
     expect((await d.request('GET', '/exec/nope/json')).status).toBe(404);
-    expect((await d.request('POST', '/containers/ex/exec', { body: { Cmd: [] } })).json).toEqual({ message: 'No exec command specified' });
+    expect((await d.request('POST', '/containers/ex/exec', { body: { Cmd: [] } })).json).toEqual({
+      message: 'No exec command specified',
+    });
     await ok(['create', '--name', 'ex-stopped', image, 'true']);
     const stopped = await d.request('POST', '/containers/ex-stopped/exec', { body: { Cmd: ['true'] } });
     expect(stopped.status).toBe(409);
@@ -231,12 +278,28 @@ function reader(stream: NodeJS.ReadableStream): { sofar(): string; done: Promise
   return { sofar: () => Buffer.concat(chunks).toString(), done };
 }
 
-const streamText = (frames: [number, string][], n: number) => frames.filter(([s]) => s === n).map(([, t]) => t).join('');
+const streamText = (frames: [number, string][], n: number) =>
+  frames
+    .filter(([s]) => s === n)
+    .map(([, t]) => t)
+    .join('');
 
 describe('dockerode', () => {
   it('attaches with stdin before the start; closing stdin ends a StdinOnce container', async () => {
-    const c = await api.createContainer({ Image: image, Cmd: ['sh', '-c', 'cat; echo done >&2'], OpenStdin: true, StdinOnce: true, AttachStdin: true });
-    const stream = (await c.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
+    const c = await api.createContainer({
+      Image: image,
+      Cmd: ['sh', '-c', 'cat; echo done >&2'],
+      OpenStdin: true,
+      StdinOnce: true,
+      AttachStdin: true,
+    });
+    const stream = (await c.attach({
+      stream: true,
+      stdin: true,
+      stdout: true,
+      stderr: true,
+      hijack: true,
+    })) as unknown as Duplex;
     const output = reader(stream);
     await c.start();
     stream.write('one\n');
@@ -250,7 +313,13 @@ describe('dockerode', () => {
   it('detaches from a TTY with the detach keys, the container going on', async () => {
     const c = await api.createContainer({ Image: image, Cmd: ['sh'], Tty: true, OpenStdin: true });
     await c.start();
-    const stream = (await c.attach({ stream: true, stdin: true, stdout: true, hijack: true, detachKeys: 'ctrl-x,x' })) as unknown as Duplex;
+    const stream = (await c.attach({
+      stream: true,
+      stdin: true,
+      stdout: true,
+      hijack: true,
+      detachKeys: 'ctrl-x,x',
+    })) as unknown as Duplex;
     const output = reader(stream);
     // An x alone is typed; only ctrl-x then x detaches.
     stream.write('echo via-x-$((1+1))\n');
@@ -264,7 +333,11 @@ describe('dockerode', () => {
   it('runs an exec with its output demultiplexed, stdin, and the exit code in inspect', async () => {
     const c = await api.createContainer({ Image: image, Cmd: ['sleep', '600'] });
     await c.start();
-    const exec = await c.exec({ Cmd: ['sh', '-c', 'echo out; echo err >&2; exit 3'], AttachStdout: true, AttachStderr: true });
+    const exec = await c.exec({
+      Cmd: ['sh', '-c', 'echo out; echo err >&2; exit 3'],
+      AttachStdout: true,
+      AttachStderr: true,
+    });
     const stream = (await exec.start({ hijack: true, stdin: false })) as unknown as Duplex;
     const out = new PassThrough();
     const err = new PassThrough();

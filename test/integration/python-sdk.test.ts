@@ -44,7 +44,12 @@ try:
 except docker.errors.NotFound as e:
     emit('notFound', e.explanation)
 `);
-    expect(v).toEqual({ raised: true, status: 3, stderr: bytes('failed\n'), notFound: 'No such container: no-such-container' });
+    expect(v).toEqual({
+      raised: true,
+      status: 3,
+      stderr: bytes('failed\n'),
+      notFound: 'No such container: no-such-container',
+    });
   });
 
   it('run detached → list → logs → stop → logs', async () => {

@@ -6,7 +6,17 @@
 // in the registry's own storage are overwritten, so the real registry serves them.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, createReadStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  createReadStream,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -20,7 +30,13 @@ import { ContentStore } from '../../src/engine/content/store.js';
 import { parseReference } from '../../src/engine/images/reference.js';
 import { decodeRegistryAuth } from '../../src/engine/registry/auth.js';
 import { RegistryClient, type RegistryClientOptions } from '../../src/engine/registry/client.js';
-import { formatPlatform, hostPlatform, MediaTypes, parseManifest, parsePlatform } from '../../src/engine/registry/manifest.js';
+import {
+  formatPlatform,
+  hostPlatform,
+  MediaTypes,
+  parseManifest,
+  parsePlatform,
+} from '../../src/engine/registry/manifest.js';
 import { startRegistry, type Registry } from '../harness/registry.js';
 import { buildImage, buildLayer, busyboxImage, pushImage, pushIndex, type Image } from '../harness/images.js';
 
@@ -177,7 +193,9 @@ describe('manifest lists and OCI indexes', () => {
   it.each(['docker', 'oci'] as const)('%s: picks the host platform and reports the index digest', async (format) => {
     const entries = [{ image: arm64 }, { image: amd64 }, { image: armv6 }];
     const digest = await pushIndex(reg, `multi-${format}`, 'latest', entries, format);
-    const r = await c.resolve(`${reg.host}/multi-${format}:latest`, undefined, { platform: { os: 'linux', architecture: 'amd64' } });
+    const r = await c.resolve(`${reg.host}/multi-${format}:latest`, undefined, {
+      platform: { os: 'linux', architecture: 'amd64' },
+    });
     expect(r.manifestDigest).toBe(digest);
     expect(r.mediaType).toBe(format === 'oci' ? MediaTypes.ociIndex : MediaTypes.dockerList);
     expect(r.image.digest).toBe(amd64.digest);
@@ -188,8 +206,12 @@ describe('manifest lists and OCI indexes', () => {
   it('selects variants: arm64, and an arm/v7 host takes the v6 image', async () => {
     await pushIndex(reg, 'variants', 'latest', [{ image: amd64 }, { image: arm64 }, { image: armv6 }]);
     const ref = `${reg.host}/variants:latest`;
-    expect((await c.resolve(ref, undefined, { platform: { os: 'linux', architecture: 'arm64' } })).image.digest).toBe(arm64.digest);
-    expect((await c.resolve(ref, undefined, { platform: { os: 'linux', architecture: 'arm', variant: 'v7' } })).image.digest).toBe(armv6.digest);
+    expect((await c.resolve(ref, undefined, { platform: { os: 'linux', architecture: 'arm64' } })).image.digest).toBe(
+      arm64.digest,
+    );
+    expect(
+      (await c.resolve(ref, undefined, { platform: { os: 'linux', architecture: 'arm', variant: 'v7' } })).image.digest,
+    ).toBe(armv6.digest);
     const err = await errorOf(c.resolve(ref, undefined, { platform: { os: 'linux', architecture: 's390x' } }));
     expect(err.kind).toBe('not-found');
     expect(err.message).toBe('no matching manifest for linux/s390x in the manifest list entries');
@@ -203,7 +225,9 @@ describe('manifest lists and OCI indexes', () => {
 
   it('resolves an index by its digest', async () => {
     const digest = await pushIndex(reg, 'bydigest', 'latest', [{ image: amd64 }, { image: arm64 }], 'oci');
-    const r = await c.resolve(`${reg.host}/bydigest@${digest}`, undefined, { platform: { os: 'linux', architecture: 'arm64', variant: 'v8' } });
+    const r = await c.resolve(`${reg.host}/bydigest@${digest}`, undefined, {
+      platform: { os: 'linux', architecture: 'arm64', variant: 'v8' },
+    });
     expect(r.manifestDigest).toBe(digest);
     expect(r.image.digest).toBe(arm64.digest);
   });
@@ -220,16 +244,27 @@ describe('tampered content in the registry’s storage', () => {
   it('tampered config → image config verification failed', async () => {
     const image = await uniqueImage('tampered-config');
     await pushImage(reg, 'tc', 'latest', image);
-    tamper(reg, image.configDigest, (b) => Buffer.from(b.toString('latin1').replace('tampered-config', 'TAMPERED-CONFIG'), 'latin1'));
+    tamper(reg, image.configDigest, (b) =>
+      Buffer.from(b.toString('latin1').replace('tampered-config', 'TAMPERED-CONFIG'), 'latin1'),
+    );
     const err = await errorOf(c.resolve(`${reg.host}/tc:latest`));
-    expect(err.message).toBe(`error pulling image configuration: image config verification failed for digest ${image.configDigest}`);
+    expect(err.message).toBe(
+      `error pulling image configuration: image config verification failed for digest ${image.configDigest}`,
+    );
   });
 
   it('manifest altered and pulled by digest → manifest verification failed', async () => {
     const image = await uniqueImage('tampered-manifest');
     const digest = await pushImage(reg, 'tm', 'latest', image);
     // Still a manifest the registry can parse (it does so to serve it): only a size changes.
-    tamper(reg, digest, (b) => Buffer.from(b.toString('latin1').replace(/"size":(\d+)/, (_m, n: string) => `"size":${n.slice(0, -1)}${(Number(n.at(-1)) + 1) % 10}`), 'latin1'));
+    tamper(reg, digest, (b) =>
+      Buffer.from(
+        b
+          .toString('latin1')
+          .replace(/"size":(\d+)/, (_m, n: string) => `"size":${n.slice(0, -1)}${(Number(n.at(-1)) + 1) % 10}`),
+        'latin1',
+      ),
+    );
     const byDigest = await errorOf(c.resolve(`${reg.host}/tm@${digest}`));
     expect(byDigest.message).toBe(`manifest verification failed for digest ${digest}`);
     // By tag, the registry's Docker-Content-Digest is the digest the bytes must match.
@@ -250,7 +285,9 @@ describe('tampered content in the registry’s storage', () => {
     const store = new ContentStore(root);
     await store.init();
     const ref = parseReference(`${reg.host}/tl`);
-    const err = await errorOf(store.ingest(layer.digest, layer.size, () => c.fetchBlob(ref, layer), { what: 'filesystem layer' }));
+    const err = await errorOf(
+      store.ingest(layer.digest, layer.size, () => c.fetchBlob(ref, layer), { what: 'filesystem layer' }),
+    );
     expect(err.message).toBe(`filesystem layer verification failed for digest ${layer.digest}`);
     expect(await store.has(layer.digest)).toBe(false);
   });
@@ -284,9 +321,13 @@ describe('htpasswd (Basic) auth', () => {
 
   it('wrong password → unauthorized, naming the request the registry refused', async () => {
     const [username] = Object.keys(reg.users);
-    const err = await errorOf(c.resolve(`${reg.host}/private/busybox:latest`, { username: username!, password: 'wrong' }));
+    const err = await errorOf(
+      c.resolve(`${reg.host}/private/busybox:latest`, { username: username!, password: 'wrong' }),
+    );
     expect(err.kind).toBe('unauthorized');
-    expect(err.message).toBe(`Get "http://${reg.host}/v2/private/busybox/manifests/latest": unauthorized: authentication required`);
+    expect(err.message).toBe(
+      `Get "http://${reg.host}/v2/private/busybox/manifests/latest": unauthorized: authentication required`,
+    );
   });
 });
 
@@ -313,19 +354,27 @@ describe('token auth (Bearer, realm on another port)', () => {
     expect(sha(bytes)).toBe(r.layers[0]!.digest);
     await c.resolve(`${reg.host}/team/busybox:latest`, creds());
     const asked = reg.tokenIssuer!.requests.slice(before);
-    expect(asked).toEqual([{ method: 'GET', user: creds().username, scopes: ['repository:team/busybox:pull'], outcome: 'granted' }]);
+    expect(asked).toEqual([
+      { method: 'GET', user: creds().username, scopes: ['repository:team/busybox:pull'], outcome: 'granted' },
+    ]);
   });
 
   it('wrong password → unauthorized with the token server’s words', async () => {
     const err = await errorOf(c.resolve(`${reg.host}/team/busybox:latest`, { ...creds(), password: 'nope' }));
     expect(err.kind).toBe('unauthorized');
-    expect(err.message).toBe(`Get "http://${reg.host}/v2/team/busybox/manifests/latest": unauthorized: incorrect username or password`);
+    expect(err.message).toBe(
+      `Get "http://${reg.host}/v2/team/busybox/manifests/latest": unauthorized: incorrect username or password`,
+    );
   });
 
   it('anonymous, with a token that grants nothing → pull access denied', async () => {
     const err = await errorOf(c.resolve(`${reg.host}/team/busybox:latest`));
     expect(err.kind).toBe('not-found');
-    expect(err.message).toMatch(new RegExp(`^pull access denied for ${reg.host}/team/busybox, repository does not exist or may require 'docker login': `));
+    expect(err.message).toMatch(
+      new RegExp(
+        `^pull access denied for ${reg.host}/team/busybox, repository does not exist or may require 'docker login': `,
+      ),
+    );
   });
 
   it('uses a registrytoken as the bearer token, without asking the realm', async () => {
@@ -333,7 +382,9 @@ describe('token auth (Bearer, realm on another port)', () => {
     realm.searchParams.set('service', reg.tokenIssuer!.service);
     realm.searchParams.set('scope', 'repository:team/busybox:pull');
     const { username, password } = creds();
-    const res = await fetch(realm, { headers: { Authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}` } });
+    const res = await fetch(realm, {
+      headers: { Authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}` },
+    });
     const { token } = (await res.json()) as { token: string };
     const before = reg.tokenIssuer!.requests.length;
     const r = await client().resolve(`${reg.host}/team/busybox:latest`, { registrytoken: token });
@@ -356,7 +407,9 @@ describe('TLS', () => {
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     mkdirSync(path.join(dir, reg.host));
     copyFileSync(reg.caFile!, path.join(dir, reg.host, 'ca.crt'));
-    const r = await client({ certsDirs: [path.join(dir, 'missing'), dir] }).resolve(`${reg.host}/secure/busybox:latest`);
+    const r = await client({ certsDirs: [path.join(dir, 'missing'), dir] }).resolve(
+      `${reg.host}/secure/busybox:latest`,
+    );
     expect(r.manifestDigest).toBe(digest);
     expect(r.source).toBe(`https://${reg.host}`);
   });
@@ -371,10 +424,28 @@ describe('TLS', () => {
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     mkdirSync(path.join(dir, reg.host));
     const other = path.join(dir, reg.host, 'ca.crt');
-    await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, 'k.pem'), '-out', other, '-days', '1', '-subj', '/CN=someone else']);
+    await run('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      path.join(dir, 'k.pem'),
+      '-out',
+      other,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=someone else',
+    ]);
     const err = await errorOf(client({ certsDirs: [dir] }).resolve(`${reg.host}/secure/busybox:latest`));
     expect(err.kind).toBe('unavailable');
-    expect(err.message).toContain(`Get "https://${reg.host}/v2/": tls: failed to verify certificate: x509: certificate signed by unknown authority`);
+    expect(err.message).toContain(
+      `Get "https://${reg.host}/v2/": tls: failed to verify certificate: x509: certificate signed by unknown authority`,
+    );
     expect(err.message).toContain(`${dir}/${reg.host}/ca.crt`);
   });
 
@@ -384,7 +455,9 @@ describe('TLS', () => {
     mkdirSync(path.join(dir, reg.host));
     writeFileSync(path.join(dir, reg.host, 'client.cert'), 'x');
     const err = await errorOf(client({ certsDirs: [dir] }).resolve(`${reg.host}/secure/busybox:latest`));
-    expect(err.message).toBe('missing key client.key for client certificate client.cert. CA certificates must use the extension .crt');
+    expect(err.message).toBe(
+      'missing key client.key for client certificate client.cert. CA certificates must use the extension .crt',
+    );
   });
 });
 
@@ -408,7 +481,11 @@ describe('mirrors for docker.io', () => {
 });
 
 /** A second registry process over the same storage, with distribution's redirect middleware. */
-async function startRedirectingRegistry(storage: string, htpasswd: string, baseurl: string): Promise<{ host: string; stop: () => void }> {
+async function startRedirectingRegistry(
+  storage: string,
+  htpasswd: string,
+  baseurl: string,
+): Promise<{ host: string; stop: () => void }> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-redirect-'));
   const config = {
     version: '0.1',
@@ -419,7 +496,9 @@ async function startRedirectingRegistry(storage: string, htpasswd: string, baseu
     auth: { htpasswd: { realm: 'redirect-test', path: htpasswd } },
   };
   writeFileSync(path.join(dir, 'config.yml'), JSON.stringify(config));
-  const proc: ChildProcess = spawn('/usr/bin/docker-registry', ['serve', path.join(dir, 'config.yml')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc: ChildProcess = spawn('/usr/bin/docker-registry', ['serve', path.join(dir, 'config.yml')], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   const stop = () => {
     proc.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
@@ -542,7 +621,9 @@ describe('documents the real registry refuses to store (parsed directly)', () =>
 
   it('refuses a mediaType that contradicts the Content-Type', () => {
     const m = doc({ schemaVersion: 2, mediaType: MediaTypes.ociManifest, config: desc, layers: [] });
-    expect(() => parseManifest(m, MediaTypes.dockerManifest)).toThrow(`mediaType ${MediaTypes.ociManifest} contradicts the Content-Type ${MediaTypes.dockerManifest}`);
+    expect(() => parseManifest(m, MediaTypes.dockerManifest)).toThrow(
+      `mediaType ${MediaTypes.ociManifest} contradicts the Content-Type ${MediaTypes.dockerManifest}`,
+    );
     expect(parseManifest(m, `${MediaTypes.ociManifest}; charset=utf-8`).kind).toBe('manifest');
     expect(parseManifest(m, 'application/json').mediaType).toBe(MediaTypes.ociManifest);
   });
@@ -557,12 +638,21 @@ describe('documents the real registry refuses to store (parsed directly)', () =>
     expect(() => parseManifest(doc({ schemaVersion: 1, name: 'x' }), 'application/json')).toThrow(
       'unsupported media type application/vnd.docker.distribution.manifest.v1+prettyjws',
     );
-    expect(() => parseManifest(doc({ schemaVersion: 2, mediaType: 'application/x-foo' }), 'application/json')).toThrow('unsupported media type application/x-foo');
+    expect(() => parseManifest(doc({ schemaVersion: 2, mediaType: 'application/x-foo' }), 'application/json')).toThrow(
+      'unsupported media type application/x-foo',
+    );
   });
 
   it('refuses bad descriptors', () => {
-    expect(() => parseManifest(doc({ schemaVersion: 2, config: { ...desc, digest: 'sha256:zz' }, layers: [] }), MediaTypes.ociManifest)).toThrow(/config.digest/);
-    expect(() => parseManifest(doc({ schemaVersion: 2, config: { ...desc, size: -1 }, layers: [] }), MediaTypes.ociManifest)).toThrow(/config.size/);
+    expect(() =>
+      parseManifest(
+        doc({ schemaVersion: 2, config: { ...desc, digest: 'sha256:zz' }, layers: [] }),
+        MediaTypes.ociManifest,
+      ),
+    ).toThrow(/config.digest/);
+    expect(() =>
+      parseManifest(doc({ schemaVersion: 2, config: { ...desc, size: -1 }, layers: [] }), MediaTypes.ociManifest),
+    ).toThrow(/config.size/);
   });
 });
 
@@ -603,7 +693,9 @@ describe('a registry that stalls (a real one cannot be made to; raw sockets stan
   it('a blob body that stops arriving errors the stream', async () => {
     const host = await listen(blobServer(10, 1000));
     const body = await client({ idleTimeoutMs: 300 }).fetchBlob(`${host}/x`, { digest });
-    await expect(readAll(body)).rejects.toThrow(`Get "http://${host}/v2/x/blobs/${digest}": registry stalled: no data for 0.3s`);
+    await expect(readAll(body)).rejects.toThrow(
+      `Get "http://${host}/v2/x/blobs/${digest}": registry stalled: no data for 0.3s`,
+    );
   });
 
   it('a slow reader is not mistaken for a stalled registry', async () => {

@@ -7,7 +7,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { busyboxImage, largeImage, listLayer, MediaTypes, multiLayerImage, pushImage, pushIndex, rawLayer, type Image } from '../harness/images.js';
+import {
+  busyboxImage,
+  largeImage,
+  listLayer,
+  MediaTypes,
+  multiLayerImage,
+  pushImage,
+  pushIndex,
+  rawLayer,
+  type Image,
+} from '../harness/images.js';
 import { startRegistry, type Registry, type RegistryOptions } from '../harness/registry.js';
 
 const run = promisify(execFile);
@@ -47,13 +57,23 @@ function skopeoInspect(reg: Registry, args: string[], opts: SkopeoOptions = {}) 
 }
 
 /** curl with our CA; headers (-D -) come first, then the body, then the status (-w). */
-async function curl(reg: Registry, url: string, extra: string[] = []): Promise<{ status: number; body: string; headers: string }> {
+async function curl(
+  reg: Registry,
+  url: string,
+  extra: string[] = [],
+): Promise<{ status: number; body: string; headers: string }> {
   const ca = reg.caFile ? ['--cacert', reg.caFile] : [];
-  const { stdout } = await run('curl', ['-sS', '-D', '-', '-w', '\n%{http_code}', ...ca, ...extra, url], { encoding: 'utf8' });
+  const { stdout } = await run('curl', ['-sS', '-D', '-', '-w', '\n%{http_code}', ...ca, ...extra, url], {
+    encoding: 'utf8',
+  });
   const statusAt = stdout.lastIndexOf('\n');
   const response = stdout.slice(0, statusAt);
   const bodyAt = response.indexOf('\r\n\r\n');
-  return { status: Number(stdout.slice(statusAt + 1)), headers: response.slice(0, bodyAt), body: response.slice(bodyAt + 4) };
+  return {
+    status: Number(stdout.slice(statusAt + 1)),
+    headers: response.slice(0, bodyAt),
+    body: response.slice(bodyAt + 4),
+  };
 }
 
 /** The Authorization curl needs for a pull: Basic, or a token fetched from the realm with curl. */
@@ -67,7 +87,12 @@ async function pullAuth(reg: Registry, repo: string, creds: Creds): Promise<stri
   return ['-H', `Authorization: Bearer ${JSON.parse(answer.body).token}`];
 }
 
-const ACCEPT_ALL = [MediaTypes.dockerManifest, MediaTypes.dockerManifestList, MediaTypes.ociManifest, MediaTypes.ociIndex].join(', ');
+const ACCEPT_ALL = [
+  MediaTypes.dockerManifest,
+  MediaTypes.dockerManifestList,
+  MediaTypes.ociManifest,
+  MediaTypes.ociIndex,
+].join(', ');
 
 async function getManifest(reg: Registry, repo: string, ref: string, creds: Creds = firstUser(reg)) {
   const auth = await pullAuth(reg, repo, creds);
@@ -114,36 +139,55 @@ describe.each(VARIANTS)('$name registry', ({ name, opts }) => {
   });
 
   // Auth-only checks exist only for the registries that have auth.
-  if (opts.auth) it('rejects a wrong password with 401', async () => {
-    const wrong = { username: 'berth', password: 'wrong' };
-    if (reg.tokenIssuer) {
-      const denied = await curl(reg, `${reg.tokenIssuer.realm}?service=x&scope=repository:busybox:pull`, ['-u', 'berth:wrong']);
-      expect(denied.status).toBe(401);
-    } else {
-      expect((await getManifest(reg, 'busybox', 'latest', wrong)).status).toBe(401);
-    }
-    await expect(skopeoInspect(reg, [`docker://${reg.host}/busybox:latest`], { creds: wrong })).rejects.toThrow();
-    await expect(pushImage(reg, 'busybox', 'wrong', busybox, wrong)).rejects.toMatchObject({ status: 401 });
-  });
+  if (opts.auth)
+    it('rejects a wrong password with 401', async () => {
+      const wrong = { username: 'berth', password: 'wrong' };
+      if (reg.tokenIssuer) {
+        const denied = await curl(reg, `${reg.tokenIssuer.realm}?service=x&scope=repository:busybox:pull`, [
+          '-u',
+          'berth:wrong',
+        ]);
+        expect(denied.status).toBe(401);
+      } else {
+        expect((await getManifest(reg, 'busybox', 'latest', wrong)).status).toBe(401);
+      }
+      await expect(skopeoInspect(reg, [`docker://${reg.host}/busybox:latest`], { creds: wrong })).rejects.toThrow();
+      await expect(pushImage(reg, 'busybox', 'wrong', busybox, wrong)).rejects.toMatchObject({ status: 401 });
+    });
 
-  if (opts.auth) it('refuses anonymous pulls with 401', async () => {
-    expect((await getManifest(reg, 'busybox', 'latest', null)).status).toBe(401);
-    if (reg.tokenIssuer) {
-      // The issuer hands anonymous callers a token for nothing; the registry still says 401.
-      const res = await curl(reg, `${reg.tokenIssuer.realm}?service=${reg.tokenIssuer.service}&scope=repository:busybox:pull`);
-      expect(res.status).toBe(200);
-      const token = JSON.parse(res.body).token as string;
-      const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8'));
-      expect(claims.access).toEqual([]);
-      const pull = await curl(reg, `${reg.url}/v2/busybox/manifests/latest`, ['-H', `Authorization: Bearer ${token}`]);
-      expect(pull.status).toBe(401);
-      expect(reg.tokenIssuer.requests.map((r) => r.outcome)).toEqual(expect.arrayContaining(['granted', 'denied', 'anonymous']));
-    }
-  });
+  if (opts.auth)
+    it('refuses anonymous pulls with 401', async () => {
+      expect((await getManifest(reg, 'busybox', 'latest', null)).status).toBe(401);
+      if (reg.tokenIssuer) {
+        // The issuer hands anonymous callers a token for nothing; the registry still says 401.
+        const res = await curl(
+          reg,
+          `${reg.tokenIssuer.realm}?service=${reg.tokenIssuer.service}&scope=repository:busybox:pull`,
+        );
+        expect(res.status).toBe(200);
+        const token = JSON.parse(res.body).token as string;
+        const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8'));
+        expect(claims.access).toEqual([]);
+        const pull = await curl(reg, `${reg.url}/v2/busybox/manifests/latest`, [
+          '-H',
+          `Authorization: Bearer ${token}`,
+        ]);
+        expect(pull.status).toBe(401);
+        expect(reg.tokenIssuer.requests.map((r) => r.outcome)).toEqual(
+          expect.arrayContaining(['granted', 'denied', 'anonymous']),
+        );
+      }
+    });
 
   it.each(['docker', 'oci'] as const)('serves a pushed %s index that skopeo reads raw', async (format) => {
     const images = await platformImages(format);
-    const digest = await pushIndex(reg, 'multiarch', format, images.map((image) => ({ image })), format);
+    const digest = await pushIndex(
+      reg,
+      'multiarch',
+      format,
+      images.map((image) => ({ image })),
+      format,
+    );
     const { stdout } = await skopeoInspect(reg, ['--raw', `docker://${reg.host}/multiarch:${format}`]);
     const index = JSON.parse(stdout);
     expect(index.mediaType).toBe(format === 'oci' ? MediaTypes.ociIndex : MediaTypes.dockerManifestList);
@@ -151,7 +195,10 @@ describe.each(VARIANTS)('$name registry', ({ name, opts }) => {
     expect(index.manifests[1].platform).toEqual({ architecture: 'arm64', os: 'linux', variant: 'v8' });
     expect((await getManifest(reg, 'multiarch', digest)).status).toBe(200);
     // skopeo resolves the index to the child for a chosen platform (its Digest stays the index's).
-    const arm = JSON.parse((await skopeoInspect(reg, [`docker://${reg.host}/multiarch:${format}`], { global: ['--override-arch', 'arm64'] })).stdout);
+    const arm = JSON.parse(
+      (await skopeoInspect(reg, [`docker://${reg.host}/multiarch:${format}`], { global: ['--override-arch', 'arm64'] }))
+        .stdout,
+    );
     expect(arm).toMatchObject({ Digest: digest, Architecture: 'arm64', Layers: [images[1]!.layers[0]!.digest] });
   });
 });
@@ -159,7 +206,11 @@ describe.each(VARIANTS)('$name registry', ({ name, opts }) => {
 describe('registry lifecycle and token issuer', () => {
   it('stop() kills every process it started and removes the temp dir', async () => {
     const reg = await startRegistry({ auth: 'token', tls: true });
-    const pids = () => run('pgrep', ['-f', reg.dir]).then((r) => r.stdout.trim().split('\n'), () => []);
+    const pids = () =>
+      run('pgrep', ['-f', reg.dir]).then(
+        (r) => r.stdout.trim().split('\n'),
+        () => [],
+      );
     expect((await pids()).length).toBeGreaterThanOrEqual(3); // watchdog sh, registry, token issuer
     await reg.stop();
     expect(await pids()).toEqual([]);
@@ -172,11 +223,20 @@ describe('registry lifecycle and token issuer', () => {
       await pushImage(reg, 'busybox', 'latest', await busyboxImage());
       const before = reg.tokenIssuer!.requests.length;
       // The issuer is its own process, so a synchronous client cannot deadlock it.
-      const out = execFileSync('skopeo', ['inspect', '--tls-verify=false', '--creds', 'berth:s3cret', `docker://${reg.host}/busybox:latest`], { encoding: 'utf8' });
+      const out = execFileSync(
+        'skopeo',
+        ['inspect', '--tls-verify=false', '--creds', 'berth:s3cret', `docker://${reg.host}/busybox:latest`],
+        { encoding: 'utf8' },
+      );
       expect(JSON.parse(out).Architecture).toBe('amd64');
       // Its request log arrives over IPC, once our event loop runs again.
       await expect.poll(() => reg.tokenIssuer!.requests.length).toBeGreaterThan(before);
-      expect(reg.tokenIssuer!.requests.at(-1)).toMatchObject({ method: 'GET', user: 'berth', scopes: ['repository:busybox:pull'], outcome: 'granted' });
+      expect(reg.tokenIssuer!.requests.at(-1)).toMatchObject({
+        method: 'GET',
+        user: 'berth',
+        scopes: ['repository:busybox:pull'],
+        outcome: 'granted',
+      });
     } finally {
       await reg.stop();
     }
@@ -187,7 +247,9 @@ describe('registry lifecycle and token issuer', () => {
     try {
       const image = await busyboxImage();
       await pushImage(reg, 'public', 'latest', image);
-      const info = JSON.parse((await skopeoInspect(reg, [`docker://${reg.host}/public:latest`], { creds: null })).stdout);
+      const info = JSON.parse(
+        (await skopeoInspect(reg, [`docker://${reg.host}/public:latest`], { creds: null })).stdout,
+      );
       expect(info.Digest).toBe(image.digest);
       await expect(pushImage(reg, 'public', 'anon', image, null)).rejects.toMatchObject({ status: 401 });
     } finally {
@@ -207,7 +269,9 @@ describe('image builder', () => {
     const image = await multiLayerImage();
     expect(image.layers).toHaveLength(3);
     const top = (await listLayer(image.layers[2]!)).map((e) => e.name);
-    expect(top).toEqual(expect.arrayContaining(['data/.wh.remove.txt', 'data/replace/.wh..wh..opq', 'bin/.wh.rev', 'data/change.txt']));
+    expect(top).toEqual(
+      expect.arrayContaining(['data/.wh.remove.txt', 'data/replace/.wh..wh..opq', 'bin/.wh.rev', 'data/change.txt']),
+    );
     const middle = await listLayer(image.layers[1]!);
     expect(middle.find((e) => e.name === 'data/hard.txt')).toMatchObject({ type: 'link', linkname: 'data/keep.txt' });
     expect(middle.find((e) => e.name === 'data/link.txt')).toMatchObject({ type: 'symlink', linkname: 'keep.txt' });

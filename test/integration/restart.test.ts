@@ -21,7 +21,9 @@ beforeAll(() => {
 });
 
 async function start(cmd: string[], hostConfig: Record<string, unknown> = {}): Promise<string> {
-  const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: cmd, HostConfig: hostConfig } });
+  const c = await d.request('POST', '/containers/create', {
+    body: { Image: env.busybox, Cmd: cmd, HostConfig: hostConfig },
+  });
   expect(c.status, c.text).toBe(201);
   const s = await d.request('POST', `/containers/${c.json.Id}/start`);
   expect(s.status, s.text).toBe(204);
@@ -52,7 +54,10 @@ describe('a removal cut short', () => {
     expect(mounted()).toBe(true);
     await d.kill();
     process.kill(pid, 'SIGKILL');
-    await waitFor(() => !existsSync(`/proc/${pid}`) || readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[2] === 'Z', 'the container process to die');
+    await waitFor(
+      () => !existsSync(`/proc/${pid}`) || readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[2] === 'Z',
+      'the container process to die',
+    );
     const db = new Database(path.join(d.dataRoot, 'berth.db'));
     db.prepare('DELETE FROM containers WHERE id = ?').run(id);
     db.close();
@@ -65,13 +70,13 @@ describe('a removal cut short', () => {
 });
 
 describe('a background deletion cut short', () => {
-  it('unmounts, then deletes, a removed container\'s renamed directory at the next start', async () => {
+  it("unmounts, then deletes, a removed container's renamed directory at the next start", async () => {
     // remove() renames a container's directory with its rootfs still mounted and
     // unmounts and deletes it in the background; a crash can leave it at any step.
     await d.stop();
     const doomed = path.join(d.dataRoot, 'containers', '.removing-0123456789abcdef-c0ffee');
     const outside = mkdtempSync(path.join(os.tmpdir(), 'berth-outside-'));
-    writeFileSync(path.join(outside, 'precious'), 'not the container\'s\n');
+    writeFileSync(path.join(outside, 'precious'), "not the container's\n");
     mkdirSync(path.join(doomed, 'rootfs'), { recursive: true });
     writeFileSync(path.join(doomed, 'config.json'), '{}');
     execFileSync('mount', ['--bind', outside, path.join(doomed, 'rootfs')]);
@@ -81,7 +86,7 @@ describe('a background deletion cut short', () => {
     expect(mountedThere).toBe(false);
     expect(existsSync(doomed)).toBe(false);
     // Unmounted before the deletion: nothing was deleted through the mount.
-    expect(readFileSync(path.join(outside, 'precious'), 'utf8')).toBe('not the container\'s\n');
+    expect(readFileSync(path.join(outside, 'precious'), 'utf8')).toBe("not the container's\n");
     rmSync(outside, { recursive: true, force: true });
   });
 });
@@ -104,11 +109,18 @@ describe('a pull or commit cut short between its blob and its record', () => {
 
 describe('restart policies', () => {
   it('restarts on-failure up to the maximum', async () => {
-    const id = await start(['sh', '-c', 'echo run; exit 1'], { RestartPolicy: { Name: 'on-failure', MaximumRetryCount: 2 } });
-    await waitFor(async () => {
-      const s = await state(id);
-      return s.Status === 'exited' && (await d.request('GET', `/containers/${id}/json`)).json.RestartCount === 2;
-    }, 'two restarts', 20_000, 100);
+    const id = await start(['sh', '-c', 'echo run; exit 1'], {
+      RestartPolicy: { Name: 'on-failure', MaximumRetryCount: 2 },
+    });
+    await waitFor(
+      async () => {
+        const s = await state(id);
+        return s.Status === 'exited' && (await d.request('GET', `/containers/${id}/json`)).json.RestartCount === 2;
+      },
+      'two restarts',
+      20_000,
+      100,
+    );
     expect(await logText(id)).toBe('run\nrun\nrun\n');
   });
 
@@ -120,7 +132,9 @@ describe('restart policies', () => {
   });
 
   it('refuses an unknown policy', async () => {
-    const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, HostConfig: { RestartPolicy: { Name: 'sometimes' } } } });
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, HostConfig: { RestartPolicy: { Name: 'sometimes' } } },
+    });
     expect(c.status).toBe(400);
   });
 });
@@ -132,11 +146,22 @@ describe('events', () => {
     await d.request('POST', `/containers/${id}/wait`);
     await d.request('DELETE', `/containers/${id}`);
     const until = ((Date.now() + 200) / 1000).toFixed(3);
-    const r = await d.request('GET', `/events?since=${since}&until=${until}&filters=${encodeURIComponent(JSON.stringify({ container: [id] }))}`);
+    const r = await d.request(
+      'GET',
+      `/events?since=${since}&until=${until}&filters=${encodeURIComponent(JSON.stringify({ container: [id] }))}`,
+    );
     expect(r.status).toBe(200);
-    const evs = r.text.trim().split('\n').map((l) => JSON.parse(l));
+    const evs = r.text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(evs.map((e) => e.Action)).toEqual(['create', 'start', 'die', 'destroy']);
-    expect(evs[2]).toMatchObject({ Type: 'container', status: 'die', id, Actor: { ID: id, Attributes: { exitCode: '0', image: env.busybox } } });
+    expect(evs[2]).toMatchObject({
+      Type: 'container',
+      status: 'die',
+      id,
+      Actor: { ID: id, Attributes: { exitCode: '0', image: env.busybox } },
+    });
     const bad = await d.request('GET', `/events?filters=${encodeURIComponent('{"nope":["x"]}')}`);
     expect(bad.status).toBe(400);
   });

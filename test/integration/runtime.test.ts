@@ -4,7 +4,16 @@
 // test fails.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  rmdirSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { appendFile, mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -47,7 +56,8 @@ async function cleanUp(): Promise<void> {
 
 /** A busybox userland as an image layer: the static binary plus one symlink per applet. */
 function makeBusyboxLayer(dir: string): void {
-  for (const d of ['bin', 'proc', 'sys', 'dev', 'etc', 'tmp', 'root']) mkdirSync(path.join(dir, d), { recursive: true });
+  for (const d of ['bin', 'proc', 'sys', 'dev', 'etc', 'tmp', 'root'])
+    mkdirSync(path.join(dir, d), { recursive: true });
   copyFileSync('/bin/busybox', path.join(dir, 'bin/busybox'));
   const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n');
   for (const name of applets.filter((n) => n && n !== 'busybox' && !n.includes('/'))) {
@@ -98,7 +108,12 @@ async function bundle(id: string, over: Partial<SpecInput>): Promise<{ dir: stri
   const rootfs = path.join(dir, 'rootfs');
   await mkdir(dir, { recursive: true });
   cleanups.push(() => releaseRootfs(rootfs));
-  await prepareRootfs({ lowerDirs: [extraLayer, busyboxLayer], upperDir: path.join(dir, 'upper'), workDir: path.join(dir, 'work'), target: rootfs });
+  await prepareRootfs({
+    lowerDirs: [extraLayer, busyboxLayer],
+    upperDir: path.join(dir, 'upper'),
+    workDir: path.join(dir, 'work'),
+    target: rootfs,
+  });
   await writeFile(path.join(dir, 'hostname'), `${over.hostname ?? 'berthtest'}\n`);
   await writeFile(path.join(dir, 'hosts'), '127.0.0.1\tlocalhost\n');
   const spec = buildSpec({
@@ -173,7 +188,12 @@ describe('overlay rootfs', () => {
     expect(lowers.join(':').length).toBeGreaterThan(4096);
     const target = path.join(root, 'ov120/merged');
     cleanups.push(() => releaseRootfs(target));
-    await prepareRootfs({ lowerDirs: lowers, upperDir: path.join(root, 'ov120/upper'), workDir: path.join(root, 'ov120/work'), target });
+    await prepareRootfs({
+      lowerDirs: lowers,
+      upperDir: path.join(root, 'ov120/upper'),
+      workDir: path.join(root, 'ov120/work'),
+      target,
+    });
     expect(isMountPoint(target)).toBe(true);
     expect(readFileSync(path.join(target, 'common'), 'utf8')).toBe('0');
     expect(readFileSync(path.join(target, 'f119'), 'utf8')).toBe('119');
@@ -181,7 +201,12 @@ describe('overlay rootfs', () => {
     writeFileSync(path.join(target, 'written'), 'x');
     expect(existsSync(path.join(root, 'ov120/upper/written'))).toBe(true);
     // Mounting again is a no-op, not a second overlay on top.
-    await prepareRootfs({ lowerDirs: lowers, upperDir: path.join(root, 'ov120/upper'), workDir: path.join(root, 'ov120/work'), target });
+    await prepareRootfs({
+      lowerDirs: lowers,
+      upperDir: path.join(root, 'ov120/upper'),
+      workDir: path.join(root, 'ov120/work'),
+      target,
+    });
     await releaseRootfs(target);
     expect(isMountPoint(target)).toBe(false);
     expect(existsSync(path.join(target, 'common'))).toBe(false);
@@ -192,8 +217,15 @@ describe('overlay rootfs', () => {
   it('mounts a short layer list with plain paths', async () => {
     const target = path.join(root, 'ov2/merged');
     cleanups.push(() => releaseRootfs(target));
-    await prepareRootfs({ lowerDirs: [extraLayer, busyboxLayer], upperDir: path.join(root, 'ov2/upper'), workDir: path.join(root, 'ov2/work'), target });
-    const info = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find((l) => l.split(' ')[4] === target)!;
+    await prepareRootfs({
+      lowerDirs: [extraLayer, busyboxLayer],
+      upperDir: path.join(root, 'ov2/upper'),
+      workDir: path.join(root, 'ov2/work'),
+      target,
+    });
+    const info = readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .find((l) => l.split(' ')[4] === target)!;
     expect(info).toContain(`lowerdir=${extraLayer}:${busyboxLayer}`);
     expect(readFileSync(path.join(target, 'etc/motd'), 'utf8')).toBe('from the top layer\n');
   });
@@ -268,7 +300,9 @@ describe('containers through conmon and runc', () => {
   });
 
   it('logs stdout and stderr with their stream tags, joining partial lines', async () => {
-    const r = await run({ args: sh('echo out1; echo err1 >&2; printf "par"; sleep 0.05; printf "tial\\n"; printf "no newline" >&2') });
+    const r = await run({
+      args: sh('echo out1; echo err1 >&2; printf "par"; sleep 0.05; printf "tial\\n"; printf "no newline" >&2'),
+    });
     expect(r.exitCode).toBe(0);
     const entries = await collect(r.logPath);
     expect(text(entries, 'stdout')).toBe('out1\npartial\n');
@@ -302,7 +336,11 @@ describe('containers through conmon and runc', () => {
   });
 
   it('has the default capabilities, masked paths and no access to other devices', async () => {
-    const r = await run({ args: sh('grep CapEff /proc/self/status; cat /proc/kcore | wc -c; head -c1 /dev/zero | wc -c; mknod /tmp/mem c 1 1 && cat /tmp/mem') });
+    const r = await run({
+      args: sh(
+        'grep CapEff /proc/self/status; cat /proc/kcore | wc -c; head -c1 /dev/zero | wc -c; mknod /tmp/mem c 1 1 && cat /tmp/mem',
+      ),
+    });
     const out = text(await collect(r.logPath));
     expect(out).toMatch(/CapEff:\s+00000000a80425fb/);
     expect(out).toMatch(/^0$/m); // /proc/kcore is masked
@@ -334,7 +372,9 @@ describe('containers through conmon and runc', () => {
     const script = await compileRuntimeForChild();
     const opts = { id, bundleDir: dir, logPath: path.join(dir, 'ctr.log'), exitDir: exits.exitDir };
     const env = { runcPath: RUNC, conmonPath: CONMON, execRoot: path.join(root, 'run') };
-    const child = spawn(process.execPath, [script, JSON.stringify({ opts, env })], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [script, JSON.stringify({ opts, env })], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     const code = await new Promise((resolve) => child.on('exit', resolve));
@@ -342,7 +382,11 @@ describe('containers through conmon and runc', () => {
     const { conmonPid } = JSON.parse(out) as { conmonPid: number };
     expect(await runtime.conmonPid(dir)).toBe(conmonPid);
     const stat = readFileSync(`/proc/${conmonPid}/stat`, 'utf8');
-    const [ppid, , sid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ').slice(1, 4).map(Number);
+    const [ppid, , sid] = stat
+      .slice(stat.lastIndexOf(')') + 2)
+      .split(' ')
+      .slice(1, 4)
+      .map(Number);
     expect(ppid).not.toBe(child.pid);
     expect(sid).toBe(conmonPid); // its own session
     expect(await runtime.state(id)).toMatchObject({ status: 'running' });
@@ -365,7 +409,10 @@ describe('containers through conmon and runc', () => {
       totalMedianMs: median(total),
       totalMinMs: total[0],
     };
-    console.log('runtime latency (median of 7):', JSON.stringify(figures, (_k, v: unknown) => (typeof v === 'number' ? Math.round(v * 10) / 10 : v)));
+    console.log(
+      'runtime latency (median of 7):',
+      JSON.stringify(figures, (_k, v: unknown) => (typeof v === 'number' ? Math.round(v * 10) / 10 : v)),
+    );
     // Speed is the benchmarks' business (bench/), never a timed assertion that load can fail.
     expect(runs.every((r) => r.exitCode === 0)).toBe(true);
   });
@@ -436,7 +483,9 @@ describe('log reader', () => {
 
   it('follows a real container log through conmon rotations (--log-size-max)', async () => {
     const id = newId();
-    const { dir } = await bundle(id, { args: sh('i=0; while [ $i -lt 300 ]; do echo "line $i ................................"; i=$((i+1)); done') });
+    const { dir } = await bundle(id, {
+      args: sh('i=0; while [ $i -lt 300 ]; do echo "line $i ................................"; i=$((i+1)); done'),
+    });
     cleanups.push(() => runtime.delete(id, true));
     cleanups.push(() => killConmon(dir));
     const logPath = path.join(dir, 'ctr.log');
@@ -444,7 +493,8 @@ describe('log reader', () => {
     const ctl = new AbortController();
     const seen: number[] = [];
     const reading = (async () => {
-      for await (const e of readLog(logPath, { follow: true, signal: ctl.signal })) seen.push(Number(/line (\d+)/.exec(e.line.toString())![1]));
+      for await (const e of readLog(logPath, { follow: true, signal: ctl.signal }))
+        seen.push(Number(/line (\d+)/.exec(e.line.toString())![1]));
     })();
     const exited = exits.waitExit(id);
     await runtime.start(id);
@@ -464,7 +514,15 @@ describe('log reader', () => {
 async function compileRuntimeForChild(): Promise<string> {
   const out = path.join(root, 'child');
   const sources = ['src/errors.ts', 'src/paths.ts', 'src/engine/os/native.ts', 'src/engine/os/spawn.ts'];
-  for (const rel of [...sources, 'src/engine/runtime/runtime.ts', 'src/engine/runtime/conmon.ts', 'src/engine/runtime/errors.ts', 'src/engine/runtime/proc.ts', 'src/engine/runtime/exec.ts', 'src/engine/runtime/sealed.ts']) {
+  for (const rel of [
+    ...sources,
+    'src/engine/runtime/runtime.ts',
+    'src/engine/runtime/conmon.ts',
+    'src/engine/runtime/errors.ts',
+    'src/engine/runtime/proc.ts',
+    'src/engine/runtime/exec.ts',
+    'src/engine/runtime/sealed.ts',
+  ]) {
     const js = ts.transpileModule(await readFile(path.join(REPO, rel), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
     }).outputText;

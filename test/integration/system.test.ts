@@ -25,11 +25,11 @@ describe('ping and version', () => {
       expect(r.status).toBe(200);
       expect(r.text).toBe('OK');
       expect(r.headers['api-version']).toBe('1.43');
-      expect(r.headers['ostype']).toBe('linux');
+      expect(r.headers.ostype).toBe('linux');
       expect(r.headers['cache-control']).toBe('no-cache, no-store, must-revalidate');
-      expect(r.headers['pragma']).toBe('no-cache');
+      expect(r.headers.pragma).toBe('no-cache');
       expect(r.headers['docker-experimental']).toBe('false');
-      expect(r.headers['server']).toMatch(/^berth\//);
+      expect(r.headers.server).toMatch(/^berth\//);
     }
     const head = await d.request('HEAD', '/_ping');
     expect(head.status).toBe(200);
@@ -109,14 +109,34 @@ describe('daemon lifecycle', () => {
 
   it('refuses a second berthd on the same data root and leaves the first serving', async () => {
     const other = path.join(d.dir, 'other.sock');
-    const err = await run(process.execPath, [BERTHD, '-H', `unix://${other}`, '--data-root', d.dataRoot, '--exec-root', d.execRoot, '--config-file', path.join(d.dir, 'daemon.json')]).catch((e) => e);
+    const err = await run(process.execPath, [
+      BERTHD,
+      '-H',
+      `unix://${other}`,
+      '--data-root',
+      d.dataRoot,
+      '--exec-root',
+      d.execRoot,
+      '--config-file',
+      path.join(d.dir, 'daemon.json'),
+    ]).catch((e) => e);
     expect(err.code).toBe(1);
     expect(err.stderr).toMatch(/another berthd \(pid \d+\) is already using data root/);
     expect((await d.request('GET', '/_ping')).status).toBe(200);
   });
 
   it('refuses a socket another daemon serves', async () => {
-    const err = await run(process.execPath, [BERTHD, '-H', d.host, '--data-root', path.join(d.dir, 'data2'), '--exec-root', d.execRoot, '--config-file', path.join(d.dir, 'daemon.json')]).catch((e) => e);
+    const err = await run(process.execPath, [
+      BERTHD,
+      '-H',
+      d.host,
+      '--data-root',
+      path.join(d.dir, 'data2'),
+      '--exec-root',
+      d.execRoot,
+      '--config-file',
+      path.join(d.dir, 'daemon.json'),
+    ]).catch((e) => e);
     expect(err.code).toBe(1);
     expect(err.stderr).toMatch(/another daemon is already serving on/);
   });
@@ -152,7 +172,15 @@ describe('daemon lifecycle', () => {
       const { request } = await import('../harness/daemon.js');
       expect((await request('/tmp/berth-extra-test.sock', 'GET', '/_ping')).text).toBe('OK');
       // The socket is not a leftover: a client can connect and is served.
-      await new Promise<void>((res, rej) => net.connect('/tmp/berth-extra-test.sock').once('connect', function (this: net.Socket) { this.destroy(); res(); }).once('error', rej));
+      await new Promise<void>((res, rej) =>
+        net
+          .connect('/tmp/berth-extra-test.sock')
+          .once('connect', function (this: net.Socket) {
+            this.destroy();
+            res();
+          })
+          .once('error', rej),
+      );
     } finally {
       await e.cleanup();
     }
@@ -165,11 +193,13 @@ describe('shutdown with long streams open', () => {
     try {
       const http = await import('node:http');
       const got = new Promise<void>((resolve) => {
-        http.get({ socketPath: e.socket, path: '/events' }, (res) => {
-          res.on('data', () => undefined);
-          res.on('end', resolve);
-          res.on('error', () => resolve());
-        }).on('error', () => resolve());
+        http
+          .get({ socketPath: e.socket, path: '/events' }, (res) => {
+            res.on('data', () => undefined);
+            res.on('end', resolve);
+            res.on('error', () => resolve());
+          })
+          .on('error', () => resolve());
       });
       await new Promise((r) => setTimeout(r, 200));
       expect(await e.stop()).toBe(0);

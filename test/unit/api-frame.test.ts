@@ -25,8 +25,15 @@ describe('versions', () => {
 
 describe('error mapping', () => {
   const table: [Kind, number][] = [
-    ['invalid', 400], ['not-found', 404], ['conflict', 409], ['not-modified', 304], ['unauthorized', 401],
-    ['forbidden', 403], ['unavailable', 503], ['not-implemented', 501], ['system', 500],
+    ['invalid', 400],
+    ['not-found', 404],
+    ['conflict', 409],
+    ['not-modified', 304],
+    ['unauthorized', 401],
+    ['forbidden', 403],
+    ['unavailable', 503],
+    ['not-implemented', 501],
+    ['system', 500],
   ];
   it.each(table)('%s → %i', (kind, status) => {
     expect(toHttpError(new EngineError(kind, 'm')).status).toBe(status);

@@ -10,7 +10,7 @@ describe('parseDetachKeys', () => {
     expect([...parseDetachKeys('a,b')]).toEqual([97, 98]);
   });
 
-  it('refuses anything else with dockerd\'s message', () => {
+  it("refuses anything else with dockerd's message", () => {
     expect(() => parseDetachKeys('ctrl-1')).toThrow('Invalid detachKeys (ctrl-1) provided');
     expect(() => parseDetachKeys('ab')).toThrow(/Invalid detachKeys/);
     expect(() => parseDetachKeys('')).toThrow(/Invalid detachKeys/);

@@ -9,11 +9,15 @@ import { ParallelGzip } from '../../src/engine/layers/compress.js';
 
 async function gzip(chunks: Buffer[], opts: { level?: number; parallelism?: number } = {}): Promise<Buffer> {
   const out: Buffer[] = [];
-  for await (const c of Readable.from(chunks).pipe(new ParallelGzip({ level: opts.level ?? 1, ...(opts.parallelism ? { parallelism: opts.parallelism } : {}) }))) out.push(c as Buffer);
+  for await (const c of Readable.from(chunks).pipe(
+    new ParallelGzip({ level: opts.level ?? 1, ...(opts.parallelism ? { parallelism: opts.parallelism } : {}) }),
+  ))
+    out.push(c as Buffer);
   return Buffer.concat(out);
 }
 
-const split = (b: Buffer, size: number) => Array.from({ length: Math.ceil(b.length / size) }, (_, i) => b.subarray(i * size, (i + 1) * size));
+const split = (b: Buffer, size: number) =>
+  Array.from({ length: Math.ceil(b.length / size) }, (_, i) => b.subarray(i * size, (i + 1) * size));
 
 /** Text-like bytes with long-range repeats (so a dictionary across blocks matters). */
 function compressible(size: number): Buffer {

@@ -28,19 +28,41 @@ describe('applyChanges', () => {
   it('takes CMD and ENTRYPOINT in JSON and shell form', () => {
     expect(applyChanges(base, ['CMD ["echo", "a b"]']).Cmd).toEqual(['echo', 'a b']);
     expect(applyChanges(base, ['CMD echo "$HOME"']).Cmd).toEqual(['/bin/sh', '-c', 'echo "$HOME"']);
-    expect(applyChanges({ ...base, Shell: ['/bin/bash', '-xc'] }, ['CMD run it']).Cmd).toEqual(['/bin/bash', '-xc', 'run it']);
+    expect(applyChanges({ ...base, Shell: ['/bin/bash', '-xc'] }, ['CMD run it']).Cmd).toEqual([
+      '/bin/bash',
+      '-xc',
+      'run it',
+    ]);
     // A JSON-looking line that is not JSON is the shell form.
     expect(applyChanges(base, ['CMD [not json']).Cmd).toEqual(['/bin/sh', '-c', '[not json']);
     // ENTRYPOINT without a CMD in the same changes drops the Cmd (dockerd's rule)...
     expect(applyChanges(base, ['ENTRYPOINT ["/init"]'])).toMatchObject({ Entrypoint: ['/init'], Cmd: null });
     // ...but not when the changes set one.
-    expect(applyChanges(base, ['CMD ["x"]', 'ENTRYPOINT ["/init"]'])).toMatchObject({ Entrypoint: ['/init'], Cmd: ['x'] });
-    expect(refusal(() => applyChanges(base, ['CMD ["a", 1]']))).toBe('when using JSON array syntax, arrays must be comprised of strings only');
+    expect(applyChanges(base, ['CMD ["x"]', 'ENTRYPOINT ["/init"]'])).toMatchObject({
+      Entrypoint: ['/init'],
+      Cmd: ['x'],
+    });
+    expect(refusal(() => applyChanges(base, ['CMD ["a", 1]']))).toBe(
+      'when using JSON array syntax, arrays must be comprised of strings only',
+    );
   });
 
   it('takes ENV and LABEL pairs, quoted, expanded from the env before the instruction, and the legacy form', () => {
-    const c = applyChanges(base, ['ENV A=1 B="two words" C=${A}x', 'ENV D=$A$B', 'ENV LEGACY value with  spaces', "LABEL 'k 1'=v \"q\"=\"$HOME\""]);
-    expect(c.Env).toEqual(['PATH=/bin', 'HOME=/root', 'A=1', 'B=two words', 'C=x', 'D=1two words', 'LEGACY=value with  spaces']);
+    const c = applyChanges(base, [
+      'ENV A=1 B="two words" C=${A}x',
+      'ENV D=$A$B',
+      'ENV LEGACY value with  spaces',
+      'LABEL \'k 1\'=v "q"="$HOME"',
+    ]);
+    expect(c.Env).toEqual([
+      'PATH=/bin',
+      'HOME=/root',
+      'A=1',
+      'B=two words',
+      'C=x',
+      'D=1two words',
+      'LEGACY=value with  spaces',
+    ]);
     expect(c.Labels).toEqual({ keep: 'me', 'k 1': 'v', q: '/root' });
     expect(applyChanges(base, ['ENV HOME=/home/x']).Env).toEqual(['PATH=/bin', 'HOME=/home/x']);
     expect(refusal(() => applyChanges(base, ['ENV A=1 B']))).toMatch(/^Syntax error - can't find = in "B"/);
@@ -70,7 +92,12 @@ describe('applyChanges', () => {
   });
 
   it('joins continued lines, skips comments, and refuses what dockerd refuses', () => {
-    expect(applyChanges(base, ['# a comment', 'ENV A=1 \\', '  B=2']).Env).toEqual(['PATH=/bin', 'HOME=/root', 'A=1', 'B=2']);
+    expect(applyChanges(base, ['# a comment', 'ENV A=1 \\', '  B=2']).Env).toEqual([
+      'PATH=/bin',
+      'HOME=/root',
+      'A=1',
+      'B=2',
+    ]);
     expect(refusal(() => applyChanges(base, ['RUN make']))).toBe('run is not a valid change command');
     expect(refusal(() => applyChanges(base, ['FROM x']))).toBe('from is not a valid change command');
     expect(refusal(() => applyChanges(base, ['EXPOSE 99999']))).toMatch(/invalid containerPort/);
@@ -78,7 +105,9 @@ describe('applyChanges', () => {
     expect(refusal(() => applyChanges(base, ['STOPSIGNAL SIGNOPE']))).toBe('Invalid signal: SIGNOPE');
     expect(refusal(() => applyChanges(base, ['ONBUILD ONBUILD RUN x']))).toMatch(/Chaining ONBUILD/);
     expect(refusal(() => applyChanges(base, ['USER --chown=1 x']))).toBe('Unknown flag: chown');
-    expect(refusal(() => applyChanges(base, ['HEALTHCHECK --retries=0 CMD x']))).toMatch(/--retries must be at least 1/);
+    expect(refusal(() => applyChanges(base, ['HEALTHCHECK --retries=0 CMD x']))).toMatch(
+      /--retries must be at least 1/,
+    );
     // The config given is not changed.
     applyChanges(base, ['ENV X=1', 'LABEL a=b']);
     expect(base.Env).toEqual(['PATH=/bin', 'HOME=/root']);
@@ -120,7 +149,10 @@ describe('mergeConfig (dockerd daemon/commit.go merge)', () => {
 
   it('fills what the new config leaves unset from the container', () => {
     expect(mergeConfig({}, ctr)).toMatchObject({ ...ctr });
-    const m = mergeConfig({ Env: ['A=new', 'B=1'], Labels: { a: 'new' }, ExposedPorts: { '443/tcp': {} }, Volumes: { '/w': {} } }, ctr);
+    const m = mergeConfig(
+      { Env: ['A=new', 'B=1'], Labels: { a: 'new' }, ExposedPorts: { '443/tcp': {} }, Volumes: { '/w': {} } },
+      ctr,
+    );
     expect(m.Env).toEqual(['A=new', 'B=1', 'PATH=/bin']);
     expect(m.Labels).toEqual({ a: 'new', b: 'ctr' });
     expect(m.ExposedPorts).toEqual({ '80/tcp': {}, '443/tcp': {} });
@@ -150,6 +182,8 @@ describe('commitReference (dockerd RepoTagReference)', () => {
     expect(refusal(() => commitReference('Bad Repo', undefined))).toMatch(/^invalid reference format/);
     expect(refusal(() => commitReference('Upper', undefined))).toMatch(/must be lowercase/);
     expect(refusal(() => commitReference('ok', 'bad tag'))).toBe('invalid tag format');
-    expect(refusal(() => commitReference(`ok@sha256:${'a'.repeat(64)}`, undefined))).toBe('cannot commit to digest reference');
+    expect(refusal(() => commitReference(`ok@sha256:${'a'.repeat(64)}`, undefined))).toBe(
+      'cannot commit to digest reference',
+    );
   });
 });

@@ -25,19 +25,42 @@ describe('loadConfig', () => {
 
   it('takes registry-stall-timeout in seconds (default 60), from a flag or daemon.json, and refuses nonsense', () => {
     expect(loadConfig(['--config-file', file('s0.json', {})], {}).config.registryStallTimeoutMs).toBe(60_000);
-    expect(loadConfig(['--registry-stall-timeout', '1.5', '--config-file', file('s1.json', {})], {}).config.registryStallTimeoutMs).toBe(1500);
-    expect(loadConfig(['--config-file', file('s2.json', { 'registry-stall-timeout': 5 })], {}).config.registryStallTimeoutMs).toBe(5000);
+    expect(
+      loadConfig(['--registry-stall-timeout', '1.5', '--config-file', file('s1.json', {})], {}).config
+        .registryStallTimeoutMs,
+    ).toBe(1500);
+    expect(
+      loadConfig(['--config-file', file('s2.json', { 'registry-stall-timeout': 5 })], {}).config.registryStallTimeoutMs,
+    ).toBe(5000);
     for (const bad of ['0', '1e3', 'soon']) {
-      expect(() => loadConfig(['--registry-stall-timeout', bad, '--config-file', file('s3.json', {})], {})).toThrow(ConfigError);
+      expect(() => loadConfig(['--registry-stall-timeout', bad, '--config-file', file('s3.json', {})], {})).toThrow(
+        ConfigError,
+      );
     }
-    expect(() => loadConfig(['--registry-stall-timeout', '2', '--config-file', file('s4.json', { 'registry-stall-timeout': 3 })], {})).toThrow(
-      /specified both as a flag and in the configuration file/,
-    );
+    expect(() =>
+      loadConfig(
+        ['--registry-stall-timeout', '2', '--config-file', file('s4.json', { 'registry-stall-timeout': 3 })],
+        {},
+      ),
+    ).toThrow(/specified both as a flag and in the configuration file/);
   });
 
   it('takes repeatable flags', () => {
     const { config } = loadConfig(
-      ['-H', 'unix:///a.sock', '--host', 'tcp://127.0.0.1:2376', '--registry-mirror', 'http://m1', '--insecure-registry', 'r:5000', '--insecure-registry', 'q', '--config-file', file('e.json', {})],
+      [
+        '-H',
+        'unix:///a.sock',
+        '--host',
+        'tcp://127.0.0.1:2376',
+        '--registry-mirror',
+        'http://m1',
+        '--insecure-registry',
+        'r:5000',
+        '--insecure-registry',
+        'q',
+        '--config-file',
+        file('e.json', {}),
+      ],
       {},
     );
     expect(config.hosts).toEqual(['unix:///a.sock', 'tcp://127.0.0.1:2376']);
@@ -64,7 +87,9 @@ describe('loadConfig', () => {
 
   it('refuses a directive given as a flag and in the file', () => {
     const f = file('c.json', { 'data-root': '/x' });
-    expect(() => loadConfig(['--config-file', f, '--data-root', '/y'], {})).toThrow(/specified both as a flag and in the configuration file/);
+    expect(() => loadConfig(['--config-file', f, '--data-root', '/y'], {})).toThrow(
+      /specified both as a flag and in the configuration file/,
+    );
   });
 
   it('refuses a missing explicit config file, bad JSON and bad values', () => {
@@ -73,8 +98,12 @@ describe('loadConfig', () => {
     writeFileSync(bad, '{nope');
     expect(() => loadConfig(['--config-file', bad], {})).toThrow(/unable to configure the daemon/);
     expect(() => loadConfig(['--config-file', file('l.json', { 'log-level': 'loud' })], {})).toThrow(/log-level/);
-    expect(() => loadConfig(['--log-level', 'loud', '--config-file', file('m.json', {})], {})).toThrow(/invalid log level/);
-    expect(() => loadConfig(['--default-runtime', 'nope', '--config-file', file('n.json', {})], {})).toThrow(/not defined/);
+    expect(() => loadConfig(['--log-level', 'loud', '--config-file', file('m.json', {})], {})).toThrow(
+      /invalid log level/,
+    );
+    expect(() => loadConfig(['--default-runtime', 'nope', '--config-file', file('n.json', {})], {})).toThrow(
+      /not defined/,
+    );
     expect(() => loadConfig(['--bogus'], {})).toThrow();
   });
 });

@@ -7,7 +7,12 @@ import { PassThrough, Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isEngineError } from '../../src/errors.js';
-import { ContentStore, ContentVerificationError, computeDigest, verifyingStream } from '../../src/engine/content/store.js';
+import {
+  ContentStore,
+  ContentVerificationError,
+  computeDigest,
+  verifyingStream,
+} from '../../src/engine/content/store.js';
 
 const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 const bytes = (n: number, seed = 1) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff));
@@ -131,7 +136,9 @@ describe('ContentStore', () => {
     const source = endless();
     const d = sha(Buffer.alloc(10_000, 7));
     const err = await errorOf(store.ingest(d, 10_000, source));
-    expect(err.message).toBe(`content verification failed for digest ${d}: size mismatch: expected 10000 bytes, got more`);
+    expect(err.message).toBe(
+      `content verification failed for digest ${d}: size mismatch: expected 10000 bytes, got more`,
+    );
     expect(source.destroyed).toBe(true);
     expect(source.given).toBeLessThan(200_000); // a few buffers of read-ahead, not the endless stream
     expect(ingestLeftovers()).toEqual([]);
@@ -141,7 +148,9 @@ describe('ContentStore', () => {
     const data = bytes(5000);
     const d = sha(data);
     const err = await errorOf(store.ingest(d, 6000, counted(data), { what: 'filesystem layer' }));
-    expect(err.message).toBe(`filesystem layer verification failed for digest ${d}: size mismatch: expected 6000 bytes, got 5000`);
+    expect(err.message).toBe(
+      `filesystem layer verification failed for digest ${d}: size mismatch: expected 6000 bytes, got 5000`,
+    );
     expect(await store.has(d)).toBe(false);
   });
 
@@ -164,9 +173,11 @@ describe('ContentStore', () => {
   });
 
   it('validates digests and sizes so no path leaves the store', async () => {
-    for (const bad of ['sha256:../../etc/passwd', 'md5:abc', 'sha256:' + 'A'.repeat(64), '']) {
+    for (const bad of ['sha256:../../etc/passwd', 'md5:abc', `sha256:${'A'.repeat(64)}`, '']) {
       expect(() => store.path(bad)).toThrow();
-      await expect(store.ingest(bad, 1, Readable.from([Buffer.from('x')]))).rejects.toSatisfy((e) => isEngineError(e, 'invalid'));
+      await expect(store.ingest(bad, 1, Readable.from([Buffer.from('x')]))).rejects.toSatisfy((e) =>
+        isEngineError(e, 'invalid'),
+      );
     }
     await expect(store.ingest(sha(bytes(1)), -1, Readable.from([bytes(1)]))).rejects.toThrow(/invalid size/);
   });
@@ -181,7 +192,9 @@ describe('ContentStore', () => {
     const data = Buffer.from('{"config":true}');
     await store.put(computeDigest(data), data, { what: 'image config' });
     expect((await store.readBuffer(computeDigest(data))).toString()).toBe('{"config":true}');
-    await expect(store.put(sha(Buffer.from('other')), data, { what: 'image config' })).rejects.toThrow(/^image config verification failed for digest/);
+    await expect(store.put(sha(Buffer.from('other')), data, { what: 'image config' })).rejects.toThrow(
+      /^image config verification failed for digest/,
+    );
   });
 
   it('readBuffer refuses blobs over its limit', async () => {
@@ -311,7 +324,9 @@ describe('tap (download, verify and extract in one pass)', () => {
 
   it('failing on bytes that are not what the digest says reports the verification failure', async () => {
     const data = bytes(300_000);
-    const err = await errorOf(store.ingest(sha(bytes(5)), data.length, counted(data), { tap: failingTap(), what: 'filesystem layer' }));
+    const err = await errorOf(
+      store.ingest(sha(bytes(5)), data.length, counted(data), { tap: failingTap(), what: 'filesystem layer' }),
+    );
     expect(err).toBeInstanceOf(ContentVerificationError);
     expect(ingestLeftovers()).toEqual([]);
   });
@@ -329,7 +344,10 @@ describe('tap (download, verify and extract in one pass)', () => {
     const d = sha(data);
     const tapA = collector();
     const tapB = collector();
-    await Promise.all([store.ingest(d, data.length, counted(data), { tap: tapA }), store.ingest(d, data.length, counted(data), { tap: tapB })]);
+    await Promise.all([
+      store.ingest(d, data.length, counted(data), { tap: tapA }),
+      store.ingest(d, data.length, counted(data), { tap: tapB }),
+    ]);
     const tapC = collector();
     await store.ingest(d, data.length, counted(data), { tap: tapC });
     for (const t of [tapA, tapB, tapC]) {
@@ -350,7 +368,9 @@ describe('verifyingStream', () => {
   it('does not pass the end on when the digest is wrong', async () => {
     const data = bytes(10_000);
     const out = collector();
-    const err = await errorOf(pipeline(counted(data), verifyingStream(sha(bytes(1)), data.length, { what: 'image config' }), out));
+    const err = await errorOf(
+      pipeline(counted(data), verifyingStream(sha(bytes(1)), data.length, { what: 'image config' }), out),
+    );
     expect(err.message).toBe(`image config verification failed for digest ${sha(bytes(1))}`);
     expect(out.ended).toBe(false);
   });

@@ -100,7 +100,9 @@ describe('Extractor', () => {
 
   it('refuses zstd before any thread starts', () => {
     extractor = new Extractor();
-    expect(() => extractor.extract(base, { mediaType: 'application/vnd.oci.image.layer.v1.tar+zstd' })).toThrow(/unsupported layer compression/);
+    expect(() => extractor.extract(base, { mediaType: 'application/vnd.oci.image.layer.v1.tar+zstd' })).toThrow(
+      /unsupported layer compression/,
+    );
     expect(extractor.threadCount).toBe(0);
   });
 

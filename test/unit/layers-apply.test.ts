@@ -2,7 +2,19 @@
 // moby's testBreakout and containerd's TestBreakouts) and for correctness.
 // Real filesystem, run as root: owners, devices and trusted.* xattrs are real.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { mkdtemp, mkdir, writeFile, readFile, readdir, lstat, stat, rm, utimes, readlink, chmod } from 'node:fs/promises';
+import {
+  mkdtemp,
+  mkdir,
+  writeFile,
+  readFile,
+  readdir,
+  lstat,
+  stat,
+  rm,
+  utimes,
+  readlink,
+  chmod,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -15,7 +27,8 @@ import { tarOf, type TarEntry } from '../harness/tar.js';
 
 type Entry = TarEntry;
 
-const apply = async (entries: Entry[], dir: string, opts?: { trusted?: boolean }) => applyLayer(Readable.from([await tarOf(entries)]), dir, opts);
+const apply = async (entries: Entry[], dir: string, opts?: { trusted?: boolean }) =>
+  applyLayer(Readable.from([await tarOf(entries)]), dir, opts);
 
 /** Every path under `dir` (relative), not following symlinks. */
 async function walk(dir: string, rel = ''): Promise<string[]> {
@@ -67,7 +80,8 @@ describe('applyLayer: breakouts', () => {
     for (const rel of await walk(dest)) {
       const st = await lstat(path.join(dest, rel));
       expect(st.ino === passwd.ino && st.dev === passwd.dev, `${rel} is /etc/passwd`).toBe(false);
-      if (st.isFile()) expect((await readFile(path.join(dest, rel))).equals(HELLO), `${rel} has hello's bytes`).toBe(false);
+      if (st.isFile())
+        expect((await readFile(path.join(dest, rel))).equals(HELLO), `${rel} has hello's bytes`).toBe(false);
     }
     expect((await readdir(base)).sort()).toEqual(['dest', 'victim']);
   }
@@ -90,13 +104,25 @@ describe('applyLayer: breakouts', () => {
     ['dot-dot after a component', () => [file('a/../../victim/x')]],
     ['many dot-dots', () => [file(`../../../../../../..${victim}/x`)]],
     ['symlink to / then write through', () => [sym('evil', '/'), file(`evil${victim}/x`), file(`evil${hello}`)]],
-    ['symlink up and out', () => [sym('evil', '..'), file(through('evil', '..', 'x')), file(through('evil', '..', 'hello'))]],
+    [
+      'symlink up and out',
+      () => [sym('evil', '..'), file(through('evil', '..', 'x')), file(through('evil', '..', 'hello'))],
+    ],
     ['symlink ../../.. then write through', () => [sym('evil', '../../..'), file(through('evil', '../../..', 'x'))]],
     ['symlink to the victim dir, absolute', () => [sym('v', victim), file('v/x'), file('v/hello')]],
     ['symlink to the victim dir, relative', () => [sym('v', '../victim'), file('v/x'), file('v/hello')]],
-    ['relative symlink chain', () => [dir('d', 0o755), sym('d/l1', '..'), sym('l2', 'd/l1/..'), file('l2/victim/x'), file('l2/victim/hello')]],
-    ['symlink chain absolute then relative', () => [sym('a', '/b/..'), sym('b', '..'), file(`a/../victim/x`), file('b/victim/x')]],
-    ['file entry over a symlink to the victim file', () => [sym('h', '../victim/hello'), file('h', 'overwritten', 0o777)]],
+    [
+      'relative symlink chain',
+      () => [dir('d', 0o755), sym('d/l1', '..'), sym('l2', 'd/l1/..'), file('l2/victim/x'), file('l2/victim/hello')],
+    ],
+    [
+      'symlink chain absolute then relative',
+      () => [sym('a', '/b/..'), sym('b', '..'), file(`a/../victim/x`), file('b/victim/x')],
+    ],
+    [
+      'file entry over a symlink to the victim file',
+      () => [sym('h', '../victim/hello'), file('h', 'overwritten', 0o777)],
+    ],
     ['symlink over a symlink', () => [sym('h', '../victim/hello'), sym('h', '/etc/passwd'), file('h')]],
     ['directory over a symlink to the victim dir', () => [sym('s', '../victim'), dir('s'), file('s/x')]],
     ['directory over a symlink to the victim file', () => [sym('s', hello), dir('s')]],
@@ -107,7 +133,10 @@ describe('applyLayer: breakouts', () => {
     ['hardlink relative long', () => [hard('l', `../../../../../../../../..${hello}`)], 'rejects'],
     ['hardlink through a symlink', () => [sym('s', '../victim'), hard('l', 's/hello')], 'rejects'],
     ['hardlink through an absolute symlink', () => [sym('s', victim), hard('l', 's/hello')], 'rejects'],
-    ['hardlink to a symlink, then chmod it', () => [sym('s', hello), hard('l', 's'), { name: 'l', type: 'link', linkname: 's', mode: 0o777 }, dir('l')]],
+    [
+      'hardlink to a symlink, then chmod it',
+      () => [sym('s', hello), hard('l', 's'), { name: 'l', type: 'link', linkname: 's', mode: 0o777 }, dir('l')],
+    ],
     ['hardlink to a directory', () => [dir('d'), hard('l', 'd')], 'rejects'],
     ['hardlink replacing its own target', () => [dir('d'), file('d/f'), hard('d', 'd/f')], 'rejects'],
     ['whiteout .wh..', () => [file('.wh..')], 'rejects'],
@@ -121,7 +150,10 @@ describe('applyLayer: breakouts', () => {
     ['parent is a regular file', () => [file('f'), file('f/x')], 'rejects'],
     ['symlink loop', () => [sym('a', 'b'), sym('b', 'a'), file('a/x')], 'rejects'],
     ['self-referencing symlink', () => [sym('a', '/a'), file('a/x')], 'rejects'],
-    ['device node to /dev/mem', () => [{ name: 'mem', type: 'character-device', devmajor: 1, devminor: 1, mode: 0o666 }]],
+    [
+      'device node to /dev/mem',
+      () => [{ name: 'mem', type: 'character-device', devmajor: 1, devminor: 1, mode: 0o666 }],
+    ],
   ];
 
   for (const [name, entries, expectation] of cases) {
@@ -149,7 +181,13 @@ describe('applyLayer: breakouts', () => {
   });
 
   it('skips device nodes from untrusted layers', async () => {
-    await apply([{ name: 'dev/null', type: 'character-device', devmajor: 1, devminor: 3, mode: 0o666 }, { name: 'p', type: 'fifo' }], dest);
+    await apply(
+      [
+        { name: 'dev/null', type: 'character-device', devmajor: 1, devminor: 3, mode: 0o666 },
+        { name: 'p', type: 'fifo' },
+      ],
+      dest,
+    );
     expect(await walk(dest)).toEqual([]);
   });
 
@@ -233,7 +271,19 @@ describe('applyLayer: correctness', () => {
     const binary = Buffer.from([0, 0xff, 0xfe, 0x80, 0x0a, 0x3d]);
     const body = Buffer.from('#!/bin/true\n');
     const tar = Buffer.concat([
-      encodeEntryHeader({ name: 'd', type: 'dir', mode: 0o755, uid: 0, gid: 0, size: 0, mtime: 1, xattrs: [['user.dir', Buffer.from('on a dir')], ['trusted.overlay.opaque', Buffer.from('y')]] }),
+      encodeEntryHeader({
+        name: 'd',
+        type: 'dir',
+        mode: 0o755,
+        uid: 0,
+        gid: 0,
+        size: 0,
+        mtime: 1,
+        xattrs: [
+          ['user.dir', Buffer.from('on a dir')],
+          ['trusted.overlay.opaque', Buffer.from('y')],
+        ],
+      }),
       encodeEntryHeader({
         name: 'd/f',
         type: 'file',
@@ -242,7 +292,12 @@ describe('applyLayer: correctness', () => {
         gid: 0,
         size: body.length,
         mtime: 1,
-        xattrs: [['security.capability', cap], ['user.bin', binary], ['trusted.overlay.redirect', Buffer.from('/etc')], ['trusted.berth', Buffer.from('t')]],
+        xattrs: [
+          ['security.capability', cap],
+          ['user.bin', binary],
+          ['trusted.overlay.redirect', Buffer.from('/etc')],
+          ['trusted.berth', Buffer.from('t')],
+        ],
       }),
       body,
       bodyPadding(body.length),
@@ -297,7 +352,12 @@ describe('applyLayer: correctness', () => {
       { trusted: true },
     );
     const nul = await lstat(path.join(dest, 'dev/null'));
-    expect([nul.isCharacterDevice(), nul.rdev, nul.mode & 0o7777, nul.mtimeMs]).toEqual([true, (1 << 8) | 3, 0o666, T1.getTime()]);
+    expect([nul.isCharacterDevice(), nul.rdev, nul.mode & 0o7777, nul.mtimeMs]).toEqual([
+      true,
+      (1 << 8) | 3,
+      0o666,
+      T1.getTime(),
+    ]);
     const loop = await lstat(path.join(dest, 'dev/loop'));
     expect([loop.isBlockDevice(), loop.rdev, loop.mode & 0o7777, loop.gid]).toEqual([true, 7 << 8, 0o660, 6]);
     const fifo = await lstat(path.join(dest, 'run/fifo'));
@@ -324,15 +384,29 @@ describe('applyLayer: correctness', () => {
   });
 
   it('applies the metadata of a root entry to the layer directory', async () => {
-    await apply([{ name: './', type: 'directory', mode: 0o751, mtime: T1 }, { name: './x', type: 'file', body: 'x' }], dest);
+    await apply(
+      [
+        { name: './', type: 'directory', mode: 0o751, mtime: T1 },
+        { name: './x', type: 'file', body: 'x' },
+      ],
+      dest,
+    );
     const st = await lstat(dest);
     expect([st.mode & 0o7777, st.mtimeMs]).toEqual([0o751, T1.getTime()]);
-    await expect(apply([{ name: '/', type: 'file', body: 'x' }], dest)).rejects.toSatisfy((e) => isEngineError(e, 'invalid'));
+    await expect(apply([{ name: '/', type: 'file', body: 'x' }], dest)).rejects.toSatisfy((e) =>
+      isEngineError(e, 'invalid'),
+    );
   });
 
   it('handles PAX long names', async () => {
     const long = `${'deep/'.repeat(60)}${'n'.repeat(200)}`;
-    await apply([{ name: long, type: 'file', body: 'long' }, { name: 'l', type: 'link', linkname: long }], dest);
+    await apply(
+      [
+        { name: long, type: 'file', body: 'long' },
+        { name: 'l', type: 'link', linkname: long },
+      ],
+      dest,
+    );
     expect(await readFile(path.join(dest, long), 'utf8')).toBe('long');
     expect(await readFile(path.join(dest, 'l'), 'utf8')).toBe('long');
   });
@@ -345,9 +419,13 @@ describe('applyLayer: correctness', () => {
   it('reports malformed and truncated archives as invalid', async () => {
     const good = await tarOf([{ name: 'f', type: 'file', body: Buffer.alloc(5000, 1) }]);
     const truncated = good.subarray(0, 1536);
-    await expect(applyLayer(Readable.from([truncated]), dest)).rejects.toSatisfy((e) => isEngineError(e, 'invalid') && /Error processing tar file/.test(e.message));
+    await expect(applyLayer(Readable.from([truncated]), dest)).rejects.toSatisfy(
+      (e) => isEngineError(e, 'invalid') && /Error processing tar file/.test(e.message),
+    );
     const garbage = Buffer.alloc(1024, 0x41);
-    await expect(applyLayer(Readable.from([garbage]), path.join(base, 'dest'))).rejects.toSatisfy((e) => isEngineError(e, 'invalid'));
+    await expect(applyLayer(Readable.from([garbage]), path.join(base, 'dest'))).rejects.toSatisfy((e) =>
+      isEngineError(e, 'invalid'),
+    );
   });
 
   it('passes on the input stream error (an EngineError as is, others as system errors)', async () => {
@@ -364,7 +442,9 @@ describe('applyLayer: correctness', () => {
     await expect(applyLayer(failing(digest), dest)).rejects.toBe(digest);
     await rm(dest, { recursive: true });
     await mkdir(dest);
-    await expect(applyLayer(failing(new Error('ECONNRESET')), dest)).rejects.toSatisfy((e) => isEngineError(e, 'system'));
+    await expect(applyLayer(failing(new Error('ECONNRESET')), dest)).rejects.toSatisfy((e) =>
+      isEngineError(e, 'system'),
+    );
     // A stream closed early without an error must not hang.
     const closed = new Readable({
       read() {
@@ -376,7 +456,9 @@ describe('applyLayer: correctness', () => {
   });
 
   it('reports a failure of a file written in the background, even with more entries after it', async () => {
-    const entries: Entry[] = [{ name: 'bad', type: 'file', body: 'x', pax: { [`SCHILY.xattr.user.${'n'.repeat(300)}`]: 'v' } }];
+    const entries: Entry[] = [
+      { name: 'bad', type: 'file', body: 'x', pax: { [`SCHILY.xattr.user.${'n'.repeat(300)}`]: 'v' } },
+    ];
     for (let i = 0; i < 50; i++) entries.push({ name: `more/f${i}`, type: 'file', body: 'y' });
     await expect(apply(entries, dest)).rejects.toSatisfy((e) => isEngineError(e, 'invalid') && /xattr/.test(e.message));
   });

@@ -2,7 +2,24 @@
 // applied, a container's changes are made through an overlay mount, and the
 // upper dir is turned into a layer tar that must reproduce the same tree.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { mkdtemp, mkdir, writeFile, readFile, readdir, lstat, rm, utimes, readlink, chmod, chown, symlink, link, unlink, appendFile, lutimes } from 'node:fs/promises';
+import {
+  mkdtemp,
+  mkdir,
+  writeFile,
+  readFile,
+  readdir,
+  lstat,
+  rm,
+  utimes,
+  readlink,
+  chmod,
+  chown,
+  symlink,
+  link,
+  unlink,
+  appendFile,
+  lutimes,
+} from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -127,7 +144,10 @@ async function snapshot(root: string): Promise<string[]> {
         .sort()
         .map((n) => `${n}=${native.lgetxattr(abs, n)?.toString('hex')}`);
       let body = '';
-      if (st.isFile()) body = createHash('sha256').update(await readFile(abs)).digest('hex');
+      if (st.isFile())
+        body = createHash('sha256')
+          .update(await readFile(abs))
+          .digest('hex');
       if (st.isSymbolicLink()) body = `-> ${await readlink(abs)}`;
       if (st.isCharacterDevice() || st.isBlockDevice()) body = `dev ${st.rdev}`;
       const mtime = st.isDirectory() ? '' : String(Math.floor(st.mtimeMs / 1000)); // dir mtimes move as the overlay is used
@@ -201,10 +221,21 @@ describe('diffLayer', () => {
     expect(names).toContain('etc/.wh.old');
     expect(names).toContain('etc/.wh.apt');
     expect(names.indexOf('var/cache/.wh..wh..opq')).toBe(names.indexOf('var/cache/') + 1);
-    expect(entries.find((e) => e.name === 'new/hardlink')).toEqual({ name: 'new/hardlink', type: 'link', linkname: 'new/deeper/file' });
+    expect(entries.find((e) => e.name === 'new/hardlink')).toEqual({
+      name: 'new/hardlink',
+      type: 'link',
+      linkname: 'new/deeper/file',
+    });
     expect(names.some((n) => n.endsWith('f'.repeat(200)))).toBe(true);
     // Depth first, names in byte order, whiteouts where the name they hide would be.
-    const upperNames = names.filter((n) => !n.endsWith('/.wh..wh..opq')).map((n) => n.replace(/\/$/, '').replace(/(^|\/)\.wh\./, '$1').split('/'));
+    const upperNames = names
+      .filter((n) => !n.endsWith('/.wh..wh..opq'))
+      .map((n) =>
+        n
+          .replace(/\/$/, '')
+          .replace(/(^|\/)\.wh\./, '$1')
+          .split('/'),
+      );
     const byComponents = (a: string[], b: string[]): number => {
       for (let i = 0; i < Math.min(a.length, b.length); i++) {
         const c = Buffer.compare(Buffer.from(a[i]!), Buffer.from(b[i]!));
@@ -280,9 +311,27 @@ describe('changes', () => {
     const middle = dir('middle');
     const upper = dir('upper');
     for (const d of [bottom, middle, upper]) await mkdir(d);
-    await applyLayer(Readable.from([await tarOf([{ name: 'a/x', type: 'file' }, { name: 'b/y', type: 'file' }, { name: 'c', type: 'file' }])]), bottom);
+    await applyLayer(
+      Readable.from([
+        await tarOf([
+          { name: 'a/x', type: 'file' },
+          { name: 'b/y', type: 'file' },
+          { name: 'c', type: 'file' },
+        ]),
+      ]),
+      bottom,
+    );
     // The middle layer deletes a/x and makes b opaque.
-    await applyLayer(Readable.from([await tarOf([{ name: 'a/.wh.x', type: 'file' }, { name: 'b/', type: 'directory' }, { name: 'b/.wh..wh..opq', type: 'file' }])]), middle);
+    await applyLayer(
+      Readable.from([
+        await tarOf([
+          { name: 'a/.wh.x', type: 'file' },
+          { name: 'b/', type: 'directory' },
+          { name: 'b/.wh..wh..opq', type: 'file' },
+        ]),
+      ]),
+      middle,
+    );
     await mkdir(path.join(upper, 'a'));
     await writeFile(path.join(upper, 'a/x'), 'back again');
     await mkdir(path.join(upper, 'b'));

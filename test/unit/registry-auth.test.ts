@@ -76,7 +76,11 @@ describe('decodeRegistryAuth', () => {
     ['not JSON', encode('hello', 'base64', true), 'invalid X-Registry-Auth header: invalid JSON'],
     ['JSON array', encode([1], 'base64', true), 'invalid X-Registry-Auth header: invalid JSON: expected an object'],
     ['JSON string', encode('"x"', 'base64', true), 'invalid X-Registry-Auth header: invalid JSON: expected an object'],
-    ['wrong field type', encode({ username: 1 }, 'base64', true), 'invalid X-Registry-Auth header: invalid JSON: field username must be a string'],
+    [
+      'wrong field type',
+      encode({ username: 1 }, 'base64', true),
+      'invalid X-Registry-Auth header: invalid JSON: field username must be a string',
+    ],
   ])('refuses %s as a bad parameter', (_name, header, message) => {
     let err: unknown;
     try {
@@ -89,7 +93,9 @@ describe('decodeRegistryAuth', () => {
   });
 
   it('never shows secrets when logged or inspected', () => {
-    const auth = decodeRegistryAuth(encode({ username: 'u', password: 'hunter2', identitytoken: 'tok-secret', auth: 'dTpodW50ZXIy' }, 'base64', true))!;
+    const auth = decodeRegistryAuth(
+      encode({ username: 'u', password: 'hunter2', identitytoken: 'tok-secret', auth: 'dTpodW50ZXIy' }, 'base64', true),
+    )!;
     const shown = JSON.stringify({ auth }) + inspect(auth) + JSON.stringify(auth);
     for (const secret of ['hunter2', 'tok-secret', 'dTpodW50ZXIy']) expect(shown).not.toContain(secret);
     expect(shown).toContain('[redacted]');
@@ -100,7 +106,10 @@ describe('decodeRegistryAuth', () => {
 describe('basicCredentials', () => {
   it.each([
     [undefined, undefined],
-    [{ username: 'u', password: 'p' }, { username: 'u', password: 'p' }],
+    [
+      { username: 'u', password: 'p' },
+      { username: 'u', password: 'p' },
+    ],
     [{ auth: Buffer.from('u:p:with:colons').toString('base64') }, { username: 'u', password: 'p:with:colons' }],
     [{ username: 'u' }, undefined],
     [{ identitytoken: 'x' }, undefined],
@@ -114,13 +123,30 @@ describe('parseChallenges', () => {
     ['Basic realm="Registry Realm"', [{ scheme: 'basic', params: { realm: 'Registry Realm' } }]],
     [
       'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:samalba/my-app:pull,push"',
-      [{ scheme: 'bearer', params: { realm: 'https://auth.docker.io/token', service: 'registry.docker.io', scope: 'repository:samalba/my-app:pull,push' } }],
+      [
+        {
+          scheme: 'bearer',
+          params: {
+            realm: 'https://auth.docker.io/token',
+            service: 'registry.docker.io',
+            scope: 'repository:samalba/my-app:pull,push',
+          },
+        },
+      ],
     ],
     [
       'Bearer realm="https://a/token", service="svc" , scope="repository:a:pull" , error="insufficient_scope"',
-      [{ scheme: 'bearer', params: { realm: 'https://a/token', service: 'svc', scope: 'repository:a:pull', error: 'insufficient_scope' } }],
+      [
+        {
+          scheme: 'bearer',
+          params: { realm: 'https://a/token', service: 'svc', scope: 'repository:a:pull', error: 'insufficient_scope' },
+        },
+      ],
     ],
-    ['BEARER Realm=https://a/token,Service=svc', [{ scheme: 'bearer', params: { realm: 'https://a/token', service: 'svc' } }]],
+    [
+      'BEARER Realm=https://a/token,Service=svc',
+      [{ scheme: 'bearer', params: { realm: 'https://a/token', service: 'svc' } }],
+    ],
     [
       'Basic realm="a, b", Bearer realm="https://t",service="s"',
       [
@@ -168,7 +194,12 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const s: Seen = { method: req.method!, url: new URL(req.url!, base), body: Buffer.concat(chunks).toString(), ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}) };
+      const s: Seen = {
+        method: req.method!,
+        url: new URL(req.url!, base),
+        body: Buffer.concat(chunks).toString(),
+        ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
+      };
       seen.push(s);
       handler(s, res);
     });
@@ -208,7 +239,12 @@ describe('fetchToken', () => {
     const q = seen[0]!.url.searchParams;
     expect(seen[0]!.method).toBe('GET');
     expect(seen[0]!.authorization).toBeUndefined();
-    expect([q.get('service'), q.get('scope'), q.get('client_id'), q.get('offline_token')]).toEqual(['svc', 'repository:a/b:pull', 'docker', 'true']);
+    expect([q.get('service'), q.get('scope'), q.get('client_id'), q.get('offline_token')]).toEqual([
+      'svc',
+      'repository:a/b:pull',
+      'docker',
+      'true',
+    ]);
   });
 
   it('sends Basic credentials and takes `access_token`; short lifetimes become 60 s', async () => {
@@ -231,7 +267,13 @@ describe('fetchToken', () => {
     expect(t.token).toBe('T3');
     expect(seen[0]!.method).toBe('POST');
     const form = new URLSearchParams(seen[0]!.body);
-    expect(Object.fromEntries(form)).toMatchObject({ grant_type: 'refresh_token', refresh_token: 'refresh-me', client_id: 'docker', service: 'svc', scope: 'repository:a/b:pull' });
+    expect(Object.fromEntries(form)).toMatchObject({
+      grant_type: 'refresh_token',
+      refresh_token: 'refresh-me',
+      client_id: 'docker',
+      service: 'svc',
+      scope: 'repository:a/b:pull',
+    });
     expect(seen[0]!.authorization).toBeUndefined();
   });
 
@@ -245,8 +287,11 @@ describe('fetchToken', () => {
 
   it('never resends the OAuth form (it holds the refresh token) to another origin', async () => {
     const other = base.replace('127.0.0.1', '127.0.0.2');
-    handler = (s, res) => (s.method === 'POST' ? res.writeHead(307, { Location: `${other}/steal` }).end() : json(res, 200, { token: 'T' }));
-    await expect(fetchToken(send, tokenReq({ identitytoken: 'refresh-me' }))).rejects.toThrow(/refusing to resend a request body to http:\/\/127\.0\.0\.2/);
+    handler = (s, res) =>
+      s.method === 'POST' ? res.writeHead(307, { Location: `${other}/steal` }).end() : json(res, 200, { token: 'T' });
+    await expect(fetchToken(send, tokenReq({ identitytoken: 'refresh-me' }))).rejects.toThrow(
+      /refusing to resend a request body to http:\/\/127\.0\.0\.2/,
+    );
     expect(seen.map((s) => s.url.pathname)).toEqual(['/token']);
   });
 
@@ -261,19 +306,25 @@ describe('fetchToken', () => {
 
   it('refuses a response without a token', async () => {
     handler = (_s, res) => json(res, 200, { nothing: true });
-    await expect(fetchToken(send, tokenReq())).rejects.toThrow('authorization server did not include a token in the response');
+    await expect(fetchToken(send, tokenReq())).rejects.toThrow(
+      'authorization server did not include a token in the response',
+    );
   });
 
   it('never sends credentials to a plain-HTTP realm that is not allowed', async () => {
     handler = (_s, res) => json(res, 200, { token: 'T' });
-    await expect(fetchToken(send, { ...tokenReq({ username: 'u', password: 'p' }), plainHttpAllowed: false })).rejects.toThrow(/refusing to send credentials/);
+    await expect(
+      fetchToken(send, { ...tokenReq({ username: 'u', password: 'p' }), plainHttpAllowed: false }),
+    ).rejects.toThrow(/refusing to send credentials/);
     expect(seen).toHaveLength(0);
     // Anonymous token requests carry no secret, so they may use it.
     await expect(fetchToken(send, { ...tokenReq(), plainHttpAllowed: false })).resolves.toMatchObject({ token: 'T' });
   });
 
   it('refuses a realm that is not http(s)', async () => {
-    await expect(fetchToken(send, { ...tokenReq(), realm: 'file:///etc/passwd' })).rejects.toThrow(/not an http\(s\) URL/);
+    await expect(fetchToken(send, { ...tokenReq(), realm: 'file:///etc/passwd' })).rejects.toThrow(
+      /not an http\(s\) URL/,
+    );
   });
 });
 
@@ -314,7 +365,12 @@ describe('registry refusals', () => {
   const ctx = { method: 'GET', url: new URL('http://127.0.0.1:5000/v2/x/manifests/nope') };
 
   it('reads the errors array (first one counts) in Go errcode’s words', async () => {
-    const e = await refusal(404, JSON.stringify({ errors: [{ code: 'MANIFEST_UNKNOWN', message: 'manifest unknown', detail: { Tag: 'nope' } }, { code: 'X' }] }));
+    const e = await refusal(
+      404,
+      JSON.stringify({
+        errors: [{ code: 'MANIFEST_UNKNOWN', message: 'manifest unknown', detail: { Tag: 'nope' } }, { code: 'X' }],
+      }),
+    );
     expect(e.code).toBe('MANIFEST_UNKNOWN');
     expect(e.message).toBe('manifest unknown: manifest unknown');
     const err = pullError(e, ref, ctx);
@@ -323,17 +379,29 @@ describe('registry refusals', () => {
   });
 
   it('words an unknown repository as dockerd does', async () => {
-    const e = await refusal(404, JSON.stringify({ errors: [{ code: 'NAME_UNKNOWN', message: 'repository name not known to registry' }] }));
-    expect(pullError(e, ref, ctx).message).toBe('repository 127.0.0.1:5000/x not found: name unknown: repository name not known to registry');
+    const e = await refusal(
+      404,
+      JSON.stringify({ errors: [{ code: 'NAME_UNKNOWN', message: 'repository name not known to registry' }] }),
+    );
+    expect(pullError(e, ref, ctx).message).toBe(
+      'repository 127.0.0.1:5000/x not found: name unknown: repository name not known to registry',
+    );
   });
 
   it('turns Docker Hub’s insufficient_scope into "pull access denied"', async () => {
-    const e = await refusal(401, JSON.stringify({ errors: [{ code: 'UNAUTHORIZED', message: 'authentication required' }] }), {
-      'WWW-Authenticate': 'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/nope:pull",error="insufficient_scope"',
-    });
+    const e = await refusal(
+      401,
+      JSON.stringify({ errors: [{ code: 'UNAUTHORIZED', message: 'authentication required' }] }),
+      {
+        'WWW-Authenticate':
+          'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/nope:pull",error="insufficient_scope"',
+      },
+    );
     const err = pullError(e, parseReference('nope'), ctx);
     expect(err.kind).toBe('not-found');
-    expect(err.message).toBe("pull access denied for nope, repository does not exist or may require 'docker login': denied: requested access to the resource is denied");
+    expect(err.message).toBe(
+      "pull access denied for nope, repository does not exist or may require 'docker login': denied: requested access to the resource is denied",
+    );
   });
 
   it('says which request was unauthorized', async () => {

@@ -16,7 +16,11 @@ function deferred<T>() {
   return { promise, resolve, reject };
 }
 
-const settled = <T>(p: Promise<T>) => p.then((value) => ({ value }), (error: unknown) => ({ error }));
+const settled = <T>(p: Promise<T>) =>
+  p.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
 
 describe('SharedWork', () => {
   it('runs the work once for callers of one key, and reports its progress to each', async () => {

@@ -175,7 +175,11 @@ describe('buildSpec: mounts and paths', () => {
         { source: '/host/shared', destination: '/shared', propagation: 'rshared' },
       ],
     });
-    expect(mount(s, '/data')).toMatchObject({ type: 'bind', source: '/host/data', options: ['rbind', 'rprivate', 'ro'] });
+    expect(mount(s, '/data')).toMatchObject({
+      type: 'bind',
+      source: '/host/data',
+      options: ['rbind', 'rprivate', 'ro'],
+    });
     expect(s.mounts.filter((m) => m.destination === '/dev/shm')).toEqual([
       { destination: '/dev/shm', type: 'bind', source: '/host/shm', options: ['rbind', 'rprivate', 'rw'] },
     ]);
@@ -185,7 +189,12 @@ describe('buildSpec: mounts and paths', () => {
   });
 
   it('orders mounts parents first', () => {
-    const s = spec({ mounts: [{ source: '/a', destination: '/x/y/z' }, { source: '/b', destination: '/x' }] });
+    const s = spec({
+      mounts: [
+        { source: '/a', destination: '/x/y/z' },
+        { source: '/b', destination: '/x' },
+      ],
+    });
     const dests = s.mounts.map((m) => m.destination);
     expect(dests.indexOf('/x')).toBeLessThan(dests.indexOf('/x/y/z'));
     expect(dests.indexOf('/dev')).toBeLessThan(dests.indexOf('/dev/pts'));
@@ -240,7 +249,10 @@ describe('buildSpec: resources', () => {
     const mb = 1024 * 1024;
     expect(spec({ memory: 64 * mb }).linux.resources.memory).toEqual({ limit: 64 * mb, swap: 128 * mb });
     expect(spec({ memory: 64 * mb, memorySwap: -1 }).linux.resources.memory).toEqual({ limit: 64 * mb, swap: -1 });
-    expect(spec({ memory: 64 * mb, memorySwap: 100 * mb }).linux.resources.memory).toEqual({ limit: 64 * mb, swap: 100 * mb });
+    expect(spec({ memory: 64 * mb, memorySwap: 100 * mb }).linux.resources.memory).toEqual({
+      limit: 64 * mb,
+      swap: 100 * mb,
+    });
     expect(() => spec({ memory: 64 * mb, memorySwap: 32 * mb })).toThrow(/Minimum memoryswap limit/);
   });
 

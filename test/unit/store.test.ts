@@ -14,7 +14,9 @@ describe('store', () => {
     expect(schemaVersion(db)).toBe(migrations.at(-1)!.version);
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
-    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type='table'").all() as { name: string }[]).map((r) => r.name);
+    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type='table'").all() as { name: string }[]).map(
+      (r) => r.name,
+    );
     expect(tables).toEqual(expect.arrayContaining(['images', 'tags', 'layers', 'containers', 'image_layers']));
     db.close();
   });
@@ -38,7 +40,10 @@ describe('store', () => {
   it('rolls back a failing migration whole', () => {
     const f = tmp();
     const good = loadMigrations();
-    const bad = [...good, { version: good.length + 1, name: 'bad', sql: 'CREATE TABLE t1(x); INSERT INTO nope VALUES (1);' }];
+    const bad = [
+      ...good,
+      { version: good.length + 1, name: 'bad', sql: 'CREATE TABLE t1(x); INSERT INTO nope VALUES (1);' },
+    ];
     expect(() => openDb(f, bad)).toThrow();
     const db = openDb(f, good);
     expect(schemaVersion(db)).toBe(good.length);

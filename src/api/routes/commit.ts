@@ -25,7 +25,8 @@ export function commitRoutes(app: FastifyInstance, engine: Engine): void {
     const body = await readJson(req);
     let config: ContainerConfigFields | undefined;
     if (body !== undefined && body !== null) {
-      if (typeof body !== 'object' || Array.isArray(body)) throw invalidParameter('invalid JSON in request body: expected an object');
+      if (typeof body !== 'object' || Array.isArray(body))
+        throw invalidParameter('invalid JSON in request body: expected an object');
       const { HostConfig: _h, NetworkingConfig: _n, ...rest } = CreateBodySchema.parse(body);
       config = withoutNulls(rest) as ContainerConfigFields;
     }

@@ -36,14 +36,21 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get('/containers/json', async (req) => {
     const q = query(req);
-    const list = containers.list({ all: boolValue(q.all), limit: intValue(q.limit, 'limit'), filters: parseFilters(q.filters) });
+    const list = containers.list({
+      all: boolValue(q.all),
+      limit: intValue(q.limit, 'limit'),
+      filters: parseFilters(q.filters),
+    });
     const withSize = boolValue(q.size);
     // One image lookup per distinct reference, not one per container.
     const names = new Map<string, string>();
     const nameOf = (ref: string, id: string) => {
       const key = `${ref}\0${id}`;
       let name = names.get(key);
-      if (name === undefined) names.set(key, (name = imageName(ref, id)));
+      if (name === undefined) {
+        name = imageName(ref, id);
+        names.set(key, name);
+      }
       return name;
     };
     return Promise.all(
@@ -69,7 +76,10 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get<IdParams>('/containers/:id/json', async (req) => {
     const c = containers.get(req.params.id);
-    const lowerDirs = engine.images.layersOf(c.row.image_id).map((l) => engine.images.layerDir(l)).reverse();
+    const lowerDirs = engine.images
+      .layersOf(c.row.image_id)
+      .map((l) => engine.images.layerDir(l))
+      .reverse();
     const execIds = engine.execs.idsOf(c.row.id);
     return { ...containerInspect(c, { lowerDirs }), ExecIDs: execIds.length ? execIds : null };
   });
@@ -105,7 +115,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       await drained(res);
       await pause();
       if (gone()) break;
-      let next;
+      let next: Awaited<ReturnType<typeof containers.stats>>;
       try {
         next = await containers.stats(req.params.id);
       } catch {
@@ -163,7 +173,11 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   // dockerd answers the headers at once and the body when the condition is met.
   app.post<IdParams>('/containers/:id/wait', async (req, reply) => {
     const gone = new AbortController();
-    const result = containers.wait(req.params.id, (query(req).condition || 'not-running') as WaitCondition, gone.signal);
+    const result = containers.wait(
+      req.params.id,
+      (query(req).condition || 'not-running') as WaitCondition,
+      gone.signal,
+    );
     reply.hijack();
     closeOnShutdown(req.raw.socket);
     const res = reply.raw;

@@ -22,7 +22,12 @@ function timeNano(v: string | undefined, name: string): number | undefined {
 
 /** The older top-level fields (status, id, from) that clients still read. */
 function wire(e: EngineEvent): Record<string, unknown> {
-  const legacy = e.Type === 'container' ? { status: e.Action, id: e.Actor.ID, from: e.Actor.Attributes.image } : e.Action === 'pull' || e.Action === 'tag' || e.Action === 'untag' || e.Action === 'delete' ? { status: e.Action, id: e.Actor.ID } : {};
+  const legacy =
+    e.Type === 'container'
+      ? { status: e.Action, id: e.Actor.ID, from: e.Actor.Attributes.image }
+      : e.Action === 'pull' || e.Action === 'tag' || e.Action === 'untag' || e.Action === 'delete'
+        ? { status: e.Action, id: e.Actor.ID }
+        : {};
   return { ...legacy, ...e };
 }
 

@@ -32,7 +32,11 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
   app.post<IdParams>('/exec/:id/start', async (req, reply) => {
     const body = await parseJsonBody(req, ExecStartSchema);
     const detach = body.Detach ?? false;
-    const start = execs.start(req.params.id, { detach, ...(body.Tty != null ? { tty: body.Tty } : {}), consoleSize: body.ConsoleSize ?? null });
+    const start = execs.start(req.params.id, {
+      detach,
+      ...(body.Tty != null ? { tty: body.Tty } : {}),
+      consoleSize: body.ConsoleSize ?? null,
+    });
     if (detach) {
       await start.run();
       return reply.code(200).send();

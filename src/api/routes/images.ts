@@ -30,7 +30,9 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get('/images/json', async (req) => {
     const q = query(req);
-    return images.list({ all: boolValue(q.all), filters: parseFilters(q.filters) }).map((i) => imageSummary(i, req.apiVersion));
+    return images
+      .list({ all: boolValue(q.all), filters: parseFilters(q.filters) })
+      .map((i) => imageSummary(i, req.apiVersion));
   });
 
   app.post('/images/create', async (req, reply) => {

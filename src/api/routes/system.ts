@@ -118,7 +118,10 @@ export function systemRoutes(app: FastifyInstance, engine: Engine): void {
       ExperimentalBuild: false,
       ServerVersion: sys.version,
       Runtimes: Object.fromEntries(
-        Object.entries(cfg.runtimes).map(([name, r]) => [name, { path: r.path, ...(r.runtimeArgs.length ? { runtimeArgs: r.runtimeArgs } : {}) }]),
+        Object.entries(cfg.runtimes).map(([name, r]) => [
+          name,
+          { path: r.path, ...(r.runtimeArgs.length ? { runtimeArgs: r.runtimeArgs } : {}) },
+        ]),
       ),
       DefaultRuntime: cfg.defaultRuntime,
       Swarm: {

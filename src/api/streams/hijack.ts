@@ -31,11 +31,15 @@ export function hijack(req: FastifyRequest, reply: FastifyReply, contentType: st
   reply.hijack();
   const sock = req.raw.socket;
   const upgrade = /tcp/i.test(String(req.headers.upgrade ?? ''));
-  const head = upgrade
-    ? 'HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n'
-    : 'HTTP/1.1 200 OK\r\n';
+  const head = upgrade ? 'HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n' : 'HTTP/1.1 200 OK\r\n';
   const headers = { ...COMMON_HEADERS, 'Content-Type': contentType };
-  sock.write(head + Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + '\r\n');
+  sock.write(
+    head +
+      Object.entries(headers)
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('') +
+      '\r\n',
+  );
   sock.setTimeout(0);
   sock.setNoDelay(true);
   // A client with no stdin to send half-closes at once (the docker CLI's CloseWrite);
@@ -106,7 +110,12 @@ const unreadBytes = (fd: number) => {
  * stdin (if attached), its output back (framed without a TTY), until the
  * output ends; then the connection is closed.
  */
-export async function runSession(req: FastifyRequest, sock: Socket, session: AttachSession, prelude?: () => Promise<Buffer | null>): Promise<void> {
+export async function runSession(
+  req: FastifyRequest,
+  sock: Socket,
+  session: AttachSession,
+  prelude?: () => Promise<Buffer | null>,
+): Promise<void> {
   sock.on('close', () => session.close());
   sock.on('error', () => session.close());
   session.attachInput(sock);

@@ -18,4 +18,6 @@ export function frame(stream: number, payload: Buffer): Buffer {
 
 /** The content type dockerd announces for an output stream. */
 export const streamContentType = (tty: boolean, apiVersion: string, below: (v: string, max: string) => boolean) =>
-  !tty && !below(apiVersion, '1.42') ? 'application/vnd.docker.multiplexed-stream' : 'application/vnd.docker.raw-stream';
+  !tty && !below(apiVersion, '1.42')
+    ? 'application/vnd.docker.multiplexed-stream'
+    : 'application/vnd.docker.raw-stream';

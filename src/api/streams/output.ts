@@ -16,7 +16,10 @@ export type OutputEntry = Pick<LogEntry, 'stream' | 'line'> & { timeNano?: bigin
 export async function writeOutput(out: Writable, entries: AsyncIterable<OutputEntry>, o: OutputOptions): Promise<void> {
   for await (const e of entries) {
     if (out.destroyed) return;
-    const payload = o.timestamps && e.timeNano !== undefined ? Buffer.concat([Buffer.from(`${formatTimestamp(e.timeNano)} `), e.line]) : e.line;
+    const payload =
+      o.timestamps && e.timeNano !== undefined
+        ? Buffer.concat([Buffer.from(`${formatTimestamp(e.timeNano)} `), e.line])
+        : e.line;
     const chunk = o.tty ? payload : frame(e.stream === 'stderr' ? STDERR : STDOUT, payload);
     if (!out.write(chunk)) await drained(out);
   }

@@ -24,9 +24,10 @@ export function humanSize(n: number): string {
 export function progressBar(current: number, total: number | undefined, startedAt?: number, now = Date.now()): string {
   if (current <= 0 && (total ?? 0) <= 0) return '';
   if (!total || total <= 0) return humanSize(current).padStart(8);
-  const pct = Math.min(50, Math.floor((Math.floor((current / total) * 100)) / 2));
+  const pct = Math.min(50, Math.floor(Math.floor((current / total) * 100) / 2));
   const bar = `[${'='.repeat(pct)}>${' '.repeat(Math.max(0, 50 - pct))}] `;
-  const numbers = current > total ? humanSize(current).padStart(8) : `${humanSize(current).padStart(8)}/${humanSize(total)}`;
+  const numbers =
+    current > total ? humanSize(current).padStart(8) : `${humanSize(current).padStart(8)}/${humanSize(total)}`;
   let left = '';
   if (current > 0 && startedAt && pct < 50) {
     const secs = Math.floor((((now - startedAt) / current) * (total - current)) / 1000);

@@ -69,7 +69,6 @@ export const CreateBodySchema = z.looseObject({
 
 export type CreateBody = z.infer<typeof CreateBodySchema>;
 
-
 // ------------------------------------------------------------------ responses
 
 const networkName = (mode: string) => (mode === 'default' || mode === 'bridge' ? 'bridge' : mode);
@@ -80,8 +79,19 @@ function networks(c: Container): Record<string, unknown> {
   const name = networkName(c.hostConfig.NetworkMode);
   return {
     [name]: {
-      IPAMConfig: null, Links: null, Aliases: null, NetworkID: name, EndpointID: '', Gateway: '', IPAddress: '',
-      IPPrefixLen: 0, IPv6Gateway: '', GlobalIPv6Address: '', GlobalIPv6PrefixLen: 0, MacAddress: '', DriverOpts: null,
+      IPAMConfig: null,
+      Links: null,
+      Aliases: null,
+      NetworkID: name,
+      EndpointID: '',
+      Gateway: '',
+      IPAddress: '',
+      IPPrefixLen: 0,
+      IPv6Gateway: '',
+      GlobalIPv6Address: '',
+      GlobalIPv6PrefixLen: 0,
+      MacAddress: '',
+      DriverOpts: null,
     },
   };
 }
@@ -89,10 +99,22 @@ function networks(c: Container): Record<string, unknown> {
 function mounts(c: Container): Record<string, unknown>[] {
   const binds = (c.hostConfig.Binds ?? []).map((b) => {
     const [src = '', dst = '', mode = ''] = b.split(':');
-    return { Type: 'bind', Source: src, Destination: dst, Mode: mode, RW: !mode.split(',').includes('ro'), Propagation: 'rprivate' };
+    return {
+      Type: 'bind',
+      Source: src,
+      Destination: dst,
+      Mode: mode,
+      RW: !mode.split(',').includes('ro'),
+      Propagation: 'rprivate',
+    };
   });
   const ms = (c.hostConfig.Mounts ?? []).map((m) => ({
-    Type: m.Type ?? 'bind', Source: m.Source ?? '', Destination: m.Target ?? '', Mode: '', RW: !m.ReadOnly, Propagation: m.BindOptions?.Propagation || 'rprivate',
+    Type: m.Type ?? 'bind',
+    Source: m.Source ?? '',
+    Destination: m.Target ?? '',
+    Mode: '',
+    RW: !m.ReadOnly,
+    Propagation: m.BindOptions?.Propagation || 'rprivate',
   }));
   return [...binds, ...ms];
 }
@@ -178,15 +200,34 @@ export function containerInspect(c: Container, graph: { lowerDirs: string[] }): 
       ReadonlyPaths: [],
     },
     GraphDriver: {
-      Data: { LowerDir: graph.lowerDirs.join(':'), MergedDir: `${b}/rootfs`, UpperDir: `${b}/upper`, WorkDir: `${b}/work` },
+      Data: {
+        LowerDir: graph.lowerDirs.join(':'),
+        MergedDir: `${b}/rootfs`,
+        UpperDir: `${b}/upper`,
+        WorkDir: `${b}/work`,
+      },
       Name: 'overlay2',
     },
     Mounts: mounts(c),
     Config: c.config,
     NetworkSettings: {
-      Bridge: '', SandboxID: '', HairpinMode: false, LinkLocalIPv6Address: '', LinkLocalIPv6PrefixLen: 0, Ports: {},
-      SandboxKey: '', SecondaryIPAddresses: null, SecondaryIPv6Addresses: null, EndpointID: '', Gateway: '',
-      GlobalIPv6Address: '', GlobalIPv6PrefixLen: 0, IPAddress: '', IPPrefixLen: 0, IPv6Gateway: '', MacAddress: '',
+      Bridge: '',
+      SandboxID: '',
+      HairpinMode: false,
+      LinkLocalIPv6Address: '',
+      LinkLocalIPv6PrefixLen: 0,
+      Ports: {},
+      SandboxKey: '',
+      SecondaryIPAddresses: null,
+      SecondaryIPv6Addresses: null,
+      EndpointID: '',
+      Gateway: '',
+      GlobalIPv6Address: '',
+      GlobalIPv6PrefixLen: 0,
+      IPAddress: '',
+      IPPrefixLen: 0,
+      IPv6Gateway: '',
+      MacAddress: '',
       Networks: networks(c),
     },
   };

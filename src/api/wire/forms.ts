@@ -82,7 +82,8 @@ function checkShape(json: unknown): void {
       continue;
     }
     if (typeof v !== 'object' || v === null) continue;
-    if (depth >= MAX_JSON_DEPTH) throw invalidParameter(`invalid JSON in request body: nested deeper than ${MAX_JSON_DEPTH} levels`);
+    if (depth >= MAX_JSON_DEPTH)
+      throw invalidParameter(`invalid JSON in request body: nested deeper than ${MAX_JSON_DEPTH} levels`);
     for (const [k, child] of Object.entries(v)) {
       const path = at ? `${at}.${k}` : k;
       if (k.includes('\0')) throw invalidParameter(`invalid value for ${where(at)}: a key contains a NUL byte`);
@@ -99,7 +100,8 @@ function checkShape(json: unknown): void {
 async function readBodyText(req: FastifyRequest): Promise<string> {
   const body = req.body as Readable | undefined;
   if (!body || typeof (body as Readable).on !== 'function') return '';
-  const tooLarge = () => payloadTooLarge(`request body is larger than the ${MAX_JSON_BODY / 1024 / 1024} MiB allowed for JSON`);
+  const tooLarge = () =>
+    payloadTooLarge(`request body is larger than the ${MAX_JSON_BODY / 1024 / 1024} MiB allowed for JSON`);
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > MAX_JSON_BODY) {
     body.resume();
@@ -129,5 +131,7 @@ async function readBodyText(req: FastifyRequest): Promise<string> {
 
 /** Drops nulls so the engine sees absent fields as absent. */
 export function withoutNulls<T extends Record<string, unknown>>(o: T): Partial<{ [K in keyof T]: NonNullable<T[K]> }> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined)) as Partial<{ [K in keyof T]: NonNullable<T[K]> }>;
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined)) as Partial<{
+    [K in keyof T]: NonNullable<T[K]>;
+  }>;
 }

@@ -5,7 +5,6 @@ import type { LayerRow } from '../../engine/store/images.js';
 import { createdSeconds } from '../../engine/images/config.js';
 import { versionBelow } from '../version.js';
 
-
 /** One entry of `GET /images/json`. */
 export function imageSummary(img: Image, apiVersion: string): Record<string, unknown> {
   const untagged = img.repoTags.length === 0 && img.repoDigests.length === 0;
@@ -26,7 +25,11 @@ export function imageSummary(img: Image, apiVersion: string): Record<string, unk
 }
 
 /** `GET /images/{name}/json`. */
-export function imageInspect(img: Image & { layers: LayerRow[] }, layerDir: (l: LayerRow) => string, apiVersion: string): Record<string, unknown> {
+export function imageInspect(
+  img: Image & { layers: LayerRow[] },
+  layerDir: (l: LayerRow) => string,
+  apiVersion: string,
+): Record<string, unknown> {
   const c = img.config;
   const lower = img.layers.map(layerDir).reverse();
   const out: Record<string, unknown> = {
@@ -47,7 +50,9 @@ export function imageInspect(img: Image & { layers: LayerRow[] }, layerDir: (l: 
     ...(c['os.version'] ? { OsVersion: c['os.version'] } : {}),
     Size: img.size,
     GraphDriver: {
-      Data: lower.length ? { MergedDir: '', UpperDir: lower[0], LowerDir: lower.slice(1).join(':') || undefined, WorkDir: '' } : null,
+      Data: lower.length
+        ? { MergedDir: '', UpperDir: lower[0], LowerDir: lower.slice(1).join(':') || undefined, WorkDir: '' }
+        : null,
       Name: 'overlay2',
     },
     RootFS: { Type: 'layers', Layers: c.rootfs?.diff_ids ?? [] },
@@ -58,9 +63,23 @@ export function imageInspect(img: Image & { layers: LayerRow[] }, layerDir: (l: 
 }
 
 const emptyConfig = () => ({
-  Hostname: '', Domainname: '', User: '', AttachStdin: false, AttachStdout: false, AttachStderr: false,
-  Tty: false, OpenStdin: false, StdinOnce: false, Env: null, Cmd: null, Image: '', Volumes: null,
-  WorkingDir: '', Entrypoint: null, OnBuild: null, Labels: null,
+  Hostname: '',
+  Domainname: '',
+  User: '',
+  AttachStdin: false,
+  AttachStdout: false,
+  AttachStderr: false,
+  Tty: false,
+  OpenStdin: false,
+  StdinOnce: false,
+  Env: null,
+  Cmd: null,
+  Image: '',
+  Volumes: null,
+  WorkingDir: '',
+  Entrypoint: null,
+  OnBuild: null,
+  Labels: null,
 });
 
 /** `POST /auth`: docker login's credentials. */

@@ -215,7 +215,7 @@ class Hub {
     if (this.stallTimer || !this.io.ended) return;
     this.stallTimer = setInterval(() => {
       if (!this.io.ended!()) return;
-      this.log.debug('process ended while a client held its output back; ending that client\'s attach');
+      this.log.debug("process ended while a client held its output back; ending that client's attach");
       for (const s of [...this.sessions]) if (!s.hasRoom()) s.endOutput();
       if (!this.finished) this.resume();
     }, STALL_CHECK_MS);
@@ -277,7 +277,11 @@ export class AttachSession {
     // Readable asks for more (read()) before it takes the chunk out of a full buffer:
     // looked at then, the buffer still seems full, the hub stayed paused and, as
     // nothing was pushed, nothing asked again (a slow client's stream froze for good).
-    this.live = new Readable({ objectMode: true, highWaterMark: CLIENT_HIGH_WATER, read: () => queueMicrotask(() => hub.maybeResume()) });
+    this.live = new Readable({
+      objectMode: true,
+      highWaterMark: CLIENT_HIGH_WATER,
+      read: () => queueMicrotask(() => hub.maybeResume()),
+    });
     if (o.noStream) this.live.push(null);
     else hub.add(this);
   }

@@ -131,14 +131,18 @@ export class ExecService {
       }
     };
     const session = attached
-      ? this.attachments.open(id, { tty, openStdin: e.config.AttachStdin, stdinOnce: true, ended: () => processEnded(e.pid) }, {
-          stdin: e.config.AttachStdin,
-          stdout: e.config.AttachStdout,
-          stderr: e.config.AttachStderr,
-          detachKeys: parseDetachKeys(e.config.DetachKeys || DEFAULT_DETACH_KEYS),
-          // The stream ends once the exit code is known, so an inspect right after reads it.
-          after: () => exit ?? Promise.resolve(),
-        })
+      ? this.attachments.open(
+          id,
+          { tty, openStdin: e.config.AttachStdin, stdinOnce: true, ended: () => processEnded(e.pid) },
+          {
+            stdin: e.config.AttachStdin,
+            stdout: e.config.AttachStdout,
+            stderr: e.config.AttachStderr,
+            detachKeys: parseDetachKeys(e.config.DetachKeys || DEFAULT_DETACH_KEYS),
+            // The stream ends once the exit code is known, so an inspect right after reads it.
+            after: () => exit ?? Promise.resolve(),
+          },
+        )
       : null;
     const run = async () => {
       try {
@@ -199,7 +203,8 @@ export class ExecService {
     const c = this.deps.containers.get(ref);
     const id = c.row.id;
     if (c.row.status === 'paused') throw conflict(`Container ${id} is paused, unpause the container before exec`);
-    if (c.row.status === 'restarting') throw conflict(`Container ${id} is restarting, wait until the container is running`);
+    if (c.row.status === 'restarting')
+      throw conflict(`Container ${id} is restarting, wait until the container is running`);
     if (c.row.status !== 'running') throw conflict(`Container ${id} is not running`);
     return c;
   }
@@ -214,10 +219,16 @@ export class ExecService {
   }
 
   /** The container's own process (its config.json) with the exec's command, environment, user and terminal. */
-  private async processSpec(c: Container, x: ExecConfig, tty: boolean, size: ReturnType<typeof consoleSize>): Promise<OciProcess> {
+  private async processSpec(
+    c: Container,
+    x: ExecConfig,
+    tty: boolean,
+    size: ReturnType<typeof consoleSize>,
+  ): Promise<OciProcess> {
     let base: OciProcess;
     try {
-      base = (JSON.parse(await readFile(path.join(c.bundleDir, 'config.json'), 'utf8')) as { process: OciProcess }).process;
+      base = (JSON.parse(await readFile(path.join(c.bundleDir, 'config.json'), 'utf8')) as { process: OciProcess })
+        .process;
     } catch (err) {
       throw conflict(`Container ${c.row.id} is not running: ${messageOf(err)}`);
     }
@@ -239,6 +250,11 @@ export class ExecService {
   }
 
   private event(c: Container, action: string, execId: string, extra: Record<string, string> = {}): void {
-    this.deps.events.publish('container', action, c.row.id, { execID: execId, image: c.row.image_ref, name: c.row.name, ...extra });
+    this.deps.events.publish('container', action, c.row.id, {
+      execID: execId,
+      image: c.row.image_ref,
+      name: c.row.name,
+      ...extra,
+    });
   }
 }

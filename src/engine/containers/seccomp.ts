@@ -215,7 +215,11 @@ export function builtinArchitectures(): string[] {
 }
 
 /** berth's built-in profile for a container holding `caps`, for the filter's `architectures`. */
-export function defaultSeccomp(caps: readonly string[], architectures: readonly string[] = builtinArchitectures(), machine: string = arch): OciSeccomp {
+export function defaultSeccomp(
+  caps: readonly string[],
+  architectures: readonly string[] = builtinArchitectures(),
+  machine: string = arch,
+): OciSeccomp {
   const has = (c: string) => caps.includes(c);
   const allowed = new Set([...ALLOWED, ...(BY_ARCHITECTURE[machine] ?? [])]);
   for (const [cap, names] of Object.entries(BY_CAPABILITY)) if (has(cap)) for (const n of names) allowed.add(n);
@@ -224,23 +228,42 @@ export function defaultSeccomp(caps: readonly string[], architectures: readonly 
     // No new namespaces: a new user namespace hands its creator every capability inside it.
     // s390 passes clone's flags second.
     const flags = machine === 's390x' ? 1 : 0;
-    rules.push({ names: ['clone'], action: ALLOW, args: [{ index: flags, value: CLONE_NAMESPACES, valueTwo: 0, op: 'SCMP_CMP_MASKED_EQ' }] });
+    rules.push({
+      names: ['clone'],
+      action: ALLOW,
+      args: [{ index: flags, value: CLONE_NAMESPACES, valueTwo: 0, op: 'SCMP_CMP_MASKED_EQ' }],
+    });
     // clone3 passes its flags in memory, where a filter cannot look: ENOSYS makes libc fall back to clone.
     rules.push({ names: ['clone3'], action: 'SCMP_ACT_ERRNO', errnoRet: ENOSYS });
   }
   rules.push(
     { names: ['socket'], action: ALLOW, args: [{ index: 0, value: AF_ALG, op: 'SCMP_CMP_LT' }] },
-    ...SOCKET_FAMILIES_ABOVE_ALG.map((value) => ({ names: ['socket'], action: ALLOW, args: [{ index: 0, value, op: 'SCMP_CMP_EQ' }] })),
-    ...PERSONALITIES.map((value) => ({ names: ['personality'], action: ALLOW, args: [{ index: 0, value, op: 'SCMP_CMP_EQ' }] })),
+    ...SOCKET_FAMILIES_ABOVE_ALG.map((value) => ({
+      names: ['socket'],
+      action: ALLOW,
+      args: [{ index: 0, value, op: 'SCMP_CMP_EQ' }],
+    })),
+    ...PERSONALITIES.map((value) => ({
+      names: ['personality'],
+      action: ALLOW,
+      args: [{ index: 0, value, op: 'SCMP_CMP_EQ' }],
+    })),
   );
-  return { defaultAction: 'SCMP_ACT_ERRNO', defaultErrnoRet: EPERM, architectures: [...architectures], syscalls: rules };
+  return {
+    defaultAction: 'SCMP_ACT_ERRNO',
+    defaultErrnoRet: EPERM,
+    architectures: [...architectures],
+    syscalls: rules,
+  };
 }
 
 /** A custom profile in dockerd's format, for a container holding `caps`. */
 export function profileToOci(profile: SeccompProfile, caps: readonly string[]): OciSeccomp {
   const host = hostArchitectures();
   const architectures = profile.archMap?.length
-    ? profile.archMap.filter((a) => host.scmp.includes(a.architecture)).flatMap((a) => [a.architecture, ...(a.subArchitectures ?? [])])
+    ? profile.archMap
+        .filter((a) => host.scmp.includes(a.architecture))
+        .flatMap((a) => [a.architecture, ...(a.subArchitectures ?? [])])
     : (profile.architectures ?? []);
   const applies = (r: ProfileRule) =>
     (r.includes?.caps ?? []).every((c) => caps.includes(c)) &&
@@ -288,12 +311,15 @@ function parseProfile(text: string): SeccompProfile {
   } catch (e) {
     throw invalidParameter(`Decoding seccomp profile failed: ${(e as Error).message}`);
   }
-  if (typeof p !== 'object' || p === null || Array.isArray(p)) throw invalidParameter('Decoding seccomp profile failed: not a JSON object');
+  if (typeof p !== 'object' || p === null || Array.isArray(p))
+    throw invalidParameter('Decoding seccomp profile failed: not a JSON object');
   if (typeof p.defaultAction !== 'string' || !ACTION.test(p.defaultAction)) {
     throw invalidParameter(`Decoding seccomp profile failed: invalid defaultAction ${JSON.stringify(p.defaultAction)}`);
   }
   if (p.architectures?.length && p.archMap?.length) {
-    throw invalidParameter("'architectures' and 'archMap' were specified in the seccomp profile, use either 'architectures' or 'archMap'");
+    throw invalidParameter(
+      "'architectures' and 'archMap' were specified in the seccomp profile, use either 'architectures' or 'archMap'",
+    );
   }
   for (const r of p.syscalls ?? []) {
     if (typeof r !== 'object' || r === null || typeof r.action !== 'string' || !ACTION.test(r.action)) {

@@ -5,7 +5,16 @@ import { randomBytes } from 'node:crypto';
 import { access, lstat, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { conflict, invalidParameter, isEngineError, messageOf, noSuchContainer, notFound, notModified, systemError } from '../../errors.js';
+import {
+  conflict,
+  invalidParameter,
+  isEngineError,
+  messageOf,
+  noSuchContainer,
+  notFound,
+  notModified,
+  systemError,
+} from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
@@ -21,7 +30,12 @@ import { readLog, type LogEntry, type ReadLogOptions } from '../runtime/logs.js'
 import type { Runtime } from '../runtime/runtime.js';
 import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
 import { buildSpec, consoleSize, withDefaultEnv, type BindMount, type Propagation } from './spec.js';
-import { isUniqueViolation, type ContainerRepository, type ContainerRow, type ContainerStatus } from '../store/containers.js';
+import {
+  isUniqueViolation,
+  type ContainerRepository,
+  type ContainerRow,
+  type ContainerStatus,
+} from '../store/containers.js';
 import { checkName, generateName } from './names.js';
 import type { ContainerConfig, CreateRequest, HostConfig, Mount } from './types.js';
 import { resolveUser } from './user.js';
@@ -81,7 +95,9 @@ export function normalizeSignal(sig: string): string {
 export function parseSize(s: string): number {
   const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$/i.exec(s.trim());
   if (!m) throw invalidParameter(`invalid size: '${s}'`);
-  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g' | 't'];
+  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 }[
+    m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g' | 't'
+  ];
   return Math.floor(Number(m[1]) * mult);
 }
 
@@ -95,7 +111,10 @@ export function mergeEnv(image: string[] | null | undefined, user: string[] | nu
 }
 
 export class ContainerService {
-  private readonly waiters = new Map<string, { condition: WaitCondition; resolve: (r: { StatusCode: number; Error: { Message: string } | null }) => void }[]>();
+  private readonly waiters = new Map<
+    string,
+    { condition: WaitCondition; resolve: (r: { StatusCode: number; Error: { Message: string } | null }) => void }[]
+  >();
   /** Starts in progress, so an exit that races a start is handled after it. */
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly restartTimers = new Map<string, NodeJS.Timeout>();
@@ -119,7 +138,12 @@ export class ContainerService {
   /** Publishes a container event with dockerd's attributes (image, name, labels). */
   private event(row: ContainerRow, action: string, extra: Record<string, string> = {}): void {
     const labels = (JSON.parse(row.config) as ContainerConfig).Labels ?? {};
-    this.deps.events.publish('container', action, row.id, { ...labels, image: row.image_ref, name: row.name, ...extra });
+    this.deps.events.publish('container', action, row.id, {
+      ...labels,
+      image: row.image_ref,
+      name: row.name,
+      ...extra,
+    });
   }
 
   // ------------------------------------------------------------------ lookup
@@ -149,12 +173,37 @@ export class ContainerService {
     const hostConfig = JSON.parse(row.host_config) as HostConfig;
     const argv = [...(config.Entrypoint ?? []), ...(config.Cmd ?? [])];
     const bundleDir = path.join(this.deps.root, row.id);
-    return { row, config, hostConfig, path: argv[0] ?? '', args: argv.slice(1), bundleDir, rootfs: path.join(bundleDir, 'rootfs'), logPath: path.join(bundleDir, 'ctr.log') };
+    return {
+      row,
+      config,
+      hostConfig,
+      path: argv[0] ?? '',
+      args: argv.slice(1),
+      bundleDir,
+      rootfs: path.join(bundleDir, 'rootfs'),
+      logPath: path.join(bundleDir, 'ctr.log'),
+    };
   }
 
   list(opts: { all?: boolean; limit?: number; filters?: Filters } = {}): Container[] {
     const f = opts.filters ?? {};
-    checkFilters(f, ['id', 'name', 'label', 'status', 'ancestor', 'exited', 'before', 'since', 'health', 'network', 'volume', 'publish', 'expose', 'isolation', 'is-task']);
+    checkFilters(f, [
+      'id',
+      'name',
+      'label',
+      'status',
+      'ancestor',
+      'exited',
+      'before',
+      'since',
+      'health',
+      'network',
+      'volume',
+      'publish',
+      'expose',
+      'isolation',
+      'is-task',
+    ]);
     for (const s of f.status ?? []) {
       if (!['created', 'restarting', 'running', 'removing', 'paused', 'exited', 'dead'].includes(s)) {
         throw invalidParameter(`invalid filter 'status=${s}'`);
@@ -169,7 +218,8 @@ export class ContainerService {
         return undefined;
       }
     });
-    const all = opts.all || (opts.limit ?? 0) > 0 || !!f.status || !!f.exited || before !== undefined || since !== undefined;
+    const all =
+      opts.all || (opts.limit ?? 0) > 0 || !!f.status || !!f.exited || before !== undefined || since !== undefined;
     const out: Container[] = [];
     for (const row of this.deps.repo.list()) {
       if (!all && !RUNNING.includes(row.status)) continue;
@@ -181,7 +231,12 @@ export class ContainerService {
       if (!matchLabels(f, c.config.Labels)) continue;
       if (before !== undefined && row.seq >= before) continue;
       if (since !== undefined && row.seq <= since) continue;
-      if (f.ancestor?.length && !ancestors.includes(row.image_id) && !f.ancestor.some((a) => globMatch(a, row.image_ref))) continue;
+      if (
+        f.ancestor?.length &&
+        !ancestors.includes(row.image_id) &&
+        !f.ancestor.some((a) => globMatch(a, row.image_ref))
+      )
+        continue;
       out.push(c);
       if (opts.limit && opts.limit > 0 && out.length >= opts.limit) break;
     }
@@ -194,7 +249,9 @@ export class ContainerService {
     if (!req.config.Image) throw invalidParameter('Config cannot be empty in order to create a container');
     // runc refuses a relative cwd at start; dockerd refuses it here.
     if (req.config.WorkingDir && !path.isAbsolute(req.config.WorkingDir)) {
-      throw invalidParameter(`the working directory '${req.config.WorkingDir}' is invalid, it needs to be an absolute path`);
+      throw invalidParameter(
+        `the working directory '${req.config.WorkingDir}' is invalid, it needs to be an absolute path`,
+      );
     }
     const name = req.name ? checkName(req.name) : undefined;
     if (name) this.checkNameFree(name);
@@ -248,7 +305,8 @@ export class ContainerService {
   /** The container's effective config: the request over the image's defaults, as dockerd merges them. */
   private mergeConfig(c: CreateRequest['config'], img: NonNullable<ImageConfig['config']>): ContainerConfig {
     // A new Entrypoint drops the image's Cmd (dockerd's rule); a Cmd alone keeps the image's Entrypoint.
-    const entrypoint = c.Entrypoint !== undefined ? (c.Entrypoint?.length ? c.Entrypoint : null) : (img.Entrypoint ?? null);
+    const entrypoint =
+      c.Entrypoint !== undefined ? (c.Entrypoint?.length ? c.Entrypoint : null) : (img.Entrypoint ?? null);
     const cmd = c.Cmd?.length ? c.Cmd : c.Entrypoint !== undefined ? null : (img.Cmd ?? null);
     const labels = { ...(img.Labels ?? {}), ...(c.Labels ?? {}) };
     const ports = { ...(img.ExposedPorts ?? {}), ...(c.ExposedPorts ?? {}) };
@@ -288,7 +346,7 @@ export class ContainerService {
       throw invalidParameter(`maximum retry count cannot be used with restart policy '${name}'`);
     }
     if (h.AutoRemove && name !== '' && name !== 'no') {
-      throw invalidParameter('can\'t create \'AutoRemove\' container with restart policy');
+      throw invalidParameter("can't create 'AutoRemove' container with restart policy");
     }
     const mode = h.NetworkMode || 'default';
     if (!['default', 'bridge', 'none', 'host'].includes(mode)) {
@@ -309,7 +367,10 @@ export class ContainerService {
       Binds: h.Binds ?? null,
       AutoRemove: h.AutoRemove ?? false,
       NetworkMode: mode,
-      RestartPolicy: { Name: name as HostConfig['RestartPolicy']['Name'], MaximumRetryCount: policy.MaximumRetryCount ?? 0 },
+      RestartPolicy: {
+        Name: name as HostConfig['RestartPolicy']['Name'],
+        MaximumRetryCount: policy.MaximumRetryCount ?? 0,
+      },
       Privileged: h.Privileged ?? false,
       ReadonlyRootfs: h.ReadonlyRootfs ?? false,
       CapAdd: h.CapAdd ?? null,
@@ -336,7 +397,10 @@ export class ContainerService {
       this.startRow(row.id, { stoppedByUser: false }).catch(async (e) => {
         // As dockerd: an AutoRemove container that cannot start is removed (`docker run --rm`
         // waits for condition=removed after a failed start).
-        if (this.hydrate(row).hostConfig.AutoRemove) await this.remove(row.id, { force: true }).catch((err) => this.log.warn({ err, id: row.id }, 'auto-remove failed'));
+        if (this.hydrate(row).hostConfig.AutoRemove)
+          await this.remove(row.id, { force: true }).catch((err) =>
+            this.log.warn({ err, id: row.id }, 'auto-remove failed'),
+          );
         throw e;
       }),
     );
@@ -345,7 +409,10 @@ export class ContainerService {
   private async guardStart<T>(id: string, fn: () => Promise<T>): Promise<T> {
     if (this.starting.has(id)) throw conflict(`container ${id} is already being started`);
     const job = fn();
-    this.starting.set(id, job.catch(() => undefined));
+    this.starting.set(
+      id,
+      job.catch(() => undefined),
+    );
     try {
       return await job;
     } finally {
@@ -355,12 +422,26 @@ export class ContainerService {
 
   private async startRow(id: string, o: { stoppedByUser: boolean; restartCount?: number }): Promise<void> {
     await this.settled(id); // runc's record of the last run is gone before this one is created
-    const c = this.hydrate(this.deps.repo.find(id) ?? (() => { throw noSuchContainer(id); })());
+    const c = this.hydrate(
+      this.deps.repo.find(id) ??
+        (() => {
+          throw noSuchContainer(id);
+        })(),
+    );
     const { runtime, exits } = this.deps;
     // Usually done already, between create and start (see create()).
     const early = this.prepared.get(id);
     this.prepared.delete(id);
-    if (!(early && (await early.then(() => true, () => false)))) await this.prepareBundle(c);
+    if (
+      !(
+        early &&
+        (await early.then(
+          () => true,
+          () => false,
+        ))
+      )
+    )
+      await this.prepareBundle(c);
     try {
       const maxSize = c.hostConfig.LogConfig?.Config?.['max-size'];
       const created = await runtime.create({
@@ -398,7 +479,12 @@ export class ContainerService {
       await runtime.delete(id, true).catch(() => undefined);
       await releaseRootfs(c.rootfs).catch(() => undefined);
       const code = e instanceof RuntimeCreateError ? e.code : 128;
-      this.deps.repo.update(id, { status: c.row.finished_at ? 'exited' : 'created', exit_code: code, error: messageOf(e), pid: 0 });
+      this.deps.repo.update(id, {
+        status: c.row.finished_at ? 'exited' : 'created',
+        exit_code: code,
+        error: messageOf(e),
+        pid: 0,
+      });
       throw e;
     }
   }
@@ -408,7 +494,12 @@ export class ContainerService {
     const { exits, images } = this.deps;
     const lowers = await images.readyLayerDirs(c.row.image_id);
     await exits.clear(c.row.id);
-    await prepareRootfs({ lowerDirs: lowers, upperDir: path.join(c.bundleDir, 'upper'), workDir: path.join(c.bundleDir, 'work'), target: c.rootfs });
+    await prepareRootfs({
+      lowerDirs: lowers,
+      upperDir: path.join(c.bundleDir, 'upper'),
+      workDir: path.join(c.bundleDir, 'work'),
+      target: c.rootfs,
+    });
     const spec = await this.spec(c, c.rootfs);
     await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
   }
@@ -465,11 +556,13 @@ export class ContainerService {
     });
     const hostsText = host
       ? await readFile('/etc/hosts', 'utf8').catch(() => '127.0.0.1\tlocalhost\n')
-      : ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', `127.0.1.1\t${name}`, ...extra, ''].join('\n');
+      : ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', `127.0.1.1\t${name}`, ...extra, ''].join(
+          '\n',
+        );
     await writeFile(hosts, hostsText);
     const dns = c.hostConfig.Dns ?? [];
     const resolv = dns.length
-      ? dns.map((d) => `nameserver ${d}`).join('\n') + '\n'
+      ? `${dns.map((d) => `nameserver ${d}`).join('\n')}\n`
       : await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
     await writeFile(resolvConf, resolv);
     return { hosts, hostname, resolvConf };
@@ -480,7 +573,11 @@ export class ContainerService {
   /** Subscribes to exits and reconciles what happened while berthd was down. */
   async recover(): Promise<void> {
     const { exits, runtime, repo } = this.deps;
-    exits.on('exit', (e) => void this.onExit(e.id, e.exitCode).catch((err) => this.log.error({ err, id: e.id }, 'exit handling failed')));
+    exits.on(
+      'exit',
+      (e) =>
+        void this.onExit(e.id, e.exitCode).catch((err) => this.log.error({ err, id: e.id }, 'exit handling failed')),
+    );
     exits.on('error', (err) => this.log.error({ err }, 'exit watcher failed'));
     await exits.start();
     // Before the exits below are handled: their tear-down removes runc's records too.
@@ -524,14 +621,31 @@ export class ContainerService {
     if (st?.status === 'created' && (await runtime.finishRelease(row.id))) st = { ...st, status: 'running' };
     if (st?.status === 'running' || st?.status === 'paused') {
       const conmonPid = (await runtime.conmonPid(c.bundleDir)) ?? 0;
-      repo.update(row.id, { status: st.status, pid: st.pid, conmon_pid: conmonPid, exit_code: 0, error: '', started_at: Date.now(), finished_at: 0, oom_killed: 0, stopped_by_user: 0 });
+      repo.update(row.id, {
+        status: st.status,
+        pid: st.pid,
+        conmon_pid: conmonPid,
+        exit_code: 0,
+        error: '',
+        started_at: Date.now(),
+        finished_at: 0,
+        oom_killed: 0,
+        stopped_by_user: 0,
+      });
       this.log.info({ id: row.id }, 'a start cut short by a crash had started the container: it runs on');
       return;
     }
     if (st?.status === 'stopped') {
       const [code, at] = await Promise.all([exits.readExit(row.id), exits.exitedAt(row.id)]);
       if (code !== null && at !== null && at > row.finished_at) {
-        repo.update(row.id, { status: 'exited', exit_code: code, finished_at: at, started_at: row.started_at || at, pid: 0, error: '' });
+        repo.update(row.id, {
+          status: 'exited',
+          exit_code: code,
+          finished_at: at,
+          started_at: row.started_at || at,
+          pid: 0,
+          error: '',
+        });
       }
       await runtime.delete(row.id, true).catch((err: unknown) => this.log.warn({ err, id: row.id }, 'runc delete'));
       return;
@@ -549,13 +663,21 @@ export class ContainerService {
     const oom = await this.deps.runtime.oomKilled(c.bundleDir).catch(() => false);
     const now = Date.now();
     const restart = this.shouldRestart(c, exitCode);
-    this.deps.repo.update(id, { status: restart ? 'restarting' : 'exited', exit_code: exitCode, finished_at: now, pid: 0, oom_killed: oom ? 1 : 0, error });
+    this.deps.repo.update(id, {
+      status: restart ? 'restarting' : 'exited',
+      exit_code: exitCode,
+      finished_at: now,
+      pid: 0,
+      oom_killed: oom ? 1 : 0,
+      error,
+    });
     this.log.debug({ id, exitCode, restart }, 'container exited');
     this.settle(c);
     this.event(row, 'die', { exitCode: String(exitCode) });
     this.notify(id, ['not-running', 'next-exit'], exitCode);
     if (restart) this.scheduleRestart(id, Math.min(100 * 2 ** row.restart_count, 60_000));
-    else if (c.hostConfig.AutoRemove) await this.remove(id, { force: true }).catch((err) => this.log.warn({ err, id }, 'auto-remove failed'));
+    else if (c.hostConfig.AutoRemove)
+      await this.remove(id, { force: true }).catch((err) => this.log.warn({ err, id }, 'auto-remove failed'));
   }
 
   /**
@@ -596,7 +718,9 @@ export class ContainerService {
       await this.deps.runtime.delete(id, true).catch(() => undefined);
       await releaseRootfs(path.join(dir, 'rootfs')).catch(() => undefined);
       await this.deps.exits.clear(id).catch(() => undefined);
-      await rm(dir, { recursive: true, force: true }).catch((err: unknown) => this.log.warn({ err, id }, 'removing a leftover container directory failed'));
+      await rm(dir, { recursive: true, force: true }).catch((err: unknown) =>
+        this.log.warn({ err, id }, 'removing a leftover container directory failed'),
+      );
       this.log.info({ id }, 'removed the leftovers of a container removed before a crash');
     }
   }
@@ -610,7 +734,8 @@ export class ContainerService {
     if (c.row.stopped_by_user) return false;
     const p = c.hostConfig.RestartPolicy;
     if (p.Name === 'always' || p.Name === 'unless-stopped') return true;
-    if (p.Name === 'on-failure') return exitCode !== 0 && (p.MaximumRetryCount === 0 || c.row.restart_count < p.MaximumRetryCount);
+    if (p.Name === 'on-failure')
+      return exitCode !== 0 && (p.MaximumRetryCount === 0 || c.row.restart_count < p.MaximumRetryCount);
     return false;
   }
 
@@ -620,7 +745,9 @@ export class ContainerService {
       this.restartTimers.delete(id);
       const row = this.deps.repo.find(id);
       if (!row || (row.status !== 'restarting' && row.status !== 'exited')) return;
-      void this.guardStart(id, () => this.startRow(id, { stoppedByUser: false, restartCount: row.restart_count + 1 })).catch((err) => {
+      void this.guardStart(id, () =>
+        this.startRow(id, { stoppedByUser: false, restartCount: row.restart_count + 1 }),
+      ).catch((err) => {
         this.log.warn({ err, id }, 'restart failed');
         this.deps.repo.update(id, { status: 'exited' });
         this.notify(id, ['not-running'], row.exit_code);
@@ -656,8 +783,13 @@ export class ContainerService {
    * 404 before streaming), then returns the promise of the exit. When `signal`
    * aborts (the client went away), the wait is forgotten and the promise rejects.
    */
-  wait(ref: string, condition: WaitCondition = 'not-running', signal?: AbortSignal): Promise<{ StatusCode: number; Error: { Message: string } | null }> {
-    if (!['not-running', 'next-exit', 'removed'].includes(condition)) throw invalidParameter(`invalid condition: "${condition}"`);
+  wait(
+    ref: string,
+    condition: WaitCondition = 'not-running',
+    signal?: AbortSignal,
+  ): Promise<{ StatusCode: number; Error: { Message: string } | null }> {
+    if (!['not-running', 'next-exit', 'removed'].includes(condition))
+      throw invalidParameter(`invalid condition: "${condition}"`);
     const row = this.find(ref);
     if (condition === 'not-running' && !RUNNING.includes(row.status) && !this.starting.has(row.id)) {
       return Promise.resolve({ StatusCode: row.exit_code, Error: null });
@@ -714,7 +846,8 @@ export class ContainerService {
     const c = this.get(ref);
     const sig = normalizeSignal(signal);
     if (!isRunning(c.row)) throw conflict(`Cannot kill container: ${ref}: Container ${c.row.id} is not running`);
-    if (sig === 'SIGKILL' || sig === 'SIGTERM' || sig === 'SIGINT') this.deps.repo.update(c.row.id, { stopped_by_user: 1 });
+    if (sig === 'SIGKILL' || sig === 'SIGTERM' || sig === 'SIGINT')
+      this.deps.repo.update(c.row.id, { stopped_by_user: 1 });
     await this.signal(c.row.id, sig);
     this.event(c.row, 'kill', { signal: String(SIGNALS[sig] ?? sig) });
   }
@@ -745,7 +878,11 @@ export class ContainerService {
       if (!row || !RUNNING.includes(row.status)) return;
       if ((await this.deps.runtime.conmonPid(this.hydrate(row).bundleDir)) !== null) continue;
       const code = await this.deps.exits.readExit(id);
-      await this.onExit(id, code ?? 255, code === null ? 'container monitor (conmon) exited without reporting an exit' : '');
+      await this.onExit(
+        id,
+        code ?? 255,
+        code === null ? 'container monitor (conmon) exited without reporting an exit' : '',
+      );
     }
   }
 
@@ -767,7 +904,8 @@ export class ContainerService {
     if (row.status !== 'running') throw conflict(`Container ${row.id} is not running`);
     await this.deps.runtime.pause(row.id);
     // An exit recorded meanwhile stands: a frozen cgroup with no process is not a paused container.
-    if (!this.deps.repo.updateIf(row.id, 'running', { status: 'paused' })) throw conflict(`Container ${row.id} is not running`);
+    if (!this.deps.repo.updateIf(row.id, 'running', { status: 'paused' }))
+      throw conflict(`Container ${row.id} is not running`);
     this.event(row, 'pause');
   }
 
@@ -801,7 +939,13 @@ export class ContainerService {
   /** At start: a container left frozen by a commit that a crash cut short runs again. Returns its status. */
   private async thawAfterCrash(c: Container, status: 'running' | 'paused'): Promise<'running' | 'paused'> {
     const marker = path.join(c.bundleDir, FROZEN);
-    if (!(await access(marker).then(() => true, () => false))) return status;
+    if (
+      !(await access(marker).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return status;
     if (status === 'paused') await this.deps.runtime.resume(c.row.id);
     await rm(marker, { force: true });
     this.log.info({ id: c.row.id }, 'unpaused a container that a commit cut short by a crash had paused');
@@ -812,7 +956,8 @@ export class ContainerService {
     const row = this.find(ref);
     if (row.status !== 'paused') throw conflict(`Container ${row.id} is not paused`);
     await this.deps.runtime.resume(row.id);
-    if (!this.deps.repo.updateIf(row.id, 'paused', { status: 'running' })) throw conflict(`Container ${row.id} is not paused`);
+    if (!this.deps.repo.updateIf(row.id, 'paused', { status: 'running' }))
+      throw conflict(`Container ${row.id} is not paused`);
     this.event(row, 'unpause');
   }
 
@@ -838,7 +983,9 @@ export class ContainerService {
     const id = c.row.id;
     if (isRunning(c.row) || c.row.status === 'restarting') {
       if (!opts.force) {
-        throw conflict(`You cannot remove a ${c.row.status} container ${id}. Stop the container before attempting removal or force remove`);
+        throw conflict(
+          `You cannot remove a ${c.row.status} container ${id}. Stop the container before attempting removal or force remove`,
+        );
       }
       clearTimeout(this.restartTimers.get(id));
       this.deps.repo.update(id, { stopped_by_user: 1 });
@@ -924,7 +1071,10 @@ export class ContainerService {
    * created container may be attached before it starts: the start then waits
    * for the attach to be connected, so no output is missed.
    */
-  attach(ref: string, o: { logs: boolean; stream: boolean; stdin: boolean; stdout: boolean; stderr: boolean; detachKeys?: string }): AttachSession {
+  attach(
+    ref: string,
+    o: { logs: boolean; stream: boolean; stdin: boolean; stdout: boolean; stderr: boolean; detachKeys?: string },
+  ): AttachSession {
     const c = this.get(ref);
     if (c.row.status === 'exited' || c.row.status === 'dead') {
       if (o.stream) throw conflict('You cannot attach to a stopped container, start it first');
@@ -932,7 +1082,12 @@ export class ContainerService {
     if (c.row.status === 'paused') throw conflict(`You cannot attach to a paused container, unpause it first`);
     const detachKeys = parseDetachKeys(o.detachKeys || DEFAULT_DETACH_KEYS);
     const id = c.row.id;
-    const io = { tty: c.config.Tty, openStdin: c.config.OpenStdin, stdinOnce: c.config.StdinOnce, ended: () => processEnded(this.deps.repo.find(id)?.pid) };
+    const io = {
+      tty: c.config.Tty,
+      openStdin: c.config.OpenStdin,
+      stdinOnce: c.config.StdinOnce,
+      ended: () => processEnded(this.deps.repo.find(id)?.pid),
+    };
     const session = this.attachments.open(c.row.id, io, {
       stdin: o.stdin,
       stdout: o.stdout,
@@ -996,7 +1151,8 @@ export function parseBind(spec: string): BindMount {
   const parts = spec.split(':');
   if (parts.length < 2 || parts.length > 3) throw invalidParameter(`invalid volume specification: '${spec}'`);
   const [source, destination, mode = ''] = parts as [string, string, string?];
-  if (!source.startsWith('/')) throw invalidParameter(`invalid volume specification: '${spec}': named volumes are not supported yet`);
+  if (!source.startsWith('/'))
+    throw invalidParameter(`invalid volume specification: '${spec}': named volumes are not supported yet`);
   if (!destination.startsWith('/')) throw invalidParameter(`invalid volume specification: '${spec}'`);
   const opts = mode.split(',').filter(Boolean);
   for (const o of opts) {
@@ -1004,14 +1160,26 @@ export function parseBind(spec: string): BindMount {
       throw invalidParameter(`invalid mode: ${o}`);
     }
   }
-  return { source, destination, readonly: opts.includes('ro'), propagation: (opts.find((o) => /private|shared|slave/.test(o)) ?? 'rprivate') as Propagation };
+  return {
+    source,
+    destination,
+    readonly: opts.includes('ro'),
+    propagation: (opts.find((o) => /private|shared|slave/.test(o)) ?? 'rprivate') as Propagation,
+  };
 }
 
 function mountOf(m: Mount): BindMount {
   if ((m.Type ?? 'bind') !== 'bind') throw invalidParameter(`mount type ${m.Type} is not supported yet`);
-  if (!m.Source?.startsWith('/')) throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
-  if (!m.Target?.startsWith('/')) throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
-  return { source: m.Source, destination: m.Target, readonly: m.ReadOnly ?? false, propagation: (m.BindOptions?.Propagation || 'rprivate') as Propagation };
+  if (!m.Source?.startsWith('/'))
+    throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
+  if (!m.Target?.startsWith('/'))
+    throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
+  return {
+    source: m.Source,
+    destination: m.Target,
+    readonly: m.ReadOnly ?? false,
+    propagation: (m.BindOptions?.Propagation || 'rprivate') as Propagation,
+  };
 }
 
 const withSeccomp = (o: 'unconfined' | SeccompProfile | undefined) => (o === undefined ? {} : { seccomp: o });

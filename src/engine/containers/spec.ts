@@ -153,30 +153,100 @@ const CPU_PERIOD = 100_000;
 
 /** Every capability the kernel defines, in number order (0 … 40). */
 export const ALL_CAPABILITIES: readonly string[] = [
-  'CHOWN', 'DAC_OVERRIDE', 'DAC_READ_SEARCH', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID',
-  'SETPCAP', 'LINUX_IMMUTABLE', 'NET_BIND_SERVICE', 'NET_BROADCAST', 'NET_ADMIN', 'NET_RAW',
-  'IPC_LOCK', 'IPC_OWNER', 'SYS_MODULE', 'SYS_RAWIO', 'SYS_CHROOT', 'SYS_PTRACE', 'SYS_PACCT',
-  'SYS_ADMIN', 'SYS_BOOT', 'SYS_NICE', 'SYS_RESOURCE', 'SYS_TIME', 'SYS_TTY_CONFIG', 'MKNOD',
-  'LEASE', 'AUDIT_WRITE', 'AUDIT_CONTROL', 'SETFCAP', 'MAC_OVERRIDE', 'MAC_ADMIN', 'SYSLOG',
-  'WAKE_ALARM', 'BLOCK_SUSPEND', 'AUDIT_READ', 'PERFMON', 'BPF', 'CHECKPOINT_RESTORE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'DAC_READ_SEARCH',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'SETGID',
+  'SETUID',
+  'SETPCAP',
+  'LINUX_IMMUTABLE',
+  'NET_BIND_SERVICE',
+  'NET_BROADCAST',
+  'NET_ADMIN',
+  'NET_RAW',
+  'IPC_LOCK',
+  'IPC_OWNER',
+  'SYS_MODULE',
+  'SYS_RAWIO',
+  'SYS_CHROOT',
+  'SYS_PTRACE',
+  'SYS_PACCT',
+  'SYS_ADMIN',
+  'SYS_BOOT',
+  'SYS_NICE',
+  'SYS_RESOURCE',
+  'SYS_TIME',
+  'SYS_TTY_CONFIG',
+  'MKNOD',
+  'LEASE',
+  'AUDIT_WRITE',
+  'AUDIT_CONTROL',
+  'SETFCAP',
+  'MAC_OVERRIDE',
+  'MAC_ADMIN',
+  'SYSLOG',
+  'WAKE_ALARM',
+  'BLOCK_SUSPEND',
+  'AUDIT_READ',
+  'PERFMON',
+  'BPF',
+  'CHECKPOINT_RESTORE',
 ].map((c) => `CAP_${c}`);
 
 /** dockerd's default set (CapEff a80425fb). */
 export const DEFAULT_CAPABILITIES: readonly string[] = [
-  'CHOWN', 'DAC_OVERRIDE', 'FSETID', 'FOWNER', 'MKNOD', 'NET_RAW', 'SETGID', 'SETUID', 'SETFCAP',
-  'SETPCAP', 'NET_BIND_SERVICE', 'SYS_CHROOT', 'KILL', 'AUDIT_WRITE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FSETID',
+  'FOWNER',
+  'MKNOD',
+  'NET_RAW',
+  'SETGID',
+  'SETUID',
+  'SETFCAP',
+  'SETPCAP',
+  'NET_BIND_SERVICE',
+  'SYS_CHROOT',
+  'KILL',
+  'AUDIT_WRITE',
 ].map((c) => `CAP_${c}`);
 
 export const MASKED_PATHS: readonly string[] = [
-  '/proc/asound', '/proc/acpi', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list',
-  '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap',
+  '/proc/asound',
+  '/proc/acpi',
+  '/proc/kcore',
+  '/proc/keys',
+  '/proc/latency_stats',
+  '/proc/timer_list',
+  '/proc/timer_stats',
+  '/proc/sched_debug',
+  '/proc/scsi',
+  '/sys/firmware',
+  '/sys/devices/virtual/powercap',
 ];
 
-export const READONLY_PATHS: readonly string[] = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'];
+export const READONLY_PATHS: readonly string[] = [
+  '/proc/bus',
+  '/proc/fs',
+  '/proc/irq',
+  '/proc/sys',
+  '/proc/sysrq-trigger',
+];
 
 /** Device nodes a container may use beyond mknod: null, zero, full, random, urandom, tty, pts, ptmx, tun. */
 const ALLOWED_DEVICES: readonly [type: 'c', major: number, minor: number | undefined][] = [
-  ['c', 1, 3], ['c', 1, 5], ['c', 1, 7], ['c', 1, 8], ['c', 1, 9], ['c', 5, 0], ['c', 136, undefined], ['c', 5, 2], ['c', 10, 200],
+  ['c', 1, 3],
+  ['c', 1, 5],
+  ['c', 1, 7],
+  ['c', 1, 8],
+  ['c', 1, 9],
+  ['c', 5, 0],
+  ['c', 136, undefined],
+  ['c', 5, 2],
+  ['c', 10, 200],
 ];
 
 // ------------------------------------------------------------ capabilities
@@ -223,7 +293,12 @@ function defaultMounts(privileged: boolean, shmSize: number): OciMount[] {
   const ro = privileged ? [] : ['ro'];
   return [
     { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
-    { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+    {
+      destination: '/dev',
+      type: 'tmpfs',
+      source: 'tmpfs',
+      options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'],
+    },
     {
       destination: '/dev/pts',
       type: 'devpts',
@@ -231,7 +306,12 @@ function defaultMounts(privileged: boolean, shmSize: number): OciMount[] {
       options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620', 'gid=5'],
     },
     { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', ...ro] },
-    { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', ...ro] },
+    {
+      destination: '/sys/fs/cgroup',
+      type: 'cgroup',
+      source: 'cgroup',
+      options: ['nosuid', 'noexec', 'nodev', 'relatime', ...ro],
+    },
     { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
     {
       destination: '/dev/shm',
@@ -242,7 +322,12 @@ function defaultMounts(privileged: boolean, shmSize: number): OciMount[] {
   ];
 }
 
-function bindMount(source: string, destination: string, readonly: boolean, propagation: Propagation = 'rprivate'): OciMount {
+function bindMount(
+  source: string,
+  destination: string,
+  readonly: boolean,
+  propagation: Propagation = 'rprivate',
+): OciMount {
   return { destination, type: 'bind', source, options: ['rbind', propagation, readonly ? 'ro' : 'rw'] };
 }
 
@@ -253,15 +338,22 @@ function hostsFileMounts(files: SpecInput['hostsFiles'], readonly: boolean): Oci
     [files?.hostname, '/etc/hostname'],
     [files?.resolvConf, '/etc/resolv.conf'],
   ];
-  return pairs.filter((p): p is [string, string] => p[0] !== undefined).map(([src, dst]) => bindMount(src, dst, readonly));
+  return pairs
+    .filter((p): p is [string, string] => p[0] !== undefined)
+    .map(([src, dst]) => bindMount(src, dst, readonly));
 }
 
 function initMount(initPath: string): OciMount {
-  return { destination: CONTAINER_INIT_PATH, type: 'bind', source: initPath, options: ['bind', 'ro', 'nosuid', 'nodev'] };
+  return {
+    destination: CONTAINER_INIT_PATH,
+    type: 'bind',
+    source: initPath,
+    options: ['bind', 'ro', 'nosuid', 'nodev'],
+  };
 }
 
 const depth = (p: string) => p.split('/').filter(Boolean).length;
-const cleanDestination = (p: string) => '/' + p.split('/').filter(Boolean).join('/');
+const cleanDestination = (p: string) => `/${p.split('/').filter(Boolean).join('/')}`;
 
 /**
  * Later mounts replace earlier ones at the same destination (a user's bind on
@@ -295,8 +387,11 @@ function deviceRules(privileged: boolean): OciDeviceRule[] {
     // mknod of any node is allowed; using one needs a rule below.
     { allow: true, type: 'c', access: 'm' },
     { allow: true, type: 'b', access: 'm' },
-    ...ALLOWED_DEVICES.map(([type, major, minor]): OciDeviceRule =>
-      minor === undefined ? { allow: true, type, major, access: 'rwm' } : { allow: true, type, major, minor, access: 'rwm' },
+    ...ALLOWED_DEVICES.map(
+      ([type, major, minor]): OciDeviceRule =>
+        minor === undefined
+          ? { allow: true, type, major, access: 'rwm' }
+          : { allow: true, type, major, minor, access: 'rwm' },
     ),
   ];
 }

@@ -17,13 +17,22 @@ const readNum = async (p: string): Promise<number | undefined> => {
 
 async function readKeyed(p: string): Promise<Record<string, number>> {
   const t = await readFile(p, 'utf8').catch(() => '');
-  return Object.fromEntries(t.split('\n').filter(Boolean).map((l) => l.split(/\s+/)).map(([k, v]) => [k!, Number(v)]));
+  return Object.fromEntries(
+    t
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split(/\s+/))
+      .map(([k, v]) => [k!, Number(v)]),
+  );
 }
 
 /** Host CPU time in nanoseconds, as dockerd's system_cpu_usage. */
 async function systemCpuNanos(): Promise<number> {
   const line = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!;
-  const ticks = line.split(/\s+/).slice(1, 8).reduce((a, v) => a + Number(v), 0);
+  const ticks = line
+    .split(/\s+/)
+    .slice(1, 8)
+    .reduce((a, v) => a + Number(v), 0);
   return (ticks / 100) * 1e9; // USER_HZ is 100 on Linux
 }
 
@@ -36,7 +45,11 @@ export async function cgroupStats(cg: CgroupRef, id: string, name: string) {
   const mem = await readKeyed(`${CG}/memory${cg.path}/memory.stat`);
   const usage = (await readNum(`${CG}/memory${cg.path}/memory.usage_in_bytes`)) ?? 0;
   const limit = (await readNum(`${CG}/memory${cg.path}/memory.limit_in_bytes`)) ?? os.totalmem();
-  const percpu = ((await readFile(`${CG}/cpuacct${cg.path}/cpuacct.usage_percpu`, 'utf8').catch(() => '')) || '').trim().split(/\s+/).filter(Boolean).map(Number);
+  const percpu = ((await readFile(`${CG}/cpuacct${cg.path}/cpuacct.usage_percpu`, 'utf8').catch(() => '')) || '')
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean)
+    .map(Number);
   const cpuStat = await readKeyed(`${CG}/cpuacct${cg.path}/cpuacct.stat`);
   const tick = 1e9 / 100;
   const cpu = {
@@ -54,11 +67,23 @@ export async function cgroupStats(cg: CgroupRef, id: string, name: string) {
     read: new Date().toISOString(),
     preread: '0001-01-01T00:00:00Z',
     pids_stats: { current: (await readNum(`${CG}/pids${cg.path}/pids.current`)) ?? 0 },
-    blkio_stats: { io_service_bytes_recursive: null, io_serviced_recursive: null, io_queue_recursive: null, io_service_time_recursive: null, io_wait_time_recursive: null, io_merged_recursive: null, io_time_recursive: null, sectors_recursive: null },
+    blkio_stats: {
+      io_service_bytes_recursive: null,
+      io_serviced_recursive: null,
+      io_queue_recursive: null,
+      io_service_time_recursive: null,
+      io_wait_time_recursive: null,
+      io_merged_recursive: null,
+      io_time_recursive: null,
+      sectors_recursive: null,
+    },
     num_procs: 0,
     storage_stats: {},
     cpu_stats: cpu,
-    precpu_stats: { cpu_usage: { total_usage: 0, usage_in_kernelmode: 0, usage_in_usermode: 0 }, throttling_data: { periods: 0, throttled_periods: 0, throttled_time: 0 } },
+    precpu_stats: {
+      cpu_usage: { total_usage: 0, usage_in_kernelmode: 0, usage_in_usermode: 0 },
+      throttling_data: { periods: 0, throttled_periods: 0, throttled_time: 0 },
+    },
     memory_stats: {
       usage,
       max_usage: (await readNum(`${CG}/memory${cg.path}/memory.max_usage_in_bytes`)) ?? usage,
@@ -73,7 +98,9 @@ export async function cgroupStats(cg: CgroupRef, id: string, name: string) {
 /** The processes of a container: `ps <args>` on the host, rows kept for the cgroup's pids. */
 export async function top(cg: CgroupRef, psArgs = '-ef'): Promise<{ Titles: string[]; Processes: string[][] }> {
   if (!/^[-a-zA-Z0-9 ,=%]*$/.test(psArgs)) throw invalidParameter(`invalid ps arguments: ${psArgs}`);
-  const procs = ((await readFile(`${CG}/pids${cg.path}/cgroup.procs`, 'utf8').catch(() => '')) || '').split('\n').filter(Boolean);
+  const procs = ((await readFile(`${CG}/pids${cg.path}/cgroup.procs`, 'utf8').catch(() => '')) || '')
+    .split('\n')
+    .filter(Boolean);
   const pids = new Set(procs);
   let out: string;
   try {

@@ -52,7 +52,10 @@ export async function resolveUser(rootfs: string, user: string): Promise<Resolve
   }
   // Supplementary groups: every group that lists the user by name.
   const additionalGids = name
-    ? groups.filter((e) => (e[3] ?? '').split(',').includes(name)).map((e) => Number(e[2])).filter((n) => n !== gid)
+    ? groups
+        .filter((e) => (e[3] ?? '').split(',').includes(name))
+        .map((e) => Number(e[2]))
+        .filter((n) => n !== gid)
     : [];
   return { uid, gid, additionalGids, home };
 }

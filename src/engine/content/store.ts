@@ -88,7 +88,8 @@ export class VerifyingStream extends Transform {
   ) {
     super();
     const { algorithm } = parseDigest(digest);
-    if (size !== undefined && !(Number.isSafeInteger(size) && size >= 0)) throw invalidParameter(`invalid size ${size} for ${digest}`);
+    if (size !== undefined && !(Number.isSafeInteger(size) && size >= 0))
+      throw invalidParameter(`invalid size ${size} for ${digest}`);
     this.hash = algorithm === 'sha256' ? new Sha256() : createHash(algorithm);
     this.what = opts.what ?? 'content';
   }
@@ -113,7 +114,10 @@ export class VerifyingStream extends Transform {
       return;
     }
     const { hash } = this;
-    const actual = hash instanceof Sha256 ? hash.digest() : Promise.resolve(`${parseDigest(this.digest).algorithm}:${hash.digest('hex')}`);
+    const actual =
+      hash instanceof Sha256
+        ? hash.digest()
+        : Promise.resolve(`${parseDigest(this.digest).algorithm}:${hash.digest('hex')}`);
     actual.then((d) => cb(d === this.digest ? null : this.failure()), cb);
   }
 
@@ -123,7 +127,8 @@ export class VerifyingStream extends Transform {
   }
 }
 
-export const verifyingStream = (digest: string, size: number | undefined, opts?: VerifyOptions) => new VerifyingStream(digest, size, opts);
+export const verifyingStream = (digest: string, size: number | undefined, opts?: VerifyOptions) =>
+  new VerifyingStream(digest, size, opts);
 
 /** Where the bytes come from: a stream, or a function that opens one only if they are needed. */
 export type ContentSource = Readable | (() => Promise<Readable>);
@@ -335,7 +340,12 @@ export class ContentStore {
    * ingests of one digest share the first download; a later caller's own
    * source is used only if that download fails. Already stored → no download.
    */
-  async ingest(digest: string, expectedSize: number | undefined, source: ContentSource, opts: IngestOptions = {}): Promise<void> {
+  async ingest(
+    digest: string,
+    expectedSize: number | undefined,
+    source: ContentSource,
+    opts: IngestOptions = {},
+  ): Promise<void> {
     let target: string;
     try {
       target = this.path(digest); // validates the digest before anything else
@@ -372,7 +382,13 @@ export class ContentStore {
     return job;
   }
 
-  private async download(digest: string, target: string, size: number | undefined, source: ContentSource, opts: IngestOptions): Promise<void> {
+  private async download(
+    digest: string,
+    target: string,
+    size: number | undefined,
+    source: ContentSource,
+    opts: IngestOptions,
+  ): Promise<void> {
     if (await this.has(digest)) return this.finishFromStore(digest, source, opts.tap);
     const tmp = path.join(this.ingestDir, `${path.basename(target)}-${randomBytes(6).toString('hex')}`);
     let input: Readable | undefined;
@@ -393,7 +409,13 @@ export class ContentStore {
   }
 
   /** Copies input to a new temp file through the verifier (and the tap); fsyncs it. Resolves with the tap's failure, if any. */
-  private async writeVerified(tmp: string, input: Readable, digest: string, size: number | undefined, opts: IngestOptions): Promise<Error | undefined> {
+  private async writeVerified(
+    tmp: string,
+    input: Readable,
+    digest: string,
+    size: number | undefined,
+    opts: IngestOptions,
+  ): Promise<Error | undefined> {
     // flush: fsync before close, so the rename that follows publishes durable bytes.
     const verify = verifyingStream(digest, size, opts);
     const file = createWriteStream(tmp, { flags: 'wx', mode: 0o644, flush: true });
@@ -433,8 +455,12 @@ export class ContentStore {
           if (!syncing && size - synced >= EARLY_SYNC) {
             synced = size;
             syncing = fh.datasync().then(
-              () => void (syncing = undefined),
-              (e: unknown) => void (syncError ??= e),
+              () => {
+                syncing = undefined;
+              },
+              (e: unknown) => {
+                syncError ??= e;
+              },
             );
           }
           cb(syncError as Error | undefined);

@@ -50,7 +50,19 @@ const TREE_LAG = 32 << 20;
  * lacks them. dockerd keeps them in an init layer below the container's own;
  * berth finds them in the upper dir and leaves them out of commit and diff.
  */
-const RUNTIME_MOUNT_POINTS = ['.dockerenv', 'dev', 'dev/console', 'dev/pts', 'dev/shm', 'etc/hostname', 'etc/hosts', 'etc/mtab', 'etc/resolv.conf', 'proc', 'sys'];
+const RUNTIME_MOUNT_POINTS = [
+  '.dockerenv',
+  'dev',
+  'dev/console',
+  'dev/pts',
+  'dev/shm',
+  'etc/hostname',
+  'etc/hosts',
+  'etc/mtab',
+  'etc/resolv.conf',
+  'proc',
+  'sys',
+];
 
 export interface CommitRequest {
   /** Id, id prefix or name. */
@@ -123,17 +135,37 @@ export class CommitService {
     const parentLayers = repo.layersOf(parent.id);
 
     // As dockerd: a container that cannot be paused (it stopped meanwhile) is committed as it is.
-    const freeze = req.pause !== false && c.row.status === 'running' && (await containers.freeze(id).then(() => true, () => false));
+    const freeze =
+      req.pause !== false &&
+      c.row.status === 'running' &&
+      (await containers.freeze(id).then(
+        () => true,
+        () => false,
+      ));
     // Thawed as soon as its changes have all been read, not once they are stored.
     let thawing: Promise<void> | undefined;
-    const thaw = () => (thawing ??= freeze ? containers.thaw(id).catch((err: unknown) => this.log.warn({ err, id }, 'unpause after commit failed')) : Promise.resolve());
+    const thaw = () =>
+      (thawing ??= freeze
+        ? containers.thaw(id).catch((err: unknown) => this.log.warn({ err, id }, 'unpause after commit failed'))
+        : Promise.resolve());
     let layer: BuiltLayer | null;
     try {
       layer = await this.buildLayer(c, thaw);
     } finally {
       await thaw();
     }
-    const imageId = await this.serially(() => this.record({ c, parent, parentLayers, layer, config, target, comment: req.comment ?? '', author: req.author ?? '' }));
+    const imageId = await this.serially(() =>
+      this.record({
+        c,
+        parent,
+        parentLayers,
+        layer,
+        config,
+        target,
+        comment: req.comment ?? '',
+        author: req.author ?? '',
+      }),
+    );
     if (target) this.deps.events.publish('image', 'tag', imageId, { name: familiar(target) });
     this.deps.events.publish('container', 'commit', id, {
       ...(c.config.Labels ?? {}),
@@ -201,7 +233,9 @@ export class CommitService {
       for (const s of [tar, gzip, lag]) s.destroy();
       // The store's own error says most (a full disk, worded for the user); the tar's side only saw gzip destroyed with it.
       let storeError: unknown;
-      const stored = await jobs[1].catch((err: unknown) => void (storeError = err));
+      const stored = await jobs[1].catch((err: unknown) => {
+        storeError = err;
+      });
       if (stored?.created) await this.deps.content.delete(stored.digest);
       await dropTree(tree);
       throw storeError ?? e;
@@ -249,12 +283,28 @@ export class CommitService {
         const chainId = chainIds([...parentLayers.map((l) => l.diff_id), layer.diffId]).at(-1)!;
         // The same changes committed before give the same layer: it is shared.
         const stored = repo.layer(chainId);
-        added = stored ? undefined : { chain_id: chainId, diff_id: layer.diffId, parent: parentLayers.at(-1)?.chain_id ?? null, dir: LayerStore.dirName(chainId), size: layer.size, blob: layer.blob.digest };
+        added = stored
+          ? undefined
+          : {
+              chain_id: chainId,
+              diff_id: layer.diffId,
+              parent: parentLayers.at(-1)?.chain_id ?? null,
+              dir: LayerStore.dirName(chainId),
+              size: layer.size,
+              blob: layer.blob.digest,
+            };
         rows = [...parentLayers, stored ?? added!];
       }
       await content.put(imageId, configBytes, { what: 'image config' });
       repo.add({
-        image: { id: imageId, parent: o.parent.id, config: configBytes.toString('utf8'), size: rows.reduce((a, l) => a + l.size, 0), created, added_at: Date.now() },
+        image: {
+          id: imageId,
+          parent: o.parent.id,
+          config: configBytes.toString('utf8'),
+          size: rows.reduce((a, l) => a + l.size, 0),
+          created,
+          added_at: Date.now(),
+        },
         layers: rows,
         blobs: [imageId, ...(layer ? [layer.blob.digest] : [])],
         tags: o.target ? [o.target] : [],
@@ -270,7 +320,14 @@ export class CommitService {
     }
     if (added) {
       const chainId = added.chain_id;
-      void layers.adopt(chainId, layer!.tree.staged, layer!.tree.filling).catch((err: unknown) => this.log.warn({ err, chainId }, "filling the committed layer's tree failed; it is made from the blob when first used"));
+      void layers
+        .adopt(chainId, layer!.tree.staged, layer!.tree.filling)
+        .catch((err: unknown) =>
+          this.log.warn(
+            { err, chainId },
+            "filling the committed layer's tree failed; it is made from the blob when first used",
+          ),
+        );
     } else if (layer) void dropTree(layer.tree); // the layer was there already
     this.log.debug({ container: o.c.row.id, image: imageId, diffId: layer?.diffId ?? null }, 'committed');
     return imageId;
@@ -321,7 +378,15 @@ const dropTree = (tree: BuiltLayer['tree']) => discardWhenFilled(tree.staged, tr
  */
 function childConfig(
   parent: ImageConfig,
-  o: { created: string; author: string; comment: string; containerId: string; containerConfig: ContainerConfigFields; config: ContainerConfigFields; diffId: string | undefined },
+  o: {
+    created: string;
+    author: string;
+    comment: string;
+    containerId: string;
+    containerConfig: ContainerConfigFields;
+    config: ContainerConfigFields;
+    diffId: string | undefined;
+  },
 ): ImageConfig {
   const createdBy = (o.containerConfig.Cmd ?? []).join(' ');
   const entry: HistoryEntry = {

@@ -13,7 +13,19 @@ import { invalidParameter } from '../../errors.js';
 import { normalizeSignal } from '../containers/service.js';
 import type { ContainerConfigFields } from './config.js';
 
-const COMMANDS = new Set(['cmd', 'entrypoint', 'env', 'expose', 'healthcheck', 'label', 'onbuild', 'stopsignal', 'user', 'volume', 'workdir']);
+const COMMANDS = new Set([
+  'cmd',
+  'entrypoint',
+  'env',
+  'expose',
+  'healthcheck',
+  'label',
+  'onbuild',
+  'stopsignal',
+  'user',
+  'volume',
+  'workdir',
+]);
 const ESCAPE = '\\';
 const DEFAULT_SHELL = ['/bin/sh', '-c'];
 
@@ -40,7 +52,8 @@ export function applyChanges(config: ContainerConfigFields, changes: readonly st
   }
   let cmdSet = false;
   for (const i of instructions) {
-    if (i.command !== 'healthcheck' && i.flags.size > 0) throw invalidParameter(`Unknown flag: ${[...i.flags.keys()][0]}`);
+    if (i.command !== 'healthcheck' && i.flags.size > 0)
+      throw invalidParameter(`Unknown flag: ${[...i.flags.keys()][0]}`);
     // Every word of an instruction sees the Env from before it (`ENV A=1 B=$A` takes the old A).
     const env = out.Env ?? [];
     const expand = (word: string) => expandWord(word, env);
@@ -112,7 +125,8 @@ export function applyChanges(config: ContainerConfigFields, changes: readonly st
 export function mergeConfig(user: ContainerConfigFields, container: ContainerConfigFields): ContainerConfigFields {
   const out = structuredClone(user);
   if (!out.User) out.User = container.User ?? '';
-  if (!out.ExposedPorts || Object.keys(out.ExposedPorts).length === 0) out.ExposedPorts = container.ExposedPorts ?? null;
+  if (!out.ExposedPorts || Object.keys(out.ExposedPorts).length === 0)
+    out.ExposedPorts = container.ExposedPorts ?? null;
   else out.ExposedPorts = { ...(container.ExposedPorts ?? {}), ...out.ExposedPorts };
   if (!out.Env?.length) out.Env = container.Env ?? null;
   else {
@@ -133,7 +147,8 @@ export function mergeConfig(user: ContainerConfigFields, container: ContainerCon
     if (!uh) out.Healthcheck = ch;
     else {
       if (!uh.Test?.length) uh.Test = ch.Test;
-      for (const k of ['Interval', 'Timeout', 'StartPeriod', 'StartInterval', 'Retries'] as const) if (!uh[k] && ch[k]) uh[k] = ch[k];
+      for (const k of ['Interval', 'Timeout', 'StartPeriod', 'StartInterval', 'Retries'] as const)
+        if (!uh[k] && ch[k]) uh[k] = ch[k];
     }
   }
   if (!out.WorkingDir) out.WorkingDir = container.WorkingDir ?? '';
@@ -189,7 +204,8 @@ function jsonOr(rest: string, fallback: () => string[]): string[] {
     return fallback();
   }
   if (!Array.isArray(parsed)) return fallback();
-  if (!parsed.every((x) => typeof x === 'string')) throw invalidParameter('when using JSON array syntax, arrays must be comprised of strings only');
+  if (!parsed.every((x) => typeof x === 'string'))
+    throw invalidParameter('when using JSON array syntax, arrays must be comprised of strings only');
   return parsed;
 }
 
@@ -295,7 +311,8 @@ export function expandWord(word: string, env: readonly string[]): string {
         case '+':
           return unset ? '' : arg();
         case '?':
-          if (unset) throw invalidParameter(`failed to process "${word}": ${m[1]}: ${m[3] || 'is not allowed to be unset'}`);
+          if (unset)
+            throw invalidParameter(`failed to process "${word}": ${m[1]}: ${m[3] || 'is not allowed to be unset'}`);
           return value!;
         default:
           return value ?? '';
@@ -316,13 +333,19 @@ export function expandWord(word: string, env: readonly string[]): string {
       i += 2;
     } else if (ch === "'") {
       const end = word.indexOf("'", i + 1);
-      if (end < 0) throw invalidParameter(`failed to process "${word}": unexpected end of statement while looking for matching single-quote`);
+      if (end < 0)
+        throw invalidParameter(
+          `failed to process "${word}": unexpected end of statement while looking for matching single-quote`,
+        );
       out += word.slice(i + 1, end);
       i = end + 1;
     } else if (ch === '"') {
       i++;
       for (;;) {
-        if (i >= word.length) throw invalidParameter(`failed to process "${word}": unexpected end of statement while looking for matching double-quote`);
+        if (i >= word.length)
+          throw invalidParameter(
+            `failed to process "${word}": unexpected end of statement while looking for matching double-quote`,
+          );
         const c = word[i]!;
         if (c === '"') break;
         if (c === '$') out += variable();
@@ -394,7 +417,8 @@ function onbuildTrigger(i: Instruction): string {
   const trigger = /^(\S+)/.exec(i.rest)?.[1]?.toUpperCase();
   if (!trigger) throw atLeastOne('ONBUILD');
   if (trigger === 'ONBUILD') throw invalidParameter("Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed");
-  if (trigger === 'FROM' || trigger === 'MAINTAINER') throw invalidParameter(`${trigger} isn't allowed as an ONBUILD trigger`);
+  if (trigger === 'FROM' || trigger === 'MAINTAINER')
+    throw invalidParameter(`${trigger} isn't allowed as an ONBUILD trigger`);
   return i.original.replace(/^\s*ONBUILD\s*/i, '');
 }
 

@@ -119,16 +119,27 @@ export class PullingImageService extends ImageService {
   }
 
   /** `POST /images/create?fromImage=&tag=`. */
-  async pull(fromImage: string, tag: string | undefined, auth: AuthConfig | undefined, emit: (e: PullEvent) => void, opts: PullOptions = {}): Promise<void> {
+  async pull(
+    fromImage: string,
+    tag: string | undefined,
+    auth: AuthConfig | undefined,
+    emit: (e: PullEvent) => void,
+    opts: PullOptions = {},
+  ): Promise<void> {
     const { signal } = opts;
     const ref = normalizeTag(fromImage, tag);
     const { repo, content } = this.pdeps;
     const resolved = await this.pdeps.registry.resolveManifest(ref, auth, { signal });
-    emit({ status: `Pulling from ${ref.familiar.includes('/') || ref.domain !== 'docker.io' ? ref.path : `library/${ref.familiar}`}`, id: ref.digest ?? ref.tag ?? 'latest' });
+    emit({
+      status: `Pulling from ${ref.familiar.includes('/') || ref.domain !== 'docker.io' ? ref.path : `library/${ref.familiar}`}`,
+      id: ref.digest ?? ref.tag ?? 'latest',
+    });
 
     const metaDigests = [...new Set([resolved.configDigest, resolved.manifestDigest, resolved.image.digest])];
     const holds = [this.held.take([...metaDigests, ...resolved.layers.map((l) => l.digest)])];
-    const release = () => holds.forEach((r) => r());
+    const release = () => {
+      for (const r of holds) r();
+    };
     let metadata: Promise<unknown> = Promise.resolve();
     try {
       const configBytes = await this.config(ref, resolved, auth, signal);
@@ -157,16 +168,25 @@ export class PullingImageService extends ImageService {
       });
       let queued = 0;
       resolved.layers.forEach((d, i) => {
-        if (!existing[i] && queued++ >= this.pdeps.maxConcurrentDownloads) emit({ status: 'Waiting', id: short(d.digest), layer: true });
+        if (!existing[i] && queued++ >= this.pdeps.maxConcurrentDownloads)
+          emit({ status: 'Waiting', id: short(d.digest), layer: true });
       });
 
       // The manifests are stored (and fsync'd) while the layers download.
       metadata = Promise.all([
         content.put(resolved.manifestDigest, resolved.manifest),
-        resolved.image.digest !== resolved.manifestDigest ? content.put(resolved.image.digest, resolved.image.bytes) : undefined,
+        resolved.image.digest !== resolved.manifestDigest
+          ? content.put(resolved.image.digest, resolved.image.bytes)
+          : undefined,
       ]);
       metadata.catch(() => undefined); // awaited below, after the layers
-      const layers = resolved.layers.map((desc, i) => ({ desc, diffId: diffIds[i]!, chainId: chains[i]!, parent: chains[i - 1] ?? null, known: existing[i] }));
+      const layers = resolved.layers.map((desc, i) => ({
+        desc,
+        diffId: diffIds[i]!,
+        chainId: chains[i]!,
+        parent: chains[i - 1] ?? null,
+        known: existing[i],
+      }));
       const rows = await this.layers(ref, auth, layers, emit, signal);
       await metadata;
       repo.add({
@@ -186,7 +206,12 @@ export class PullingImageService extends ImageService {
       this.pdeps.events.publish('image', 'pull', familiarString(ref), { name: familiarString(ref) });
       emit({ status: `Digest: ${resolved.manifestDigest}` });
       const shown = familiarString(ref);
-      emit({ status: before === imageId ? `Status: Image is up to date for ${shown}` : `Status: Downloaded newer image for ${shown}` });
+      emit({
+        status:
+          before === imageId
+            ? `Status: Image is up to date for ${shown}`
+            : `Status: Downloaded newer image for ${shown}`,
+      });
     } catch (e) {
       // The config and manifests go unless an image or another pull holds them;
       // verified layers stay recorded for the next pull (see the file comment).
@@ -207,7 +232,13 @@ export class PullingImageService extends ImageService {
    * are left (other pulls may still want them) and those under way finish;
    * then it rejects with the first failure, or with the pull's abort reason.
    */
-  private async layers(ref: Reference, auth: AuthConfig | undefined, layers: LayerToPull[], emit: (e: PullEvent) => void, signal: AbortSignal | undefined): Promise<LayerRow[]> {
+  private async layers(
+    ref: Reference,
+    auth: AuthConfig | undefined,
+    layers: LayerToPull[],
+    emit: (e: PullEvent) => void,
+    signal: AbortSignal | undefined,
+  ): Promise<LayerRow[]> {
     let failure: { error: unknown } | undefined;
     const leave = layers.map(() => new AbortController());
     const outcomes = await Promise.allSettled(
@@ -219,7 +250,7 @@ export class PullingImageService extends ImageService {
         } catch (e) {
           if (!failure) {
             failure = { error: e };
-            layers.forEach((other, j) => this.downloading.has(other.chainId) || leave[j]!.abort(e));
+            for (const [j, other] of layers.entries()) if (!this.downloading.has(other.chainId)) leave[j]!.abort(e);
           }
           throw e;
         }
@@ -231,7 +262,12 @@ export class PullingImageService extends ImageService {
   }
 
   /** The image config: from the store when it is there, else fetched (once for concurrent pulls) and stored. */
-  private async config(ref: Reference, resolved: ResolvedManifest, auth: AuthConfig | undefined, signal: AbortSignal | undefined): Promise<Buffer> {
+  private async config(
+    ref: Reference,
+    resolved: ResolvedManifest,
+    auth: AuthConfig | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<Buffer> {
     const { content, registry } = this.pdeps;
     const desc = resolved.configDescriptor;
     if (await content.has(desc.digest)) return content.readBuffer(desc.digest);
@@ -247,7 +283,13 @@ export class PullingImageService extends ImageService {
   }
 
   /** One layer, pulled once for every pull that needs it now; its progress goes to each. */
-  private layer(ref: Reference, auth: AuthConfig | undefined, l: LayerToPull, emit: (e: PullEvent) => void, signal: AbortSignal): Promise<LayerRow> {
+  private layer(
+    ref: Reference,
+    auth: AuthConfig | undefined,
+    l: LayerToPull,
+    emit: (e: PullEvent) => void,
+    signal: AbortSignal,
+  ): Promise<LayerRow> {
     const work = async (shared: AbortSignal, report: Report<PullEvent>) => {
       // A pull that waited for an aborted run of this chain may find it done by another since.
       const known = this.pdeps.repo.layer(l.chainId);
@@ -264,11 +306,26 @@ export class PullingImageService extends ImageService {
     return this.layerWork.run(l.chainId, work, { signal, onProgress: emit });
   }
 
-  private async pullLayer(ref: Reference, auth: AuthConfig | undefined, l: LayerToPull, emit: Report<PullEvent>, signal: AbortSignal): Promise<LayerRow> {
+  private async pullLayer(
+    ref: Reference,
+    auth: AuthConfig | undefined,
+    l: LayerToPull,
+    emit: Report<PullEvent>,
+    signal: AbortSignal,
+  ): Promise<LayerRow> {
     const { desc, diffId, chainId, parent } = l;
     const id = short(desc.digest);
-    const size = await this.pdeps.layers.extract(chainId, (dir) => this.fill(ref, auth, desc, diffId, dir, emit, signal));
-    const row: LayerRow = { chain_id: chainId, diff_id: diffId, parent, dir: LayerStore.dirName(chainId), size, blob: desc.digest };
+    const size = await this.pdeps.layers.extract(chainId, (dir) =>
+      this.fill(ref, auth, desc, diffId, dir, emit, signal),
+    );
+    const row: LayerRow = {
+      chain_id: chainId,
+      diff_id: diffId,
+      parent,
+      dir: LayerStore.dirName(chainId),
+      size,
+      blob: desc.digest,
+    };
     // Verified and in place: recorded at once, so that a pull that fails later keeps it for the next.
     this.pdeps.repo.addLayer(row);
     emit({ status: 'Pull complete', id, layer: true });
@@ -301,7 +358,11 @@ export class PullingImageService extends ImageService {
       meter.once('close', () => body.destroy());
       return body.pipe(meter);
     };
-    const store = this.pdeps.content.ingest(desc.digest, desc.size, fetch, { tap: extraction.input, what: 'filesystem layer', signal });
+    const store = this.pdeps.content.ingest(desc.digest, desc.size, fetch, {
+      tap: extraction.input,
+      what: 'filesystem layer',
+      signal,
+    });
     // Both settle: the store destroys the tap on any failure of its own, and reads on to the
     // end when the extraction fails first, so that its verdict on the bytes comes first (a
     // corrupted download is a verification failure, not a gzip error). When the extraction
@@ -315,7 +376,9 @@ export class PullingImageService extends ImageService {
     if (layer.diffId !== diffId) {
       // The blob is what its digest says, but not the layer the config names: no use to anyone.
       if (!this.pdeps.repo.blobHeld(desc.digest)) await this.pdeps.content.delete(desc.digest).catch(() => undefined);
-      throw invalidParameter(`layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${layer.diffId}, config says ${diffId}`);
+      throw invalidParameter(
+        `layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${layer.diffId}, config says ${diffId}`,
+      );
     }
     emit({ status: 'Extracting', id, layer: true, current: desc.size, total: desc.size });
     return layer.size;

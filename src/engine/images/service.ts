@@ -98,7 +98,9 @@ export class ImageService {
       ref = undefined;
     }
     if (ref) {
-      const id = ref.digest ? repo.imageForDigest(`${ref.name}@${ref.digest}`) : repo.imageForTag(`${ref.name}:${ref.tag}`);
+      const id = ref.digest
+        ? repo.imageForDigest(`${ref.name}@${ref.digest}`)
+        : repo.imageForTag(`${ref.name}:${ref.tag}`);
       const row = id ? repo.find(id) : undefined;
       if (row) return row;
     }
@@ -129,7 +131,10 @@ export class ImageService {
 
   inspect(refOrId: string): Image & { layers: LayerRow[] } {
     const row = this.find(refOrId);
-    return { ...this.present(row, undefined, this.deps.repo.containersUsing(row.id).length), layers: this.deps.repo.layersOf(row.id) };
+    return {
+      ...this.present(row, undefined, this.deps.repo.containersUsing(row.id).length),
+      layers: this.deps.repo.layersOf(row.id),
+    };
   }
 
   /** Where a layer's tree is on disk (an overlay lowerdir). */
@@ -204,7 +209,16 @@ export class ImageService {
     const layers = repo.layersOf(start.id);
     const tagsOf = (id: string) => nullIfEmpty(repo.tagsOf(id).map(familiar));
     if (!cfg.history?.length) {
-      return [{ Id: start.id, Created: createdSeconds(cfg.created), CreatedBy: '', Tags: tagsOf(start.id), Size: start.size, Comment: cfg.comment ?? '' }];
+      return [
+        {
+          Id: start.id,
+          Created: createdSeconds(cfg.created),
+          CreatedBy: '',
+          Tags: tagsOf(start.id),
+          Size: start.size,
+          Comment: cfg.comment ?? '',
+        },
+      ];
     }
     // Non-empty history entries line up with the layers, bottom first.
     let li = 0;
@@ -250,7 +264,8 @@ export class ImageService {
   }
 
   private announceUntags(items: DeleteItem[]): void {
-    for (const i of items) if ('Untagged' in i) this.deps.events.publish('image', 'untag', i.Untagged, { name: i.Untagged });
+    for (const i of items)
+      if ('Untagged' in i) this.deps.events.publish('image', 'untag', i.Untagged, { name: i.Untagged });
   }
 
   private async removeImage(refOrId: string, opts: { force?: boolean; noprune?: boolean }): Promise<DeleteItem[]> {
@@ -284,13 +299,19 @@ export class ImageService {
         if (users.length > 0) return out; // keep the image for its containers
       }
     } else if (tags.length > 1 && !opts.force) {
-      throw conflict(`conflict: unable to delete ${shortId(row.id)} (must be forced) - image is referenced in multiple repositories`);
+      throw conflict(
+        `conflict: unable to delete ${shortId(row.id)} (must be forced) - image is referenced in multiple repositories`,
+      );
     }
     if (running) {
-      throw conflict(`conflict: unable to delete ${shortId(row.id)} (cannot be forced) - image is being used by running container ${shortId(running.id)}`);
+      throw conflict(
+        `conflict: unable to delete ${shortId(row.id)} (cannot be forced) - image is being used by running container ${shortId(running.id)}`,
+      );
     }
     if (users.length > 0 && !opts.force) {
-      throw conflict(`conflict: unable to delete ${shortId(row.id)} (must be forced) - image is being used by stopped container ${shortId(users[0]!.id)}`);
+      throw conflict(
+        `conflict: unable to delete ${shortId(row.id)} (must be forced) - image is being used by stopped container ${shortId(users[0]!.id)}`,
+      );
     }
     if (users.length > 0) {
       // Forced: dockerd deletes the image under its stopped containers. A container's image
@@ -330,7 +351,14 @@ export class ImageService {
     const { repo } = this.deps;
     for (let cur: string | undefined = id; cur; ) {
       const row = repo.find(cur);
-      if (!row || repo.tagsOf(cur).length || repo.digestsOf(cur).length || repo.children(cur).length || repo.containersUsing(cur).length) return;
+      if (
+        !row ||
+        repo.tagsOf(cur).length ||
+        repo.digestsOf(cur).length ||
+        repo.children(cur).length ||
+        repo.containersUsing(cur).length
+      )
+        return;
       await this.deleteImage(cur, out);
       cur = row.parent || undefined;
     }

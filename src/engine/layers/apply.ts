@@ -36,12 +36,27 @@ import {
 import type { Readable } from 'node:stream';
 import { finished } from 'node:stream';
 import * as tarStream from 'tar-stream';
-import { invalidParameter, isEngineError, isNoSpace, messageOf, noSpace, systemError, type EngineError } from '../../errors.js';
+import {
+  invalidParameter,
+  isEngineError,
+  isNoSpace,
+  messageOf,
+  noSpace,
+  systemError,
+  type EngineError,
+} from '../../errors.js';
 import { native } from '../os/native.js';
 import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
 import { LayerTree, lstatOrNull } from './rooted.js';
 import { parsePaxXattrs } from './tarformat.js';
-import { checkRawName, classifyWhiteout, cleanComponents, joinRel, MAX_NAME_BYTES, WHITEOUT_META_PREFIX } from './tarpath.js';
+import {
+  checkRawName,
+  classifyWhiteout,
+  cleanComponents,
+  joinRel,
+  MAX_NAME_BYTES,
+  WHITEOUT_META_PREFIX,
+} from './tarpath.js';
 
 export interface ApplyOptions {
   /** Create device nodes and fifos (a trusted import); otherwise they are skipped. */
@@ -132,7 +147,8 @@ function openRoot(dir: string): string {
 }
 
 /** A failed system call (Node's fs or our addon): these carry a numeric errno. */
-const isErrno = (e: unknown): e is NodeJS.ErrnoException => e instanceof Error && typeof (e as NodeJS.ErrnoException).errno === 'number';
+const isErrno = (e: unknown): e is NodeJS.ErrnoException =>
+  e instanceof Error && typeof (e as NodeJS.ErrnoException).errno === 'number';
 
 /**
  * Our own failures are EngineErrors already (Applier.apply wraps I/O errors);
@@ -154,7 +170,11 @@ function classify(e: unknown, inputError: unknown, parseError: unknown): EngineE
  * hook, we fall back to its text values (tests cover binary xattrs).
  */
 function keepRawPaxXattrs(extract: tarStream.Extract): void {
-  type Internals = { _decodeLongHeader?: (buf: Buffer) => void; _header?: { type?: string } | null; _pax?: PaxRecords | null };
+  type Internals = {
+    _decodeLongHeader?: (buf: Buffer) => void;
+    _header?: { type?: string } | null;
+    _pax?: PaxRecords | null;
+  };
   const ex = extract as unknown as Internals;
   const decode = ex._decodeLongHeader;
   if (typeof decode !== 'function') return;
@@ -243,7 +263,8 @@ class Applier {
 
   /** `./` or `/`: the layer root itself; only its metadata can change. */
   private rootEntry(h: TarHeader): void {
-    if (h.type !== 'directory') throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} would replace the layer root`);
+    if (h.type !== 'directory')
+      throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} would replace the layer root`);
     this.setDirMetadata({ rel: '', abs: this.tree.root, lexical: '' }, h);
   }
 
@@ -307,19 +328,25 @@ class Applier {
 
   private hardlink(t: Target, h: TarHeader): void {
     const comps = cleanComponents(h.linkname ?? '', 'hardlink target');
-    if (comps.length === 0) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at the layer root`);
+    if (comps.length === 0)
+      throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at the layer root`);
     const dir = this.tree.resolveDir(comps.slice(0, -1), 'existing', h.name);
     const from = LayerTree.child(dir, comps[comps.length - 1]!);
     if (from === t.rel) return; // a link to itself: nothing to do
     const st = lstatOrNull(this.tree.abs(from));
-    if (st === null) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a file that does not exist in the layer`);
-    if (st.isDirectory()) throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a directory`);
+    if (st === null)
+      throw invalidParameter(
+        `layer archive hardlink ${JSON.stringify(h.name)} points at a file that does not exist in the layer`,
+      );
+    if (st.isDirectory())
+      throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a directory`);
     try {
       // link(2) does not follow a final symlink in `from`: a link to a symlink is a second name for the symlink.
       this.replacing(t, () => linkSync(this.tree.abs(from), t.abs));
     } catch (e) {
       // Replacing the entry removed its own target (e.g. a link `d` → `d/f` over a directory `d`).
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a file it replaces`);
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT')
+        throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at a file it replaces`);
       throw e;
     }
   }
@@ -355,7 +382,8 @@ class Applier {
   private replacing(t: Target, create: () => void): void {
     this.tree.noteCreated(t.rel);
     try {
-      return create();
+      create();
+      return;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
@@ -398,7 +426,8 @@ class Applier {
  */
 function ioError(e: unknown, h: TarHeader): unknown {
   if (!isErrno(e)) return e;
-  if (isNoSpace(e)) return systemError(`failed to register layer: ${noSpace(`/${h.name.replace(/^\/+/, '')}`).message}`, e);
+  if (isNoSpace(e))
+    return systemError(`failed to register layer: ${noSpace(`/${h.name.replace(/^\/+/, '')}`).message}`, e);
   return systemError(`extracting ${JSON.stringify(h.name)}: ${messageOf(e)}`, e);
 }
 
@@ -466,7 +495,9 @@ function setXattrs(path: string, h: TarHeader): void {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'EPERM' || code === 'ENOTSUP') continue;
       if (code === 'EINVAL' || code === 'ERANGE' || code === 'E2BIG') {
-        throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} has an invalid xattr ${JSON.stringify(name)}`);
+        throw invalidParameter(
+          `layer archive entry ${JSON.stringify(h.name)} has an invalid xattr ${JSON.stringify(name)}`,
+        );
       }
       throw e;
     }

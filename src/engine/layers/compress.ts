@@ -114,7 +114,10 @@ export class ParallelGzip extends Transform {
     const keep = Math.min(WINDOW, block.length);
     const tail = block.range(block.length - keep, block.length);
     this.dictionary = keep === WINDOW ? tail : Buffer.concat([this.dictionary, tail]).subarray(-WINDOW);
-    const job = !last && looksRandom(block) ? Promise.resolve(storedBlocks(block)) : deflateRaw(block.range(0, block.length), opts);
+    const job =
+      !last && looksRandom(block)
+        ? Promise.resolve(storedBlocks(block))
+        : deflateRaw(block.range(0, block.length), opts);
     job.catch(() => undefined); // awaited in order later; no unhandled rejection meanwhile
     this.inflight.push(job);
   }

@@ -28,7 +28,10 @@ import { lstatIfPresent, openListed, walkTree, type EntryStat, type WalkEntry, t
  * simply a tar of the tree, which is what `export` uses it for.
  */
 export function diffLayer(upperDir: string, opts: DiffOptions = {}): Readable {
-  return Readable.from(layerTar(upperDir, { ...opts, readAhead: READ_AHEAD }), { objectMode: false, highWaterMark: 1 << 20 });
+  return Readable.from(layerTar(upperDir, { ...opts, readAhead: READ_AHEAD }), {
+    objectMode: false,
+    highWaterMark: 1 << 20,
+  });
 }
 
 export interface DiffOptions extends Pick<WalkOptions, 'exclude'> {
@@ -109,21 +112,37 @@ function entryBlocks(e: WalkEntry, firstNames: Map<string, string>, stats: { siz
   if (st.nlink > 1n) {
     const key = `${st.dev}:${st.ino}`;
     const first = firstNames.get(key);
-    if (first !== undefined) return [encodeEntryHeader({ ...metadata(st), name: rel, type: 'link', linkname: first, size: 0 })];
+    if (first !== undefined)
+      return [encodeEntryHeader({ ...metadata(st), name: rel, type: 'link', linkname: first, size: 0 })];
     firstNames.set(key, rel);
   }
   if (st.isFile()) {
     const { data } = e;
     if (!data) return null;
     stats.size += data.length;
-    return [encodeEntryHeader({ ...metadata(st), name: rel, type: 'file', size: data.length, xattrs: exportedXattrs(e) }), data, bodyPadding(data.length)];
+    return [
+      encodeEntryHeader({ ...metadata(st), name: rel, type: 'file', size: data.length, xattrs: exportedXattrs(e) }),
+      data,
+      bodyPadding(data.length),
+    ];
   }
   if (st.isSymbolicLink()) {
     const linkname = readlinkSync(e.path);
-    return [encodeEntryHeader({ ...metadata(st), name: rel, type: 'symlink', linkname, size: 0, xattrs: exportedXattrs(e) })];
+    return [
+      encodeEntryHeader({ ...metadata(st), name: rel, type: 'symlink', linkname, size: 0, xattrs: exportedXattrs(e) }),
+    ];
   }
   const type = st.isCharacterDevice() ? 'char' : st.isBlockDevice() ? 'block' : 'fifo';
-  return [encodeEntryHeader({ ...metadata(st), name: rel, type, size: 0, ...deviceNumbers(st.rdev), xattrs: exportedXattrs(e) })];
+  return [
+    encodeEntryHeader({
+      ...metadata(st),
+      name: rel,
+      type,
+      size: 0,
+      ...deviceNumbers(st.rdev),
+      xattrs: exportedXattrs(e),
+    }),
+  ];
 }
 
 /** A regular file too large to read ahead: header from the opened file's own fstat, then exactly that many bytes. */
@@ -148,7 +167,8 @@ async function* streamedFile(e: WalkEntry, stats: { size: number }): AsyncGenera
   }
 }
 
-const changedWhileReading = (rel: string) => systemError(`${JSON.stringify(rel)} changed while it was being read; pause the container`);
+const changedWhileReading = (rel: string) =>
+  systemError(`${JSON.stringify(rel)} changed while it was being read; pause the container`);
 
 function whiteoutName(rel: string): string {
   const slash = rel.lastIndexOf('/');
@@ -177,12 +197,16 @@ function deviceNumbers(rdev: bigint): { devmajor: number; devminor: number } {
 
 /** The entry's xattrs that belong in an image, sorted by name for reproducible output. */
 function exportedXattrs(e: WalkEntry): Array<[string, Buffer]> {
-  const all = e.xattrs ?? native.llistxattr(e.path).map((name): [string, Buffer | null] => [name, native.lgetxattr(e.path, name)]);
+  const all =
+    e.xattrs ??
+    native.llistxattr(e.path).map((name): [string, Buffer | null] => [name, native.lgetxattr(e.path, name)]);
   const out: Array<[string, Buffer]> = [];
   for (const [name, value] of all) {
     // With these, the upper dir alone no longer describes the change (data or names live in a lower layer).
     if (name === 'trusted.overlay.metacopy' || name === 'trusted.overlay.redirect') {
-      throw systemError(`${JSON.stringify(e.rel)} uses overlayfs ${name.slice(16)}, which berth cannot export; mount without metacopy/redirect_dir`);
+      throw systemError(
+        `${JSON.stringify(e.rel)} uses overlayfs ${name.slice(16)}, which berth cannot export; mount without metacopy/redirect_dir`,
+      );
     }
     if (value !== null && !isPrivateXattr(name)) out.push([name, value]);
   }
@@ -208,7 +232,11 @@ export interface Change {
  * directories that replaced a lower one, are Deleted; the parent of an Added
  * or Deleted path is reported Modified before it. Paths are absolute.
  */
-export async function changes(upperDir: string, lowerDirs: readonly string[], opts: WalkOptions = {}): Promise<Change[]> {
+export async function changes(
+  upperDir: string,
+  lowerDirs: readonly string[],
+  opts: WalkOptions = {},
+): Promise<Change[]> {
   const lowers = new LowerView(lowerDirs);
   const out: Change[] = [];
   const changedDirs = new Set<string>();
@@ -241,12 +269,17 @@ export async function changes(upperDir: string, lowerDirs: readonly string[], op
  * layer under the container's own, so its commits and diffs never show them;
  * callers pass the result as `exclude` to get the same.
  */
-export async function mountPointStubs(upperDir: string, lowerDirs: readonly string[], candidates: readonly string[]): Promise<Set<string>> {
+export async function mountPointStubs(
+  upperDir: string,
+  lowerDirs: readonly string[],
+  candidates: readonly string[],
+): Promise<Set<string>> {
   const stubs = new Set<string>();
   for (const rel of candidates) {
     const abs = `${upperDir}/${rel}`;
     const st = await lstatIfPresent(abs);
-    if (st && (st.isFile() ? st.size === 0n : st.isDirectory() && !isOpaque(abs) && (await readdir(abs)).length === 0)) stubs.add(rel);
+    if (st && (st.isFile() ? st.size === 0n : st.isDirectory() && !isOpaque(abs) && (await readdir(abs)).length === 0))
+      stubs.add(rel);
   }
   const lowers = new LowerView(lowerDirs);
   const parentOf = (rel: string) => rel.slice(0, Math.max(0, rel.lastIndexOf('/')));

@@ -121,7 +121,8 @@ export class Extractor {
       await job.done.catch(() => undefined); // the thread has stopped writing before the caller cleans up
       throw e;
     }
-    if (layer.diffId !== diffId) throw systemError(`layer content has diff id ${layer.diffId}, the image says ${diffId}`);
+    if (layer.diffId !== diffId)
+      throw systemError(`layer content has diff id ${layer.diffId}, the image says ${diffId}`);
     return layer.size;
   }
 
@@ -230,7 +231,10 @@ class Job {
     this.input = new Writable({
       highWaterMark: 1 << 20,
       writev(chunks, cb) {
-        job.send(chunks.map((c) => c.chunk as Buffer), cb);
+        job.send(
+          chunks.map((c) => c.chunk as Buffer),
+          cb,
+        );
       },
       final(cb) {
         job.post({ end: true });

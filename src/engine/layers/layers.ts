@@ -21,7 +21,10 @@ export function chainIds(diffIds: readonly string[]): string[] {
 
 /** Removes a staged tree that will not be installed, once `filling` (what writes to it) has ended. */
 export function discardWhenFilled(staged: StagedLayer, filling: Promise<unknown>): Promise<void> {
-  return filling.then(() => staged.discard(), () => staged.discard());
+  return filling.then(
+    () => staged.discard(),
+    () => staged.discard(),
+  );
 }
 
 export interface StagedLayer {
@@ -104,7 +107,10 @@ export class LayerStore {
 
   /** Whether the chain's tree is in place (trees are renamed in whole). */
   private present(chainId: string): Promise<boolean> {
-    return access(this.diffDir(LayerStore.dirName(chainId))).then(() => true, () => false);
+    return access(this.diffDir(LayerStore.dirName(chainId))).then(
+      () => true,
+      () => false,
+    );
   }
 
   /** Runs `job` unless one for the chain is running already, whose result is shared. */

@@ -108,7 +108,10 @@ export class LayerTree {
       const path = this.abs(joinRel([...cur, c]));
       const st = lstatOrNull(path);
       if (st === null) {
-        if (policy === 'existing') throw invalidParameter(`layer archive entry ${JSON.stringify(entryName)} refers to a path that does not exist`);
+        if (policy === 'existing')
+          throw invalidParameter(
+            `layer archive entry ${JSON.stringify(entryName)} refers to a path that does not exist`,
+          );
         mkdirSync(path, 0o755);
         chmodSync(path, 0o755); // whatever the daemon's umask: parents made for an image must be traversable
         cur.push(c);
@@ -116,8 +119,14 @@ export class LayerTree {
       } else if (st.isDirectory()) {
         cur.push(c);
       } else if (st.isSymbolicLink()) {
-        if (policy === 'no-symlinks') throw invalidParameter(`layer archive entry ${JSON.stringify(entryName)} has a parent path through a symlink`);
-        if (++hops.n > MAX_SYMLINK_HOPS) throw invalidParameter(`too many levels of symbolic links resolving layer archive entry ${JSON.stringify(entryName)}`);
+        if (policy === 'no-symlinks')
+          throw invalidParameter(
+            `layer archive entry ${JSON.stringify(entryName)} has a parent path through a symlink`,
+          );
+        if (++hops.n > MAX_SYMLINK_HOPS)
+          throw invalidParameter(
+            `too many levels of symbolic links resolving layer archive entry ${JSON.stringify(entryName)}`,
+          );
         const target = readlinkSync(path);
         if (target.startsWith('/')) cur.length = 0; // re-rooted at the layer, never the host
         pending.push(...linkComponents(target).reverse());

@@ -63,6 +63,7 @@ export interface EntryHeader {
   xattrs?: ReadonlyArray<readonly [string, Buffer]>;
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: ASCII is 0x01-0x7f; NUL ends a tar field.
 const isAscii = (s: string) => /^[\x01-\x7f]*$/.test(s);
 
 /** Writes `value` as a NUL-terminated octal field, or GNU base-256 when octal cannot hold it. */
@@ -121,7 +122,7 @@ function ustarBlock(h: {
   buf.fill(0x20, 148, 156); // the checksum is computed with its own field as spaces
   let sum = 0;
   for (let i = 0; i < BLOCK; i++) sum += buf[i]!;
-  buf.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 'latin1');
+  buf.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
   return buf;
 }
 
@@ -186,5 +187,6 @@ export function encodeEntryHeader(h: EntryHeader): Buffer {
 
 /** What readers that ignore PAX see instead of a name that did not fit: its ASCII, truncated. */
 function asciiFallback(s: string, max: number): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: ASCII is 0x01-0x7f; NUL ends a tar field.
   return s.replace(/[^\x01-\x7f]/g, '_').slice(0, max);
 }

@@ -41,7 +41,9 @@ export function cleanComponents(raw: string, what = 'tar entry name'): string[] 
       continue;
     }
     if (byteLength(c) > MAX_NAME_BYTES) {
-      throw invalidParameter(`${what} has a component longer than ${MAX_NAME_BYTES} bytes: ${JSON.stringify(raw.slice(0, 64))}`);
+      throw invalidParameter(
+        `${what} has a component longer than ${MAX_NAME_BYTES} bytes: ${JSON.stringify(raw.slice(0, 64))}`,
+      );
     }
     out.push(c);
   }

@@ -59,7 +59,11 @@ export interface ExtractedLayer {
  * rejects once nothing writes into `dir` any more. This runs on an extraction
  * thread (extract-worker.ts); the daemon's loop goes through extractor.ts.
  */
-export async function extractLayer(input: Readable, dir: string, opts: { compression: Compression; digest: boolean }): Promise<ExtractedLayer> {
+export async function extractLayer(
+  input: Readable,
+  dir: string,
+  opts: { compression: Compression; digest: boolean },
+): Promise<ExtractedLayer> {
   const stages: Array<Readable | Transform> = [input];
   // Output and input buffers of a block: one thread-pool trip per block, not per 16 KiB.
   // (zlib streams hand their options on to Transform, whose writableHighWaterMark the ZlibOptions type lacks.)

@@ -18,7 +18,22 @@ import { native } from '../os/native.js';
 /** What the walk's users need of an entry's stats: BigIntStats has it, and so has FileStat. */
 export type EntryStat = Pick<
   BigIntStats,
-  'ino' | 'dev' | 'mode' | 'nlink' | 'uid' | 'gid' | 'rdev' | 'size' | 'mtimeNs' | 'isFile' | 'isDirectory' | 'isSymbolicLink' | 'isSocket' | 'isCharacterDevice' | 'isBlockDevice' | 'isFIFO'
+  | 'ino'
+  | 'dev'
+  | 'mode'
+  | 'nlink'
+  | 'uid'
+  | 'gid'
+  | 'rdev'
+  | 'size'
+  | 'mtimeNs'
+  | 'isFile'
+  | 'isDirectory'
+  | 'isSymbolicLink'
+  | 'isSocket'
+  | 'isCharacterDevice'
+  | 'isBlockDevice'
+  | 'isFIFO'
 >;
 
 export interface WalkEntry {
@@ -61,7 +76,8 @@ async function* walkDir(dir: FileHandle, rel: string, opts: WalkOptions): AsyncG
   const names = await sortedNames(base, rel);
   for (let i = 0; i < names.length; i += BATCH) {
     const batch = names.slice(i, i + BATCH).filter((n) => !opts.exclude?.has(childOf(rel, n.name)));
-    const files = opts.readAhead === undefined ? new Map<string, WalkEntry>() : readFiles(dir.fd, base, rel, batch, opts.readAhead);
+    const files =
+      opts.readAhead === undefined ? new Map<string, WalkEntry>() : readFiles(dir.fd, base, rel, batch, opts.readAhead);
     const entries = await Promise.all(batch.map(async (n) => files.get(n.name) ?? (await entry(base, rel, n.name))));
     for (const e of entries) {
       if (e === null) continue;
@@ -96,7 +112,13 @@ async function entry(base: string, rel: string, name: string): Promise<WalkEntry
  * regular file per its directory entry, or not any more, or unreadable) is
  * looked at again the ordinary way.
  */
-function readFiles(dirFd: number, base: string, rel: string, names: readonly Name[], limit: number): Map<string, WalkEntry> {
+function readFiles(
+  dirFd: number,
+  base: string,
+  rel: string,
+  names: readonly Name[],
+  limit: number,
+): Map<string, WalkEntry> {
   const out = new Map<string, WalkEntry>();
   const regular = names.filter((n) => n.file).map((n) => n.name);
   if (regular.length === 0) return out;
@@ -104,7 +126,13 @@ function readFiles(dirFd: number, base: string, rel: string, names: readonly Nam
   regular.forEach((name, i) => {
     const st = FileStat.at(stats, i);
     if (st === null) return;
-    out.set(name, { rel: childOf(rel, name), path: `${base}/${name}`, st, ...(data[i] ? { data: data[i]! } : {}), xattrs: xattrs[i] ?? [] });
+    out.set(name, {
+      rel: childOf(rel, name),
+      path: `${base}/${name}`,
+      st,
+      ...(data[i] ? { data: data[i]! } : {}),
+      xattrs: xattrs[i] ?? [],
+    });
   });
   return out;
 }
@@ -127,7 +155,17 @@ class FileStat implements EntryStat {
   static at(a: BigInt64Array, i: number): FileStat | null {
     const f = i * native.READ_FILES_FIELDS;
     if (a[f + 2] === 0n) return null;
-    return new FileStat(a[f]!, a[f + 1]!, a[f + 2]!, a[f + 3]!, a[f + 4]!, a[f + 5]!, a[f + 6]!, a[f + 7]!, a[f + 8]! * 1_000_000_000n + a[f + 9]!);
+    return new FileStat(
+      a[f]!,
+      a[f + 1]!,
+      a[f + 2]!,
+      a[f + 3]!,
+      a[f + 4]!,
+      a[f + 5]!,
+      a[f + 6]!,
+      a[f + 7]!,
+      a[f + 8]! * 1_000_000_000n + a[f + 9]!,
+    );
   }
 
   isFile(): boolean {

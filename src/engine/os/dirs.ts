@@ -36,14 +36,19 @@ export async function removeInBackground(
   onError: (err: unknown) => void,
   prepare: (renamed: string) => Promise<unknown> = async () => undefined,
 ): Promise<boolean> {
-  const doomed = path.join(trashDir, `${TRASH_PREFIX}${path.basename(target).slice(0, 16)}-${randomBytes(6).toString('hex')}`);
+  const doomed = path.join(
+    trashDir,
+    `${TRASH_PREFIX}${path.basename(target).slice(0, 16)}-${randomBytes(6).toString('hex')}`,
+  );
   try {
     await rename(target, doomed);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw e;
   }
-  const job = deletions.run(() => prepare(doomed).then(() => rm(doomed, { recursive: true, force: true }))).catch(onError);
+  const job = deletions
+    .run(() => prepare(doomed).then(() => rm(doomed, { recursive: true, force: true })))
+    .catch(onError);
   pending.add(job);
   void job.finally(() => pending.delete(job));
   return true;

@@ -51,7 +51,9 @@ function withDirFds<T>(paths: string[], fn: (names: string[]) => T): T {
 
 function mountOverlayData(target: string, data: string, flags: number): void {
   if (Buffer.byteLength(data) >= PAGE) {
-    throw systemError(`overlay mount options for ${target} exceed one page (${Buffer.byteLength(data)} bytes): too many layers`);
+    throw systemError(
+      `overlay mount options for ${target} exceed one page (${Buffer.byteLength(data)} bytes): too many layers`,
+    );
   }
   native.mount('overlay', target, 'overlay', flags, data);
 }
@@ -112,7 +114,8 @@ function notMounted(e: unknown): false {
 }
 
 /** mountinfo escapes space, tab, newline and backslash as \ooo. */
-const unescapeMountinfo = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+const unescapeMountinfo = (s: string) =>
+  s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 
 /**
  * Whether path (symlinks resolved) is the mount point of some mount in this

@@ -19,7 +19,11 @@ export interface Native {
    * per name: ino dev mode nlink uid gid rdev size mtime-s mtime-ns; mode 0 when not
    * read), content when at most `limit` bytes, and xattrs. See berth_native.c.
    */
-  readFiles(dirFd: number, names: string[], limit: number): [BigInt64Array, Array<Buffer | null>, Array<Array<[string, Buffer]> | null>];
+  readFiles(
+    dirFd: number,
+    names: string[],
+    limit: number,
+  ): [BigInt64Array, Array<Buffer | null>, Array<Array<[string, Buffer]> | null>];
   /** Fields per name in readFiles' stats. */
   readonly READ_FILES_FIELDS: number;
   /** Whether the path (not followed) is the root of a mount; null where the kernel cannot tell (statx). */
@@ -41,7 +45,14 @@ export interface Native {
   /** A close-on-exec pipe: [read end, write end]. */
   pipe(): [number, number];
   /** posix_spawn in a new session; fds[i] becomes the child's fd i (-1: /dev/null). See os/spawn.ts. */
-  spawnDetached(file: string, argv: string[], envp: string[], cwd: string, fds: number[], onExit: (code: number | null, signal: number | null) => void): number;
+  spawnDetached(
+    file: string,
+    argv: string[],
+    envp: string[],
+    cwd: string,
+    fds: number[],
+    onExit: (code: number | null, signal: number | null) => void,
+  ): number;
   /** ORs flags into a directory's inode flags (chattr); false where the filesystem has none. */
   addInodeFlags(dir: string, flags: number): boolean;
   /** A SOCK_SEQPACKET unix socket client on Node's loop (see seqpacket.ts). */

@@ -3,7 +3,7 @@
 // root, and the final open refuses to follow a link. Used only to *read*
 // small text files (/etc/passwd, /etc/group); nothing from the rootfs is run.
 import { constants } from 'node:fs';
-import { lstat, open, readlink } from 'node:fs/promises';
+import { type FileHandle, lstat, open, readlink } from 'node:fs/promises';
 import path from 'node:path';
 
 const MAX_HOPS = 40;
@@ -23,7 +23,8 @@ export async function resolveInRoot(root: string, p: string): Promise<string> {
     const host = path.join(root, ...done, c);
     const st = await lstat(host).catch(() => null);
     if (st?.isSymbolicLink()) {
-      if (++hops > MAX_HOPS) throw Object.assign(new Error(`too many levels of symbolic links: ${p}`), { code: 'ELOOP' });
+      if (++hops > MAX_HOPS)
+        throw Object.assign(new Error(`too many levels of symbolic links: ${p}`), { code: 'ELOOP' });
       const target = await readlink(host);
       if (target.startsWith('/')) done.length = 0;
       pending = [...target.split('/').filter(Boolean), ...pending];
@@ -37,7 +38,7 @@ export async function resolveInRoot(root: string, p: string): Promise<string> {
 /** Reads a small file inside `root`, or null when it does not exist. */
 export async function readFileInRoot(root: string, p: string, maxBytes = 4 << 20): Promise<string | null> {
   const host = await resolveInRoot(root, p);
-  let fh;
+  let fh: FileHandle;
   try {
     fh = await open(host, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (e) {

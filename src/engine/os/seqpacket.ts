@@ -28,7 +28,10 @@ export interface SeqpacketOptions {
 }
 
 /** Connects to the socket at `socketPath` through a descriptor of its directory (see above). */
-function connectShort(socketPath: string, onEvent: (type: number, value: Buffer | string | undefined) => void): SeqpacketHandle {
+function connectShort(
+  socketPath: string,
+  onEvent: (type: number, value: Buffer | string | undefined) => void,
+): SeqpacketHandle {
   const dir = openSync(path.dirname(socketPath), constants.O_RDONLY | constants.O_DIRECTORY); // libuv opens with O_CLOEXEC
   try {
     return native.seqpacketConnect(`/proc/self/fd/${dir}/${path.basename(socketPath)}`, onEvent);

@@ -31,7 +31,11 @@ export interface Spawned {
   exit: ExitStatus | null;
 }
 
-export function spawnDetached(file: string, args: string[], o: { cwd: string; env: Record<string, string>; pipes: PipeSpec[] }): Spawned {
+export function spawnDetached(
+  file: string,
+  args: string[],
+  o: { cwd: string; env: Record<string, string>; pipes: PipeSpec[] },
+): Spawned {
   const childFds: number[] = new Array(Math.max(3, ...o.pipes.map((p) => p.fd + 1))).fill(-1);
   const ours: [PipeSpec, number][] = [];
   const theirs: number[] = [];

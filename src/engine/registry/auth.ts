@@ -68,13 +68,18 @@ function parseJson(text: string): Record<string, unknown> {
   } catch (e) {
     throw invalidHeader(`invalid JSON: ${(e as Error).message}`);
   }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw invalidHeader('invalid JSON: expected an object');
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw invalidHeader('invalid JSON: expected an object');
   return doc as Record<string, unknown>;
 }
 
 /** Makes accidental logging harmless: JSON and util.inspect show no secrets. */
 function redacted(config: AuthConfig): AuthConfig {
-  const safe = () => ({ ...(config.username ? { username: config.username } : {}), ...(config.serveraddress ? { serveraddress: config.serveraddress } : {}), secrets: '[redacted]' });
+  const safe = () => ({
+    ...(config.username ? { username: config.username } : {}),
+    ...(config.serveraddress ? { serveraddress: config.serveraddress } : {}),
+    secrets: '[redacted]',
+  });
   Object.defineProperty(config, 'toJSON', { value: safe, enumerable: false });
   Object.defineProperty(config, inspect.custom, { value: () => `AuthConfig ${inspect(safe())}`, enumerable: false });
   return config;
@@ -153,7 +158,8 @@ function realmUrl(req: TokenRequest): URL {
   } catch {
     throw new Error(`token realm is not a URL: ${JSON.stringify(req.realm)}`);
   }
-  if (realm.protocol !== 'https:' && realm.protocol !== 'http:') throw new Error(`token realm is not an http(s) URL: ${realm.href}`);
+  if (realm.protocol !== 'https:' && realm.protocol !== 'http:')
+    throw new Error(`token realm is not an http(s) URL: ${realm.href}`);
   const sendsSecrets = Boolean(basicCredentials(req.auth) || req.auth?.identitytoken);
   if (realm.protocol === 'http:' && sendsSecrets && !req.plainHttpAllowed) {
     throw new Error(`refusing to send credentials to token server ${realm.origin} over plain HTTP`);
@@ -162,7 +168,12 @@ function realmUrl(req: TokenRequest): URL {
 }
 
 function oauthRequest(realm: URL, req: TokenRequest): HttpRequest {
-  const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: req.auth?.identitytoken ?? '', client_id: CLIENT_ID, access_type: 'offline' });
+  const form = new URLSearchParams({
+    grant_type: 'refresh_token',
+    refresh_token: req.auth?.identitytoken ?? '',
+    client_id: CLIENT_ID,
+    access_type: 'offline',
+  });
   if (req.service) form.append('service', req.service);
   if (req.scope) form.append('scope', req.scope);
   return {
@@ -182,11 +193,18 @@ async function tokenFrom(res: HttpResponse, now: () => number): Promise<Token> {
   } catch (e) {
     throw new Error(`unable to decode token response: ${(e as Error).message}`);
   }
-  const token = typeof doc.token === 'string' && doc.token ? doc.token : typeof doc.access_token === 'string' ? doc.access_token : '';
+  const token =
+    typeof doc.token === 'string' && doc.token
+      ? doc.token
+      : typeof doc.access_token === 'string'
+        ? doc.access_token
+        : '';
   if (!token) throw new Error('authorization server did not include a token in the response');
   // It goes into an Authorization header: anything else would fail there, less clearly.
-  if (!/^[\x21-\x7e]+$/.test(token)) throw new Error('authorization server sent a token that is not a valid header value');
-  const seconds = typeof doc.expires_in === 'number' && doc.expires_in > MIN_TOKEN_SECONDS ? doc.expires_in : MIN_TOKEN_SECONDS;
+  if (!/^[\x21-\x7e]+$/.test(token))
+    throw new Error('authorization server sent a token that is not a valid header value');
+  const seconds =
+    typeof doc.expires_in === 'number' && doc.expires_in > MIN_TOKEN_SECONDS ? doc.expires_in : MIN_TOKEN_SECONDS;
   const issued = typeof doc.issued_at === 'string' ? Date.parse(doc.issued_at) : NaN;
   return { token, expiresAt: (Number.isFinite(issued) ? issued : now()) + seconds * 1000 };
 }
@@ -214,7 +232,9 @@ export class TokenCache {
     const cached = this.tokens.get(key);
     if (cached && cached.expiresAt - TokenCache.MARGIN_MS > this.now()) return cached.token;
     const { signal, ...shared } = req;
-    const token = await this.fetches.run(key, (s) => fetchToken(this.send, { ...shared, signal: s }, this.now), { signal });
+    const token = await this.fetches.run(key, (s) => fetchToken(this.send, { ...shared, signal: s }, this.now), {
+      signal,
+    });
     this.store(key, token);
     return token.token;
   }
@@ -235,7 +255,8 @@ export class TokenCache {
 
 function cacheKey(req: TokenRequest): string {
   const creds = basicCredentials(req.auth);
-  const secret = creds || req.auth?.identitytoken ? JSON.stringify([creds?.username, creds?.password, req.auth?.identitytoken]) : '';
+  const secret =
+    creds || req.auth?.identitytoken ? JSON.stringify([creds?.username, creds?.password, req.auth?.identitytoken]) : '';
   const who = secret ? createHash('sha256').update(secret).digest('hex') : 'anonymous';
   return JSON.stringify([req.realm, req.service ?? '', req.scope, who]);
 }

@@ -41,16 +41,18 @@ export async function readHostCerts(certsDirs: readonly string[], host: string):
       const file = path.join(dir, name);
       if (name.endsWith('.crt')) out.ca.push(await readFile(file, 'utf8'));
       else if (name.endsWith('.cert')) {
-        const keyName = name.slice(0, -'.cert'.length) + '.key';
+        const keyName = `${name.slice(0, -'.cert'.length)}.key`;
         if (!names.includes(keyName)) {
-          throw systemError(`missing key ${keyName} for client certificate ${name}. CA certificates must use the extension .crt`);
+          throw systemError(
+            `missing key ${keyName} for client certificate ${name}. CA certificates must use the extension .crt`,
+          );
         }
         if (!out.cert) {
           out.cert = await readFile(file, 'utf8');
           out.key = await readFile(path.join(dir, keyName), 'utf8');
         }
       } else if (name.endsWith('.key')) {
-        const certName = name.slice(0, -'.key'.length) + '.cert';
+        const certName = `${name.slice(0, -'.key'.length)}.cert`;
         if (!names.includes(certName)) throw systemError(`missing client certificate ${certName} for key ${name}`);
       }
     }

@@ -21,10 +21,25 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
 import type { Readable } from 'node:stream';
-import { EngineError, invalidParameter, messageOf, notFound, systemError, unauthorized, unavailable } from '../../errors.js';
+import {
+  EngineError,
+  invalidParameter,
+  messageOf,
+  notFound,
+  systemError,
+  unauthorized,
+  unavailable,
+} from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { ContentVerificationError, computeDigest } from '../content/store.js';
-import { DEFAULT_DOMAIN, isDigest, manifestReference, parseDigest, parseReference, type Reference } from '../images/reference.js';
+import {
+  DEFAULT_DOMAIN,
+  isDigest,
+  manifestReference,
+  parseDigest,
+  parseReference,
+  type Reference,
+} from '../images/reference.js';
 import { SharedWork } from '../shared.js';
 import { basicCredentials, basicHeader, parseChallenges, TokenCache, type AuthConfig, type Challenge } from './auth.js';
 import { readHostCerts } from './certs.js';
@@ -40,7 +55,17 @@ import {
   type ManifestDocument,
   type Platform,
 } from './manifest.js';
-import { BodyTooLargeError, discard, goOp, HttpTransport, readBody, TransportError, type HttpResponse, type Method, type TlsSettings } from './transport.js';
+import {
+  BodyTooLargeError,
+  discard,
+  goOp,
+  HttpTransport,
+  readBody,
+  TransportError,
+  type HttpResponse,
+  type Method,
+  type TlsSettings,
+} from './transport.js';
 
 export type { Descriptor, ImageManifest, Platform } from './manifest.js';
 export type { AuthConfig } from './auth.js';
@@ -144,7 +169,11 @@ class InsecurePolicy {
     this.nets.addSubnet('127.0.0.0', 8, 'ipv4');
     this.nets.addAddress('::1', 'ipv6');
     for (const raw of entries) {
-      const entry = raw.trim().replace(/^[a-z]+:\/\//i, '').replace(/\/+$/, '').toLowerCase();
+      const entry = raw
+        .trim()
+        .replace(/^[a-z]+:\/\//i, '')
+        .replace(/\/+$/, '')
+        .toLowerCase();
       const cidr = /^(.+)\/(\d{1,3})$/.exec(entry);
       const family = cidr ? isIP(cidr[1]!) : 0;
       if (cidr && family) this.nets.addSubnet(cidr[1]!, Number(cidr[2]), family === 6 ? 'ipv6' : 'ipv4');
@@ -171,7 +200,9 @@ class InsecurePolicy {
     }
     if (hostname === 'localhost') return true;
     // As dockerd: the host's addresses decide; an unresolvable host is secure.
-    const addresses = isIP(hostname) ? [{ address: hostname, family: isIP(hostname) }] : await lookup(hostname, { all: true }).catch(() => []);
+    const addresses = isIP(hostname)
+      ? [{ address: hostname, family: isIP(hostname) }]
+      : await lookup(hostname, { all: true }).catch(() => []);
     return addresses.some((a) => this.nets.check(a.address, a.family === 6 ? 'ipv6' : 'ipv4'));
   }
 }
@@ -187,7 +218,8 @@ const blobPath = (ref: Reference, digest: string) => `/v2/${ref.path}/blobs/${di
 const manifestPath = (ref: Reference, reference: string) => `/v2/${ref.path}/manifests/${reference}`;
 const sameChallenge = (a: Challenge, b: Challenge) =>
   a.scheme === b.scheme && a.params.realm === b.params.realm && a.params.service === b.params.service;
-const sameChallenges = (a: Challenge[], b: Challenge[]) => a.length === b.length && a.every((c, i) => sameChallenge(c, b[i]!));
+const sameChallenges = (a: Challenge[], b: Challenge[]) =>
+  a.length === b.length && a.every((c, i) => sameChallenge(c, b[i]!));
 
 export class RegistryClient {
   private readonly http: HttpTransport;
@@ -227,7 +259,11 @@ export class RegistryClient {
   }
 
   /** Resolves a reference to its manifest and the image manifest for the platform. */
-  async resolveManifest(reference: Reference | string, auth?: AuthConfig, opts: ResolveOptions = {}): Promise<ResolvedManifest> {
+  async resolveManifest(
+    reference: Reference | string,
+    auth?: AuthConfig,
+    opts: ResolveOptions = {},
+  ): Promise<ResolvedManifest> {
     const ref = typeof reference === 'string' ? parseReference(reference) : reference;
     return this.acrossEndpoints(ref, this.endpoints(ref), async (endpoint) => {
       const resolved = await this.resolveAt(endpoint, ref, auth, opts);
@@ -259,7 +295,12 @@ export class RegistryClient {
    * a response that declares another length than `desc.size` is refused
    * before its body is read.
    */
-  async fetchBlob(reference: Reference | string, desc: Pick<Descriptor, 'digest'> & { size?: number }, auth?: AuthConfig, opts: FetchOptions = {}): Promise<Readable> {
+  async fetchBlob(
+    reference: Reference | string,
+    desc: Pick<Descriptor, 'digest'> & { size?: number },
+    auth?: AuthConfig,
+    opts: FetchOptions = {},
+  ): Promise<Readable> {
     return this.blob(reference, desc.digest, auth, opts, async (res, ctx) => {
       const declared = Number(res.headers['content-length']);
       if (desc.size !== undefined && res.headers['content-length'] !== undefined && declared !== desc.size) {
@@ -274,14 +315,25 @@ export class RegistryClient {
   }
 
   /** GETs the image config blob and verifies it; dockerd's wording when it fails. */
-  async fetchConfig(reference: Reference | string, desc: Descriptor, auth?: AuthConfig, opts: FetchOptions = {}): Promise<Buffer> {
+  async fetchConfig(
+    reference: Reference | string,
+    desc: Descriptor,
+    auth?: AuthConfig,
+    opts: FetchOptions = {},
+  ): Promise<Buffer> {
     const prefix = 'error pulling image configuration: ';
     if (!CONFIG_TYPES.has(desc.mediaType)) {
-      throw invalidParameter(`${prefix}unsupported media type ${desc.mediaType} for an image config (not a container image?)`);
+      throw invalidParameter(
+        `${prefix}unsupported media type ${desc.mediaType} for an image config (not a container image?)`,
+      );
     }
-    if (desc.size > CONFIG_LIMIT) throw invalidParameter(`${prefix}image config is ${desc.size} bytes, over the ${CONFIG_LIMIT}-byte limit`);
+    if (desc.size > CONFIG_LIMIT)
+      throw invalidParameter(`${prefix}image config is ${desc.size} bytes, over the ${CONFIG_LIMIT}-byte limit`);
     const fail = (why?: string) =>
-      new ContentVerificationError(`${prefix}image config verification failed for digest ${desc.digest}${why ? `: ${why}` : ''}`, desc.digest);
+      new ContentVerificationError(
+        `${prefix}image config verification failed for digest ${desc.digest}${why ? `: ${why}` : ''}`,
+        desc.digest,
+      );
     try {
       return await this.blob(reference, desc.digest, auth, opts, async (res, ctx) => {
         // Never more than the descriptor says: a longer body is refused as soon as it is.
@@ -297,7 +349,8 @@ export class RegistryClient {
         return bytes;
       });
     } catch (e) {
-      if (e instanceof EngineError && !e.message.startsWith(prefix)) throw new EngineError(e.kind, prefix + e.message, { cause: e });
+      if (e instanceof EngineError && !e.message.startsWith(prefix))
+        throw new EngineError(e.kind, prefix + e.message, { cause: e });
       throw e;
     }
   }
@@ -340,7 +393,10 @@ export class RegistryClient {
   /** Mirrors then Docker Hub for docker.io; otherwise the registry itself. */
   private endpoints(ref: Reference): Endpoint[] {
     if (ref.domain === DEFAULT_DOMAIN) {
-      return [...this.mirrors.map((m) => ({ candidates: [m], mirror: true })), { candidates: [HUB_REGISTRY], mirror: false }];
+      return [
+        ...this.mirrors.map((m) => ({ candidates: [m], mirror: true })),
+        { candidates: [HUB_REGISTRY], mirror: false },
+      ];
     }
     // Whether plain HTTP is allowed is decided when probing (it may need a DNS lookup).
     return [{ candidates: [`https://${ref.domain}`, `http://${ref.domain}`], mirror: false }];
@@ -355,7 +411,10 @@ export class RegistryClient {
       } catch (e) {
         if (!endpoint.mirror) throw e;
         last = e;
-        this.logger?.info({ mirror: endpoint.candidates[0], ref: ref.name, err: (e as Error).message }, 'registry mirror failed, falling back');
+        this.logger?.info(
+          { mirror: endpoint.candidates[0], ref: ref.name, err: (e as Error).message },
+          'registry mirror failed, falling back',
+        );
       }
     }
     throw last;
@@ -411,9 +470,21 @@ export class RegistryClient {
     throw this.transportFailure(last ?? new Error(`no usable endpoint for ${endpoint.candidates.join(', ')}`));
   }
 
-  private async session(endpoint: Endpoint, ref: Reference, auth: AuthConfig | undefined, signal: AbortSignal | undefined): Promise<Session> {
+  private async session(
+    endpoint: Endpoint,
+    ref: Reference,
+    auth: AuthConfig | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<Session> {
     const probe = await this.probe(endpoint, signal);
-    return { endpoint, probe, ref, scope: `repository:${ref.path}:pull`, auth: endpoint.mirror ? undefined : auth, signal };
+    return {
+      endpoint,
+      probe,
+      ref,
+      scope: `repository:${ref.path}:pull`,
+      auth: endpoint.mirror ? undefined : auth,
+      signal,
+    };
   }
 
   private context(s: Session, method: Method, path: string): RequestContext & { method: Method } {
@@ -441,7 +512,8 @@ export class RegistryClient {
 
   private async bearerToken(s: Session, challenge: Challenge, ctx: RequestContext, renew: boolean): Promise<string> {
     const realm = challenge.params.realm;
-    if (!realm) throw unavailable(`${goOp(ctx.method)} "${ctx.url.href}": registry sent a Bearer challenge without a realm`);
+    if (!realm)
+      throw unavailable(`${goOp(ctx.method)} "${ctx.url.href}": registry sent a Bearer challenge without a realm`);
     let realmHost = '';
     try {
       realmHost = new URL(realm).host;
@@ -472,10 +544,18 @@ export class RegistryClient {
   private async request(s: Session, ctx: RequestContext & { method: Method }, accept?: string): Promise<HttpResponse> {
     for (let attempt = 0; ; attempt++) {
       const authz = await this.authorization(s, ctx, attempt > 0);
-      const headers: Record<string, string> = { ...(accept ? { Accept: accept } : {}), ...(authz ? { Authorization: authz } : {}) };
+      const headers: Record<string, string> = {
+        ...(accept ? { Accept: accept } : {}),
+        ...(authz ? { Authorization: authz } : {}),
+      };
       let res: HttpResponse;
       try {
-        res = await this.http.follow({ method: ctx.method, url: ctx.url, headers, ...(s.signal ? { signal: s.signal } : {}) });
+        res = await this.http.follow({
+          method: ctx.method,
+          url: ctx.url,
+          headers,
+          ...(s.signal ? { signal: s.signal } : {}),
+        });
       } catch (e) {
         this.forgetProbe(s.endpoint);
         throw this.transportFailure(e);
@@ -507,7 +587,12 @@ export class RegistryClient {
 
   // ---- manifests and config -------------------------------------------------------------
 
-  private async resolveAt(endpoint: Endpoint, ref: Reference, auth: AuthConfig | undefined, opts: ResolveOptions): Promise<ResolvedManifest> {
+  private async resolveAt(
+    endpoint: Endpoint,
+    ref: Reference,
+    auth: AuthConfig | undefined,
+    opts: ResolveOptions,
+  ): Promise<ResolvedManifest> {
     const s = await this.session(endpoint, ref, auth, opts.signal);
     const want = opts.platform ?? hostPlatform();
     const top = await this.fetchManifest(s, manifestReference(ref), ref.digest);
@@ -526,7 +611,13 @@ export class RegistryClient {
       manifest: top.bytes,
       manifestDigest: top.digest,
       mediaType: top.doc.mediaType,
-      image: { digest: current.digest, mediaType: doc.mediaType, bytes: current.bytes, manifest: doc.manifest, ...(platform ? { platform } : {}) },
+      image: {
+        digest: current.digest,
+        mediaType: doc.mediaType,
+        bytes: current.bytes,
+        manifest: doc.manifest,
+        ...(platform ? { platform } : {}),
+      },
       configDescriptor: doc.manifest.config,
       configDigest: doc.manifest.config.digest,
       configMediaType: doc.manifest.config.mediaType,
@@ -540,7 +631,12 @@ export class RegistryClient {
    * (the digest in the reference or the index entry), else against the
    * registry's Docker-Content-Digest when it sends one.
    */
-  private async fetchManifest(s: Session, reference: string, expected?: string, expectedSize?: number): Promise<FetchedManifest> {
+  private async fetchManifest(
+    s: Session,
+    reference: string,
+    expected?: string,
+    expectedSize?: number,
+  ): Promise<FetchedManifest> {
     const ctx = this.context(s, 'GET', manifestPath(s.ref, reference));
     const res = await this.request(s, ctx, MANIFEST_ACCEPT);
     if (res.status !== 200) throw pullError(await registryErrorFrom(res), s.ref, ctx);
@@ -576,7 +672,8 @@ async function readCapped(res: HttpResponse, limit: number, what: string, ctx: R
   try {
     return await readBody(res, limit, what);
   } catch (e) {
-    if (e instanceof BodyTooLargeError) throw invalidParameter(`${goOp(ctx.method)} "${ctx.url.href}": ${e.message}`, e);
+    if (e instanceof BodyTooLargeError)
+      throw invalidParameter(`${goOp(ctx.method)} "${ctx.url.href}": ${e.message}`, e);
     throw unavailable(`${goOp(ctx.method)} "${ctx.url.href}": reading ${what}: ${(e as Error).message}`, e);
   }
 }
@@ -584,7 +681,8 @@ async function readCapped(res: HttpResponse, limit: number, what: string, ctx: R
 /** A blob GET refused: a missing blob is dockerd's "unknown blob". */
 function blobError(err: RegistryError, ctx: RequestContext): EngineError {
   if (err.code === 'BLOB_UNKNOWN' || (err.status === 404 && !err.code)) return notFound('unknown blob');
-  if (err.status === 404 && (err.code === 'NAME_UNKNOWN' || err.code === 'MANIFEST_UNKNOWN')) return notFound(`unknown blob (${err.message})`);
+  if (err.status === 404 && (err.code === 'NAME_UNKNOWN' || err.code === 'MANIFEST_UNKNOWN'))
+    return notFound(`unknown blob (${err.message})`);
   return statusError(err, ctx);
 }
 

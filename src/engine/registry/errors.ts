@@ -1,6 +1,6 @@
 // What registries answer when they refuse (the distribution spec's error codes),
 // and how dockerd words those refusals for a pull (moby distribution/errors.go).
-import { EngineError, forbidden, notFound, unauthorized, unavailable } from '../../errors.js';
+import { type EngineError, forbidden, notFound, unauthorized, unavailable } from '../../errors.js';
 import { familiarName, familiarString, type Reference } from '../images/reference.js';
 import { goOp, readBody, type HttpResponse } from './transport.js';
 import { parseChallenges } from './challenge.js';
@@ -50,7 +50,10 @@ export function errcodeText(e: RegistryErrorEntry): string {
   return `${e.code.toLowerCase().replace(/_/g, ' ')}: ${e.message}`;
 }
 
-const entry = (code: string, message?: string): RegistryErrorEntry => ({ code, message: message || DEFAULT_MESSAGES[code] || '' });
+const entry = (code: string, message?: string): RegistryErrorEntry => ({
+  code,
+  message: message || DEFAULT_MESSAGES[code] || '',
+});
 
 /** Bearer `error=` values (RFC 6750 §3.1) that distribution turns into error codes. */
 const BEARER_ERRORS: Record<string, string> = { invalid_token: 'UNAUTHORIZED', insufficient_scope: 'DENIED' };
@@ -94,7 +97,12 @@ function bodyErrors(status: number, body: Buffer): RegistryErrorEntry[] {
   const list = Array.isArray(d.errors) ? d.errors : [];
   const errors = list
     .filter((e): e is { code?: unknown; message?: unknown } => typeof e === 'object' && e !== null)
-    .map((e) => entry(typeof e.code === 'string' && e.code ? e.code.toUpperCase() : 'UNKNOWN', typeof e.message === 'string' ? e.message : undefined));
+    .map((e) =>
+      entry(
+        typeof e.code === 'string' && e.code ? e.code.toUpperCase() : 'UNKNOWN',
+        typeof e.message === 'string' ? e.message : undefined,
+      ),
+    );
   if (errors.length) return errors;
   // No usable body: distribution still calls a bare 401 "unauthorized" and a bare 429 "too many requests".
   if (status === 401) return [entry('UNAUTHORIZED')];
@@ -118,7 +126,9 @@ export function pullError(err: RegistryError, ref: Reference, ctx: RequestContex
   const text = err.message;
   switch (err.code) {
     case 'DENIED':
-      return notFound(`pull access denied for ${familiarName(ref)}, repository does not exist or may require 'docker login': ${text}`);
+      return notFound(
+        `pull access denied for ${familiarName(ref)}, repository does not exist or may require 'docker login': ${text}`,
+      );
     case 'MANIFEST_UNKNOWN':
       return notFound(`manifest for ${familiarString(ref)} not found: ${text}`);
     case 'NAME_UNKNOWN':

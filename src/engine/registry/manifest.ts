@@ -25,7 +25,12 @@ const INDEX_TYPES: ReadonlySet<string> = new Set([MediaTypes.dockerList, MediaTy
 const SCHEMA1_TYPES: ReadonlySet<string> = new Set([MediaTypes.dockerSchema1, MediaTypes.dockerSchema1Signed]);
 
 /** Accept header for manifest GETs: every format berth can pull, nothing it cannot. */
-export const MANIFEST_ACCEPT = [MediaTypes.ociIndex, MediaTypes.dockerList, MediaTypes.ociManifest, MediaTypes.dockerManifest].join(', ');
+export const MANIFEST_ACCEPT = [
+  MediaTypes.ociIndex,
+  MediaTypes.dockerList,
+  MediaTypes.ociManifest,
+  MediaTypes.dockerManifest,
+].join(', ');
 
 export const isManifestType = (t: string) => MANIFEST_TYPES.has(t);
 export const isIndexType = (t: string) => INDEX_TYPES.has(t);
@@ -78,7 +83,8 @@ const invalidManifest = (why: string) => invalidParameter(`invalid manifest: ${w
 export const unsupportedMediaType = (t: string) => invalidParameter(`unsupported media type ${t}`);
 
 /** `application/json; charset=utf-8` → `application/json`. */
-export const baseMediaType = (contentType: string | undefined) => (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+export const baseMediaType = (contentType: string | undefined) =>
+  (contentType ?? '').split(';')[0]!.trim().toLowerCase();
 
 /**
  * Parses a manifest or index and decides what it is from, in order: the
@@ -99,7 +105,9 @@ export function parseManifest(bytes: Buffer, contentType?: string): ManifestDocu
     throw unsupportedMediaType(SCHEMA1_TYPES.has(served) ? served : MediaTypes.dockerSchema1Signed);
   }
   if ('layers' in obj && 'manifests' in obj) {
-    throw invalidManifest('document has both "layers" and "manifests", so it could be read as an image or as an index (CVE-2021-41190)');
+    throw invalidManifest(
+      'document has both "layers" and "manifests", so it could be read as an image or as an index (CVE-2021-41190)',
+    );
   }
   const mediaType = decideMediaType(obj, served);
   return isIndexType(mediaType) ? parseIndex(obj, mediaType) : parseImageManifest(obj, mediaType);
@@ -195,7 +203,11 @@ export function parsePlatform(s: string): Platform {
   }
   const [os = '', architecture, variant] = parts;
   const host = hostPlatform();
-  return normalizePlatform({ os, architecture: architecture ?? host.architecture, ...(variant ? { variant } : architecture ? {} : host.variant ? { variant: host.variant } : {}) });
+  return normalizePlatform({
+    os,
+    architecture: architecture ?? host.architecture,
+    ...(variant ? { variant } : architecture ? {} : host.variant ? { variant: host.variant } : {}),
+  });
 }
 
 const variantLevel = (v: string | undefined) => (v && /^v\d+$/.test(v) ? Number(v.slice(1)) : undefined);

@@ -97,11 +97,18 @@ function describe(url: URL, e: NodeJS.ErrnoException): { detail: string; certifi
   const code = e.code ?? '';
   const dial = `dial tcp ${hostPort(url)}`;
   if (UNKNOWN_AUTHORITY.has(code)) {
-    return { detail: `tls: failed to verify certificate: x509: certificate signed by unknown authority (${e.message})`, certificate: true };
+    return {
+      detail: `tls: failed to verify certificate: x509: certificate signed by unknown authority (${e.message})`,
+      certificate: true,
+    };
   }
-  if (CERT_EXPIRY.has(code)) return { detail: `tls: failed to verify certificate: x509: ${e.message}`, certificate: true };
+  if (CERT_EXPIRY.has(code))
+    return { detail: `tls: failed to verify certificate: x509: ${e.message}`, certificate: true };
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
-    return { detail: `tls: failed to verify certificate: x509: certificate is not valid for ${url.hostname}: ${e.message}`, certificate: true };
+    return {
+      detail: `tls: failed to verify certificate: x509: certificate is not valid for ${url.hostname}: ${e.message}`,
+      certificate: true,
+    };
   }
   if (code === 'EPROTO' && /wrong version number|packet length too long|http request/i.test(e.message)) {
     return { detail: 'http: server gave HTTP response to HTTPS client', certificate: false };
@@ -148,7 +155,11 @@ export class HttpTransport {
     try {
       if (tls) secureOptions = tlsOptions(tls);
     } catch (e) {
-      throw transportError(req.method, req.url, new Error(`tls: bad certificate configuration for ${req.url.host}: ${(e as Error).message}`));
+      throw transportError(
+        req.method,
+        req.url,
+        new Error(`tls: bad certificate configuration for ${req.url.host}: ${(e as Error).message}`),
+      );
     }
     const headers: Record<string, string> = { 'User-Agent': this.opts.userAgent, ...req.headers };
     if (req.body !== undefined) headers['Content-Length'] = String(Buffer.byteLength(req.body));
@@ -162,7 +173,11 @@ export class HttpTransport {
     return new Promise<HttpResponse>((resolve, reject) => {
       const r = (secure ? https : http).request(req.url, options);
       const timer = setTimeout(() => {
-        r.destroy(Object.assign(new Error(`timeout awaiting response headers after ${this.headerTimeoutMs / 1000}s`), { code: 'ETIMEDOUT_HEADERS' }));
+        r.destroy(
+          Object.assign(new Error(`timeout awaiting response headers after ${this.headerTimeoutMs / 1000}s`), {
+            code: 'ETIMEDOUT_HEADERS',
+          }),
+        );
       }, this.headerTimeoutMs);
       let response: IncomingMessage | undefined;
       r.once('response', (res) => {
@@ -194,7 +209,8 @@ export class HttpTransport {
       const location = res.headers.location;
       if (!REDIRECT_STATUSES.has(res.status) || !location) return res;
       discard(res);
-      if (hops >= MAX_REDIRECTS) throw transportError(req.method, req.url, new Error(`stopped after ${MAX_REDIRECTS} redirects`));
+      if (hops >= MAX_REDIRECTS)
+        throw transportError(req.method, req.url, new Error(`stopped after ${MAX_REDIRECTS} redirects`));
       const next = new URL(location, current.url);
       if (next.protocol !== 'http:' && next.protocol !== 'https:') {
         throw transportError(req.method, req.url, new Error(`refusing redirect to ${next.protocol} URL`));
@@ -202,7 +218,11 @@ export class HttpTransport {
       const keepsBody = res.status === 307 || res.status === 308;
       if (keepsBody && current.body !== undefined && next.origin !== current.url.origin) {
         // A 307/308 would resend the body (an OAuth form holds the refresh token) to another host.
-        throw transportError(req.method, req.url, new Error(`refusing to resend a request body to ${next.origin} after a ${res.status} redirect`));
+        throw transportError(
+          req.method,
+          req.url,
+          new Error(`refusing to resend a request body to ${next.origin} after a ${res.status} redirect`),
+        );
       }
       current = redirected(current, next, res.status);
     }
@@ -226,7 +246,15 @@ export class HttpTransport {
         socket.setTimeout(this.idleTimeoutMs); // re-arm: the consumer is busy, not the registry
         return;
       }
-      res.destroy(new TransportError(req.method, req.url, 'ETIMEDOUT', `registry stalled: no data for ${this.idleTimeoutMs / 1000}s`, false));
+      res.destroy(
+        new TransportError(
+          req.method,
+          req.url,
+          'ETIMEDOUT',
+          `registry stalled: no data for ${this.idleTimeoutMs / 1000}s`,
+          false,
+        ),
+      );
     };
     socket.setTimeout(this.idleTimeoutMs);
     socket.on('timeout', onTimeout);
@@ -246,7 +274,9 @@ type TlsRequestOptions = https.RequestOptions & { secureContext?: SecureContext 
 
 function tlsOptions(tls: TlsSettings): TlsRequestOptions {
   if (!tls.ca?.length && !(tls.cert && tls.key)) return { rejectUnauthorized: tls.verify };
-  const key = createHash('sha256').update(JSON.stringify([tls.ca, tls.cert, tls.key])).digest('hex');
+  const key = createHash('sha256')
+    .update(JSON.stringify([tls.ca, tls.cert, tls.key]))
+    .digest('hex');
   let secureContext = contexts.get(key);
   if (!secureContext) {
     secureContext = createSecureContext({
@@ -260,7 +290,14 @@ function tlsOptions(tls: TlsSettings): TlsRequestOptions {
 
 function wrap(url: URL, res: IncomingMessage): HttpResponse {
   const raw = res.headersDistinct['www-authenticate'] ?? [];
-  return { status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', headers: res.headers, authenticate: raw, url, body: res };
+  return {
+    status: res.statusCode ?? 0,
+    statusText: res.statusMessage ?? '',
+    headers: res.headers,
+    authenticate: raw,
+    url,
+    body: res,
+  };
 }
 
 function redirected(req: HttpRequest, next: URL, status: number): HttpRequest {

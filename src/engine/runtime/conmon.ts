@@ -59,7 +59,10 @@ export interface ConmonEnvironment {
 }
 
 /** What a container's conmon and an exec's conmon share: runc, the bundle's files, the terminal and stdin. */
-function sharedArgs(env: ConmonEnvironment, o: { id: string; uuid: string; bundleDir: string; tty?: boolean; stdin?: boolean; stdinOnce?: boolean }): string[] {
+function sharedArgs(
+  env: ConmonEnvironment,
+  o: { id: string; uuid: string; bundleDir: string; tty?: boolean; stdin?: boolean; stdinOnce?: boolean },
+): string[] {
   const inBundle = (f: string) => path.join(o.bundleDir, f);
   const args = [
     // A flag in conmon 2.1 (G_OPTION_ARG_NONE): selects the {"data": …} sync messages.
@@ -113,7 +116,14 @@ export interface ConmonExecOptions {
  */
 export function conmonExecArgs(env: ConmonEnvironment, o: ConmonExecOptions): string[] {
   return [
-    ...sharedArgs(env, { id: o.containerId, uuid: o.execId, bundleDir: o.dir, tty: o.tty, stdin: o.stdin, stdinOnce: true }),
+    ...sharedArgs(env, {
+      id: o.containerId,
+      uuid: o.execId,
+      bundleDir: o.dir,
+      tty: o.tty,
+      stdin: o.stdin,
+      stdinOnce: true,
+    }),
     ...['-l', 'none', '-e', '--exec-attach', '--exec-process-spec', o.processSpec],
   ];
 }

@@ -23,7 +23,10 @@ const MOUNT_TYPE_HINT =
 
 /** runc's message cleaned of a logrus prefix, quoting and trailing newlines. */
 export function cleanRuntimeMessage(raw: string): string {
-  const lines = raw.split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = raw
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
   const last = lines.at(-1) ?? '';
   // runc logging as text to stderr: time="..." level=error msg="..."
   const logrus = /\blevel=\w+ msg="((?:[^"\\]|\\.)*)"/.exec(last);

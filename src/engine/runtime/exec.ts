@@ -50,7 +50,10 @@ export interface ExecProcess {
 const UNKNOWN_EXIT = 255;
 
 /** The exec's attach socket and ctl FIFO, by its directory. */
-export const execFiles = (dir: string) => ({ attach: path.join(dir, BUNDLE_FILES.attach), ctl: path.join(dir, BUNDLE_FILES.ctl) });
+export const execFiles = (dir: string) => ({
+  attach: path.join(dir, BUNDLE_FILES.attach),
+  ctl: path.join(dir, BUNDLE_FILES.ctl),
+});
 
 export async function runExec(env: ExecEnvironment, o: ExecProcessOptions): Promise<ExecProcess> {
   await mkdir(o.dir, { recursive: true, mode: 0o700 });
@@ -82,7 +85,9 @@ export async function runExec(env: ExecEnvironment, o: ExecProcessOptions): Prom
     const reason = report?.message || (await runcLogError(path.join(o.dir, BUNDLE_FILES.runcLog))) || stderr();
     await abandon(o.dir, child);
     await cleanup();
-    return reason ? runtimeCreateError(reason, 'exec') : systemError(`conmon exited without starting the exec process in ${o.containerId}`);
+    return reason
+      ? runtimeCreateError(reason, 'exec')
+      : systemError(`conmon exited without starting the exec process in ${o.containerId}`);
   };
   let report: SyncMessage | null;
   try {

@@ -67,7 +67,10 @@ export class ExitWatcher extends EventEmitter<ExitWatcherEvents> {
 
   /** When conmon recorded the container's exit (ms since the epoch), or null when it has recorded none. */
   async exitedAt(id: string): Promise<number | null> {
-    return stat(path.join(this.exitDir, id)).then((st) => Math.floor(st.mtimeMs), () => null);
+    return stat(path.join(this.exitDir, id)).then(
+      (st) => Math.floor(st.mtimeMs),
+      () => null,
+    );
   }
 
   /** Every exit on disk, e.g. containers that stopped while berthd was down. */

@@ -51,7 +51,8 @@ export function parseTimestamp(text: string): bigint | null {
   if (!m) return null;
   const [, y, mo, d, h, mi, s, frac = '', zone = 'Z'] = m;
   const ms = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s));
-  const offsetMin = zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6)));
+  const offsetMin =
+    zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6)));
   return (BigInt(ms) - BigInt(offsetMin) * 60_000n) * 1_000_000n + BigInt(frac.padEnd(9, '0'));
 }
 
@@ -326,7 +327,10 @@ class DirNotifier {
 }
 
 /** Aborts when the caller's signal does, or once `until` (if any) is past. */
-function stopSignal(signal: AbortSignal | undefined, until: bigint | undefined): { signal: AbortSignal; dispose: () => void } {
+function stopSignal(
+  signal: AbortSignal | undefined,
+  until: bigint | undefined,
+): { signal: AbortSignal; dispose: () => void } {
   const ctl = new AbortController();
   const abort = () => ctl.abort();
   signal?.addEventListener('abort', abort, { once: true });
@@ -354,7 +358,9 @@ function makeFilter(o: ReadLogOptions): (e: LogEntry) => boolean {
   if (o.stdout ?? true) streams.add('stdout');
   if (o.stderr ?? true) streams.add('stderr');
   return (e) =>
-    streams.has(e.stream) && (since === undefined || e.timeNano >= since) && (until === undefined || e.timeNano <= until);
+    streams.has(e.stream) &&
+    (since === undefined || e.timeNano >= since) &&
+    (until === undefined || e.timeNano <= until);
 }
 
 /** Records → joined entries that pass the filter. */
@@ -387,7 +393,9 @@ async function start(file: string, tail: number | undefined): Promise<{ cursor: 
 export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGenerator<LogEntry> {
   const keep = makeFilter(o);
   const joiner = new Joiner();
-  const notifier = o.follow ? new DirNotifier(path.dirname(file), [path.basename(file), `${path.basename(file)}.tmp`]) : null;
+  const notifier = o.follow
+    ? new DirNotifier(path.dirname(file), [path.basename(file), `${path.basename(file)}.tmp`])
+    : null;
   const stop = o.follow ? stopSignal(o.signal, toNano(o.until)) : null;
   let cursor: Cursor | null = null;
   try {

@@ -88,7 +88,10 @@ class NotRunning extends EngineError {
 
 /** A failed `runc <command>`, with runc's own message. */
 class RuncError extends Error {
-  constructor(readonly command: string, readonly runcMessage: string) {
+  constructor(
+    readonly command: string,
+    readonly runcMessage: string,
+  ) {
     super(`runc ${command} failed: ${runcMessage}`);
   }
 }
@@ -156,7 +159,14 @@ export class Runtime {
    * (its directory) through conmon's ctl FIFO. Refused when no conmon reads it.
    */
   async resize(dir: string, height: number, width: number): Promise<void> {
-    if (!Number.isInteger(height) || !Number.isInteger(width) || height < 0 || width < 0 || height > 65535 || width > 65535) {
+    if (
+      !Number.isInteger(height) ||
+      !Number.isInteger(width) ||
+      height < 0 ||
+      width < 0 ||
+      height > 65535 ||
+      width > 65535
+    ) {
       throw invalidParameter(`invalid terminal size ${height}x${width}`);
     }
     // conmon acts on only the first message of those it reads at once, so a burst
@@ -184,8 +194,12 @@ export class Runtime {
         written = q.latest;
         const answered = q.waiting.splice(0);
         await this.writeCtl(dir, `1 ${written.height} ${written.width}\n`).then(
-          () => answered.forEach((w) => w.resolve()),
-          (e: unknown) => answered.forEach((w) => w.reject(e)),
+          () => {
+            for (const w of answered) w.resolve();
+          },
+          (e: unknown) => {
+            for (const w of answered) w.reject(e);
+          },
         );
         await new Promise((r) => setTimeout(r, RESIZE_SPACING_MS));
       }
@@ -197,10 +211,12 @@ export class Runtime {
   /** One message on conmon's control FIFO. */
   private async writeCtl(dir: string, message: string): Promise<void> {
     // Non-blocking: with no reader (conmon gone) the open fails with ENXIO instead of waiting.
-    const fh = await open(path.join(dir, BUNDLE_FILES.ctl), constants.O_WRONLY | constants.O_NONBLOCK).catch((e: NodeJS.ErrnoException) => {
-      if (e.code === 'ENXIO' || e.code === 'ENOENT') return null;
-      throw systemError(`cannot resize: ${e.message}`, e);
-    });
+    const fh = await open(path.join(dir, BUNDLE_FILES.ctl), constants.O_WRONLY | constants.O_NONBLOCK).catch(
+      (e: NodeJS.ErrnoException) => {
+        if (e.code === 'ENXIO' || e.code === 'ENOENT') return null;
+        throw systemError(`cannot resize: ${e.message}`, e);
+      },
+    );
     if (!fh) throw conflict('cannot resize: the process is not running');
     try {
       await fh.write(message);
@@ -248,13 +264,24 @@ export class Runtime {
   private async releaseInit(id: string): Promise<boolean> {
     const dir = path.join(this.runcRoot, id);
     const fifo = path.join(dir, 'exec.fifo');
-    const state = await readFile(path.join(dir, 'state.json'), 'utf8').then((t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number }, () => null);
+    const state = await readFile(path.join(dir, 'state.json'), 'utf8').then(
+      (t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number },
+      () => null,
+    );
     const st = await lstat(fifo).catch(() => null);
-    if (!state?.init_process_pid || !st?.isFIFO() || !(await processAlive(state.init_process_pid, state.init_process_start))) return false;
+    if (
+      !state?.init_process_pid ||
+      !st?.isFIFO() ||
+      !(await processAlive(state.init_process_pid, state.init_process_start))
+    )
+      return false;
     // The open blocks (in the thread pool) until the init's write end meets it.
     // Should the init die meanwhile, our own writer unblocks it after a while.
     const rescue = setTimeout(() => {
-      open(fifo, constants.O_WRONLY | constants.O_NONBLOCK).then((fh) => fh.close(), () => undefined);
+      open(fifo, constants.O_WRONLY | constants.O_NONBLOCK).then(
+        (fh) => fh.close(),
+        () => undefined,
+      );
     }, 5000);
     try {
       const fh = await open(fifo, constants.O_RDONLY);
@@ -295,8 +322,12 @@ export class Runtime {
     try {
       // runc finds a container by its <root>/<id>/state.json; without one it would only answer
       // "does not exist", after a spawn that costs each removal ~15 ms (an exit already deleted it).
-      const state = await readFile(path.join(this.runcRoot, id, 'state.json'), 'utf8').then((t) => t, () => null);
-      if (state !== null && !(await this.reap(id, state))) await this.runc(['delete', ...(force ? ['--force'] : []), id]);
+      const state = await readFile(path.join(this.runcRoot, id, 'state.json'), 'utf8').then(
+        (t) => t,
+        () => null,
+      );
+      if (state !== null && !(await this.reap(id, state)))
+        await this.runc(['delete', ...(force ? ['--force'] : []), id]);
     } catch (e) {
       if (!(e instanceof RuncError && isMissing(e))) throw this.translate(id, e);
     }
@@ -392,7 +423,10 @@ export class Runtime {
   async finishRelease(id: string): Promise<boolean> {
     checkId(id);
     const dir = path.join(this.runcRoot, id);
-    const state = await readFile(path.join(dir, 'state.json'), 'utf8').then((t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number }, () => null);
+    const state = await readFile(path.join(dir, 'state.json'), 'utf8').then(
+      (t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number },
+      () => null,
+    );
     const pid = state?.init_process_pid;
     if (!pid || !(await processAlive(pid, state.init_process_start))) return false;
     // runc's init names itself so until it execs the container's command.
@@ -414,7 +448,14 @@ export class Runtime {
     const dir = path.join(this.runcRoot, id);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const [hasDir, hasState] = await Promise.all([dir, path.join(dir, 'state.json')].map((p) => lstat(p).then(() => true, () => false)));
+      const [hasDir, hasState] = await Promise.all(
+        [dir, path.join(dir, 'state.json')].map((p) =>
+          lstat(p).then(
+            () => true,
+            () => false,
+          ),
+        ),
+      );
       if (!hasDir || hasState) return;
       if (Date.now() > deadline) {
         this.log.warn({ id }, 'removing the state directory of a runc create that never ended');
@@ -439,7 +480,8 @@ export class Runtime {
         // already gone
       }
       // kill() only queues the signal: the caller goes on once conmon is gone.
-      for (let i = 0; i < ABANDON_WAIT_MS / 5 && (await processAlive(pid)); i++) await new Promise((r) => setTimeout(r, 5));
+      for (let i = 0; i < ABANDON_WAIT_MS / 5 && (await processAlive(pid)); i++)
+        await new Promise((r) => setTimeout(r, 5));
     }
     await this.delete(id, true).catch((e) => this.log.warn({ id, err: e }, 'removing an abandoned container'));
   }
@@ -499,9 +541,13 @@ export class Runtime {
 
   private async runc(args: string[]): Promise<string> {
     try {
-      const { stdout } = await execFileAsync(this.opts.runcPath, ['--root', this.runcRoot, '--log-format', 'json', ...args], {
-        maxBuffer: 16 * 1024 * 1024,
-      });
+      const { stdout } = await execFileAsync(
+        this.opts.runcPath,
+        ['--root', this.runcRoot, '--log-format', 'json', ...args],
+        {
+          maxBuffer: 16 * 1024 * 1024,
+        },
+      );
       return stdout;
     } catch (e) {
       const err = e as { stderr?: string; message: string };

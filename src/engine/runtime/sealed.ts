@@ -37,7 +37,10 @@ export class SealedExecutable {
       try {
         this.copy = { key, fd: native.sealedCopy(this.file) };
       } catch (e) {
-        this.log.warn({ err: e, file: this.file }, 'cannot make a sealed copy of runc: runc will copy itself at each start');
+        this.log.warn(
+          { err: e, file: this.file },
+          'cannot make a sealed copy of runc: runc will copy itself at each start',
+        );
         this.copy = { key, fd: -1 };
       }
       if (replaced && replaced.fd >= 0) setTimeout(() => this.close(replaced.fd), REPLACED_COPY_GRACE_MS).unref();

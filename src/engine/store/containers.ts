@@ -25,7 +25,19 @@ export interface ContainerRow {
 }
 
 export type StatePatch = Partial<
-  Pick<ContainerRow, 'status' | 'pid' | 'conmon_pid' | 'exit_code' | 'error' | 'started_at' | 'finished_at' | 'restart_count' | 'oom_killed' | 'stopped_by_user'>
+  Pick<
+    ContainerRow,
+    | 'status'
+    | 'pid'
+    | 'conmon_pid'
+    | 'exit_code'
+    | 'error'
+    | 'started_at'
+    | 'finished_at'
+    | 'restart_count'
+    | 'oom_killed'
+    | 'stopped_by_user'
+  >
 >;
 
 const statements = (db: Db) => ({
@@ -83,11 +95,15 @@ export class ContainerRepository {
 
   /** Ids of the containers in one of `statuses`, not stopped by a user, whose restart policy is one of `policies`. */
   restartable(statuses: ContainerStatus[], policies: string[]): string[] {
-    return (this.q.restartable.all(JSON.stringify(statuses), JSON.stringify(policies)) as { id: string }[]).map((r) => r.id);
+    return (this.q.restartable.all(JSON.stringify(statuses), JSON.stringify(policies)) as { id: string }[]).map(
+      (r) => r.id,
+    );
   }
 
   /** Inserts a new container; a taken name surfaces as SQLite's UNIQUE error. */
-  insert(row: Pick<ContainerRow, 'id' | 'name' | 'image_id' | 'image_ref' | 'config' | 'host_config' | 'created'>): void {
+  insert(
+    row: Pick<ContainerRow, 'id' | 'name' | 'image_id' | 'image_ref' | 'config' | 'host_config' | 'created'>,
+  ): void {
     this.db.transaction(() => {
       const seq = (this.q.nextSeq.get() as { n: number }).n;
       this.q.insert.run({ ...row, seq });

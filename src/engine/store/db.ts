@@ -127,7 +127,8 @@ export function guardFullDisk(db: Db, reserveFile: string, logger: Logger): { cl
     const stmt = prepare(sql);
     for (const m of ['run', 'get', 'all'] as const) {
       const call = stmt[m].bind(stmt) as (...a: unknown[]) => unknown;
-      (stmt as unknown as Record<string, unknown>)[m] = (...a: unknown[]) => (db.inTransaction ? call(...a) : guarded(() => call(...a)));
+      (stmt as unknown as Record<string, unknown>)[m] = (...a: unknown[]) =>
+        db.inTransaction ? call(...a) : guarded(() => call(...a));
     }
     return stmt;
   }) as Db['prepare'];

@@ -33,46 +33,52 @@ export interface NewImage {
 }
 
 const statements = (db: Db) => ({
-    byId: db.prepare('SELECT * FROM images WHERE id = ?'),
-    byPrefix: db.prepare("SELECT * FROM images WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
-    all: db.prepare('SELECT * FROM images ORDER BY created DESC, id'),
-    tag: db.prepare('SELECT image_id FROM tags WHERE ref = ?'),
-    digest: db.prepare('SELECT image_id FROM repo_digests WHERE ref = ?'),
-    tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = ? ORDER BY ref'),
-    digestsOf: db.prepare('SELECT ref FROM repo_digests WHERE image_id = ? ORDER BY ref'),
-    allTags: db.prepare('SELECT ref, image_id FROM tags ORDER BY ref'),
-    allDigests: db.prepare('SELECT ref, image_id FROM repo_digests ORDER BY ref'),
-    layersOf: db.prepare(
-      'SELECT l.* FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id WHERE il.image_id = ? ORDER BY il.idx',
-    ),
-    layer: db.prepare('SELECT * FROM layers WHERE chain_id = ?'),
-    insertImage: db.prepare(
-      'INSERT OR IGNORE INTO images (id, parent, config, size, created, added_at) VALUES (@id, @parent, @config, @size, @created, @added_at)',
-    ),
-    insertLayer: db.prepare(
-      'INSERT OR IGNORE INTO layers (chain_id, diff_id, parent, dir, size, blob) VALUES (@chain_id, @diff_id, @parent, @dir, @size, @blob)',
-    ),
-    insertImageLayer: db.prepare('INSERT OR IGNORE INTO image_layers (image_id, idx, chain_id) VALUES (?, ?, ?)'),
-    insertBlob: db.prepare('INSERT OR IGNORE INTO image_blobs (image_id, digest) VALUES (?, ?)'),
-    setTag: db.prepare('INSERT INTO tags (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id'),
-    setDigest: db.prepare(
-      'INSERT INTO repo_digests (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id',
-    ),
-    deleteTag: db.prepare('DELETE FROM tags WHERE ref = ?'),
-    deleteDigest: db.prepare('DELETE FROM repo_digests WHERE ref = ?'),
-    deleteImage: db.prepare('DELETE FROM images WHERE id = ?'),
-    children: db.prepare('SELECT id FROM images WHERE parent = ?'),
-    unusedLayers: db.prepare(
-      'SELECT * FROM layers WHERE chain_id NOT IN (SELECT chain_id FROM image_layers) AND chain_id NOT IN (SELECT parent FROM layers WHERE parent IS NOT NULL)',
-    ),
-    deleteLayer: db.prepare('DELETE FROM layers WHERE chain_id = ?'),
-    blobsOf: db.prepare('SELECT digest FROM image_blobs WHERE image_id = ?'),
-    blobHeld: db.prepare('SELECT 1 FROM image_blobs WHERE digest = ? UNION ALL SELECT 1 FROM layers WHERE blob = ? LIMIT 1'),
-    layerInUse: db.prepare('SELECT 1 FROM image_layers WHERE chain_id = ? UNION ALL SELECT 1 FROM layers WHERE parent = ? LIMIT 1'),
-    allLayerDirs: db.prepare('SELECT dir FROM layers'),
-    heldBlobs: db.prepare('SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL'),
-    containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = ? ORDER BY created'),
-    containerCounts: db.prepare('SELECT image_id, count(*) AS n FROM containers GROUP BY image_id'),
+  byId: db.prepare('SELECT * FROM images WHERE id = ?'),
+  byPrefix: db.prepare("SELECT * FROM images WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
+  all: db.prepare('SELECT * FROM images ORDER BY created DESC, id'),
+  tag: db.prepare('SELECT image_id FROM tags WHERE ref = ?'),
+  digest: db.prepare('SELECT image_id FROM repo_digests WHERE ref = ?'),
+  tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = ? ORDER BY ref'),
+  digestsOf: db.prepare('SELECT ref FROM repo_digests WHERE image_id = ? ORDER BY ref'),
+  allTags: db.prepare('SELECT ref, image_id FROM tags ORDER BY ref'),
+  allDigests: db.prepare('SELECT ref, image_id FROM repo_digests ORDER BY ref'),
+  layersOf: db.prepare(
+    'SELECT l.* FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id WHERE il.image_id = ? ORDER BY il.idx',
+  ),
+  layer: db.prepare('SELECT * FROM layers WHERE chain_id = ?'),
+  insertImage: db.prepare(
+    'INSERT OR IGNORE INTO images (id, parent, config, size, created, added_at) VALUES (@id, @parent, @config, @size, @created, @added_at)',
+  ),
+  insertLayer: db.prepare(
+    'INSERT OR IGNORE INTO layers (chain_id, diff_id, parent, dir, size, blob) VALUES (@chain_id, @diff_id, @parent, @dir, @size, @blob)',
+  ),
+  insertImageLayer: db.prepare('INSERT OR IGNORE INTO image_layers (image_id, idx, chain_id) VALUES (?, ?, ?)'),
+  insertBlob: db.prepare('INSERT OR IGNORE INTO image_blobs (image_id, digest) VALUES (?, ?)'),
+  setTag: db.prepare(
+    'INSERT INTO tags (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id',
+  ),
+  setDigest: db.prepare(
+    'INSERT INTO repo_digests (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id',
+  ),
+  deleteTag: db.prepare('DELETE FROM tags WHERE ref = ?'),
+  deleteDigest: db.prepare('DELETE FROM repo_digests WHERE ref = ?'),
+  deleteImage: db.prepare('DELETE FROM images WHERE id = ?'),
+  children: db.prepare('SELECT id FROM images WHERE parent = ?'),
+  unusedLayers: db.prepare(
+    'SELECT * FROM layers WHERE chain_id NOT IN (SELECT chain_id FROM image_layers) AND chain_id NOT IN (SELECT parent FROM layers WHERE parent IS NOT NULL)',
+  ),
+  deleteLayer: db.prepare('DELETE FROM layers WHERE chain_id = ?'),
+  blobsOf: db.prepare('SELECT digest FROM image_blobs WHERE image_id = ?'),
+  blobHeld: db.prepare(
+    'SELECT 1 FROM image_blobs WHERE digest = ? UNION ALL SELECT 1 FROM layers WHERE blob = ? LIMIT 1',
+  ),
+  layerInUse: db.prepare(
+    'SELECT 1 FROM image_layers WHERE chain_id = ? UNION ALL SELECT 1 FROM layers WHERE parent = ? LIMIT 1',
+  ),
+  allLayerDirs: db.prepare('SELECT dir FROM layers'),
+  heldBlobs: db.prepare('SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL'),
+  containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = ? ORDER BY created'),
+  containerCounts: db.prepare('SELECT image_id, count(*) AS n FROM containers GROUP BY image_id'),
 });
 
 export class ImageRepository {
@@ -115,7 +121,14 @@ export class ImageRepository {
   /** All tags and digests, grouped by image id, for listing many images at once. */
   refsByImage(): Map<string, { tags: string[]; digests: string[] }> {
     const out = new Map<string, { tags: string[]; digests: string[] }>();
-    const get = (id: string) => out.get(id) ?? (out.set(id, { tags: [], digests: [] }), out.get(id)!);
+    const get = (id: string) => {
+      let refs = out.get(id);
+      if (!refs) {
+        refs = { tags: [], digests: [] };
+        out.set(id, refs);
+      }
+      return refs;
+    };
     for (const r of this.q.allTags.all() as { ref: string; image_id: string }[]) get(r.image_id).tags.push(r.ref);
     for (const r of this.q.allDigests.all() as { ref: string; image_id: string }[]) get(r.image_id).digests.push(r.ref);
     return out;
@@ -138,7 +151,7 @@ export class ImageRepository {
     this.db.transaction(() => {
       for (const l of n.layers) this.q.insertLayer.run(l);
       this.q.insertImage.run(n.image);
-      n.layers.forEach((l, i) => this.q.insertImageLayer.run(n.image.id, i, l.chain_id));
+      for (const [i, l] of n.layers.entries()) this.q.insertImageLayer.run(n.image.id, i, l.chain_id);
       for (const b of n.blobs) this.q.insertBlob.run(n.image.id, b);
       for (const t of n.tags) this.q.setTag.run(t, n.image.id);
       for (const d of n.repoDigests) this.q.setDigest.run(d, n.image.id);
