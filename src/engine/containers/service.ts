@@ -39,6 +39,7 @@ import {
 import { checkName, generateName } from './names.js';
 import type { ContainerConfig, CreateRequest, HostConfig, Mount } from './types.js';
 import { resolveUser } from './user.js';
+import { normalizeSignal, SIGNALS } from '../signals.js';
 import { cgroupStats, top } from './stats.js';
 
 export type WaitCondition = 'not-running' | 'next-exit' | 'removed';
@@ -74,22 +75,8 @@ const RUNNING: ContainerStatus[] = ['running', 'paused', 'restarting'];
 /** In a container's bundle while a commit holds it paused (freeze/thaw). */
 const FROZEN = 'frozen-for-commit';
 const isRunning = (r: ContainerRow) => r.status === 'running' || r.status === 'paused';
-const SIGNALS = os.constants.signals as Record<string, number>;
 /** How often a wait for a signalled container's exit looks whether its monitor is still there. */
 const LOST_EXIT_CHECK_MS = 2000;
-
-/** `9`, `KILL`, `SIGKILL` → `SIGKILL`; unknown names are refused as dockerd refuses them. */
-export function normalizeSignal(sig: string): string {
-  const s = sig.trim().toUpperCase();
-  if (/^\d+$/.test(s)) {
-    const name = Object.entries(SIGNALS).find(([, n]) => n === Number(s))?.[0];
-    if (!name) throw invalidParameter(`Invalid signal: ${sig}`);
-    return name;
-  }
-  const name = s.startsWith('SIG') ? s : `SIG${s}`;
-  if (!(name in SIGNALS)) throw invalidParameter(`Invalid signal: ${sig}`);
-  return name;
-}
 
 /** Parses sizes like `10m`, `1g`, `512k` (log-opts max-size). */
 export function parseSize(s: string): number {

@@ -10,7 +10,7 @@
 // escapes) uses the config's Env as it stands before each instruction, for
 // every instruction except CMD, ENTRYPOINT, HEALTHCHECK and ONBUILD.
 import { invalidParameter } from '../../errors.js';
-import { normalizeSignal } from '../containers/service.js';
+import { normalizeSignal } from '../signals.js';
 import type { ContainerConfigFields } from './config.js';
 
 const COMMANDS = new Set([
