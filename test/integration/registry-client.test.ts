@@ -27,7 +27,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isEngineError } from '../../src/errors.js';
 import { ContentStore } from '../../src/engine/content/store.js';
-import { parseReference } from '../../src/engine/images/reference.js';
+import { parseReference } from '../../src/engine/reference.js';
 import { decodeRegistryAuth } from '../../src/engine/registry/auth.js';
 import { RegistryClient, type RegistryClientOptions } from '../../src/engine/registry/client.js';
 import {

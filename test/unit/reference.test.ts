@@ -6,10 +6,10 @@ import {
   familiarString,
   manifestReference,
   normalizeTag,
-  parseDigest,
   parseReference,
   referenceString,
-} from '../../src/engine/images/reference.js';
+} from '../../src/engine/reference.js';
+import { parseDigest } from '../../src/engine/digest.js';
 
 const D = `sha256:${'a'.repeat(64)}`;
 const D512 = `sha512:${'b'.repeat(128)}`;

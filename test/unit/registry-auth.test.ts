@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { inspect } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isEngineError } from '../../src/errors.js';
-import { parseReference } from '../../src/engine/images/reference.js';
+import { parseReference } from '../../src/engine/reference.js';
 import {
   basicCredentials,
   decodeRegistryAuth,

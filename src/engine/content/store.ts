@@ -39,7 +39,7 @@ import { pipeline } from 'node:stream/promises';
 import { EngineError, invalidParameter, isNoSpace, noSpace, notFound } from '../../errors.js';
 import { Sha256 } from './hash.js';
 import { removeInBackground } from '../os/dirs.js';
-import { DIGEST_ALGORITHMS, parseDigest } from '../images/reference.js';
+import { DIGEST_ALGORITHMS, parseDigest } from '../digest.js';
 
 /** Content whose digest or size is not what its descriptor says. */
 export class ContentVerificationError extends EngineError {

@@ -35,7 +35,7 @@ import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import { goArch } from '../system.js';
 import type { ContainerConfigFields, HistoryEntry, ImageConfig } from './config.js';
 import { applyChanges, mergeConfig } from './instructions.js';
-import { parseReference, withTag, referenceString } from './reference.js';
+import { parseReference, withTag, referenceString } from '../reference.js';
 import { familiar, type ImageService } from './service.js';
 
 /** The diff id of an empty layer (a tar of two zero blocks): dockerd adds no layer for it. */

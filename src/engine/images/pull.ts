@@ -25,7 +25,7 @@ import type { AuthConfig } from '../registry/auth.js';
 import type { Descriptor, RegistryClient, ResolvedManifest } from '../registry/client.js';
 import type { LayerRow } from '../store/images.js';
 import { diffIdsOf, type ImageConfig } from './config.js';
-import { familiarString, normalizeTag, type Reference } from './reference.js';
+import { familiarString, normalizeTag, type Reference } from '../reference.js';
 import { ImageService, type ImageDeps } from './service.js';
 
 /** One progress report; the API turns these into dockerd's JSON lines. */

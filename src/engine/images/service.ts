@@ -10,7 +10,7 @@ import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { createdSeconds, type ImageConfig } from './config.js';
-import { familiarString, parseReference, type Reference } from './reference.js';
+import { familiarString, parseReference, type Reference } from '../reference.js';
 
 export interface Image {
   id: string;

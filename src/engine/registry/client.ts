@@ -32,14 +32,8 @@ import {
 } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { ContentVerificationError, computeDigest } from '../content/store.js';
-import {
-  DEFAULT_DOMAIN,
-  isDigest,
-  manifestReference,
-  parseDigest,
-  parseReference,
-  type Reference,
-} from '../images/reference.js';
+import { DEFAULT_DOMAIN, manifestReference, parseReference, type Reference } from '../reference.js';
+import { isDigest, parseDigest } from '../digest.js';
 import { SharedWork } from '../shared.js';
 import { basicCredentials, basicHeader, parseChallenges, TokenCache, type AuthConfig, type Challenge } from './auth.js';
 import { readHostCerts } from './certs.js';

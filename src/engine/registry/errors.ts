@@ -1,7 +1,7 @@
 // What registries answer when they refuse (the distribution spec's error codes),
 // and how dockerd words those refusals for a pull (moby distribution/errors.go).
 import { type EngineError, forbidden, notFound, unauthorized, unavailable } from '../../errors.js';
-import { familiarName, familiarString, type Reference } from '../images/reference.js';
+import { familiarName, familiarString, type Reference } from '../reference.js';
 import { goOp, readBody, type HttpResponse } from './transport.js';
 import { parseChallenges } from './challenge.js';
 

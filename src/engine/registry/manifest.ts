@@ -7,7 +7,7 @@
 // Content-Type it was served with, so that one digest cannot mean two things.
 import { z } from 'zod';
 import { invalidParameter, notFound } from '../../errors.js';
-import { isDigest } from '../images/reference.js';
+import { isDigest } from '../digest.js';
 
 export const MediaTypes = {
   dockerManifest: 'application/vnd.docker.distribution.manifest.v2+json',

@@ -8,7 +8,11 @@
 // The first path component is a registry host only when it contains "." or ":"
 // or is exactly "localhost" (dockerd 20.10's rule); "index.docker.io" is the
 // legacy spelling of "docker.io".
-import { invalidParameter } from '../../errors.js';
+//
+// A leaf: imports nothing of the engine's folders, so that images, registry and
+// content can all use it without needing each other.
+import { isDigest, parseDigest } from './digest.js';
+import { invalidParameter } from '../errors.js';
 
 export const DEFAULT_DOMAIN = 'docker.io';
 export const DEFAULT_TAG = 'latest';
@@ -55,42 +59,6 @@ const IDENTIFIER_RE = /^[a-f0-9]{64}$/;
 
 /** Longest possible valid reference: 255 name + ":" + 128 tag + "@" + sha512 digest. */
 const MAX_REFERENCE_LENGTH = NAME_TOTAL_LENGTH_MAX + 1 + 128 + 1 + 'sha512:'.length + 128;
-
-// ---- digests -----------------------------------------------------------------
-
-/** Hex length of each algorithm go-digest knows; anything else is unsupported. */
-export const DIGEST_ALGORITHMS: Readonly<Record<string, number>> = { sha256: 64, sha384: 96, sha512: 128 };
-
-export interface ParsedDigest {
-  algorithm: 'sha256' | 'sha384' | 'sha512';
-  encoded: string;
-}
-
-/** Validates `alg:hex` as go-digest does, with its error texts. */
-export function parseDigest(s: string): ParsedDigest {
-  const i = s.indexOf(':');
-  if (i < 1 || i + 1 >= s.length) throw invalidParameter('invalid checksum digest format');
-  const algorithm = s.slice(0, i);
-  const encoded = s.slice(i + 1);
-  const length = DIGEST_ALGORITHMS[algorithm];
-  if (length === undefined) {
-    // go-digest: a well-formed digest of an unknown algorithm is "unsupported", junk is "format".
-    const wellFormed = /^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$/.test(s);
-    throw invalidParameter(wellFormed ? 'unsupported digest algorithm' : 'invalid checksum digest format');
-  }
-  if (encoded.length !== length) throw invalidParameter('invalid checksum digest length');
-  if (!/^[a-f0-9]+$/.test(encoded)) throw invalidParameter('invalid checksum digest format');
-  return { algorithm: algorithm as ParsedDigest['algorithm'], encoded };
-}
-
-export function isDigest(s: string): boolean {
-  try {
-    parseDigest(s);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 // ---- parsing -----------------------------------------------------------------
 
