@@ -7,7 +7,7 @@ import { ExecService } from './engine/containers/exec.js';
 import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';
-import { CommitService } from './engine/images/commit.js';
+import { CommitService } from './engine/commit/service.js';
 import { PullingImageService } from './engine/images/pull.js';
 import type { Engine } from './engine/index.js';
 import { Extractor } from './engine/layers/extractor.js';

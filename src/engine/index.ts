@@ -1,7 +1,7 @@
 // All that api/ sees of the engine.
 import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
-import type { CommitService } from './images/commit.js';
+import type { CommitService } from './commit/service.js';
 import type { PullingImageService } from './images/pull.js';
 import type { EventBus } from './events.js';
 import type { SystemService } from './system.js';

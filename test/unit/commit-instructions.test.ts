@@ -1,9 +1,9 @@
 // `docker commit --change` parsing and dispatch, dockerd's config merge, and
 // the commit reference rules, without a daemon.
 import { describe, expect, it } from 'vitest';
-import { commitReference } from '../../src/engine/images/commit.js';
+import { commitReference } from '../../src/engine/commit/service.js';
 import type { ContainerConfigFields } from '../../src/engine/images/config.js';
-import { applyChanges, expandWord, mergeConfig } from '../../src/engine/images/instructions.js';
+import { applyChanges, expandWord, mergeConfig } from '../../src/engine/commit/instructions.js';
 import { isEngineError } from '../../src/errors.js';
 
 const base: ContainerConfigFields = {

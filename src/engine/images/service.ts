@@ -145,7 +145,7 @@ export class ImageService {
   /**
    * The image's layer trees, topmost first (overlay lowerdirs), each made from
    * its blob first if it is not on disk: a commit records its image once the
-   * blob is stored and fills the tree after (see commit.ts).
+   * blob is stored and fills the tree after (see commit/service.ts).
    */
   async readyLayerDirs(imageId: string): Promise<string[]> {
     const rows = this.layersOf(imageId);

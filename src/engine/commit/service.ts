@@ -33,10 +33,10 @@ import { chainIds, discardWhenFilled, LayerStore, type StagedLayer } from '../la
 import { isMountPoint, mountOverlay, unmount } from '../os/mount.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import { goArch } from '../system.js';
-import type { ContainerConfigFields, HistoryEntry, ImageConfig } from './config.js';
+import type { ContainerConfigFields, HistoryEntry, ImageConfig } from '../images/config.js';
 import { applyChanges, mergeConfig } from './instructions.js';
 import { parseReference, withTag, referenceString } from '../reference.js';
-import { familiar, type ImageService } from './service.js';
+import { familiar, type ImageService } from '../images/service.js';
 
 /** The diff id of an empty layer (a tar of two zero blocks): dockerd adds no layer for it. */
 export const EMPTY_LAYER_DIFF_ID = 'sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef';

@@ -11,7 +11,7 @@
 // every instruction except CMD, ENTRYPOINT, HEALTHCHECK and ONBUILD.
 import { invalidParameter } from '../../errors.js';
 import { normalizeSignal } from '../signals.js';
-import type { ContainerConfigFields } from './config.js';
+import type { ContainerConfigFields } from '../images/config.js';
 
 const COMMANDS = new Set([
   'cmd',
