@@ -8,10 +8,10 @@ import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';
 import { CommitService } from './engine/commit/service.js';
-import { PullingImageService } from './engine/images/pull.js';
+import { ImageService } from './engine/images/service.js';
 import type { Engine } from './engine/index.js';
 import { Extractor } from './engine/layers/extractor.js';
-import { LayerStore } from './engine/layers/layers.js';
+import { LayerStore } from './engine/layers/layer-store.js';
 import { backgroundDeletions, spreadChildren } from './engine/os/dirs.js';
 import { RegistryClient } from './engine/registry/client.js';
 import { ExitWatcher } from './engine/runtime/exits.js';
@@ -99,7 +99,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     logger: logger.child({ component: 'registry' }),
   });
   const extractor = new Extractor({ logger: logger.child({ component: 'extractor' }) });
-  const images = new PullingImageService({
+  const images = new ImageService({
     repo: imageRepo,
     layers,
     extractor,

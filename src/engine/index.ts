@@ -2,13 +2,13 @@
 import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
 import type { CommitService } from './commit/service.js';
-import type { PullingImageService } from './images/pull.js';
+import type { ImageService } from './images/service.js';
 import type { EventBus } from './events.js';
 import type { SystemService } from './system.js';
 
 export interface Engine {
   system: SystemService;
-  images: PullingImageService;
+  images: ImageService;
   containers: ContainerService;
   execs: ExecService;
   events: EventBus;

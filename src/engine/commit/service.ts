@@ -29,7 +29,7 @@ import type { EventBus } from '../events.js';
 import { ParallelGzip } from '../layers/compress.js';
 import { changes, diffLayer, mountPointStubs, type Change } from '../layers/diff.js';
 import type { Extractor } from '../layers/extractor.js';
-import { chainIds, discardWhenFilled, LayerStore, type StagedLayer } from '../layers/layers.js';
+import { chainIds, discardWhenFilled, LayerStore, type StagedLayer } from '../layers/layer-store.js';
 import { isMountPoint, mountOverlay, unmount } from '../os/mount.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import { goArch } from '../system.js';

@@ -20,7 +20,7 @@ import type { EventBus } from '../events.js';
 import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
 import type { ImageConfig } from '../images/config.js';
 import type { ImageService } from '../images/service.js';
-import { prepareRootfs, releaseRootfs } from '../layers/store.js';
+import { prepareRootfs, releaseRootfs } from '../layers/rootfs-mounts.js';
 import { removeInBackground, TRASH_PREFIX } from '../os/dirs.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { RuntimeCreateError } from '../runtime/errors.js';

@@ -12,21 +12,23 @@
 //     (not an image: nothing lists it) and the next pull finds it there. The
 //     pull then fails with the first error. prune, and the next start, remove
 //     such layers if no image took them.
-//   * While it runs, a pull holds its chains and blobs (service.ts Holds), so
+//   * While it runs, a pull holds its chains and blobs (holds.ts), so
 //     that a removal or a failing pull of another image sharing them leaves them be.
 import { Transform, type TransformCallback } from 'node:stream';
 import { invalidParameter, messageOf } from '../../errors.js';
 import { SharedWork, type Report } from '../shared.js';
-import { chainIds, LayerStore } from '../layers/layers.js';
+import type { ContentStore } from '../content/store.js';
+import type { EventBus } from '../events.js';
+import { chainIds, LayerStore } from '../layers/layer-store.js';
 import { BLOCK } from '../layers/unpack.js';
 import { Limiter } from '../limiter.js';
-import { sharedConcat } from '../layers/extractor.js';
+import { sharedConcat, type Extractor } from '../layers/extractor.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { Descriptor, RegistryClient, ResolvedManifest } from '../registry/client.js';
-import type { LayerRow } from '../store/images.js';
+import type { ImageRepository, LayerRow } from '../store/images.js';
 import { diffIdsOf, type ImageConfig } from './config.js';
 import { familiarString, normalizeTag, type Reference } from '../reference.js';
-import { ImageService, type ImageDeps } from './service.js';
+import type { Holds } from './holds.js';
 
 /** One progress report; the API turns these into dockerd's JSON lines. */
 export interface PullEvent {
@@ -54,9 +56,16 @@ interface LayerToPull {
   known: LayerRow | undefined;
 }
 
-export interface PullDeps extends ImageDeps {
+export interface PullDeps {
+  repo: ImageRepository;
+  layers: LayerStore;
+  extractor: Extractor;
+  content: ContentStore;
   registry: RegistryClient;
+  events: EventBus;
   maxConcurrentDownloads: number;
+  /** What the image service's removals and prune leave alone; shared with it. */
+  held: Holds;
 }
 
 const PROGRESS_INTERVAL_MS = 100;
@@ -98,7 +107,8 @@ class Meter extends Transform {
   }
 }
 
-export class PullingImageService extends ImageService {
+/** Pulls images into the store, for the image service (see the file comment). */
+export class Puller {
   /** max-concurrent-downloads. */
   private readonly limiter: Limiter;
   /** Layers being pulled, by chain id, shared by the pulls that need them. */
@@ -108,14 +118,8 @@ export class PullingImageService extends ImageService {
   /** Chain ids of the layers downloading now (past the max-concurrent-downloads queue). */
   private readonly downloading = new Set<string>();
 
-  constructor(private readonly pdeps: PullDeps) {
-    super(pdeps);
-    this.limiter = new Limiter(pdeps.maxConcurrentDownloads);
-  }
-
-  /** `POST /auth` (docker login): the registry accepts these credentials. */
-  async login(auth: AuthConfig): Promise<void> {
-    await this.pdeps.registry.login(auth.serveraddress ?? '', auth);
+  constructor(private readonly deps: PullDeps) {
+    this.limiter = new Limiter(deps.maxConcurrentDownloads);
   }
 
   /** `POST /images/create?fromImage=&tag=`. */
@@ -128,15 +132,15 @@ export class PullingImageService extends ImageService {
   ): Promise<void> {
     const { signal } = opts;
     const ref = normalizeTag(fromImage, tag);
-    const { repo, content } = this.pdeps;
-    const resolved = await this.pdeps.registry.resolveManifest(ref, auth, { signal });
+    const { repo, content } = this.deps;
+    const resolved = await this.deps.registry.resolveManifest(ref, auth, { signal });
     emit({
       status: `Pulling from ${ref.familiar.includes('/') || ref.domain !== 'docker.io' ? ref.path : `library/${ref.familiar}`}`,
       id: ref.digest ?? ref.tag ?? 'latest',
     });
 
     const metaDigests = [...new Set([resolved.configDigest, resolved.manifestDigest, resolved.image.digest])];
-    const holds = [this.held.take([...metaDigests, ...resolved.layers.map((l) => l.digest)])];
+    const holds = [this.deps.held.take([...metaDigests, ...resolved.layers.map((l) => l.digest)])];
     const release = () => {
       for (const r of holds) r();
     };
@@ -155,7 +159,7 @@ export class PullingImageService extends ImageService {
         throw invalidParameter("layers from manifest don't match image configuration");
       }
       const chains = chainIds(diffIds);
-      holds.push(this.held.take(chains));
+      holds.push(this.deps.held.take(chains));
       const imageId = resolved.configDigest;
       const tagRef = ref.tag && !ref.digest ? `${ref.name}:${ref.tag}` : undefined;
       const digestRef = `${ref.name}@${resolved.manifestDigest}`;
@@ -168,7 +172,7 @@ export class PullingImageService extends ImageService {
       });
       let queued = 0;
       resolved.layers.forEach((d, i) => {
-        if (!existing[i] && queued++ >= this.pdeps.maxConcurrentDownloads)
+        if (!existing[i] && queued++ >= this.deps.maxConcurrentDownloads)
           emit({ status: 'Waiting', id: short(d.digest), layer: true });
       });
 
@@ -203,7 +207,7 @@ export class PullingImageService extends ImageService {
         tags: tagRef ? [tagRef] : [],
         repoDigests: [digestRef],
       });
-      this.pdeps.events.publish('image', 'pull', familiarString(ref), { name: familiarString(ref) });
+      this.deps.events.publish('image', 'pull', familiarString(ref), { name: familiarString(ref) });
       emit({ status: `Digest: ${resolved.manifestDigest}` });
       const shown = familiarString(ref);
       emit({
@@ -218,7 +222,7 @@ export class PullingImageService extends ImageService {
       release();
       await metadata.catch(() => undefined);
       for (const b of metaDigests) {
-        if (!repo.blobHeld(b) && !this.held.has(b)) await content.delete(b).catch(() => undefined);
+        if (!repo.blobHeld(b) && !this.deps.held.has(b)) await content.delete(b).catch(() => undefined);
       }
       throw e;
     } finally {
@@ -268,7 +272,7 @@ export class PullingImageService extends ImageService {
     auth: AuthConfig | undefined,
     signal: AbortSignal | undefined,
   ): Promise<Buffer> {
-    const { content, registry } = this.pdeps;
+    const { content, registry } = this.deps;
     const desc = resolved.configDescriptor;
     if (await content.has(desc.digest)) return content.readBuffer(desc.digest);
     return this.configWork.run(
@@ -292,7 +296,7 @@ export class PullingImageService extends ImageService {
   ): Promise<LayerRow> {
     const work = async (shared: AbortSignal, report: Report<PullEvent>) => {
       // A pull that waited for an aborted run of this chain may find it done by another since.
-      const known = this.pdeps.repo.layer(l.chainId);
+      const known = this.deps.repo.layer(l.chainId);
       if (known) return known;
       return this.limiter.run(async () => {
         this.downloading.add(l.chainId);
@@ -315,7 +319,7 @@ export class PullingImageService extends ImageService {
   ): Promise<LayerRow> {
     const { desc, diffId, chainId, parent } = l;
     const id = short(desc.digest);
-    const size = await this.pdeps.layers.extract(chainId, (dir) =>
+    const size = await this.deps.layers.extract(chainId, (dir) =>
       this.fill(ref, auth, desc, diffId, dir, emit, signal),
     );
     const row: LayerRow = {
@@ -327,7 +331,7 @@ export class PullingImageService extends ImageService {
       blob: desc.digest,
     };
     // Verified and in place: recorded at once, so that a pull that fails later keeps it for the next.
-    this.pdeps.repo.addLayer(row);
+    this.deps.repo.addLayer(row);
     emit({ status: 'Pull complete', id, layer: true });
     return row;
   }
@@ -346,19 +350,19 @@ export class PullingImageService extends ImageService {
     const meter = new Meter((n) => emit({ status: 'Downloading', id, layer: true, current: n, total: desc.size }));
     // The meter's failure is the content store's pipeline's to report.
     meter.on('error', () => undefined);
-    const extraction = this.pdeps.extractor.extract(dir, { mediaType: desc.mediaType, digest: true });
+    const extraction = this.deps.extractor.extract(dir, { mediaType: desc.mediaType, digest: true });
     // The content store writes the blob and feeds the same bytes to the tap
     // (an extraction thread: gunzip → diff-id hash → tree); it ends the tap
     // only once the blob is verified, and destroys it on any failure.
     const fetch = async () => {
-      const body = await this.pdeps.registry.fetchBlob(ref, desc, auth, { signal });
+      const body = await this.deps.registry.fetchBlob(ref, desc, auth, { signal });
       body.on('error', (e) => meter.destroy(e));
       // pipe() does not end the source when its destination stops early (too many bytes,
       // a bad digest, an abort): the response, and its connection, would stay open.
       meter.once('close', () => body.destroy());
       return body.pipe(meter);
     };
-    const store = this.pdeps.content.ingest(desc.digest, desc.size, fetch, {
+    const store = this.deps.content.ingest(desc.digest, desc.size, fetch, {
       tap: extraction.input,
       what: 'filesystem layer',
       signal,
@@ -375,7 +379,7 @@ export class PullingImageService extends ImageService {
     emit({ status: 'Download complete', id, layer: true });
     if (layer.diffId !== diffId) {
       // The blob is what its digest says, but not the layer the config names: no use to anyone.
-      if (!this.pdeps.repo.blobHeld(desc.digest)) await this.pdeps.content.delete(desc.digest).catch(() => undefined);
+      if (!this.deps.repo.blobHeld(desc.digest)) await this.deps.content.delete(desc.digest).catch(() => undefined);
       throw invalidParameter(
         `layers from manifest don't match image configuration: layer ${desc.digest} has diff id ${layer.diffId}, config says ${diffId}`,
       );

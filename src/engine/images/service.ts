@@ -1,16 +1,20 @@
-// Docker's image verbs over the store: find, list, inspect, history, tag, remove, prune.
-// Pulling lives in pull.ts.
+// Docker's image verbs over the store: find, list, inspect, history, tag, remove,
+// prune, and pull (its work is in pull.ts).
 import { conflict, invalidParameter, noSuchImage, notFound, systemError } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import { boolFilter, checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
-import type { LayerStore } from '../layers/layers.js';
+import type { LayerStore } from '../layers/layer-store.js';
 import { sniffMediaType } from '../layers/unpack.js';
 import type { Extractor } from '../layers/extractor.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
+import type { AuthConfig } from '../registry/auth.js';
+import type { RegistryClient } from '../registry/client.js';
 import { createdSeconds, type ImageConfig } from './config.js';
 import { familiarString, parseReference, type Reference } from '../reference.js';
+import { Holds } from './holds.js';
+import { Puller, type PullEvent, type PullOptions } from './pull.js';
 
 export interface Image {
   id: string;
@@ -40,33 +44,6 @@ const shortId = (id: string) => id.replace(/^sha256:/, '').slice(0, 12);
 /** `docker.io/library/busybox:latest` → `busybox:latest`. */
 export const familiar = (fullRef: string): string => familiarString(parseReference(fullRef, { defaultTag: false }));
 
-/**
- * What work under way (a pull) is using: layer chain ids and blob digests
- * that no image records yet, or whose image may be removed meanwhile. Image
- * removal and prune leave them alone; each hold is released when its work ends.
- */
-export class Holds {
-  private readonly counts = new Map<string, number>();
-
-  /** Holds `keys` until the returned function is called. */
-  take(keys: Iterable<string>): () => void {
-    const taken = [...new Set(keys)];
-    for (const k of taken) this.counts.set(k, (this.counts.get(k) ?? 0) + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      for (const k of taken) {
-        const n = (this.counts.get(k) ?? 1) - 1;
-        if (n > 0) this.counts.set(k, n);
-        else this.counts.delete(k);
-      }
-    };
-  }
-
-  readonly has = (key: string): boolean => this.counts.has(key);
-}
-
 export interface ImageDeps {
   events: EventBus;
   repo: ImageRepository;
@@ -74,14 +51,35 @@ export interface ImageDeps {
   /** Fills layer trees, on threads of their own. */
   extractor: Extractor;
   content: ContentStore;
+  registry: RegistryClient;
+  maxConcurrentDownloads: number;
   logger: Logger;
 }
 
 export class ImageService {
   /** Chains and blobs that pulls under way use (see pull.ts). */
-  protected readonly held = new Holds();
+  private readonly held = new Holds();
+  private readonly puller: Puller;
 
-  constructor(protected readonly deps: ImageDeps) {}
+  constructor(private readonly deps: ImageDeps) {
+    this.puller = new Puller({ ...deps, held: this.held });
+  }
+
+  /** `POST /auth` (docker login): the registry accepts these credentials. */
+  async login(auth: AuthConfig): Promise<void> {
+    await this.deps.registry.login(auth.serveraddress ?? '', auth);
+  }
+
+  /** `POST /images/create?fromImage=&tag=`: see pull.ts. */
+  pull(
+    fromImage: string,
+    tag: string | undefined,
+    auth: AuthConfig | undefined,
+    emit: (e: PullEvent) => void,
+    opts: PullOptions = {},
+  ): Promise<void> {
+    return this.puller.pull(fromImage, tag, auth, emit, opts);
+  }
 
   /**
    * Resolves what a user typed: a full or short id, a name[:tag], or name@digest,
@@ -341,7 +339,7 @@ export class ImageService {
   }
 
   /** Removes the trees and files of layers and blobs whose records are gone. */
-  protected async free(freed: { layers: LayerRow[]; blobs: string[] }): Promise<void> {
+  private async free(freed: { layers: LayerRow[]; blobs: string[] }): Promise<void> {
     for (const l of freed.layers) await this.deps.layers.remove(l.dir);
     for (const b of freed.blobs) await this.deps.content.delete(b);
   }

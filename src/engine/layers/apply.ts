@@ -4,7 +4,7 @@
 // The rules (SECURITY.md §1), and where they live:
 // - names are cleaned lexically and clamped at the layer root (tarpath.ts);
 // - parent directories are resolved inside the layer with symlinks re-rooted,
-//   never followed out of it (rooted.ts);
+//   never followed out of it (tree.ts);
 // - the last component is always created by us with no-follow semantics
 //   (O_CREAT|O_EXCL|O_NOFOLLOW, mkdir, symlink, link, mknod all refuse to
 //   follow a final symlink); whatever was there is removed first, except a
@@ -47,7 +47,7 @@ import {
 } from '../../errors.js';
 import { native } from '../os/native.js';
 import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
-import { LayerTree, lstatOrNull } from './rooted.js';
+import { LayerTree, lstatOrNull } from './tree.js';
 import { parsePaxXattrs } from './tarformat.js';
 import {
   checkRawName,
