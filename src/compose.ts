@@ -119,8 +119,9 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   });
   await runtime.prepare();
   const exits = new ExitWatcher(path.join(config.execRoot, 'exits'));
+  const containerRepo = new ContainerRepository(db);
   const containers = new ContainerService({
-    repo: new ContainerRepository(db),
+    repo: containerRepo,
     images,
     runtime,
     exits,
@@ -132,7 +133,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   await containers.recover();
   const execs = new ExecService({ containers, runtime, events, logger });
 
-  const system = new SystemService(config, db, daemonId(config.dataRoot));
+  const system = new SystemService(config, { containers: containerRepo, images: imageRepo }, daemonId(config.dataRoot));
   const commits = new CommitService({
     containers,
     images,

@@ -5,7 +5,8 @@ import os from 'node:os';
 import { promisify } from 'node:util';
 import type { Config } from '../config.js';
 import { VERSION } from '../config.js';
-import type { Db } from './store/db.js';
+import type { ContainerRepository, ContainerStatus } from './store/containers.js';
+import type { ImageRepository } from './store/images.js';
 
 const run = promisify(execFile);
 
@@ -74,7 +75,7 @@ export class SystemService {
 
   constructor(
     private readonly config: Config,
-    private readonly db: Db,
+    private readonly repos: { containers: ContainerRepository; images: ImageRepository },
     daemonId: string,
   ) {
     this.id = daemonId;
@@ -96,16 +97,12 @@ export class SystemService {
   }
 
   counts(): Counts {
-    const rows = this.db.prepare('SELECT status, count(*) AS n FROM containers GROUP BY status').all() as {
-      status: string;
-      n: number;
-    }[];
-    const by = (s: string) => rows.find((r) => r.status === s)?.n ?? 0;
-    const containers = rows.reduce((a, r) => a + r.n, 0);
+    const byStatus = this.repos.containers.countByStatus();
+    const by = (s: ContainerStatus) => byStatus.get(s) ?? 0;
+    const containers = [...byStatus.values()].reduce((a, n) => a + n, 0);
     const running = by('running') + by('restarting');
     const paused = by('paused');
-    const images = (this.db.prepare('SELECT count(*) AS n FROM images').get() as { n: number }).n;
-    return { containers, running, paused, stopped: containers - running - paused, images };
+    return { containers, running, paused, stopped: containers - running - paused, images: this.repos.images.count() };
   }
 
   /** The OCI runtime's own version line, asked once and remembered. */

@@ -1,4 +1,4 @@
-// SQL for containers. Only the containers service calls it.
+// SQL for containers, for the containers service (and /info's counts).
 import type { Db } from './db.js';
 
 export type ContainerStatus = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
@@ -51,6 +51,7 @@ const statements = (db: Db) => ({
     `SELECT id FROM containers WHERE status IN (SELECT value FROM json_each(?)) AND stopped_by_user = 0
      AND json_extract(host_config, '$.RestartPolicy.Name') IN (SELECT value FROM json_each(?)) ORDER BY seq`,
   ),
+  countByStatus: db.prepare('SELECT status, count(*) AS n FROM containers GROUP BY status'),
   nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM containers'),
   insert: db.prepare(
     `INSERT INTO containers (id, name, image_id, image_ref, config, host_config, created, status, seq)
@@ -86,6 +87,12 @@ export class ContainerRepository {
 
   withStatus(statuses: ContainerStatus[]): ContainerRow[] {
     return this.q.withStatus.all(JSON.stringify(statuses)) as ContainerRow[];
+  }
+
+  /** How many containers are in each status (statuses with none are left out). */
+  countByStatus(): Map<ContainerStatus, number> {
+    const rows = this.q.countByStatus.all() as { status: ContainerStatus; n: number }[];
+    return new Map(rows.map((r) => [r.status, r.n]));
   }
 
   /** Every container's id. */

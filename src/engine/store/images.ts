@@ -1,4 +1,4 @@
-// SQL for images, tags, repo digests and layers. Only the images service calls it.
+// SQL for images, tags, repo digests and layers, for the image and commit services (and /info's counts).
 import type { Db } from './db.js';
 
 export interface ImageRow {
@@ -36,6 +36,7 @@ const statements = (db: Db) => ({
   byId: db.prepare('SELECT * FROM images WHERE id = ?'),
   byPrefix: db.prepare("SELECT * FROM images WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
   all: db.prepare('SELECT * FROM images ORDER BY created DESC, id'),
+  count: db.prepare('SELECT count(*) AS n FROM images'),
   tag: db.prepare('SELECT image_id FROM tags WHERE ref = ?'),
   digest: db.prepare('SELECT image_id FROM repo_digests WHERE ref = ?'),
   tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = ? ORDER BY ref'),
@@ -100,6 +101,10 @@ export class ImageRepository {
 
   list(): ImageRow[] {
     return this.q.all.all() as ImageRow[];
+  }
+
+  count(): number {
+    return (this.q.count.get() as { n: number }).n;
   }
 
   imageForTag(ref: string): string | undefined {
