@@ -1,9 +1,12 @@
-// All that api/ sees of the engine.
+// The engine's face: all that api/ sees of it. api/ imports nothing else of
+// engine/ (test/unit/architecture.test.ts holds it to that), so what the
+// routes need is named here: the services, the shapes they hand out, and the
+// few functions that turn wire input into engine terms.
+import type { CommitService } from './commit/service.js';
 import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
-import type { CommitService } from './commit/service.js';
-import type { ImageService } from './images/service.js';
 import type { EventBus } from './events.js';
+import type { ImageService } from './images/service.js';
 import type { SystemService } from './system.js';
 
 export interface Engine {
@@ -14,3 +17,23 @@ export interface Engine {
   events: EventBus;
   commits: CommitService;
 }
+
+export type { CommitRequest, CommitService } from './commit/service.js';
+export type { AttachSession } from './containers/attach.js';
+export type { ExecInstance, ExecService } from './containers/exec.js';
+export type { Container, ContainerService, WaitCondition } from './containers/service.js';
+export type { EngineEvent, EventBus } from './events.js';
+export type { Filters } from './filters.js';
+export type { ContainerConfigFields, ImageConfig } from './images/config.js';
+export type { PullEvent, PullOptions } from './images/pull.js';
+export type { DeleteItem, HistoryItem, Image, ImageDetails, ImageService } from './images/service.js';
+export type { AuthConfig } from './registry/auth.js';
+export type { LogEntry } from './runtime/logs.js';
+export type { SystemService } from './system.js';
+
+export { isoOrZero, statusText } from './containers/status.js';
+export { BEHIND_EVENTS } from './events.js';
+export { createdSeconds } from './images/config.js';
+export { peerClosed, unreadBytes } from './os/sockets.js';
+export { decodeRegistryAuth } from './registry/auth.js';
+export { formatTimestamp } from './runtime/logs.js';

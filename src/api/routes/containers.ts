@@ -1,7 +1,7 @@
 // /containers/*: thin translations between Docker's wire shapes and the container service.
 import type { FastifyInstance } from 'fastify';
 import type { Engine } from '../../engine/index.js';
-import type { WaitCondition } from '../../engine/containers/service.js';
+import type { WaitCondition } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
 import { streamContentType } from '../streams/mux.js';

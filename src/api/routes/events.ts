@@ -1,7 +1,6 @@
 // GET /events: dockerd's event stream, one JSON object per line.
 import type { FastifyInstance } from 'fastify';
-import type { Engine } from '../../engine/index.js';
-import { BEHIND_EVENTS, type EngineEvent } from '../../engine/events.js';
+import { BEHIND_EVENTS, type Engine, type EngineEvent } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
 import { closeOnShutdown } from '../streams/hijack.js';

@@ -1,7 +1,6 @@
 // /images/*: thin translations between Docker's wire shapes and the image service.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Engine } from '../../engine/index.js';
-import { decodeRegistryAuth } from '../../engine/registry/auth.js';
+import { decodeRegistryAuth, type Engine } from '../../engine/index.js';
 import { notImplemented } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
@@ -64,7 +63,7 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get('/images/*', async (req, reply) => {
     const [name, action] = splitNameAction(req, ['json', 'history']);
-    if (action === 'json') return imageInspect(images.inspect(name), (l) => images.layerDir(l), req.apiVersion);
+    if (action === 'json') return imageInspect(images.inspect(name), req.apiVersion);
     if (action === 'history') return images.history(name);
     return reply.callNotFound();
   });

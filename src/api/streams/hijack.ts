@@ -2,10 +2,9 @@
 // hand, then the raw socket in both directions.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
-import type { AttachSession } from '../../engine/containers/attach.js';
+import { peerClosed, unreadBytes, type AttachSession } from '../../engine/index.js';
 import { messageOf } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
-import { native } from '../../engine/os/native.js';
 import { writeOutput } from './output.js';
 
 /** Long-lived connections (hijacked, or long polls) not yet closed. */
@@ -67,13 +66,7 @@ function watchPeer(sock: Socket): void {
   const check = () => {
     const fd = fdOf(sock);
     if (sock.destroyed || typeof fd !== 'number' || fd < 0) return clearInterval(timer);
-    let gone = false;
-    try {
-      gone = native.peerClosed(fd);
-    } catch {
-      gone = true;
-    }
-    if (gone) sock.destroy();
+    if (peerClosed(fd)) sock.destroy();
   };
   const timer = setInterval(check, PEER_CHECK_MS);
   sock.once('close', () => clearInterval(timer));
@@ -96,14 +89,6 @@ async function headRead(sock: Socket): Promise<void> {
   const until = Date.now() + HEAD_READ_WAIT_MS;
   while (!sock.destroyed && unreadBytes(fd) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 1));
 }
-
-const unreadBytes = (fd: number) => {
-  try {
-    return native.unreadBytes(fd);
-  } catch {
-    return 0;
-  }
-};
 
 /**
  * Runs an attach over a hijacked socket: the client's bytes to the process's

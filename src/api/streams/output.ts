@@ -1,7 +1,7 @@
 // Writing a container's output (logs, attach) to a client: multiplexed frames
 // without a TTY, raw bytes with one; optional RFC 3339 timestamps.
 import type { Writable } from 'node:stream';
-import { formatTimestamp, type LogEntry } from '../../engine/runtime/logs.js';
+import { formatTimestamp, type LogEntry } from '../../engine/index.js';
 import { frame, STDERR, STDOUT } from './mux.js';
 
 export interface OutputOptions {

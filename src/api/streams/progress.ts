@@ -3,7 +3,7 @@
 // has begun (before that, errors are ordinary HTTP errors).
 import type { FastifyReply } from 'fastify';
 import { messageOf } from '../../errors.js';
-import type { PullEvent } from '../../engine/images/pull.js';
+import type { PullEvent } from '../../engine/index.js';
 import { COMMON_HEADERS } from '../server.js';
 
 /** What the engine reports; `current`/`total` become progressDetail and the bar. */

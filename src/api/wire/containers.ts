@@ -1,8 +1,8 @@
 // The create body's schema: Docker-lenient (unknown fields kept, nulls allowed,
 // Cmd/Entrypoint as a string or a list) and precise where dockerd is.
 import { z } from 'zod';
-import type { Container } from '../../engine/containers/service.js';
-import { isoOrZero, statusText } from '../../engine/containers/status.js';
+import type { Container } from '../../engine/index.js';
+import { isoOrZero, statusText } from '../../engine/index.js';
 
 const strList = z.union([z.array(z.string()), z.string().transform((s) => [s])]).nullish();
 const strMap = z.record(z.string(), z.string()).nullish();

@@ -1,7 +1,7 @@
 // Docker's `filters` query parameter: JSON of {"key": ["v", …]} or the older
 // {"key": {"v": true}} form.
 import { invalidParameter } from '../../errors.js';
-import type { Filters } from '../../engine/filters.js';
+import type { Filters } from '../../engine/index.js';
 
 export function parseFilters(raw: string | undefined): Filters {
   if (raw === undefined || raw === '') return {};

@@ -1,8 +1,6 @@
 // Docker's wire shapes for images.
 import { z } from 'zod';
-import type { Image } from '../../engine/images/service.js';
-import type { LayerRow } from '../../engine/store/images.js';
-import { createdSeconds } from '../../engine/images/config.js';
+import { createdSeconds, type Image, type ImageDetails } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
 
 /** One entry of `GET /images/json`. */
@@ -25,13 +23,9 @@ export function imageSummary(img: Image, apiVersion: string): Record<string, unk
 }
 
 /** `GET /images/{name}/json`. */
-export function imageInspect(
-  img: Image & { layers: LayerRow[] },
-  layerDir: (l: LayerRow) => string,
-  apiVersion: string,
-): Record<string, unknown> {
+export function imageInspect(img: ImageDetails, apiVersion: string): Record<string, unknown> {
   const c = img.config;
-  const lower = img.layers.map(layerDir).reverse();
+  const lower = img.layerDirs;
   const out: Record<string, unknown> = {
     Id: img.id,
     RepoTags: img.repoTags,

@@ -28,6 +28,12 @@ export interface Image {
   containers: number;
 }
 
+/** An image as inspect shows it. */
+export interface ImageDetails extends Image {
+  /** Its layer trees on disk, topmost first (overlay lowerdirs). */
+  layerDirs: string[];
+}
+
 export interface HistoryItem {
   Id: string;
   Created: number;
@@ -127,17 +133,24 @@ export class ImageService {
     };
   }
 
-  inspect(refOrId: string): Image & { layers: LayerRow[] } {
+  inspect(refOrId: string): ImageDetails {
     const row = this.find(refOrId);
     return {
       ...this.present(row, undefined, this.deps.repo.containersUsing(row.id).length),
-      layers: this.deps.repo.layersOf(row.id),
+      layerDirs: this.layerDirs(row.id),
     };
   }
 
   /** Where a layer's tree is on disk (an overlay lowerdir). */
   layerDir(l: LayerRow): string {
     return this.deps.layers.diffDir(l.dir);
+  }
+
+  /** Where the image's layer trees are on disk, topmost first (overlay lowerdirs); some may not be made yet. */
+  layerDirs(imageId: string): string[] {
+    return this.layersOf(imageId)
+      .map((l) => this.layerDir(l))
+      .reverse();
   }
 
   /**
