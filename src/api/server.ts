@@ -2,10 +2,10 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
-import { VERSION } from '../config.js';
 import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
+import { COMMON_HEADERS } from './headers.js';
 import { commitRoutes } from './routes/commit.js';
 import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
@@ -37,13 +37,6 @@ export interface Activity {
 
 const REQUESTED_VERSION = Symbol('berth.requestedVersion');
 type VersionedMessage = IncomingMessage & { [REQUESTED_VERSION]?: string | null };
-
-/** Headers dockerd puts on every response; hijacked streams write them by hand. */
-export const COMMON_HEADERS: Record<string, string> = {
-  'Api-Version': MAX_API_VERSION,
-  Server: `berth/${VERSION} (linux)`,
-  Ostype: 'linux',
-};
 
 /**
  * The request line and headers together. Node's default is 16 KiB; the docker
@@ -162,5 +155,3 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   eventRoutes(app, engine);
   return app;
 }
-
-export type { FastifyRequest };

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Engine } from '../../engine/index.js';
 import type { WaitCondition } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
-import { COMMON_HEADERS } from '../server.js';
+import { COMMON_HEADERS } from '../headers.js';
 import { streamContentType } from '../streams/mux.js';
 import { closeOnShutdown, hijack, runSession } from '../streams/hijack.js';
 import { drained, writeOutput } from '../streams/output.js';

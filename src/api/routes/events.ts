@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { BEHIND_EVENTS, type Engine, type EngineEvent } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
-import { COMMON_HEADERS } from '../server.js';
+import { COMMON_HEADERS } from '../headers.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { drained } from '../streams/output.js';
 import { parseFilters } from '../wire/filters.js';

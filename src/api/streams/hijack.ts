@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
 import { peerClosed, unreadBytes, type AttachSession } from '../../engine/index.js';
 import { messageOf } from '../../errors.js';
-import { COMMON_HEADERS } from '../server.js';
+import { COMMON_HEADERS } from '../headers.js';
 import { writeOutput } from './output.js';
 
 /** Long-lived connections (hijacked, or long polls) not yet closed. */

@@ -4,7 +4,7 @@
 import type { FastifyReply } from 'fastify';
 import { messageOf } from '../../errors.js';
 import type { PullEvent } from '../../engine/index.js';
-import { COMMON_HEADERS } from '../server.js';
+import { COMMON_HEADERS } from '../headers.js';
 
 /** What the engine reports; `current`/`total` become progressDetail and the bar. */
 export type ProgressEvent = PullEvent;
