@@ -19,7 +19,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './api/server.js';
 import { buildEngine, type Built } from './compose.js';
 import { parseHost, type Config, type Listen } from './config.js';
-import { native, LOCK_EX, LOCK_NB } from './engine/os/native.js';
+import { lockExclusive } from './engine/os/files.js';
 import type { Logger } from './log.js';
 
 export class StartError extends Error {}
@@ -35,7 +35,7 @@ function lockDataRoot(dataRoot: string): number {
   const file = path.join(dataRoot, 'berthd.lock');
   const fd = openSync(file, 'a+', 0o600);
   try {
-    native.flock(fd, LOCK_EX | LOCK_NB);
+    lockExclusive(fd);
   } catch (e) {
     closeSync(fd);
     if ((e as NodeJS.ErrnoException).code !== 'EWOULDBLOCK') throw e;

@@ -1,11 +1,11 @@
-// The sha256 that runs on the thread pool (src/engine/content/hash.ts): the
+// The sha256 that runs on the thread pool (src/engine/os/sha256.ts): the
 // same digest as node:crypto whatever the chunking, backpressure that bounds
 // what waits, and a sink whose digest covers everything written to it.
 import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
-import { hashSink, Sha256 } from '../../src/engine/content/hash.js';
+import { hashSink, Sha256 } from '../../src/engine/os/sha256.js';
 
 const expected = (...parts: Buffer[]) => {
   const h = createHash('sha256');

@@ -18,7 +18,7 @@ import { constants as C } from 'node:fs';
 import { mkdir, mkdtemp, open, rmdir, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
-import { hashSink } from '../content/hash.js';
+import { hashSink } from '../os/sha256.js';
 import { pipeline } from 'node:stream/promises';
 import { VERSION } from '../../config.js';
 import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';

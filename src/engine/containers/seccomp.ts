@@ -15,7 +15,7 @@
 // and `--privileged` run without a filter.
 import { arch } from 'node:process';
 import { invalidParameter } from '../../errors.js';
-import { native } from '../os/native.js';
+import { x32Abi } from '../os/kernel.js';
 
 /** The OCI runtime spec's `linux.seccomp`. */
 export interface OciSeccomp {
@@ -210,7 +210,7 @@ let cachedBuiltinArchitectures: string[] | undefined;
  * and naming x32 as well doubles what runc spends compiling the filter.
  */
 export function builtinArchitectures(): string[] {
-  cachedBuiltinArchitectures ??= hostArchitectures().scmp.filter((a) => a !== 'SCMP_ARCH_X32' || native.x32Abi());
+  cachedBuiltinArchitectures ??= hostArchitectures().scmp.filter((a) => a !== 'SCMP_ARCH_X32' || x32Abi());
   return cachedBuiltinArchitectures;
 }
 

@@ -37,7 +37,7 @@ import path from 'node:path';
 import { Readable, Transform, Writable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { EngineError, invalidParameter, isNoSpace, noSpace, notFound } from '../../errors.js';
-import { Sha256 } from './hash.js';
+import { Sha256 } from '../os/sha256.js';
 import { removeInBackground } from '../os/dirs.js';
 import { DIGEST_ALGORITHMS, parseDigest } from '../digest.js';
 

@@ -45,7 +45,8 @@ import {
   systemError,
   type EngineError,
 } from '../../errors.js';
-import { native } from '../os/native.js';
+import { mknod } from '../os/files.js';
+import { lsetxattr } from '../os/xattrs.js';
 import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
 import { LayerTree, lstatOrNull } from './tree.js';
 import { parsePaxXattrs } from './tarformat.js';
@@ -353,7 +354,7 @@ class Applier {
 
   /** Device nodes and fifos, trusted layers only. */
   private node(t: Target, h: TarHeader, type: number): void {
-    this.replacing(t, () => native.mknod(t.abs, type | permissions(h), h.devmajor, h.devminor));
+    this.replacing(t, () => mknod(t.abs, type | permissions(h), h.devmajor, h.devminor));
     lchownSync(t.abs, owner(h, 'uid'), owner(h, 'gid'));
     // The node is ours and nothing else writes here, so this path-based chmod cannot land elsewhere.
     chmodSync(t.abs, permissions(h));
@@ -489,7 +490,7 @@ function mtimeOf(h: TarHeader): number {
 function setXattrs(path: string, h: TarHeader): void {
   for (const [name, value] of entryXattrs(h)) {
     try {
-      native.lsetxattr(path, name, value);
+      lsetxattr(path, name, value);
     } catch (e) {
       // Like dockerd: a filesystem or namespace that refuses xattrs (user.* on a symlink, no xattr support) is not fatal.
       const code = (e as NodeJS.ErrnoException).code;

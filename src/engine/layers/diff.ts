@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { readlinkSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { isEngineError, messageOf, systemError } from '../../errors.js';
-import { native } from '../os/native.js';
+import { lgetxattr, llistxattr } from '../os/xattrs.js';
 import { sharedBuffer, sharedConcat } from './extractor.js';
 import { isOpaque, isPrivateXattr, isWhiteoutDevice } from './overlay.js';
 import { bodyPadding, encodeEntryHeader, endOfArchive, type EntryHeader } from './tarformat.js';
@@ -197,9 +197,7 @@ function deviceNumbers(rdev: bigint): { devmajor: number; devminor: number } {
 
 /** The entry's xattrs that belong in an image, sorted by name for reproducible output. */
 function exportedXattrs(e: WalkEntry): Array<[string, Buffer]> {
-  const all =
-    e.xattrs ??
-    native.llistxattr(e.path).map((name): [string, Buffer | null] => [name, native.lgetxattr(e.path, name)]);
+  const all = e.xattrs ?? llistxattr(e.path).map((name): [string, Buffer | null] => [name, lgetxattr(e.path, name)]);
   const out: Array<[string, Buffer]> = [];
   for (const [name, value] of all) {
     // With these, the upper dir alone no longer describes the change (data or names live in a lower layer).

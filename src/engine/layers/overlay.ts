@@ -1,14 +1,15 @@
 // How overlayfs stores deletions in a layer directory, shared by apply (tar →
 // dir) and diff (upper dir → tar): a whiteout is a 0/0 character device, an
 // opaque directory carries trusted.overlay.opaque=y.
-import type { Stats, BigIntStats } from 'node:fs';
-import { native, S_IFCHR } from '../os/native.js';
+import { constants, type Stats, type BigIntStats } from 'node:fs';
+import { mknod } from '../os/files.js';
+import { lgetxattr, lsetxattr } from '../os/xattrs.js';
 
 export const OPAQUE_XATTR = 'trusted.overlay.opaque';
 
 /** Creates an overlay whiteout at `path` (which must not exist): char 0/0, mode 0, owned by root. */
 export function makeWhiteout(path: string): void {
-  native.mknod(path, S_IFCHR | 0, 0, 0);
+  mknod(path, constants.S_IFCHR | 0, 0, 0);
 }
 
 export function isWhiteoutDevice(st: Pick<Stats | BigIntStats, 'isCharacterDevice' | 'rdev'>): boolean {
@@ -16,11 +17,11 @@ export function isWhiteoutDevice(st: Pick<Stats | BigIntStats, 'isCharacterDevic
 }
 
 export function markOpaque(dirPath: string): void {
-  native.lsetxattr(dirPath, OPAQUE_XATTR, Buffer.from('y'));
+  lsetxattr(dirPath, OPAQUE_XATTR, Buffer.from('y'));
 }
 
 export function isOpaque(dirPath: string): boolean {
-  const v = native.lgetxattr(dirPath, OPAQUE_XATTR);
+  const v = lgetxattr(dirPath, OPAQUE_XATTR);
   return v !== null && v.length === 1 && v[0] === 0x79; // 'y'
 }
 

@@ -13,7 +13,7 @@ import { lstat, open, readdir } from 'node:fs/promises';
 import { constants as C, type BigIntStats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { systemError } from '../../errors.js';
-import { native } from '../os/native.js';
+import { READ_FILES_FIELDS, readFiles as readRegularFiles } from '../os/files.js';
 
 /** What the walk's users need of an entry's stats: BigIntStats has it, and so has FileStat. */
 export type EntryStat = Pick<
@@ -122,7 +122,7 @@ function readFiles(
   const out = new Map<string, WalkEntry>();
   const regular = names.filter((n) => n.file).map((n) => n.name);
   if (regular.length === 0) return out;
-  const [stats, data, xattrs] = native.readFiles(dirFd, regular, limit);
+  const [stats, data, xattrs] = readRegularFiles(dirFd, regular, limit);
   regular.forEach((name, i) => {
     const st = FileStat.at(stats, i);
     if (st === null) return;
@@ -137,7 +137,7 @@ function readFiles(
   return out;
 }
 
-/** The stats of a regular file as native.readFiles reads them. */
+/** The stats of a regular file as os/files.ts readFiles reads them. */
 class FileStat implements EntryStat {
   constructor(
     readonly ino: bigint,
@@ -153,7 +153,7 @@ class FileStat implements EntryStat {
 
   /** The i-th file's stats in readFiles' array; null when it was not read. */
   static at(a: BigInt64Array, i: number): FileStat | null {
-    const f = i * native.READ_FILES_FIELDS;
+    const f = i * READ_FILES_FIELDS;
     if (a[f + 2] === 0n) return null;
     return new FileStat(
       a[f]!,

@@ -32,7 +32,7 @@ export interface Native {
   sealedCopy(path: string): number;
   /** Whether this kernel runs x32 system calls (false off x86-64). See berth_native.c. */
   x32Abi(): boolean;
-  /** A sha256 digest in progress (see content/hash.ts). */
+  /** A sha256 digest in progress (see os/sha256.ts). */
   sha256New(): Sha256Handle;
   /** Hashes the buffers, in order, on a thread-pool thread; one update at a time per handle. */
   sha256Update(handle: Sha256Handle, buffers: Buffer[]): Promise<void>;

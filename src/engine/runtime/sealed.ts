@@ -12,7 +12,7 @@
 import { closeSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Logger } from '../../log.js';
-import { native } from '../os/native.js';
+import { sealedCopy } from '../os/files.js';
 
 /** How long a replaced copy stays open: a conmon handed its path may not have exec'd it yet. */
 const REPLACED_COPY_GRACE_MS = 60_000;
@@ -35,7 +35,7 @@ export class SealedExecutable {
     if (this.copy?.key !== key) {
       const replaced = this.copy;
       try {
-        this.copy = { key, fd: native.sealedCopy(this.file) };
+        this.copy = { key, fd: sealedCopy(this.file) };
       } catch (e) {
         this.log.warn(
           { err: e, file: this.file },

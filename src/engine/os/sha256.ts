@@ -1,14 +1,14 @@
 // sha256 of bytes that stream by in large chunks (layer tars and blobs),
 // computed on libuv's thread pool by the native addon rather than on the
-// event loop: ~30 ms of CPU per 50 MiB that the loop spends elsewhere (the
-// commit's walk, a pull's parsing) while a pool thread hashes.
+// event loop, which meanwhile does other work (the commit's walk, a pull's
+// parsing); docs/decisions.md has the measure.
 //
 // Chunks are hashed in the order given, in batches (one pool trip per batch).
 // They are referenced, not copied, until hashed, so they must not change
 // meanwhile: stream chunks never do.
 import { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
-import { native, type Sha256Handle } from '../os/native.js';
+import { native, type Sha256Handle } from './native.js';
 
 /** Bytes waiting to be hashed beyond which writers wait (ordinary backpressure). */
 const MAX_QUEUED = 8 << 20;

@@ -1,0 +1,35 @@
+// File system calls Node lacks, other than mounts and xattrs: device nodes,
+// an advisory lock, sealed in-memory copies, and reading a directory's small
+// files in one call.
+import { LOCK_EX, LOCK_NB, native } from './native.js';
+
+/** mknod(2): a device node or fifo (`mode` carries the type bits). */
+export function mknod(path: string, mode: number, major: number, minor: number): void {
+  native.mknod(path, mode, major, minor);
+}
+
+/** Takes an exclusive flock on `fd` without waiting; throws EWOULDBLOCK when another process holds one. */
+export function lockExclusive(fd: number): void {
+  native.flock(fd, LOCK_EX | LOCK_NB);
+}
+
+/** A close-on-exec memfd holding the file's bytes, sealed against any change. See berth_native.c. */
+export function sealedCopy(path: string): number {
+  return native.sealedCopy(path);
+}
+
+/** Fields per name in readFiles' stats. */
+export const READ_FILES_FIELDS = native.READ_FILES_FIELDS;
+
+/**
+ * The regular files among `names` in the directory `dirFd`: stats (READ_FILES_FIELDS
+ * per name: ino dev mode nlink uid gid rdev size mtime-s mtime-ns; mode 0 when not
+ * read), content when at most `limit` bytes, and xattrs. See berth_native.c.
+ */
+export function readFiles(
+  dirFd: number,
+  names: string[],
+  limit: number,
+): [BigInt64Array, Array<Buffer | null>, Array<Array<[string, Buffer]> | null>] {
+  return native.readFiles(dirFd, names, limit);
+}
