@@ -218,10 +218,10 @@ function refuseConflicts(flags: Record<string, unknown>, file: DaemonJson): void
 
 export type Listen = { kind: 'unix'; path: string } | { kind: 'tcp'; host: string; port: number };
 
-/** Parses one -H value: unix:///path, /path, tcp://host:port. */
 /** The longest path a unix socket can be bound at (sun_path holds 108 bytes with the NUL). */
 const MAX_SOCKET_PATH = 107;
 
+/** Parses one -H value: unix:///path, /path, tcp://host:port. */
 export function parseHost(h: string): Listen {
   const unix = h.startsWith('unix://')
     ? h.slice('unix://'.length) || '/run/berth/berth.sock'

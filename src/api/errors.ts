@@ -33,7 +33,7 @@ export function toHttpError(err: unknown): HttpError {
 }
 
 /** A zod failure in words a person can act on: where, and what was expected. */
-export function zodMessage(err: ZodError): string {
+function zodMessage(err: ZodError): string {
   return err.issues
     .map((i) => {
       const where = i.path.length ? i.path.join('.') : 'body';

@@ -43,7 +43,7 @@ type VersionedMessage = IncomingMessage & { [REQUESTED_VERSION]?: string | null 
  * CLI's X-Registry-Auth and X-Registry-Config (identity tokens, one entry per
  * configured registry) can pass that, and Go's server allows 1 MiB.
  */
-export const MAX_HEADER_BYTES = 64 * 1024;
+const MAX_HEADER_BYTES = 64 * 1024;
 
 /**
  * A request Node could not parse (headers too large, malformed, timed out):

@@ -15,7 +15,6 @@ export function compareVersions(a: string, b: string): number {
   return 0;
 }
 
-export const versionAtLeast = (v: string, min: string) => compareVersions(v, min) >= 0;
 export const versionBelow = (v: string, max: string) => compareVersions(v, max) < 0;
 
 /** Throws dockerd's 400 for a version outside the supported range. */

@@ -22,7 +22,7 @@ const KEEP_BYTES = 8 * 1024 * 1024;
  * growing with every event for as long as the connection stays open.
  */
 export const BEHIND_EVENTS = 1024;
-export const BEHIND_BYTES = 8 * 1024 * 1024;
+const BEHIND_BYTES = 8 * 1024 * 1024;
 /** setTimeout's longest delay; a later `until` is waited for in steps. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 

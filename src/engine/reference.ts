@@ -15,11 +15,11 @@ import { isDigest, parseDigest } from './digest.js';
 import { invalidParameter } from '../errors.js';
 
 export const DEFAULT_DOMAIN = 'docker.io';
-export const DEFAULT_TAG = 'latest';
+const DEFAULT_TAG = 'latest';
 const LEGACY_DEFAULT_DOMAIN = 'index.docker.io';
 const OFFICIAL_REPO_PREFIX = 'library/';
 /** distribution's NameTotalLengthMax: the whole name, domain included. */
-export const NAME_TOTAL_LENGTH_MAX = 255;
+const NAME_TOTAL_LENGTH_MAX = 255;
 
 export interface Reference {
   /** Registry host, with port when given: `docker.io`, `127.0.0.1:5000`. */
@@ -141,7 +141,7 @@ export function withTag(ref: Reference, tag: string): Reference {
 }
 
 /** A new reference naming only `digest` (any tag is dropped, as dockerd's TrimNamed). */
-export function withDigest(ref: Reference, digest: string): Reference {
+function withDigest(ref: Reference, digest: string): Reference {
   if (!ANCHORED_DIGEST_RE.test(digest)) throw invalidParameter('invalid digest format');
   parseDigest(digest);
   return makeReference(ref.domain, ref.path, undefined, digest);

@@ -52,7 +52,7 @@ function osRelease(): Record<string, string> {
   }
 }
 
-export function hostFacts(): HostFacts {
+function hostFacts(): HostFacts {
   const rel = osRelease();
   return {
     kernelVersion: os.release(),

@@ -15,13 +15,14 @@ import {
   readlink,
   chmod,
 } from 'node:fs/promises';
+import { constants } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { applyLayer } from '../../src/engine/layers/apply.js';
 import { encodeEntryHeader, bodyPadding, endOfArchive } from '../../src/engine/layers/tarformat.js';
-import { native, S_IFCHR } from '../../src/engine/os/native.js';
+import { native } from '../../src/engine/os/native.js';
 import { isEngineError } from '../../src/errors.js';
 import { tarOf, type TarEntry } from '../harness/tar.js';
 
@@ -334,7 +335,7 @@ describe('applyLayer: correctness', () => {
     );
     for (const rel of ['etc/gone', 'var/cache']) {
       const st = await lstat(path.join(dest, rel));
-      expect(st.mode, rel).toBe(S_IFCHR);
+      expect(st.mode, rel).toBe(constants.S_IFCHR);
       expect([st.rdev, st.uid, st.gid], rel).toEqual([0, 0, 0]);
     }
     expect(native.lgetxattr(path.join(dest, 'opq'), 'trusted.overlay.opaque')).toEqual(Buffer.from('y'));

@@ -1,7 +1,6 @@
 // Docker's stdcopy framing: an 8-byte header (stream byte, three zero bytes,
 // big-endian uint32 length) before each chunk, when there is no TTY.
 
-export const STDIN = 0;
 export const STDOUT = 1;
 export const STDERR = 2;
 

@@ -6,11 +6,8 @@ import { messageOf } from '../../errors.js';
 import type { PullEvent } from '../../engine/index.js';
 import { COMMON_HEADERS } from '../headers.js';
 
-/** What the engine reports; `current`/`total` become progressDetail and the bar. */
-export type ProgressEvent = PullEvent;
-
 /** docker/go-units HumanSize: decimal units, four significant digits. */
-export function humanSize(n: number): string {
+function humanSize(n: number): string {
   const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB'];
   let i = 0;
   while (n >= 1000 && i < units.length - 1) {
@@ -21,7 +18,7 @@ export function humanSize(n: number): string {
 }
 
 /** jsonmessage's JSONProgress.String() for a 200-column (non-terminal) width. */
-export function progressBar(current: number, total: number | undefined, startedAt?: number, now = Date.now()): string {
+function progressBar(current: number, total: number | undefined, startedAt?: number, now = Date.now()): string {
   if (current <= 0 && (total ?? 0) <= 0) return '';
   if (!total || total <= 0) return humanSize(current).padStart(8);
   const pct = Math.min(50, Math.floor(Math.floor((current / total) * 100) / 2));
@@ -44,7 +41,7 @@ const goDuration = (s: number) => {
 };
 
 /** The JSON object dockerd writes for one event. */
-export function progressMessage(e: ProgressEvent, startedAt?: number): Record<string, unknown> {
+function progressMessage(e: PullEvent, startedAt?: number): Record<string, unknown> {
   const msg: Record<string, unknown> = { status: e.status };
   if (e.layer || e.current !== undefined) {
     msg.progressDetail = e.current !== undefined ? { current: e.current, ...(e.total ? { total: e.total } : {}) } : {};
@@ -80,7 +77,7 @@ export class JsonLinesStream {
     if (!this.reply.raw.destroyed) this.reply.raw.write(`${JSON.stringify(obj)}\n`);
   }
 
-  progress(e: ProgressEvent): void {
+  progress(e: PullEvent): void {
     const key = `${e.id}:${e.status}`;
     if (e.current !== undefined && !this.starts.has(key)) this.starts.set(key, Date.now());
     this.write(progressMessage(e, this.starts.get(key)));
@@ -104,10 +101,5 @@ export class JsonLinesStream {
       this.reply.hijack();
     }
     this.reply.raw.destroy();
-  }
-
-  /** True when the client went away (the pull goes on or stops; see images route). */
-  get closed(): boolean {
-    return this.reply.raw.destroyed || this.reply.raw.writableEnded;
   }
 }

@@ -39,7 +39,7 @@ import { parseReference, withTag, referenceString } from '../reference.js';
 import { familiar, type ImageService } from '../images/service.js';
 
 /** The diff id of an empty layer (a tar of two zero blocks): dockerd adds no layer for it. */
-export const EMPTY_LAYER_DIFF_ID = 'sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef';
+const EMPTY_LAYER_DIFF_ID = 'sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef';
 const TAR_MEDIA_TYPE = 'application/vnd.oci.image.layer.v1.tar';
 /** Fixed, so that the same changes always give the same blob. Speed over ratio: commit is interactive. */
 const GZIP_LEVEL = 1;

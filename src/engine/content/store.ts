@@ -74,7 +74,7 @@ export function computeDigest(data: Buffer | string, algorithm: keyof typeof DIG
  * that sees 'end' has seen verified content. `size` undefined skips the size
  * check (content of unknown length, e.g. an archive being loaded).
  */
-export class VerifyingStream extends Transform {
+class VerifyingStream extends Transform {
   /** Bytes seen so far. */
   bytes = 0;
   /** sha256 (nearly every digest) on the thread pool; anything else with node:crypto on the loop. */

@@ -439,7 +439,7 @@ function matchesReference(pattern: string, repoTags: string[]): boolean {
 }
 
 /** `until`: a unix timestamp, an RFC 3339 time, or a Go duration before now. */
-export function parseUntil(v: string): number {
+function parseUntil(v: string): number {
   if (/^\d+(\.\d+)?$/.test(v)) return Number(v);
   const d = /^(\d+)(s|m|h)$/.exec(v);
   if (d) return Math.floor(Date.now() / 1000) - Number(d[1]) * { s: 1, m: 60, h: 3600 }[d[2] as 's' | 'm' | 'h'];

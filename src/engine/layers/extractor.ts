@@ -13,9 +13,9 @@
 // Chunks in shared memory (sharedConcat, sharedBuffer: what pull and commit
 // make) cross without a copy; any other chunk is copied into a transferable
 // buffer (the caller may still hold its own: a hash, gzip, the content store).
-// Nobody writes to a chunk once it is written to `input`. (Measured on a
-// commit of 52 MiB: copying every chunk, even into recycled memory, cost
-// 40-70 ms more than the fresh pages of shared buffers.) At most WINDOW bytes
+// Nobody writes to a chunk once it is written to `input`. (Copying every
+// chunk, even into recycled memory, measured slower than the fresh pages of
+// shared buffers: docs/decisions.md.) At most WINDOW bytes
 // are in flight; beyond that, writes to `input` wait for the worker (ordinary
 // backpressure).
 //
@@ -156,7 +156,7 @@ export function sharedConcat(chunks: readonly Buffer[], total: number): Buffer {
 }
 
 /** The compression a layer media type uses; zstd is refused (Docker 20.10 has none either). */
-export function compressionOf(mediaType: string): Compression {
+function compressionOf(mediaType: string): Compression {
   if (/zstd/.test(mediaType)) throw invalidParameter(`unsupported layer compression: ${mediaType}`);
   return /gzip/.test(mediaType) ? 'gzip' : 'none';
 }

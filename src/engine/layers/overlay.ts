@@ -5,7 +5,7 @@ import { constants, type Stats, type BigIntStats } from 'node:fs';
 import { mknod } from '../os/files.js';
 import { lgetxattr, lsetxattr } from '../os/xattrs.js';
 
-export const OPAQUE_XATTR = 'trusted.overlay.opaque';
+const OPAQUE_XATTR = 'trusted.overlay.opaque';
 
 /** Creates an overlay whiteout at `path` (which must not exist): char 0/0, mode 0, owned by root. */
 export function makeWhiteout(path: string): void {

@@ -10,7 +10,7 @@
 // must be byte-for-byte reproducible, so encodeEntryHeader builds the ustar
 // header (plus a PAX header when something does not fit) itself.
 
-export const BLOCK = 512;
+const BLOCK = 512;
 const XATTR_RECORD = 'SCHILY.xattr.';
 
 /** All `SCHILY.xattr.<name>` records of a PAX extended header, values as raw bytes. */

@@ -8,7 +8,7 @@
 import { invalidParameter } from '../../errors.js';
 
 /** Linux PATH_MAX: longer names cannot be created anyway, and refusing them early bounds our work. */
-export const MAX_PATH_BYTES = 4096;
+const MAX_PATH_BYTES = 4096;
 /** Linux NAME_MAX for ext4/xfs/overlayfs. */
 export const MAX_NAME_BYTES = 255;
 

@@ -7,8 +7,8 @@
 // for the children of `/`. That matters most on ext4 without a journal: there
 // each new inode skips every inode of its group freed in the last seconds,
 // looking each one up, so filling a layer right after a container or image was
-// removed took ~0.4 ms a file instead of ~0.05 ms (2,000 files: 780 ms against
-// 110 ms on this project's machines). Filesystems without the flag ignore it.
+// removed was several times slower (docs/decisions.md has the measure).
+// Filesystems without the flag ignore it.
 import { randomBytes } from 'node:crypto';
 import { rename, rm } from 'node:fs/promises';
 import path from 'node:path';

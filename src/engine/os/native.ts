@@ -74,15 +74,8 @@ export const native: Native = require(path.join(packageRoot, 'src/native/build/R
 
 // Flags from <sys/mount.h>.
 export const MS_RDONLY = 1;
-export const MS_NOSUID = 2;
-export const MS_NODEV = 4;
-export const MS_NOEXEC = 8;
-export const MS_REMOUNT = 32;
 export const MS_BIND = 4096;
-export const MS_REC = 16384;
-export const MS_PRIVATE = 1 << 18;
 export const MNT_DETACH = 2;
-export const S_IFCHR = 0o020000;
 export const LOCK_EX = 2;
 export const LOCK_NB = 4;
 /** <linux/fs.h> FS_TOPDIR_FL: `chattr +T`. */

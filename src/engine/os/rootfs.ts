@@ -9,7 +9,7 @@ import path from 'node:path';
 const MAX_HOPS = 40;
 
 /** Resolves `p` inside `root`; the result is a host path under `root` with no symlink in it. */
-export async function resolveInRoot(root: string, p: string): Promise<string> {
+async function resolveInRoot(root: string, p: string): Promise<string> {
   let pending = p.split('/').filter(Boolean);
   const done: string[] = [];
   let hops = 0;

@@ -1,7 +1,7 @@
 // Starting the conmon processes (one per container start and per exec).
 //
-// child_process.spawn forks berthd, copying its page tables (~2 ms at ~100
-// MiB of memory, more as the daemon grows) before the exec. The native
+// child_process.spawn forks berthd, copying its page tables (a cost that
+// grows with the daemon; docs/decisions.md) before the exec. The native
 // spawnDetached uses posix_spawn, which clones without that copy, and reaps the
 // child through a pidfd on the loop. The child gets a session of its own (a
 // signal to berthd's process group does not reach it), /dev/null where no pipe

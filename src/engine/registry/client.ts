@@ -62,11 +62,10 @@ import {
 } from './transport.js';
 
 export type { Descriptor, ImageManifest, Platform } from './manifest.js';
-export type { AuthConfig } from './auth.js';
 
 /** Caps on documents read whole before JSON.parse (OCI asks registries for ≥4 MiB manifests). */
-export const MANIFEST_LIMIT = 8 * 1024 * 1024;
-export const CONFIG_LIMIT = 8 * 1024 * 1024;
+const MANIFEST_LIMIT = 8 * 1024 * 1024;
+const CONFIG_LIMIT = 8 * 1024 * 1024;
 /** Docker Hub's API host, for references on docker.io. */
 const HUB_REGISTRY = 'https://registry-1.docker.io';
 const PROBE_TTL_MS = 60_000;

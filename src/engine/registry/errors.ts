@@ -46,7 +46,7 @@ export class RegistryError extends Error {
 }
 
 /** Go errcode's Error(): the code in lower case with spaces, then the message. */
-export function errcodeText(e: RegistryErrorEntry): string {
+function errcodeText(e: RegistryErrorEntry): string {
   return `${e.code.toLowerCase().replace(/_/g, ' ')}: ${e.message}`;
 }
 

@@ -32,8 +32,8 @@ export const MANIFEST_ACCEPT = [
   MediaTypes.dockerManifest,
 ].join(', ');
 
-export const isManifestType = (t: string) => MANIFEST_TYPES.has(t);
-export const isIndexType = (t: string) => INDEX_TYPES.has(t);
+const isManifestType = (t: string) => MANIFEST_TYPES.has(t);
+const isIndexType = (t: string) => INDEX_TYPES.has(t);
 
 const PlatformSchema = z.object({
   architecture: z.string(),
@@ -80,11 +80,10 @@ export type ManifestDocument =
 
 const invalidManifest = (why: string) => invalidParameter(`invalid manifest: ${why}`);
 /** dockerd's unsupportedMediaTypeError. */
-export const unsupportedMediaType = (t: string) => invalidParameter(`unsupported media type ${t}`);
+const unsupportedMediaType = (t: string) => invalidParameter(`unsupported media type ${t}`);
 
 /** `application/json; charset=utf-8` → `application/json`. */
-export const baseMediaType = (contentType: string | undefined) =>
-  (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+const baseMediaType = (contentType: string | undefined) => (contentType ?? '').split(';')[0]!.trim().toLowerCase();
 
 /**
  * Parses a manifest or index and decides what it is from, in order: the
@@ -181,7 +180,7 @@ export function hostPlatform(): Platform {
   return normalizePlatform({ os, architecture, ...(variant ? { variant } : {}) });
 }
 
-export function normalizePlatform(p: Platform): Platform {
+function normalizePlatform(p: Platform): Platform {
   const alias = ARCH_ALIASES[p.architecture.toLowerCase()];
   const architecture = alias?.architecture ?? p.architecture.toLowerCase();
   const variant = (p.variant || alias?.variant || DEFAULT_VARIANT[architecture] || '').toLowerCase();

@@ -125,7 +125,7 @@ function describe(url: URL, e: NodeJS.ErrnoException): { detail: string; certifi
   return { detail: words[code] ?? (e.message || String(e)), certificate: false };
 }
 
-export function transportError(method: string, url: URL, e: unknown): TransportError {
+function transportError(method: string, url: URL, e: unknown): TransportError {
   if (e instanceof TransportError) return e;
   const err = e as NodeJS.ErrnoException;
   const { detail, certificate } = describe(url, err);

@@ -30,7 +30,6 @@ export const BUNDLE_FILES = {
 // send are written to the container's stdin (conmon reads at most 32 KiB of a
 // packet). When we shut our write side down (or close), conmon closes the
 // container's stdin unless it runs with --leave-stdin-open.
-export const ATTACH_STDOUT = 2;
 export const ATTACH_STDERR = 3;
 export const ATTACH_MAX_PACKET = 32 * 1024;
 

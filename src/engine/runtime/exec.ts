@@ -50,7 +50,7 @@ export interface ExecProcess {
 const UNKNOWN_EXIT = 255;
 
 /** The exec's attach socket and ctl FIFO, by its directory. */
-export const execFiles = (dir: string) => ({
+const execFiles = (dir: string) => ({
   attach: path.join(dir, BUNDLE_FILES.attach),
   ctl: path.join(dir, BUNDLE_FILES.ctl),
 });

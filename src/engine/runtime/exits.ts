@@ -19,7 +19,7 @@ export interface ContainerExit {
 const UNKNOWN_EXIT = 255;
 
 /** Exit file text → dockerd-style exit code. */
-export function parseExitStatus(text: string): number | null {
+function parseExitStatus(text: string): number | null {
   const trimmed = text.trim();
   if (!/^-?\d+$/.test(trimmed)) return null;
   const n = Number(trimmed);

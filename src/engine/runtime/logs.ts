@@ -46,7 +46,7 @@ export interface ReadLogOptions {
 const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$/;
 
 /** RFC 3339 with up to nanoseconds → nanoseconds since the epoch; null when malformed. */
-export function parseTimestamp(text: string): bigint | null {
+function parseTimestamp(text: string): bigint | null {
   const m = TIMESTAMP.exec(text);
   if (!m) return null;
   const [, y, mo, d, h, mi, s, frac = '', zone = 'Z'] = m;
@@ -82,7 +82,7 @@ const SPACE = 0x20;
 const NEWLINE = Buffer.from('\n');
 
 /** One log line (without its newline) → record; null for anything malformed (e.g. cut by a crash). */
-export function parseRecord(line: Buffer): LogRecord | null {
+function parseRecord(line: Buffer): LogRecord | null {
   const s1 = line.indexOf(SPACE);
   const s2 = s1 < 0 ? -1 : line.indexOf(SPACE, s1 + 1);
   if (s2 < 0 || line.length < s2 + 3 || line[s2 + 2] !== SPACE) return null;

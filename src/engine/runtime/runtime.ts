@@ -255,7 +255,7 @@ export class Runtime {
   }
 
   /**
-   * What `runc start` does, without spawning runc (~8 ms of every run): a
+   * What `runc start` does, without spawning runc (a spawn on every run): a
    * created container's init waits, blocked opening <state>/exec.fifo for
    * writing, until someone reads it; it then writes "0" and execs the command.
    * We read it and remove the fifo (runc's "running" from then on). Returns
@@ -298,9 +298,9 @@ export class Runtime {
     return true;
   }
 
-  /** Sends a signal (name with or without SIG, or number) to the init process, or to every process with all. */
   /**
-   * Signals the container's init (or every process, with `all`). Resolves
+   * Signals the container's init (or every process, with `all`): a name with
+   * or without SIG, or a number. Resolves
    * false when there is no process left to signal: it has exited (its exit is
    * on its way through conmon) or the container is gone.
    */
@@ -321,7 +321,7 @@ export class Runtime {
     checkId(id);
     try {
       // runc finds a container by its <root>/<id>/state.json; without one it would only answer
-      // "does not exist", after a spawn that costs each removal ~15 ms (an exit already deleted it).
+      // "does not exist", after a spawn that each removal would pay for (an exit already deleted it).
       const state = await readFile(path.join(this.runcRoot, id, 'state.json'), 'utf8').then(
         (t) => t,
         () => null,
@@ -336,7 +336,7 @@ export class Runtime {
 
   /**
    * What `runc delete` does for a container whose init has exited — remove its
-   * cgroups and its state directory — without spawning runc (~15 ms of every
+   * cgroups and its state directory — without spawning runc (a spawn on every
    * `docker run --rm`). Returns false, having changed nothing that matters,
    * when the init still lives or a cgroup still has tasks: runc must then do it.
    */

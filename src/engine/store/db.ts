@@ -40,7 +40,7 @@ export function schemaVersion(db: Db): number {
   return db.pragma('user_version', { simple: true }) as number;
 }
 
-export function migrate(db: Db, migrations: Migration[]): void {
+function migrate(db: Db, migrations: Migration[]): void {
   const current = schemaVersion(db);
   const latest = migrations.at(-1)?.version ?? 0;
   if (current > latest) {
@@ -58,7 +58,7 @@ export function migrate(db: Db, migrations: Migration[]): void {
 }
 
 /** The space kept in reserve for the database (see guardFullDisk). */
-export const RESERVE_BYTES = 4 << 20;
+const RESERVE_BYTES = 4 << 20;
 /** How often a given-up reserve is made again, once the disk has room for it many times over. */
 const RESERVE_RETRY_MS = 10_000;
 
