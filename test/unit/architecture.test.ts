@@ -1,7 +1,7 @@
-// The rules of berth's layout (docs/architecture.md), checked on every source
-// file's imports: static imports and re-exports, `import()` and `require()`,
-// type-only ones included (a type import couples two modules as well).
-// Each rule is a test of its own and names every offending import.
+// The rules of berth's layout, checked on every source file's imports:
+// static imports and re-exports, `import()` and `require()`, type-only ones
+// included (a type import couples two modules as well). Each rule is a test
+// of its own and names every offending import.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
