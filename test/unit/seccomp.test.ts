@@ -56,7 +56,7 @@ describe('the built-in seccomp profile', () => {
 
   it('is applied by default, and not with --privileged or seccomp=unconfined', () => {
     expect(buildSpec(base).linux.seccomp).toMatchObject({ defaultAction: 'SCMP_ACT_ERRNO', defaultErrnoRet: EPERM });
-    expect(buildSpec({ ...base, privileged: true }).linux.seccomp).toBeUndefined();
+    expect(buildSpec({ ...base, Privileged: true }).linux.seccomp).toBeUndefined();
     expect(buildSpec({ ...base, seccomp: 'unconfined' }).linux.seccomp).toBeUndefined();
   });
 

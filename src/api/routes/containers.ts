@@ -8,7 +8,8 @@ import { streamContentType } from '../streams/mux.js';
 import { closeOnShutdown, hijack, runSession } from '../streams/hijack.js';
 import { drained, writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
-import { containerInspect, containerSummary, CreateBodySchema } from '../wire/containers.js';
+import { CreateBodySchema } from '../../engine/containers/config.js';
+import { containerInspect, containerSummary } from '../wire/containers.js';
 import { parseFilters } from '../wire/filters.js';
 import { boolValue, intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 
@@ -66,8 +67,8 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const { HostConfig, NetworkingConfig: _n, ...config } = body;
     const created = await containers.create({
       ...(query(req).name ? { name: query(req).name! } : {}),
-      config: withoutNulls(config) as never,
-      hostConfig: withoutNulls(HostConfig ?? {}) as never,
+      config: withoutNulls(config),
+      hostConfig: withoutNulls(HostConfig ?? {}),
     });
     return reply.code(201).send(created);
   });

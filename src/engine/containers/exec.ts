@@ -12,24 +12,10 @@ import { RuntimeCreateError } from '../runtime/errors.js';
 import { processEnded } from '../runtime/proc.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
+import type { ExecConfig, ExecCreateBody, Given } from './config.js';
 import { mergeEnv, type Container, type ContainerService } from './service.js';
 import { consoleSize, resolveCapabilities, withDefaultEnv, type OciProcess } from './spec.js';
 import { resolveUser } from './user.js';
-
-export interface ExecConfig {
-  Cmd: string[];
-  AttachStdin: boolean;
-  AttachStdout: boolean;
-  AttachStderr: boolean;
-  Tty: boolean;
-  Env: string[] | null;
-  User: string;
-  WorkingDir: string;
-  Privileged: boolean;
-  DetachKeys: string;
-  /** [height, width] of the terminal from the start. */
-  ConsoleSize?: [number, number] | null;
-}
 
 export interface ExecInstance {
   id: string;
@@ -78,7 +64,7 @@ export class ExecService {
   }
 
   /** `POST /containers/{id}/exec`. */
-  create(ref: string, req: Partial<ExecConfig>): { Id: string } {
+  create(ref: string, req: Given<ExecCreateBody>): { Id: string } {
     const c = this.runningContainer(ref);
     if (!req.Cmd?.length) throw invalidParameter('No exec command specified');
     if (req.DetachKeys) parseDetachKeys(req.DetachKeys);

@@ -37,7 +37,7 @@ import {
   type ContainerStatus,
 } from '../store/containers.js';
 import { checkName, generateName } from './names.js';
-import type { ContainerConfig, CreateRequest, HostConfig, Mount } from './types.js';
+import type { ContainerConfig, CreateRequest, HostConfig, HostConfigBody, Given, Mount } from './config.js';
 import { resolveUser } from './user.js';
 import { normalizeSignal, SIGNALS } from '../signals.js';
 import { cgroupStats, top } from './stats.js';
@@ -245,7 +245,7 @@ export class ContainerService {
     const image = this.deps.images.find(req.config.Image);
     const imgCfg = (JSON.parse(image.config) as ImageConfig).config ?? {};
     const hc = this.hostConfig(req.hostConfig);
-    const config = this.mergeConfig(req.config, imgCfg);
+    const config = this.mergeConfig(req.config, req.config.Image, imgCfg);
     if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
     for (const b of hc.Binds ?? []) parseBind(b);
     for (const m of hc.Mounts ?? []) mountOf(m);
@@ -290,7 +290,11 @@ export class ContainerService {
   }
 
   /** The container's effective config: the request over the image's defaults, as dockerd merges them. */
-  private mergeConfig(c: CreateRequest['config'], img: NonNullable<ImageConfig['config']>): ContainerConfig {
+  private mergeConfig(
+    c: CreateRequest['config'],
+    image: string,
+    img: NonNullable<ImageConfig['config']>,
+  ): ContainerConfig {
     // A new Entrypoint drops the image's Cmd (dockerd's rule); a Cmd alone keeps the image's Entrypoint.
     const entrypoint =
       c.Entrypoint !== undefined ? (c.Entrypoint?.length ? c.Entrypoint : null) : (img.Entrypoint ?? null);
@@ -312,7 +316,7 @@ export class ContainerService {
       StdinOnce: c.StdinOnce ?? false,
       Env: mergeEnv(img.Env, c.Env),
       Cmd: cmd,
-      Image: c.Image,
+      Image: image,
       Volumes: Object.keys(volumes).length ? volumes : null,
       WorkingDir: c.WorkingDir || img.WorkingDir || '',
       Entrypoint: entrypoint,
@@ -323,7 +327,7 @@ export class ContainerService {
     };
   }
 
-  private hostConfig(h: Partial<HostConfig>): HostConfig {
+  private hostConfig(h: Given<HostConfigBody>): HostConfig {
     const policy = h.RestartPolicy ?? { Name: '', MaximumRetryCount: 0 };
     const name = policy.Name ?? '';
     if (!['', 'no', 'always', 'unless-stopped', 'on-failure'].includes(name)) {
@@ -499,6 +503,7 @@ export class ContainerService {
     const h = c.hostConfig;
     const mounts: BindMount[] = [...(h.Binds ?? []).map(parseBind), ...(h.Mounts ?? []).map(mountOf)];
     return buildSpec({
+      ...h,
       args: [c.path, ...c.args],
       env,
       cwd: c.config.WorkingDir || '/',
@@ -507,25 +512,13 @@ export class ContainerService {
       ...(size ? { consoleSize: size } : {}),
       hostname: c.config.Hostname,
       rootfsPath: rootfs,
-      readonlyRootfs: h.ReadonlyRootfs,
       mounts,
       hostsFiles: files,
       networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
-      privileged: h.Privileged,
-      capAdd: h.CapAdd ?? [],
-      capDrop: h.CapDrop ?? [],
       noNewPrivileges: (h.SecurityOpt ?? []).some((o) => /^no-new-privileges(?:[:=]true)?$/.test(o)),
       ...withSeccomp(seccompOption(h.SecurityOpt ?? [])),
-      memory: h.Memory,
-      memorySwap: h.MemorySwap,
-      nanoCpus: h.NanoCpus,
-      cpuShares: h.CpuShares,
-      cpusetCpus: h.CpusetCpus,
-      pidsLimit: h.PidsLimit ?? 0,
-      init: h.Init ?? false,
       ...(this.deps.initPath ? { initPath: this.deps.initPath } : {}),
       cgroupsPath: cgroupPath(c.row.id),
-      ...(h.ShmSize ? { shmSize: h.ShmSize } : {}),
     });
   }
 

@@ -7,6 +7,7 @@
 // AppArmor, and the host device nodes a privileged container gets in its /dev.
 import { readFileSync } from 'node:fs';
 import { invalidParameter } from '../../errors.js';
+import type { HostConfig } from './config.js';
 import { defaultSeccomp, profileToOci, type OciSeccomp, type SeccompProfile } from './seccomp.js';
 
 // ---------------------------------------------------------------- OCI types
@@ -99,7 +100,32 @@ export interface BindMount {
   propagation?: Propagation;
 }
 
-export interface SpecInput {
+/**
+ * The HostConfig fields the spec reads, as Docker names and means them; absent
+ * means Docker's default. Memory: bytes, 0 unlimited. MemorySwap: memory+swap,
+ * -1 unlimited, 0 twice Memory. PidsLimit: 0 or negative unlimited. Init: run
+ * catatonit as pid 1, the command as its child. ShmSize: /dev/shm, 64 MiB when 0.
+ */
+export type SpecHostConfig = Partial<
+  Pick<
+    HostConfig,
+    | 'Privileged'
+    | 'ReadonlyRootfs'
+    | 'CapAdd'
+    | 'CapDrop'
+    | 'Memory'
+    | 'MemorySwap'
+    | 'NanoCpus'
+    | 'CpuShares'
+    | 'CpusetCpus'
+    | 'PidsLimit'
+    | 'Init'
+    | 'ShmSize'
+  >
+>;
+
+/** What the spec is built from: the container's HostConfig fields, and what start works out. */
+export interface SpecInput extends SpecHostConfig {
   args: string[];
   env?: string[];
   /** Absolute path inside the container; '/' when absent. */
@@ -110,34 +136,17 @@ export interface SpecInput {
   consoleSize?: { height: number; width: number };
   hostname?: string;
   rootfsPath: string;
-  readonlyRootfs?: boolean;
   mounts?: BindMount[];
   /** Files berth owns, bind-mounted onto /etc/hosts, /etc/hostname, /etc/resolv.conf. */
   hostsFiles?: { hosts?: string; hostname?: string; resolvConf?: string };
   networkMode?: 'none' | 'host' | 'private';
-  privileged?: boolean;
-  capAdd?: string[];
-  capDrop?: string[];
   noNewPrivileges?: boolean;
   /** 'unconfined', a custom profile (dockerd's format), or absent for berth's own; none when privileged. */
   seccomp?: 'unconfined' | SeccompProfile;
-  /** Bytes; 0/absent = unlimited. */
-  memory?: number;
-  /** Memory+swap in bytes, Docker's meaning: -1 unlimited, 0/absent = twice `memory`. */
-  memorySwap?: number;
-  nanoCpus?: number;
-  cpuShares?: number;
-  cpusetCpus?: string;
-  /** 0, negative or absent = unlimited. */
-  pidsLimit?: number;
-  /** Run catatonit as pid 1, the command as its child (docker run --init). */
-  init?: boolean;
   /** The init binary on the host; /usr/bin/catatonit when absent. */
   initPath?: string;
   cgroupsPath: string;
   stopSignal?: string;
-  /** /dev/shm size in bytes; 64 MiB when absent. */
-  shmSize?: number;
   /** The host's RLIMIT_NOFILE hard limit; read from /proc/self/limits when absent. */
   nofileHardLimit?: number;
 }
@@ -408,22 +417,22 @@ function memoryResources(memory?: number, memorySwap?: number): OciResources['me
 
 function cpuResources(input: SpecInput): OciResources['cpu'] {
   const cpu: NonNullable<OciResources['cpu']> = {};
-  if (input.cpuShares && input.cpuShares > 0) cpu.shares = input.cpuShares;
-  if (input.nanoCpus && input.nanoCpus > 0) {
+  if (input.CpuShares && input.CpuShares > 0) cpu.shares = input.CpuShares;
+  if (input.NanoCpus && input.NanoCpus > 0) {
     cpu.period = CPU_PERIOD;
-    cpu.quota = Math.round((input.nanoCpus * CPU_PERIOD) / 1e9);
+    cpu.quota = Math.round((input.NanoCpus * CPU_PERIOD) / 1e9);
   }
-  if (input.cpusetCpus) cpu.cpus = input.cpusetCpus;
+  if (input.CpusetCpus) cpu.cpus = input.CpusetCpus;
   return Object.keys(cpu).length ? cpu : undefined;
 }
 
 function resources(input: SpecInput): OciResources {
-  const res: OciResources = { devices: deviceRules(input.privileged ?? false) };
-  const memory = memoryResources(input.memory, input.memorySwap);
+  const res: OciResources = { devices: deviceRules(input.Privileged ?? false) };
+  const memory = memoryResources(input.Memory, input.MemorySwap);
   if (memory) res.memory = memory;
   const cpu = cpuResources(input);
   if (cpu) res.cpu = cpu;
-  if (input.pidsLimit && input.pidsLimit > 0) res.pids = { limit: input.pidsLimit };
+  if (input.PidsLimit && input.PidsLimit > 0) res.pids = { limit: input.PidsLimit };
   return res;
 }
 
@@ -458,13 +467,13 @@ function sysctls(networkMode: SpecInput['networkMode']): Record<string, string> 
 
 function processSpec(input: SpecInput): OciProcess {
   if (input.args.length === 0) throw invalidParameter('No command specified');
-  const caps = resolveCapabilities(input.capAdd ?? [], input.capDrop ?? [], input.privileged ?? false);
+  const caps = resolveCapabilities(input.CapAdd ?? [], input.CapDrop ?? [], input.Privileged ?? false);
   const nofile = Math.min(NOFILE_CEILING, input.nofileHardLimit ?? hostNofileHardLimit());
   const user = input.user ?? { uid: 0, gid: 0 };
   return {
     terminal: input.tty ?? false,
     user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids ?? [] },
-    args: input.init ? [CONTAINER_INIT_PATH, '--', ...input.args] : [...input.args],
+    args: input.Init ? [CONTAINER_INIT_PATH, '--', ...input.args] : [...input.args],
     env: [...(input.env ?? [])],
     cwd: input.cwd || '/',
     capabilities: { bounding: caps, effective: caps, permitted: caps },
@@ -493,17 +502,17 @@ export function consoleSize(size: unknown): { height: number; width: number } | 
 }
 
 function mounts(input: SpecInput): OciMount[] {
-  const readonly = input.readonlyRootfs ?? false;
+  const readonly = input.ReadonlyRootfs ?? false;
   return orderMounts([
-    ...defaultMounts(input.privileged ?? false, input.shmSize ?? DEFAULT_SHM_SIZE),
+    ...defaultMounts(input.Privileged ?? false, input.ShmSize || DEFAULT_SHM_SIZE),
     ...hostsFileMounts(input.hostsFiles, readonly),
-    ...(input.init ? [initMount(input.initPath ?? DEFAULT_INIT_PATH)] : []),
+    ...(input.Init ? [initMount(input.initPath ?? DEFAULT_INIT_PATH)] : []),
     ...(input.mounts ?? []).map((b) => bindMount(b.source, b.destination, b.readonly ?? false, b.propagation)),
   ]);
 }
 
 export function buildSpec(input: SpecInput): OciSpec {
-  const privileged = input.privileged ?? false;
+  const privileged = input.Privileged ?? false;
   const linux: OciLinux = {
     namespaces: namespaces(input.networkMode),
     resources: resources(input),
@@ -523,7 +532,7 @@ export function buildSpec(input: SpecInput): OciSpec {
   return {
     ociVersion: '1.0.2',
     process,
-    root: { path: input.rootfsPath, readonly: input.readonlyRootfs ?? false },
+    root: { path: input.rootfsPath, readonly: input.ReadonlyRootfs ?? false },
     hostname: input.hostname ?? '',
     mounts: mounts(input),
     annotations: input.stopSignal ? { 'org.opencontainers.image.stopSignal': input.stopSignal } : {},
