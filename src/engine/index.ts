@@ -14,3 +14,13 @@ export interface Engine {
   events: EventBus;
   commits: CommitService;
 }
+
+// Containers: the view handed out, the bodies' schemas, and Docker's wording of a status.
+export type { AttachSession } from './containers/attach.js';
+export type { ContainerConfig, HostConfig } from './containers/config.js';
+export { CreateBodySchema, ExecCreateSchema } from './containers/config.js';
+export type { ExecInstance, ExecService } from './containers/exec.js';
+export type { Container } from './containers/lookup.js';
+export type { ContainerService } from './containers/service.js';
+export { isoOrZero, statusText } from './containers/status.js';
+export type { WaitCondition, WaitResult } from './containers/waits.js';

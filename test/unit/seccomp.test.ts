@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buildSpec, DEFAULT_CAPABILITIES, type SpecInput } from '../../src/engine/containers/spec.js';
+import { DEFAULT_CAPABILITIES } from '../../src/engine/containers/capabilities.js';
+import { buildSpec, type SpecInput } from '../../src/engine/containers/spec.js';
 import {
   builtinArchitectures,
   defaultSeccomp,

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Engine } from '../../engine/index.js';
 import type { ContainerConfigFields } from '../../engine/images/config.js';
-import { CreateBodySchema } from '../../engine/containers/config.js';
+import { CreateBodySchema } from '../../engine/index.js';
 import { boolValue, query, readJson, withoutNulls } from '../wire/forms.js';
 import { invalidParameter } from '../../errors.js';
 

@@ -1,11 +1,10 @@
 // /containers/{id}/exec and /exec/*: thin translations to the exec service.
 import type { FastifyInstance } from 'fastify';
-import type { Engine } from '../../engine/index.js';
+import { type Engine, ExecCreateSchema } from '../../engine/index.js';
 import { messageOf } from '../../errors.js';
 import { hijack, runSession } from '../streams/hijack.js';
 import { frame, STDOUT, streamContentType } from '../streams/mux.js';
 import { versionBelow } from '../version.js';
-import { ExecCreateSchema } from '../../engine/containers/config.js';
 import { execInspect, ExecStartSchema } from '../wire/exec.js';
 import { intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 

@@ -2,7 +2,7 @@
 // hand, then the raw socket in both directions.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
-import type { AttachSession } from '../../engine/containers/attach.js';
+import type { AttachSession } from '../../engine/index.js';
 import { messageOf } from '../../errors.js';
 import { COMMON_HEADERS } from '../server.js';
 import { native } from '../../engine/os/native.js';

@@ -1,6 +1,5 @@
 // Docker's container shapes as the API answers them: list entries and inspect.
-import type { Container } from '../../engine/containers/service.js';
-import { isoOrZero, statusText } from '../../engine/containers/status.js';
+import { type Container, isoOrZero, statusText } from '../../engine/index.js';
 
 // ------------------------------------------------------------------ responses
 
@@ -57,16 +56,16 @@ const commandLine = (c: Container) => [c.path, ...c.args].map((a) => (/\s/.test(
 /** One entry of `GET /containers/json`. */
 export function containerSummary(c: Container, imageName: string): Record<string, unknown> {
   return {
-    Id: c.row.id,
-    Names: [`/${c.row.name}`],
+    Id: c.id,
+    Names: [`/${c.name}`],
     Image: imageName,
-    ImageID: c.row.image_id,
+    ImageID: c.imageId,
     Command: commandLine(c),
-    Created: Math.floor(c.row.created / 1000),
+    Created: Math.floor(c.created / 1000),
     Ports: [],
     Labels: c.config.Labels ?? {},
-    State: c.row.status,
-    Status: statusText(c.row),
+    State: c.status,
+    Status: statusText(c),
     HostConfig: { NetworkMode: c.hostConfig.NetworkMode },
     NetworkSettings: { Networks: networks(c) },
     Mounts: mounts(c),
@@ -75,34 +74,33 @@ export function containerSummary(c: Container, imageName: string): Record<string
 
 /** `GET /containers/{id}/json`. */
 export function containerInspect(c: Container, graph: { lowerDirs: string[] }): Record<string, unknown> {
-  const r = c.row;
-  const running = r.status === 'running' || r.status === 'paused' || r.status === 'restarting';
+  const running = c.status === 'running' || c.status === 'paused' || c.status === 'restarting';
   const b = c.bundleDir;
   return {
-    Id: r.id,
-    Created: new Date(r.created).toISOString(),
+    Id: c.id,
+    Created: new Date(c.created).toISOString(),
     Path: c.path,
     Args: c.args,
     State: {
-      Status: r.status,
+      Status: c.status,
       Running: running,
-      Paused: r.status === 'paused',
-      Restarting: r.status === 'restarting',
-      OOMKilled: r.oom_killed === 1,
-      Dead: r.status === 'dead',
-      Pid: running ? r.pid : 0,
-      ExitCode: r.exit_code,
-      Error: r.error,
-      StartedAt: isoOrZero(r.started_at),
-      FinishedAt: isoOrZero(r.finished_at),
+      Paused: c.status === 'paused',
+      Restarting: c.status === 'restarting',
+      OOMKilled: c.oomKilled,
+      Dead: c.status === 'dead',
+      Pid: running ? c.pid : 0,
+      ExitCode: c.exitCode,
+      Error: c.error,
+      StartedAt: isoOrZero(c.startedAt),
+      FinishedAt: isoOrZero(c.finishedAt),
     },
-    Image: r.image_id,
+    Image: c.imageId,
     ResolvConfPath: `${b}/resolv.conf`,
     HostnamePath: `${b}/hostname`,
     HostsPath: `${b}/hosts`,
     LogPath: `${b}/ctr.log`,
-    Name: `/${r.name}`,
-    RestartCount: r.restart_count,
+    Name: `/${c.name}`,
+    RestartCount: c.restartCount,
     Driver: 'overlay2',
     Platform: 'linux',
     MountLabel: '',

@@ -1,6 +1,6 @@
 // The exec start body and the exec inspect shape, as dockerd has them (the create body is the engine's).
 import { z } from 'zod';
-import type { ExecInstance } from '../../engine/containers/exec.js';
+import type { ExecInstance } from '../../engine/index.js';
 
 const size = z.tuple([z.number().int(), z.number().int()]).nullish();
 

@@ -1,92 +1,26 @@
 // The OCI runtime spec (runc's config.json) for a container, built from its
-// resolved configuration. Pure: every host fact it depends on (the nofile hard
-// limit) is an input, with a cached reader for the daemon to pass.
+// resolved configuration. Two host facts go in, each read from /proc once and
+// cached: the RLIMIT_NOFILE hard limit (an input, so tests can pass their own)
+// and berthd's capability bounding set (capabilities.ts).
 //
-// Defaults follow dockerd's (moby oci/defaults.go and daemon/oci_linux.go), see
-// SECURITY.md §4; the seccomp profile is berth's own (seccomp.ts). Left undone:
-// AppArmor, and the host device nodes a privileged container gets in its /dev.
+// Defaults follow dockerd's (moby oci/defaults.go and daemon/oci_linux.go); the
+// seccomp profile is berth's own (seccomp.ts). Left undone: AppArmor, and the
+// host device nodes a privileged container gets in its /dev.
 import { readFileSync } from 'node:fs';
 import { invalidParameter } from '../../errors.js';
+import { resolveCapabilities } from './capabilities.js';
 import type { HostConfig } from './config.js';
-import { defaultSeccomp, profileToOci, type OciSeccomp, type SeccompProfile } from './seccomp.js';
-
-// ---------------------------------------------------------------- OCI types
-
-export interface OciUser {
-  uid: number;
-  gid: number;
-  additionalGids?: number[];
-}
-
-export interface OciCapabilities {
-  bounding: string[];
-  effective: string[];
-  permitted: string[];
-}
-
-export interface OciRlimit {
-  type: string;
-  hard: number;
-  soft: number;
-}
-
-export interface OciProcess {
-  terminal: boolean;
-  user: OciUser;
-  args: string[];
-  env: string[];
-  cwd: string;
-  capabilities: OciCapabilities;
-  rlimits: OciRlimit[];
-  noNewPrivileges: boolean;
-  /** The terminal's initial size (runc sets it before the process runs). */
-  consoleSize?: { height: number; width: number };
-}
-
-export interface OciMount {
-  destination: string;
-  type: string;
-  source: string;
-  options: string[];
-}
-
-export interface OciDeviceRule {
-  allow: boolean;
-  type?: 'a' | 'c' | 'b';
-  major?: number;
-  minor?: number;
-  access: string;
-}
-
-export interface OciResources {
-  devices: OciDeviceRule[];
-  memory?: { limit: number; swap?: number };
-  cpu?: { shares?: number; quota?: number; period?: number; cpus?: string };
-  pids?: { limit: number };
-}
-
-export type OciNamespaceType = 'pid' | 'network' | 'mount' | 'ipc' | 'uts' | 'user' | 'cgroup';
-
-export interface OciLinux {
-  namespaces: { type: OciNamespaceType; path?: string }[];
-  resources: OciResources;
-  cgroupsPath: string;
-  maskedPaths: string[];
-  readonlyPaths: string[];
-  sysctl?: Record<string, string>;
-  rootfsPropagation?: string;
-  seccomp?: OciSeccomp;
-}
-
-export interface OciSpec {
-  ociVersion: string;
-  process: OciProcess;
-  root: { path: string; readonly: boolean };
-  hostname: string;
-  mounts: OciMount[];
-  annotations: Record<string, string>;
-  linux: OciLinux;
-}
+import type {
+  OciDeviceRule,
+  OciLinux,
+  OciMount,
+  OciNamespaceType,
+  OciProcess,
+  OciResources,
+  OciSpec,
+  OciUser,
+} from './oci.js';
+import { defaultSeccomp, profileToOci, type SeccompProfile } from './seccomp.js';
 
 // ------------------------------------------------------------------- input
 
@@ -160,69 +94,6 @@ const DEFAULT_SHM_SIZE = 64 * 1024 * 1024;
 const NOFILE_CEILING = 1048576;
 const CPU_PERIOD = 100_000;
 
-/** Every capability the kernel defines, in number order (0 … 40). */
-export const ALL_CAPABILITIES: readonly string[] = [
-  'CHOWN',
-  'DAC_OVERRIDE',
-  'DAC_READ_SEARCH',
-  'FOWNER',
-  'FSETID',
-  'KILL',
-  'SETGID',
-  'SETUID',
-  'SETPCAP',
-  'LINUX_IMMUTABLE',
-  'NET_BIND_SERVICE',
-  'NET_BROADCAST',
-  'NET_ADMIN',
-  'NET_RAW',
-  'IPC_LOCK',
-  'IPC_OWNER',
-  'SYS_MODULE',
-  'SYS_RAWIO',
-  'SYS_CHROOT',
-  'SYS_PTRACE',
-  'SYS_PACCT',
-  'SYS_ADMIN',
-  'SYS_BOOT',
-  'SYS_NICE',
-  'SYS_RESOURCE',
-  'SYS_TIME',
-  'SYS_TTY_CONFIG',
-  'MKNOD',
-  'LEASE',
-  'AUDIT_WRITE',
-  'AUDIT_CONTROL',
-  'SETFCAP',
-  'MAC_OVERRIDE',
-  'MAC_ADMIN',
-  'SYSLOG',
-  'WAKE_ALARM',
-  'BLOCK_SUSPEND',
-  'AUDIT_READ',
-  'PERFMON',
-  'BPF',
-  'CHECKPOINT_RESTORE',
-].map((c) => `CAP_${c}`);
-
-/** dockerd's default set (CapEff a80425fb). */
-export const DEFAULT_CAPABILITIES: readonly string[] = [
-  'CHOWN',
-  'DAC_OVERRIDE',
-  'FSETID',
-  'FOWNER',
-  'MKNOD',
-  'NET_RAW',
-  'SETGID',
-  'SETUID',
-  'SETFCAP',
-  'SETPCAP',
-  'NET_BIND_SERVICE',
-  'SYS_CHROOT',
-  'KILL',
-  'AUDIT_WRITE',
-].map((c) => `CAP_${c}`);
-
 export const MASKED_PATHS: readonly string[] = [
   '/proc/asound',
   '/proc/acpi',
@@ -257,44 +128,6 @@ const ALLOWED_DEVICES: readonly [type: 'c', major: number, minor: number | undef
   ['c', 5, 2],
   ['c', 10, 200],
 ];
-
-// ------------------------------------------------------------ capabilities
-
-/** CAP_X, cap_x, x and X all name CAP_X; ALL stays ALL. Unknown names are refused as dockerd does. */
-export function normalizeCapability(name: string): string {
-  const upper = name.trim().toUpperCase();
-  if (upper === 'ALL') return 'ALL';
-  const full = upper.startsWith('CAP_') ? upper : `CAP_${upper}`;
-  if (!ALL_CAPABILITIES.includes(full)) throw invalidParameter(`unknown capability: "${name}"`);
-  return full;
-}
-
-/** The effective capability set: privileged gets all; ALL in add or drop works as in dockerd; an add beats a drop. */
-/**
- * The capabilities berthd itself may grant: its bounding set (a host without
- * CAP_SYS_RESOURCE cannot hand it to a container; runc would fail to apply it).
- */
-let bounding: string[] | undefined;
-export function grantableCapabilities(): string[] {
-  if (!bounding) {
-    const hex = /^CapBnd:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
-    const mask = hex ? BigInt(`0x${hex}`) : (1n << BigInt(ALL_CAPABILITIES.length)) - 1n;
-    bounding = ALL_CAPABILITIES.filter((_, bit) => (mask >> BigInt(bit)) & 1n);
-  }
-  return bounding;
-}
-
-export function resolveCapabilities(capAdd: string[], capDrop: string[], privileged: boolean): string[] {
-  const all = grantableCapabilities();
-  if (privileged) return [...all];
-  const adds = capAdd.map(normalizeCapability);
-  const drops = capDrop.map(normalizeCapability);
-  let caps: string[];
-  if (adds.includes('ALL')) caps = all.filter((c) => !drops.includes(c));
-  else if (drops.includes('ALL')) caps = adds;
-  else caps = [...DEFAULT_CAPABILITIES.filter((c) => !drops.includes(c)), ...adds];
-  return [...new Set(caps)];
-}
 
 // ------------------------------------------------------------------ mounts
 
@@ -408,11 +241,8 @@ function deviceRules(privileged: boolean): OciDeviceRule[] {
 function memoryResources(memory?: number, memorySwap?: number): OciResources['memory'] {
   if (!memory || memory <= 0) return undefined;
   if (memorySwap === -1) return { limit: memory, swap: -1 };
-  const swap = memorySwap && memorySwap > 0 ? memorySwap : memory * 2;
-  if (swap < memory) {
-    throw invalidParameter('Minimum memoryswap limit should be larger than memory limit, see usage');
-  }
-  return { limit: memory, swap };
+  // A swap below the memory limit is refused at create (create.ts).
+  return { limit: memory, swap: memorySwap && memorySwap > 0 ? memorySwap : memory * 2 };
 }
 
 function cpuResources(input: SpecInput): OciResources['cpu'] {
