@@ -67,7 +67,7 @@ export const DEFAULT_CAPABILITIES: readonly string[] = [
 ].map((c) => `CAP_${c}`);
 
 /** CAP_X, cap_x, x and X all name CAP_X; ALL stays ALL. Unknown names are refused in dockerd's words. */
-export function normalizeCapability(name: string): string {
+function normalizeCapability(name: string): string {
   const upper = name.trim().toUpperCase();
   if (upper === 'ALL') return 'ALL';
   const full = upper.startsWith('CAP_') ? upper : `CAP_${upper}`;

@@ -60,7 +60,7 @@ export type ContainerConfig = z.output<typeof ContainerConfigSchema>;
 
 // -------------------------------------------------------------- HostConfig
 
-export const MountSchema = z.looseObject({
+const MountSchema = z.looseObject({
   Type: z.string().optional(),
   Source: z.string().optional(),
   Target: z.string().optional(),
@@ -70,7 +70,7 @@ export const MountSchema = z.looseObject({
 export type Mount = z.output<typeof MountSchema>;
 
 export const RESTART_POLICIES = ['', 'no', 'always', 'unless-stopped', 'on-failure'] as const;
-export const RestartPolicySchema = z.looseObject({ Name: z.enum(RESTART_POLICIES), MaximumRetryCount: int });
+const RestartPolicySchema = z.looseObject({ Name: z.enum(RESTART_POLICIES), MaximumRetryCount: int });
 export type RestartPolicy = z.output<typeof RestartPolicySchema>;
 
 /** A container's HostConfig as stored and inspected, create's defaults applied. */
@@ -102,7 +102,7 @@ export type HostConfig = z.output<typeof HostConfigSchema>;
 // ------------------------------------------------------------- create body
 
 /** A create body's HostConfig: any name may come as a restart policy (create.ts refuses it in dockerd's words). */
-export const HostConfigBodySchema = z.looseObject({
+const HostConfigBodySchema = z.looseObject({
   ...nullish(HostConfigSchema.shape),
   RestartPolicy: z.looseObject({ Name: z.string().nullish(), MaximumRetryCount: int.nullish() }).nullish(),
   LogConfig: z.looseObject({ Type: z.string().nullish(), Config: strMap.nullish() }).nullish(),
@@ -132,7 +132,7 @@ export interface CreateRequest {
 // -------------------------------------------------------------------- exec
 
 /** An exec's configuration, as kept and inspected. */
-export const ExecConfigSchema = z.object({
+const ExecConfigSchema = z.object({
   Cmd: strList,
   AttachStdin: z.boolean(),
   AttachStdout: z.boolean(),

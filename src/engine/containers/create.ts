@@ -12,7 +12,16 @@ import { invalidParameter, messageOf } from '../../errors.js';
 import type { ImageConfig } from '../images/config.js';
 import { normalizeSignal } from '../signals.js';
 import { checkCapability } from './capabilities.js';
-import type { ConfigBody, ContainerConfig, Given, HostConfig, HostConfigBody, Mount, RestartPolicy } from './config.js';
+import {
+  type ConfigBody,
+  type ContainerConfig,
+  type Given,
+  type HostConfig,
+  type HostConfigBody,
+  type Mount,
+  RESTART_POLICIES,
+  type RestartPolicy,
+} from './config.js';
 import { checkResources } from './resources.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import type { BindMount, Propagation } from './spec.js';
@@ -168,7 +177,7 @@ function checkRestartPolicy(h: Given<HostConfigBody>): RestartPolicy {
   return { Name: name, MaximumRetryCount: count };
 }
 
-const POLICY_NAMES: readonly string[] = ['', 'no', 'always', 'unless-stopped', 'on-failure'];
+const POLICY_NAMES: readonly string[] = RESTART_POLICIES;
 const isPolicyName = (s: string): s is RestartPolicy['Name'] => POLICY_NAMES.includes(s);
 
 /**

@@ -44,7 +44,7 @@ function checkCpuset(requested: string): void {
 }
 
 /** A cgroup CPU list (`0-3,5`), as moby's parsers.ParseUintList reads it; numbers above `max` refused. */
-export function parseCpuList(list: string, max = 0): Set<number> {
+function parseCpuList(list: string, max = 0): Set<number> {
   const out = new Set<number>();
   if (list === '') return out;
   const invalid = () => new Error(`invalid format: ${list}`);

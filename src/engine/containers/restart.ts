@@ -14,7 +14,7 @@ export interface ExitFacts {
 export type RestartDecision = { restart: false } | { restart: true; delayMs: number };
 
 /** The first delay; each restart doubles it, up to MAX_DELAY_MS (dockerd's backoff). */
-export const FIRST_DELAY_MS = 100;
+const FIRST_DELAY_MS = 100;
 export const MAX_DELAY_MS = 60_000;
 
 export function restartDecision(e: ExitFacts): RestartDecision {

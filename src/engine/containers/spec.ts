@@ -89,7 +89,7 @@ export interface SpecInput extends SpecHostConfig {
 
 /** Where the init binary appears in the container: on the /dev tmpfs, so no mount point is created in the image's rootfs. */
 export const CONTAINER_INIT_PATH = '/dev/init';
-export const DEFAULT_INIT_PATH = '/usr/bin/catatonit';
+const DEFAULT_INIT_PATH = '/usr/bin/catatonit';
 const DEFAULT_SHM_SIZE = 64 * 1024 * 1024;
 const NOFILE_CEILING = 1048576;
 const CPU_PERIOD = 100_000;
@@ -202,7 +202,7 @@ const cleanDestination = (p: string) => `/${p.split('/').filter(Boolean).join('/
  * /dev/shm or /etc/hosts wins); then parents sort before children so /dev is
  * mounted before /dev/init (stable for equal depths).
  */
-export function orderMounts(mounts: OciMount[]): OciMount[] {
+function orderMounts(mounts: OciMount[]): OciMount[] {
   const byDestination = new Map<string, OciMount>();
   for (const m of mounts) {
     const key = cleanDestination(m.destination);

@@ -2,7 +2,7 @@
 import type { Container } from './lookup.js';
 
 /** docker/go-units HumanDuration. */
-export function humanDuration(ms: number): string {
+function humanDuration(ms: number): string {
   const seconds = Math.floor(ms / 1000);
   const minutes = Math.floor(ms / 60_000);
   const hours = Math.round(ms / 3_600_000);
@@ -42,5 +42,5 @@ export function statusText(
 }
 
 /** Go's zero time, which dockerd shows for times that never happened. */
-export const ZERO_TIME = '0001-01-01T00:00:00Z';
+const ZERO_TIME = '0001-01-01T00:00:00Z';
 export const isoOrZero = (ms: number) => (ms ? new Date(ms).toISOString() : ZERO_TIME);
