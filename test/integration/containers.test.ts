@@ -210,6 +210,12 @@ describe('names, ids and errors', () => {
         { HostConfig: { RestartPolicy: { Name: 'on-failure', MaximumRetryCount: -2 } } },
         'maximum retry count cannot be negative',
       ],
+      [
+        {
+          HostConfig: { Mounts: [{ Type: 'bind', Source: '/tmp', Target: '/t', BindOptions: { Propagation: 'up' } }] },
+        },
+        'invalid mount config for type "bind": invalid propagation mode: up',
+      ],
       [{ StopSignal: 'SIGNOPE' }, 'Invalid signal: SIGNOPE'],
       [{ Env: ['=x'] }, 'invalid environment variable: =x'],
     ];

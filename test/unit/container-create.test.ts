@@ -76,6 +76,11 @@ describe('create refuses what dockerd refuses at create', () => {
     ],
     ['a negative /dev/shm', { ShmSize: -1 }, 'SHM size can not be less than 0'],
     ['an unknown security option', { SecurityOpt: ['selinux=x'] }, 'Invalid --security-opt: "selinux=x"'],
+    [
+      'a bind mount with an unknown propagation',
+      { Mounts: [{ Type: 'bind', Source: '/tmp', Target: '/t', BindOptions: { Propagation: 'sideways' } }] },
+      'invalid mount config for type "bind": invalid propagation mode: sideways',
+    ],
   ])('%s', (_what, h, message) => {
     expect(refusal(() => settings(h))).toBe(message);
   });

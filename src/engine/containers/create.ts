@@ -224,6 +224,9 @@ export function parseSize(s: string): number {
 
 // ------------------------------------------------------------------ mounts
 
+const PROPAGATIONS: readonly string[] = ['private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave'];
+const isPropagation = (s: string): s is Propagation => PROPAGATIONS.includes(s);
+
 /** The container's bind mounts: Binds, then Mounts. */
 export function bindMounts(h: HostConfig): BindMount[] {
   return [...(h.Binds ?? []).map(parseBind), ...(h.Mounts ?? []).map(mountOf)];
@@ -239,16 +242,10 @@ function parseBind(spec: string): BindMount {
   if (!destination.startsWith('/')) throw invalidParameter(`invalid volume specification: '${spec}'`);
   const opts = mode.split(',').filter(Boolean);
   for (const o of opts) {
-    if (!['ro', 'rw', 'z', 'Z', 'private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave', 'nocopy'].includes(o)) {
+    if (!['ro', 'rw', 'z', 'Z', 'nocopy'].includes(o) && !isPropagation(o))
       throw invalidParameter(`invalid mode: ${o}`);
-    }
   }
-  return {
-    source,
-    destination,
-    readonly: opts.includes('ro'),
-    propagation: (opts.find((o) => /private|shared|slave/.test(o)) ?? 'rprivate') as Propagation,
-  };
+  return { source, destination, readonly: opts.includes('ro'), propagation: opts.find(isPropagation) ?? 'rprivate' };
 }
 
 function mountOf(m: Mount): BindMount {
@@ -257,10 +254,9 @@ function mountOf(m: Mount): BindMount {
     throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
   if (!m.Target?.startsWith('/'))
     throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
-  return {
-    source: m.Source,
-    destination: m.Target,
-    readonly: m.ReadOnly ?? false,
-    propagation: (m.BindOptions?.Propagation || 'rprivate') as Propagation,
-  };
+  const propagation = m.BindOptions?.Propagation || 'rprivate';
+  if (!isPropagation(propagation)) {
+    throw invalidParameter(`invalid mount config for type "bind": invalid propagation mode: ${propagation}`);
+  }
+  return { source: m.Source, destination: m.Target, readonly: m.ReadOnly ?? false, propagation };
 }
