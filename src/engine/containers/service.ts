@@ -30,8 +30,6 @@ import { type Container, ContainerLookup, isRunning } from './lookup.js';
 import { checkName, generateName } from './names.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
-export type { ContainerDeps } from './context.js';
-
 export class ContainerService {
   private readonly s: Shared;
   private readonly lifecycle: Lifecycle;
