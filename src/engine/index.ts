@@ -20,8 +20,12 @@ export interface Engine {
 
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/attach.js';
+export type { ContainerConfig, HostConfig } from './containers/config.js';
+export { CreateBodySchema, ExecCreateSchema } from './containers/config.js';
 export type { ExecInstance, ExecService } from './containers/exec.js';
-export type { Container, ContainerService, WaitCondition } from './containers/service.js';
+export type { Container } from './containers/lookup.js';
+export type { ContainerService } from './containers/service.js';
+export type { WaitCondition, WaitResult } from './containers/waits.js';
 export type { EngineEvent, EventBus } from './events.js';
 export type { Filters } from './filters.js';
 export type { ContainerConfigFields, ImageConfig } from './images/config.js';

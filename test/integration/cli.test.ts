@@ -267,4 +267,21 @@ describe('errors', () => {
     expect(again.code).toBe(125);
     expect(again.stderr).toContain('Conflict. The container name "/twice" is already in use by container');
   });
+
+  it('refuses at create, as dockerd does, what the start would have refused', async () => {
+    const before = await ok(['ps', '-aq', '--no-trunc']);
+    const swap = await docker(['create', '--memory', '64m', '--memory-swap', '32m', image, 'true']);
+    expect(swap.code).toBe(1);
+    expect(swap.stderr.trim()).toBe(
+      'Error response from daemon: Minimum memoryswap limit should be larger than memory limit, see usage',
+    );
+    const cap = await docker(['create', '--cap-add', 'FOO', image, 'true']);
+    expect(cap.code).toBe(1);
+    expect(cap.stderr.trim()).toBe('Error response from daemon: invalid CapAdd: unknown capability: "CAP_FOO"');
+    // docker run stops at the create: exit code 125, and no container left behind.
+    const run = await docker(['run', '--rm', '--cpus', '1000', image, 'true']);
+    expect(run.code).toBe(125);
+    expect(run.stderr).toMatch(/Range of CPUs is from 0\.01 to \d+\.00, as there are only \d+ CPUs available/);
+    expect(await ok(['ps', '-aq', '--no-trunc'])).toBe(before);
+  });
 });

@@ -191,6 +191,49 @@ describe('names, ids and errors', () => {
     expect(wrongType.json.message).toMatch(/Tty/);
   });
 
+  it("refuses at create, with 400 and dockerd's words, what a start would have refused", async () => {
+    const mb = 1024 * 1024;
+    const rows: [Record<string, unknown>, string][] = [
+      [
+        { HostConfig: { Memory: 64 * mb, MemorySwap: 32 * mb } },
+        'Minimum memoryswap limit should be larger than memory limit, see usage',
+      ],
+      [
+        { HostConfig: { MemorySwap: 64 * mb } },
+        'You should always set the Memory limit when using Memoryswap limit, see usage',
+      ],
+      [{ HostConfig: { CapAdd: ['CAP_FOO'] } }, 'invalid CapAdd: unknown capability: "CAP_FOO"'],
+      [{ HostConfig: { CapDrop: ['bar'] } }, 'invalid CapDrop: unknown capability: "CAP_BAR"'],
+      [{ HostConfig: { CpusetCpus: '0-x' } }, 'Invalid value 0-x for cpuset cpus: invalid format: 0-x'],
+      [{ HostConfig: { ExtraHosts: ['db:300.1.1.1'] } }, 'invalid IP address in add-host: "300.1.1.1"'],
+      [
+        { HostConfig: { RestartPolicy: { Name: 'on-failure', MaximumRetryCount: -2 } } },
+        'maximum retry count cannot be negative',
+      ],
+      [
+        {
+          HostConfig: { Mounts: [{ Type: 'bind', Source: '/tmp', Target: '/t', BindOptions: { Propagation: 'up' } }] },
+        },
+        'invalid mount config for type "bind": invalid propagation mode: up',
+      ],
+      [{ StopSignal: 'SIGNOPE' }, 'Invalid signal: SIGNOPE'],
+      [{ Env: ['=x'] }, 'invalid environment variable: =x'],
+    ];
+    const count = async () => (await d.request('GET', '/containers/json?all=1')).json.length;
+    const before = await count();
+    for (const [body, message] of rows) {
+      const r = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['true'], ...body } });
+      expect(r.status, message).toBe(400);
+      expect(r.json).toEqual({ message });
+    }
+    const cpus = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['true'], HostConfig: { NanoCpus: 1e15 } },
+    });
+    expect(cpus.status).toBe(400);
+    expect(cpus.json.message).toMatch(/^Range of CPUs is from 0\.01 to \d+\.00, as there are only \d+ CPUs available$/);
+    expect(await count()).toBe(before);
+  });
+
   it('gives one 201 and seven 409 for eight parallel creates of one name', async () => {
     const rs = await Promise.all(
       Array.from({ length: 8 }, () =>

@@ -321,7 +321,7 @@ describe('containers through conmon and runc', () => {
   });
 
   it('runs catatonit as pid 1 with --init', async () => {
-    const r = await run({ args: sh('echo $$; tr "\\0" " " < /proc/1/cmdline'), init: true });
+    const r = await run({ args: sh('echo $$; tr "\\0" " " < /proc/1/cmdline'), Init: true });
     expect(r.exitCode).toBe(0);
     const [pid, cmdline] = text(await collect(r.logPath)).split('\n');
     expect(pid).not.toBe('1');
@@ -329,7 +329,7 @@ describe('containers through conmon and runc', () => {
   });
 
   it('keeps a read-only rootfs read-only', async () => {
-    const r = await run({ args: sh('touch /x'), readonlyRootfs: true });
+    const r = await run({ args: sh('touch /x'), ReadonlyRootfs: true });
     expect(r.exitCode).toBe(1);
     expect(text(await collect(r.logPath), 'stderr')).toMatch(/Read-only file system/);
     expect((await run({ args: sh('touch /x') })).exitCode).toBe(0);
@@ -350,7 +350,7 @@ describe('containers through conmon and runc', () => {
 
   it('puts the memory limit into the container cgroup', async () => {
     const limit = 64 * 1024 * 1024;
-    const c = await create({ args: ['sleep', '100'], memory: limit });
+    const c = await create({ args: ['sleep', '100'], Memory: limit });
     await runtime.start(c.id);
     const line = readFileSync(`/proc/${c.pid}/cgroup`, 'utf8')
       .split('\n')

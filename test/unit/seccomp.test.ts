@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buildSpec, DEFAULT_CAPABILITIES, type SpecInput } from '../../src/engine/containers/spec.js';
+import { DEFAULT_CAPABILITIES } from '../../src/engine/containers/capabilities.js';
+import { buildSpec, type SpecInput } from '../../src/engine/containers/spec.js';
 import {
   builtinArchitectures,
   defaultSeccomp,
@@ -56,7 +57,7 @@ describe('the built-in seccomp profile', () => {
 
   it('is applied by default, and not with --privileged or seccomp=unconfined', () => {
     expect(buildSpec(base).linux.seccomp).toMatchObject({ defaultAction: 'SCMP_ACT_ERRNO', defaultErrnoRet: EPERM });
-    expect(buildSpec({ ...base, privileged: true }).linux.seccomp).toBeUndefined();
+    expect(buildSpec({ ...base, Privileged: true }).linux.seccomp).toBeUndefined();
     expect(buildSpec({ ...base, seccomp: 'unconfined' }).linux.seccomp).toBeUndefined();
   });
 

@@ -1,8 +1,7 @@
 // POST /commit, GET /containers/{id}/changes and /export: thin translations
 // between Docker's wire shapes and the commit service.
 import type { FastifyInstance } from 'fastify';
-import type { ContainerConfigFields, Engine } from '../../engine/index.js';
-import { CreateBodySchema } from '../wire/containers.js';
+import { type ContainerConfigFields, CreateBodySchema, type Engine } from '../../engine/index.js';
 import { boolValue, query, readJson, withoutNulls } from '../wire/forms.js';
 import { invalidParameter } from '../../errors.js';
 

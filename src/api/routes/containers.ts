@@ -1,14 +1,13 @@
 // /containers/*: thin translations between Docker's wire shapes and the container service.
 import type { FastifyInstance } from 'fastify';
-import type { Engine } from '../../engine/index.js';
-import type { WaitCondition } from '../../engine/index.js';
+import { CreateBodySchema, type Engine } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../headers.js';
 import { streamContentType } from '../streams/mux.js';
 import { closeOnShutdown, hijack, runSession } from '../streams/hijack.js';
 import { drained, writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
-import { containerInspect, containerSummary, CreateBodySchema } from '../wire/containers.js';
+import { containerInspect, containerSummary } from '../wire/containers.js';
 import { parseFilters } from '../wire/filters.js';
 import { boolValue, intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 
@@ -55,7 +54,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     };
     return Promise.all(
       list.map(async (c) => ({
-        ...containerSummary(c, nameOf(c.row.image_ref, c.row.image_id)),
+        ...containerSummary(c, nameOf(c.imageRef, c.imageId)),
         ...(withSize ? await containers.sizes(c) : {}),
       })),
     );
@@ -66,8 +65,8 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const { HostConfig, NetworkingConfig: _n, ...config } = body;
     const created = await containers.create({
       ...(query(req).name ? { name: query(req).name! } : {}),
-      config: withoutNulls(config) as never,
-      hostConfig: withoutNulls(HostConfig ?? {}) as never,
+      config: withoutNulls(config),
+      hostConfig: withoutNulls(HostConfig ?? {}),
     });
     return reply.code(201).send(created);
   });
@@ -77,10 +76,10 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   app.get<IdParams>('/containers/:id/json', async (req) => {
     const c = containers.get(req.params.id);
     const lowerDirs = engine.images
-      .layersOf(c.row.image_id)
+      .layersOf(c.imageId)
       .map((l) => engine.images.layerDir(l))
       .reverse();
-    const execIds = engine.execs.idsOf(c.row.id);
+    const execIds = engine.execs.idsOf(c.id);
     return { ...containerInspect(c, { lowerDirs }), ExecIDs: execIds.length ? execIds : null };
   });
 
@@ -173,11 +172,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   // dockerd answers the headers at once and the body when the condition is met.
   app.post<IdParams>('/containers/:id/wait', async (req, reply) => {
     const gone = new AbortController();
-    const result = containers.wait(
-      req.params.id,
-      (query(req).condition || 'not-running') as WaitCondition,
-      gone.signal,
-    );
+    const result = containers.wait(req.params.id, query(req).condition || 'not-running', gone.signal);
     reply.hijack();
     closeOnShutdown(req.raw.socket);
     const res = reply.raw;
@@ -195,7 +190,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const stdout = boolValue(q.stdout);
     const stderr = boolValue(q.stderr);
     if (!stdout && !stderr) throw invalidParameter('Bad parameters: you must choose at least one stream');
-    const tty = containers.isTty(req.params.id);
+    const tty = containers.get(req.params.id).config.Tty;
     const tail = q.tail === undefined || q.tail === 'all' || q.tail === '' ? undefined : intValue(q.tail, 'tail');
     const since = timeParam(q.since, 'since');
     const until = timeParam(q.until, 'until');

@@ -1,11 +1,11 @@
 // /containers/{id}/exec and /exec/*: thin translations to the exec service.
 import type { FastifyInstance } from 'fastify';
-import type { Engine } from '../../engine/index.js';
+import { type Engine, ExecCreateSchema } from '../../engine/index.js';
 import { messageOf } from '../../errors.js';
 import { hijack, runSession } from '../streams/hijack.js';
 import { frame, STDOUT, streamContentType } from '../streams/mux.js';
 import { versionBelow } from '../version.js';
-import { ExecCreateSchema, execInspect, ExecStartSchema } from '../wire/exec.js';
+import { execInspect, ExecStartSchema } from '../wire/exec.js';
 import { intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 
 type IdParams = { Params: { id: string } };
@@ -15,7 +15,7 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post<IdParams>('/containers/:id/exec', async (req, reply) => {
     const body = withoutNulls(await parseJsonBody(req, ExecCreateSchema));
-    return reply.code(201).send(execs.create(req.params.id, body as never));
+    return reply.code(201).send(execs.create(req.params.id, body));
   });
 
   app.get<IdParams>('/exec/:id/json', async (req) => execInspect(execs.inspect(req.params.id)));

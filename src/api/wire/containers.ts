@@ -1,73 +1,5 @@
-// The create body's schema: Docker-lenient (unknown fields kept, nulls allowed,
-// Cmd/Entrypoint as a string or a list) and precise where dockerd is.
-import { z } from 'zod';
-import type { Container } from '../../engine/index.js';
-import { isoOrZero, statusText } from '../../engine/index.js';
-
-const strList = z.union([z.array(z.string()), z.string().transform((s) => [s])]).nullish();
-const strMap = z.record(z.string(), z.string()).nullish();
-const objMap = z.record(z.string(), z.looseObject({})).nullish();
-const int = z.number().int().nullish();
-
-export const HostConfigSchema = z.looseObject({
-  Binds: z.array(z.string()).nullish(),
-  Mounts: z
-    .array(
-      z.looseObject({
-        Type: z.string().optional(),
-        Source: z.string().optional(),
-        Target: z.string().optional(),
-        ReadOnly: z.boolean().optional(),
-        BindOptions: z.looseObject({ Propagation: z.string().optional() }).nullish(),
-      }),
-    )
-    .nullish(),
-  AutoRemove: z.boolean().nullish(),
-  NetworkMode: z.string().nullish(),
-  RestartPolicy: z.looseObject({ Name: z.string().nullish(), MaximumRetryCount: int }).nullish(),
-  Privileged: z.boolean().nullish(),
-  ReadonlyRootfs: z.boolean().nullish(),
-  CapAdd: z.array(z.string()).nullish(),
-  CapDrop: z.array(z.string()).nullish(),
-  SecurityOpt: z.array(z.string()).nullish(),
-  Init: z.boolean().nullish(),
-  Memory: int,
-  MemorySwap: int,
-  NanoCpus: int,
-  CpuShares: int,
-  CpusetCpus: z.string().nullish(),
-  PidsLimit: int,
-  ShmSize: int,
-  ExtraHosts: z.array(z.string()).nullish(),
-  Dns: z.array(z.string()).nullish(),
-  LogConfig: z.looseObject({ Type: z.string().nullish(), Config: strMap }).nullish(),
-});
-
-export const CreateBodySchema = z.looseObject({
-  Image: z.string({ error: 'Config.Image is required' }).nullish(),
-  Hostname: z.string().nullish(),
-  Domainname: z.string().nullish(),
-  User: z.string().nullish(),
-  AttachStdin: z.boolean().nullish(),
-  AttachStdout: z.boolean().nullish(),
-  AttachStderr: z.boolean().nullish(),
-  ExposedPorts: objMap,
-  Tty: z.boolean().nullish(),
-  OpenStdin: z.boolean().nullish(),
-  StdinOnce: z.boolean().nullish(),
-  Env: z.array(z.string()).nullish(),
-  Cmd: strList,
-  Entrypoint: strList,
-  Volumes: objMap,
-  WorkingDir: z.string().nullish(),
-  Labels: strMap,
-  StopSignal: z.string().nullish(),
-  StopTimeout: int,
-  HostConfig: HostConfigSchema.nullish(),
-  NetworkingConfig: z.unknown().optional(),
-});
-
-export type CreateBody = z.infer<typeof CreateBodySchema>;
+// Docker's container shapes as the API answers them: list entries and inspect.
+import { type Container, isoOrZero, statusText } from '../../engine/index.js';
 
 // ------------------------------------------------------------------ responses
 
@@ -124,16 +56,16 @@ const commandLine = (c: Container) => [c.path, ...c.args].map((a) => (/\s/.test(
 /** One entry of `GET /containers/json`. */
 export function containerSummary(c: Container, imageName: string): Record<string, unknown> {
   return {
-    Id: c.row.id,
-    Names: [`/${c.row.name}`],
+    Id: c.id,
+    Names: [`/${c.name}`],
     Image: imageName,
-    ImageID: c.row.image_id,
+    ImageID: c.imageId,
     Command: commandLine(c),
-    Created: Math.floor(c.row.created / 1000),
+    Created: Math.floor(c.created / 1000),
     Ports: [],
     Labels: c.config.Labels ?? {},
-    State: c.row.status,
-    Status: statusText(c.row),
+    State: c.status,
+    Status: statusText(c),
     HostConfig: { NetworkMode: c.hostConfig.NetworkMode },
     NetworkSettings: { Networks: networks(c) },
     Mounts: mounts(c),
@@ -142,34 +74,33 @@ export function containerSummary(c: Container, imageName: string): Record<string
 
 /** `GET /containers/{id}/json`. */
 export function containerInspect(c: Container, graph: { lowerDirs: string[] }): Record<string, unknown> {
-  const r = c.row;
-  const running = r.status === 'running' || r.status === 'paused' || r.status === 'restarting';
+  const running = c.status === 'running' || c.status === 'paused' || c.status === 'restarting';
   const b = c.bundleDir;
   return {
-    Id: r.id,
-    Created: new Date(r.created).toISOString(),
+    Id: c.id,
+    Created: new Date(c.created).toISOString(),
     Path: c.path,
     Args: c.args,
     State: {
-      Status: r.status,
+      Status: c.status,
       Running: running,
-      Paused: r.status === 'paused',
-      Restarting: r.status === 'restarting',
-      OOMKilled: r.oom_killed === 1,
-      Dead: r.status === 'dead',
-      Pid: running ? r.pid : 0,
-      ExitCode: r.exit_code,
-      Error: r.error,
-      StartedAt: isoOrZero(r.started_at),
-      FinishedAt: isoOrZero(r.finished_at),
+      Paused: c.status === 'paused',
+      Restarting: c.status === 'restarting',
+      OOMKilled: c.oomKilled,
+      Dead: c.status === 'dead',
+      Pid: running ? c.pid : 0,
+      ExitCode: c.exitCode,
+      Error: c.error,
+      StartedAt: isoOrZero(c.startedAt),
+      FinishedAt: isoOrZero(c.finishedAt),
     },
-    Image: r.image_id,
+    Image: c.imageId,
     ResolvConfPath: `${b}/resolv.conf`,
     HostnamePath: `${b}/hostname`,
     HostsPath: `${b}/hosts`,
     LogPath: `${b}/ctr.log`,
-    Name: `/${r.name}`,
-    RestartCount: r.restart_count,
+    Name: `/${c.name}`,
+    RestartCount: c.restartCount,
     Driver: 'overlay2',
     Platform: 'linux',
     MountLabel: '',

@@ -1,22 +1,8 @@
-// Exec bodies and the exec inspect shape, as dockerd has them.
+// The exec start body and the exec inspect shape, as dockerd has them (the create body is the engine's).
 import { z } from 'zod';
 import type { ExecInstance } from '../../engine/index.js';
 
 const size = z.tuple([z.number().int(), z.number().int()]).nullish();
-
-export const ExecCreateSchema = z.looseObject({
-  Cmd: z.union([z.array(z.string()), z.string().transform((s) => [s])]).nullish(),
-  AttachStdin: z.boolean().nullish(),
-  AttachStdout: z.boolean().nullish(),
-  AttachStderr: z.boolean().nullish(),
-  Tty: z.boolean().nullish(),
-  Env: z.array(z.string()).nullish(),
-  User: z.string().nullish(),
-  WorkingDir: z.string().nullish(),
-  Privileged: z.boolean().nullish(),
-  DetachKeys: z.string().nullish(),
-  ConsoleSize: size,
-});
 
 export const ExecStartSchema = z.looseObject({
   Detach: z.boolean().nullish(),

@@ -23,7 +23,8 @@ import { pipeline } from 'node:stream/promises';
 import { VERSION } from '../../config.js';
 import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import type { Container, ContainerService } from '../containers/service.js';
+import type { Container } from '../containers/lookup.js';
+import type { ContainerService } from '../containers/service.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';
 import { ParallelGzip } from '../layers/compress.js';
@@ -126,18 +127,18 @@ export class CommitService {
     const { containers, repo } = this.deps;
     const target = commitReference(req.repo, req.tag); // refused before any work is done
     const c = containers.get(req.container);
-    const id = c.row.id;
-    if (c.row.status === 'dead') throw conflict(`You cannot commit container ${id} which is Dead`);
-    if (c.row.status === 'removing') throw conflict(`You cannot commit container ${id} which is being removed`);
-    const parent = repo.find(c.row.image_id);
-    if (!parent) throw systemError(`image ${c.row.image_id} of container ${id} is not in the store`);
+    const id = c.id;
+    if (c.status === 'dead') throw conflict(`You cannot commit container ${id} which is Dead`);
+    if (c.status === 'removing') throw conflict(`You cannot commit container ${id} which is being removed`);
+    const parent = repo.find(c.imageId);
+    if (!parent) throw systemError(`image ${c.imageId} of container ${id} is not in the store`);
     const config = mergeConfig(applyChanges(req.config ?? c.config, req.changes ?? []), c.config);
     const parentLayers = repo.layersOf(parent.id);
 
     // As dockerd: a container that cannot be paused (it stopped meanwhile) is committed as it is.
     const freeze =
       req.pause !== false &&
-      c.row.status === 'running' &&
+      c.status === 'running' &&
       (await containers.freeze(id).then(
         () => true,
         () => false,
@@ -170,10 +171,10 @@ export class CommitService {
     this.deps.events.publish('container', 'commit', id, {
       ...(c.config.Labels ?? {}),
       comment: req.comment ?? '',
-      image: c.row.image_ref,
+      image: c.imageRef,
       imageID: imageId,
       imageRef: target ? familiar(target) : '',
-      name: c.row.name,
+      name: c.name,
     });
     return imageId;
   }
@@ -182,7 +183,7 @@ export class CommitService {
   async changes(ref: string): Promise<Change[] | null> {
     const c = this.deps.containers.get(ref);
     const upper = await this.upperDir(c);
-    const lowers = await this.deps.images.readyLayerDirs(c.row.image_id);
+    const lowers = await this.deps.images.readyLayerDirs(c.imageId);
     const list = await changes(upper, lowers, { exclude: await mountPointStubs(upper, lowers, RUNTIME_MOUNT_POINTS) });
     return list.length ? list : null;
   }
@@ -209,7 +210,7 @@ export class CommitService {
    */
   private async buildLayer(c: Container, read: () => void): Promise<BuiltLayer | null> {
     const upper = await this.upperDir(c);
-    const lowers = await this.deps.images.readyLayerDirs(c.row.image_id);
+    const lowers = await this.deps.images.readyLayerDirs(c.imageId);
     const exclude = await mountPointStubs(upper, lowers, RUNTIME_MOUNT_POINTS);
     const staged = await this.deps.layers.stage('commit');
     // From here on, nothing awaits until every consumer of the tar is attached.
@@ -268,7 +269,7 @@ export class CommitService {
       created,
       author: o.author,
       comment: o.comment,
-      containerId: o.c.row.id,
+      containerId: o.c.id,
       containerConfig: o.c.config,
       config: o.config,
       diffId: layer?.diffId,
@@ -329,7 +330,7 @@ export class CommitService {
           ),
         );
     } else if (layer) void dropTree(layer.tree); // the layer was there already
-    this.log.debug({ container: o.c.row.id, image: imageId, diffId: layer?.diffId ?? null }, 'committed');
+    this.log.debug({ container: o.c.id, image: imageId, diffId: layer?.diffId ?? null }, 'committed');
     return imageId;
   }
 
@@ -345,13 +346,13 @@ export class CommitService {
   private async upperDir(c: Container): Promise<string> {
     const upper = path.join(c.bundleDir, 'upper');
     await mkdir(upper, { mode: 0o755 }).catch((e: NodeJS.ErrnoException) => {
-      if (e.code !== 'EEXIST') throw systemError(`container ${c.row.id} has no filesystem: ${messageOf(e)}`, e);
+      if (e.code !== 'EEXIST') throw systemError(`container ${c.id} has no filesystem: ${messageOf(e)}`, e);
     });
     return upper;
   }
 
   private async mountReadOnly(c: Container): Promise<FileHandle> {
-    const layers = [await this.upperDir(c), ...(await this.deps.images.readyLayerDirs(c.row.image_id))];
+    const layers = [await this.upperDir(c), ...(await this.deps.images.readyLayerDirs(c.imageId))];
     if (layers.length === 1) return openDir(layers[0]!);
     const target = await mkdtemp(path.join(c.bundleDir, 'export-'));
     try {

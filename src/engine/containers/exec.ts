@@ -12,24 +12,14 @@ import { RuntimeCreateError } from '../runtime/errors.js';
 import { processEnded } from '../runtime/proc.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
-import { mergeEnv, type Container, type ContainerService } from './service.js';
-import { consoleSize, resolveCapabilities, withDefaultEnv, type OciProcess } from './spec.js';
+import type { ExecConfig, ExecCreateBody, Given } from './config.js';
+import { resolveCapabilities } from './capabilities.js';
+import { mergeEnv } from './create.js';
+import type { Container } from './lookup.js';
+import type { OciProcess } from './oci.js';
+import type { ContainerService } from './service.js';
+import { consoleSize, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
-
-export interface ExecConfig {
-  Cmd: string[];
-  AttachStdin: boolean;
-  AttachStdout: boolean;
-  AttachStderr: boolean;
-  Tty: boolean;
-  Env: string[] | null;
-  User: string;
-  WorkingDir: string;
-  Privileged: boolean;
-  DetachKeys: string;
-  /** [height, width] of the terminal from the start. */
-  ConsoleSize?: [number, number] | null;
-}
 
 export interface ExecInstance {
   id: string;
@@ -78,7 +68,7 @@ export class ExecService {
   }
 
   /** `POST /containers/{id}/exec`. */
-  create(ref: string, req: Partial<ExecConfig>): { Id: string } {
+  create(ref: string, req: Given<ExecCreateBody>): { Id: string } {
     const c = this.runningContainer(ref);
     if (!req.Cmd?.length) throw invalidParameter('No exec command specified');
     if (req.DetachKeys) parseDetachKeys(req.DetachKeys);
@@ -96,7 +86,7 @@ export class ExecService {
       ConsoleSize: req.ConsoleSize ?? null,
     };
     const id = randomBytes(32).toString('hex');
-    this.execs.set(id, { id, containerId: c.row.id, config, running: false, exitCode: null, pid: 0, started: false });
+    this.execs.set(id, { id, containerId: c.id, config, running: false, exitCode: null, pid: 0, started: false });
     this.event(c, `exec_create: ${config.Cmd.join(' ')}`, id);
     return { Id: id };
   }
@@ -147,7 +137,7 @@ export class ExecService {
     const run = async () => {
       try {
         const proc = await this.deps.runtime.exec({
-          containerId: c.row.id,
+          containerId: c.id,
           execId: id,
           process: await this.processSpec(c, e.config, tty, size),
           tty,
@@ -191,7 +181,7 @@ export class ExecService {
     const e = this.execs.get(id);
     if (!e) throw noSuchExec(id);
     try {
-      this.deps.containers.find(e.containerId);
+      this.deps.containers.get(e.containerId);
     } catch {
       this.execs.delete(id); // its container is gone
       throw noSuchExec(id);
@@ -201,11 +191,10 @@ export class ExecService {
 
   private runningContainer(ref: string): Container {
     const c = this.deps.containers.get(ref);
-    const id = c.row.id;
-    if (c.row.status === 'paused') throw conflict(`Container ${id} is paused, unpause the container before exec`);
-    if (c.row.status === 'restarting')
-      throw conflict(`Container ${id} is restarting, wait until the container is running`);
-    if (c.row.status !== 'running') throw conflict(`Container ${id} is not running`);
+    const id = c.id;
+    if (c.status === 'paused') throw conflict(`Container ${id} is paused, unpause the container before exec`);
+    if (c.status === 'restarting') throw conflict(`Container ${id} is restarting, wait until the container is running`);
+    if (c.status !== 'running') throw conflict(`Container ${id} is not running`);
     return c;
   }
 
@@ -214,7 +203,7 @@ export class ExecService {
     e.exitCode = code;
     this.event(c, 'exec_die', e.id, { exitCode: String(code) });
     setTimeout(() => this.execs.delete(e.id), KEEP_EXITED_MS).unref();
-    this.log.debug({ id: e.id, container: c.row.id, code }, 'exec exited');
+    this.log.debug({ id: e.id, container: c.id, code }, 'exec exited');
     return code;
   }
 
@@ -230,7 +219,7 @@ export class ExecService {
       base = (JSON.parse(await readFile(path.join(c.bundleDir, 'config.json'), 'utf8')) as { process: OciProcess })
         .process;
     } catch (err) {
-      throw conflict(`Container ${c.row.id} is not running: ${messageOf(err)}`);
+      throw conflict(`Container ${c.id} is not running: ${messageOf(err)}`);
     }
     const user = x.User ? await resolveUser(c.rootfs, x.User) : null;
     const caps = x.Privileged ? resolveCapabilities([], [], true) : null;
@@ -250,10 +239,10 @@ export class ExecService {
   }
 
   private event(c: Container, action: string, execId: string, extra: Record<string, string> = {}): void {
-    this.deps.events.publish('container', action, c.row.id, {
+    this.deps.events.publish('container', action, c.id, {
       execID: execId,
-      image: c.row.image_ref,
-      name: c.row.name,
+      image: c.imageRef,
+      name: c.name,
       ...extra,
     });
   }

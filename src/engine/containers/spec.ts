@@ -1,91 +1,26 @@
 // The OCI runtime spec (runc's config.json) for a container, built from its
-// resolved configuration. Pure: every host fact it depends on (the nofile hard
-// limit) is an input, with a cached reader for the daemon to pass.
+// resolved configuration. Two host facts go in, each read from /proc once and
+// cached: the RLIMIT_NOFILE hard limit (an input, so tests can pass their own)
+// and berthd's capability bounding set (capabilities.ts).
 //
-// Defaults follow dockerd's (moby oci/defaults.go and daemon/oci_linux.go), see
-// SECURITY.md §4; the seccomp profile is berth's own (seccomp.ts). Left undone:
-// AppArmor, and the host device nodes a privileged container gets in its /dev.
+// Defaults follow dockerd's (moby oci/defaults.go and daemon/oci_linux.go); the
+// seccomp profile is berth's own (seccomp.ts). Left undone: AppArmor, and the
+// host device nodes a privileged container gets in its /dev.
 import { readFileSync } from 'node:fs';
 import { invalidParameter } from '../../errors.js';
-import { defaultSeccomp, profileToOci, type OciSeccomp, type SeccompProfile } from './seccomp.js';
-
-// ---------------------------------------------------------------- OCI types
-
-export interface OciUser {
-  uid: number;
-  gid: number;
-  additionalGids?: number[];
-}
-
-export interface OciCapabilities {
-  bounding: string[];
-  effective: string[];
-  permitted: string[];
-}
-
-export interface OciRlimit {
-  type: string;
-  hard: number;
-  soft: number;
-}
-
-export interface OciProcess {
-  terminal: boolean;
-  user: OciUser;
-  args: string[];
-  env: string[];
-  cwd: string;
-  capabilities: OciCapabilities;
-  rlimits: OciRlimit[];
-  noNewPrivileges: boolean;
-  /** The terminal's initial size (runc sets it before the process runs). */
-  consoleSize?: { height: number; width: number };
-}
-
-export interface OciMount {
-  destination: string;
-  type: string;
-  source: string;
-  options: string[];
-}
-
-export interface OciDeviceRule {
-  allow: boolean;
-  type?: 'a' | 'c' | 'b';
-  major?: number;
-  minor?: number;
-  access: string;
-}
-
-export interface OciResources {
-  devices: OciDeviceRule[];
-  memory?: { limit: number; swap?: number };
-  cpu?: { shares?: number; quota?: number; period?: number; cpus?: string };
-  pids?: { limit: number };
-}
-
-export type OciNamespaceType = 'pid' | 'network' | 'mount' | 'ipc' | 'uts' | 'user' | 'cgroup';
-
-export interface OciLinux {
-  namespaces: { type: OciNamespaceType; path?: string }[];
-  resources: OciResources;
-  cgroupsPath: string;
-  maskedPaths: string[];
-  readonlyPaths: string[];
-  sysctl?: Record<string, string>;
-  rootfsPropagation?: string;
-  seccomp?: OciSeccomp;
-}
-
-export interface OciSpec {
-  ociVersion: string;
-  process: OciProcess;
-  root: { path: string; readonly: boolean };
-  hostname: string;
-  mounts: OciMount[];
-  annotations: Record<string, string>;
-  linux: OciLinux;
-}
+import { resolveCapabilities } from './capabilities.js';
+import type { HostConfig } from './config.js';
+import type {
+  OciDeviceRule,
+  OciLinux,
+  OciMount,
+  OciNamespaceType,
+  OciProcess,
+  OciResources,
+  OciSpec,
+  OciUser,
+} from './oci.js';
+import { defaultSeccomp, profileToOci, type SeccompProfile } from './seccomp.js';
 
 // ------------------------------------------------------------------- input
 
@@ -99,7 +34,32 @@ export interface BindMount {
   propagation?: Propagation;
 }
 
-export interface SpecInput {
+/**
+ * The HostConfig fields the spec reads, as Docker names and means them; absent
+ * means Docker's default. Memory: bytes, 0 unlimited. MemorySwap: memory+swap,
+ * -1 unlimited, 0 twice Memory. PidsLimit: 0 or negative unlimited. Init: run
+ * catatonit as pid 1, the command as its child. ShmSize: /dev/shm, 64 MiB when 0.
+ */
+export type SpecHostConfig = Partial<
+  Pick<
+    HostConfig,
+    | 'Privileged'
+    | 'ReadonlyRootfs'
+    | 'CapAdd'
+    | 'CapDrop'
+    | 'Memory'
+    | 'MemorySwap'
+    | 'NanoCpus'
+    | 'CpuShares'
+    | 'CpusetCpus'
+    | 'PidsLimit'
+    | 'Init'
+    | 'ShmSize'
+  >
+>;
+
+/** What the spec is built from: the container's HostConfig fields, and what start works out. */
+export interface SpecInput extends SpecHostConfig {
   args: string[];
   env?: string[];
   /** Absolute path inside the container; '/' when absent. */
@@ -110,34 +70,17 @@ export interface SpecInput {
   consoleSize?: { height: number; width: number };
   hostname?: string;
   rootfsPath: string;
-  readonlyRootfs?: boolean;
   mounts?: BindMount[];
   /** Files berth owns, bind-mounted onto /etc/hosts, /etc/hostname, /etc/resolv.conf. */
   hostsFiles?: { hosts?: string; hostname?: string; resolvConf?: string };
   networkMode?: 'none' | 'host' | 'private';
-  privileged?: boolean;
-  capAdd?: string[];
-  capDrop?: string[];
   noNewPrivileges?: boolean;
   /** 'unconfined', a custom profile (dockerd's format), or absent for berth's own; none when privileged. */
   seccomp?: 'unconfined' | SeccompProfile;
-  /** Bytes; 0/absent = unlimited. */
-  memory?: number;
-  /** Memory+swap in bytes, Docker's meaning: -1 unlimited, 0/absent = twice `memory`. */
-  memorySwap?: number;
-  nanoCpus?: number;
-  cpuShares?: number;
-  cpusetCpus?: string;
-  /** 0, negative or absent = unlimited. */
-  pidsLimit?: number;
-  /** Run catatonit as pid 1, the command as its child (docker run --init). */
-  init?: boolean;
   /** The init binary on the host; /usr/bin/catatonit when absent. */
   initPath?: string;
   cgroupsPath: string;
   stopSignal?: string;
-  /** /dev/shm size in bytes; 64 MiB when absent. */
-  shmSize?: number;
   /** The host's RLIMIT_NOFILE hard limit; read from /proc/self/limits when absent. */
   nofileHardLimit?: number;
 }
@@ -146,73 +89,10 @@ export interface SpecInput {
 
 /** Where the init binary appears in the container: on the /dev tmpfs, so no mount point is created in the image's rootfs. */
 export const CONTAINER_INIT_PATH = '/dev/init';
-export const DEFAULT_INIT_PATH = '/usr/bin/catatonit';
+const DEFAULT_INIT_PATH = '/usr/bin/catatonit';
 const DEFAULT_SHM_SIZE = 64 * 1024 * 1024;
 const NOFILE_CEILING = 1048576;
 const CPU_PERIOD = 100_000;
-
-/** Every capability the kernel defines, in number order (0 … 40). */
-export const ALL_CAPABILITIES: readonly string[] = [
-  'CHOWN',
-  'DAC_OVERRIDE',
-  'DAC_READ_SEARCH',
-  'FOWNER',
-  'FSETID',
-  'KILL',
-  'SETGID',
-  'SETUID',
-  'SETPCAP',
-  'LINUX_IMMUTABLE',
-  'NET_BIND_SERVICE',
-  'NET_BROADCAST',
-  'NET_ADMIN',
-  'NET_RAW',
-  'IPC_LOCK',
-  'IPC_OWNER',
-  'SYS_MODULE',
-  'SYS_RAWIO',
-  'SYS_CHROOT',
-  'SYS_PTRACE',
-  'SYS_PACCT',
-  'SYS_ADMIN',
-  'SYS_BOOT',
-  'SYS_NICE',
-  'SYS_RESOURCE',
-  'SYS_TIME',
-  'SYS_TTY_CONFIG',
-  'MKNOD',
-  'LEASE',
-  'AUDIT_WRITE',
-  'AUDIT_CONTROL',
-  'SETFCAP',
-  'MAC_OVERRIDE',
-  'MAC_ADMIN',
-  'SYSLOG',
-  'WAKE_ALARM',
-  'BLOCK_SUSPEND',
-  'AUDIT_READ',
-  'PERFMON',
-  'BPF',
-  'CHECKPOINT_RESTORE',
-].map((c) => `CAP_${c}`);
-
-/** dockerd's default set (CapEff a80425fb). */
-export const DEFAULT_CAPABILITIES: readonly string[] = [
-  'CHOWN',
-  'DAC_OVERRIDE',
-  'FSETID',
-  'FOWNER',
-  'MKNOD',
-  'NET_RAW',
-  'SETGID',
-  'SETUID',
-  'SETFCAP',
-  'SETPCAP',
-  'NET_BIND_SERVICE',
-  'SYS_CHROOT',
-  'KILL',
-  'AUDIT_WRITE',
-].map((c) => `CAP_${c}`);
 
 export const MASKED_PATHS: readonly string[] = [
   '/proc/asound',
@@ -248,44 +128,6 @@ const ALLOWED_DEVICES: readonly [type: 'c', major: number, minor: number | undef
   ['c', 5, 2],
   ['c', 10, 200],
 ];
-
-// ------------------------------------------------------------ capabilities
-
-/** CAP_X, cap_x, x and X all name CAP_X; ALL stays ALL. Unknown names are refused as dockerd does. */
-export function normalizeCapability(name: string): string {
-  const upper = name.trim().toUpperCase();
-  if (upper === 'ALL') return 'ALL';
-  const full = upper.startsWith('CAP_') ? upper : `CAP_${upper}`;
-  if (!ALL_CAPABILITIES.includes(full)) throw invalidParameter(`unknown capability: "${name}"`);
-  return full;
-}
-
-/** The effective capability set: privileged gets all; ALL in add or drop works as in dockerd; an add beats a drop. */
-/**
- * The capabilities berthd itself may grant: its bounding set (a host without
- * CAP_SYS_RESOURCE cannot hand it to a container; runc would fail to apply it).
- */
-let bounding: string[] | undefined;
-export function grantableCapabilities(): string[] {
-  if (!bounding) {
-    const hex = /^CapBnd:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
-    const mask = hex ? BigInt(`0x${hex}`) : (1n << BigInt(ALL_CAPABILITIES.length)) - 1n;
-    bounding = ALL_CAPABILITIES.filter((_, bit) => (mask >> BigInt(bit)) & 1n);
-  }
-  return bounding;
-}
-
-export function resolveCapabilities(capAdd: string[], capDrop: string[], privileged: boolean): string[] {
-  const all = grantableCapabilities();
-  if (privileged) return [...all];
-  const adds = capAdd.map(normalizeCapability);
-  const drops = capDrop.map(normalizeCapability);
-  let caps: string[];
-  if (adds.includes('ALL')) caps = all.filter((c) => !drops.includes(c));
-  else if (drops.includes('ALL')) caps = adds;
-  else caps = [...DEFAULT_CAPABILITIES.filter((c) => !drops.includes(c)), ...adds];
-  return [...new Set(caps)];
-}
 
 // ------------------------------------------------------------------ mounts
 
@@ -360,7 +202,7 @@ const cleanDestination = (p: string) => `/${p.split('/').filter(Boolean).join('/
  * /dev/shm or /etc/hosts wins); then parents sort before children so /dev is
  * mounted before /dev/init (stable for equal depths).
  */
-export function orderMounts(mounts: OciMount[]): OciMount[] {
+function orderMounts(mounts: OciMount[]): OciMount[] {
   const byDestination = new Map<string, OciMount>();
   for (const m of mounts) {
     const key = cleanDestination(m.destination);
@@ -399,31 +241,28 @@ function deviceRules(privileged: boolean): OciDeviceRule[] {
 function memoryResources(memory?: number, memorySwap?: number): OciResources['memory'] {
   if (!memory || memory <= 0) return undefined;
   if (memorySwap === -1) return { limit: memory, swap: -1 };
-  const swap = memorySwap && memorySwap > 0 ? memorySwap : memory * 2;
-  if (swap < memory) {
-    throw invalidParameter('Minimum memoryswap limit should be larger than memory limit, see usage');
-  }
-  return { limit: memory, swap };
+  // A swap below the memory limit is refused at create (create.ts).
+  return { limit: memory, swap: memorySwap && memorySwap > 0 ? memorySwap : memory * 2 };
 }
 
 function cpuResources(input: SpecInput): OciResources['cpu'] {
   const cpu: NonNullable<OciResources['cpu']> = {};
-  if (input.cpuShares && input.cpuShares > 0) cpu.shares = input.cpuShares;
-  if (input.nanoCpus && input.nanoCpus > 0) {
+  if (input.CpuShares && input.CpuShares > 0) cpu.shares = input.CpuShares;
+  if (input.NanoCpus && input.NanoCpus > 0) {
     cpu.period = CPU_PERIOD;
-    cpu.quota = Math.round((input.nanoCpus * CPU_PERIOD) / 1e9);
+    cpu.quota = Math.round((input.NanoCpus * CPU_PERIOD) / 1e9);
   }
-  if (input.cpusetCpus) cpu.cpus = input.cpusetCpus;
+  if (input.CpusetCpus) cpu.cpus = input.CpusetCpus;
   return Object.keys(cpu).length ? cpu : undefined;
 }
 
 function resources(input: SpecInput): OciResources {
-  const res: OciResources = { devices: deviceRules(input.privileged ?? false) };
-  const memory = memoryResources(input.memory, input.memorySwap);
+  const res: OciResources = { devices: deviceRules(input.Privileged ?? false) };
+  const memory = memoryResources(input.Memory, input.MemorySwap);
   if (memory) res.memory = memory;
   const cpu = cpuResources(input);
   if (cpu) res.cpu = cpu;
-  if (input.pidsLimit && input.pidsLimit > 0) res.pids = { limit: input.pidsLimit };
+  if (input.PidsLimit && input.PidsLimit > 0) res.pids = { limit: input.PidsLimit };
   return res;
 }
 
@@ -458,13 +297,13 @@ function sysctls(networkMode: SpecInput['networkMode']): Record<string, string> 
 
 function processSpec(input: SpecInput): OciProcess {
   if (input.args.length === 0) throw invalidParameter('No command specified');
-  const caps = resolveCapabilities(input.capAdd ?? [], input.capDrop ?? [], input.privileged ?? false);
+  const caps = resolveCapabilities(input.CapAdd ?? [], input.CapDrop ?? [], input.Privileged ?? false);
   const nofile = Math.min(NOFILE_CEILING, input.nofileHardLimit ?? hostNofileHardLimit());
   const user = input.user ?? { uid: 0, gid: 0 };
   return {
     terminal: input.tty ?? false,
     user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids ?? [] },
-    args: input.init ? [CONTAINER_INIT_PATH, '--', ...input.args] : [...input.args],
+    args: input.Init ? [CONTAINER_INIT_PATH, '--', ...input.args] : [...input.args],
     env: [...(input.env ?? [])],
     cwd: input.cwd || '/',
     capabilities: { bounding: caps, effective: caps, permitted: caps },
@@ -493,17 +332,17 @@ export function consoleSize(size: unknown): { height: number; width: number } | 
 }
 
 function mounts(input: SpecInput): OciMount[] {
-  const readonly = input.readonlyRootfs ?? false;
+  const readonly = input.ReadonlyRootfs ?? false;
   return orderMounts([
-    ...defaultMounts(input.privileged ?? false, input.shmSize ?? DEFAULT_SHM_SIZE),
+    ...defaultMounts(input.Privileged ?? false, input.ShmSize || DEFAULT_SHM_SIZE),
     ...hostsFileMounts(input.hostsFiles, readonly),
-    ...(input.init ? [initMount(input.initPath ?? DEFAULT_INIT_PATH)] : []),
+    ...(input.Init ? [initMount(input.initPath ?? DEFAULT_INIT_PATH)] : []),
     ...(input.mounts ?? []).map((b) => bindMount(b.source, b.destination, b.readonly ?? false, b.propagation)),
   ]);
 }
 
 export function buildSpec(input: SpecInput): OciSpec {
-  const privileged = input.privileged ?? false;
+  const privileged = input.Privileged ?? false;
   const linux: OciLinux = {
     namespaces: namespaces(input.networkMode),
     resources: resources(input),
@@ -523,7 +362,7 @@ export function buildSpec(input: SpecInput): OciSpec {
   return {
     ociVersion: '1.0.2',
     process,
-    root: { path: input.rootfsPath, readonly: input.readonlyRootfs ?? false },
+    root: { path: input.rootfsPath, readonly: input.ReadonlyRootfs ?? false },
     hostname: input.hostname ?? '',
     mounts: mounts(input),
     annotations: input.stopSignal ? { 'org.opencontainers.image.stopSignal': input.stopSignal } : {},

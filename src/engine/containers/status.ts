@@ -1,8 +1,8 @@
 // dockerd's human-readable container Status ("Up 3 seconds", "Exited (0) 2 minutes ago").
-import type { ContainerRow } from '../store/containers.js';
+import type { Container } from './lookup.js';
 
 /** docker/go-units HumanDuration. */
-export function humanDuration(ms: number): string {
+function humanDuration(ms: number): string {
   const seconds = Math.floor(ms / 1000);
   const minutes = Math.floor(ms / 60_000);
   const hours = Math.round(ms / 3_600_000);
@@ -19,25 +19,28 @@ export function humanDuration(ms: number): string {
   return `${Math.floor(hours / 24 / 365)} years`;
 }
 
-export function statusText(c: ContainerRow, now = Date.now()): string {
+export function statusText(
+  c: Pick<Container, 'status' | 'startedAt' | 'finishedAt' | 'exitCode'>,
+  now = Date.now(),
+): string {
   switch (c.status) {
     case 'running':
-      return `Up ${humanDuration(now - c.started_at)}`;
+      return `Up ${humanDuration(now - c.startedAt)}`;
     case 'paused':
-      return `Up ${humanDuration(now - c.started_at)} (Paused)`;
+      return `Up ${humanDuration(now - c.startedAt)} (Paused)`;
     case 'restarting':
-      return `Restarting (${c.exit_code}) ${humanDuration(now - c.finished_at)} ago`;
+      return `Restarting (${c.exitCode}) ${humanDuration(now - c.finishedAt)} ago`;
     case 'removing':
       return 'Removal In Progress';
     case 'dead':
       return 'Dead';
     case 'exited':
-      return c.finished_at ? `Exited (${c.exit_code}) ${humanDuration(now - c.finished_at)} ago` : 'Created';
+      return c.finishedAt ? `Exited (${c.exitCode}) ${humanDuration(now - c.finishedAt)} ago` : 'Created';
     default:
       return 'Created';
   }
 }
 
 /** Go's zero time, which dockerd shows for times that never happened. */
-export const ZERO_TIME = '0001-01-01T00:00:00Z';
+const ZERO_TIME = '0001-01-01T00:00:00Z';
 export const isoOrZero = (ms: number) => (ms ? new Date(ms).toISOString() : ZERO_TIME);

@@ -1,0 +1,154 @@
+// A container's OCI bundle, <data-root>/containers/<id>: its rootfs mounted
+// (overlay: rootfs, upper, work), the /etc files berth owns (hostname, hosts,
+// resolv.conf), and config.json, rewritten before each start from the stored
+// configuration. Also where a commit marks a container it paused.
+import { access, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { ImageService } from '../images/service.js';
+import { prepareRootfs } from '../layers/rootfs-mounts.js';
+import type { ExitWatcher } from '../runtime/exits.js';
+import { bindMounts, parseExtraHost, securityOptions, type SecurityOptions } from './create.js';
+import type { Container } from './lookup.js';
+import { buildSpec, consoleSize, withDefaultEnv } from './spec.js';
+import { resolveUser } from './user.js';
+
+export interface BundleDeps {
+  images: ImageService;
+  exits: ExitWatcher;
+  /** The init binary for HostConfig.Init; the spec's default when absent. */
+  initPath?: string;
+}
+
+/** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
+export const cgroupPath = (id: string) => `/berth/${id}`;
+
+/** In a container's bundle while a commit holds it paused (freeze/thaw). */
+const frozenMarker = (c: Container) => path.join(c.bundleDir, 'frozen-for-commit');
+
+export const markFrozen = (c: Container) => writeFile(frozenMarker(c), '');
+export const unmarkFrozen = (c: Container) => rm(frozenMarker(c), { force: true });
+export const isMarkedFrozen = (c: Container) =>
+  access(frozenMarker(c)).then(
+    () => true,
+    () => false,
+  );
+
+export class Bundles {
+  /** Bundles being prepared right after create, taken by the first start. */
+  private readonly early = new Map<string, Promise<void>>();
+  /**
+   * Each container's security options, parsed once: at create (create.ts
+   * checks them there), or at its first start after berthd itself started.
+   */
+  private readonly security = new Map<string, SecurityOptions>();
+
+  constructor(private readonly deps: BundleDeps) {}
+
+  /**
+   * Right after create: clients start right after it (docker run attaches and
+   * waits first), so the bundle is prepared meanwhile, off the start's critical
+   * path. A failure here is retried, and reported, by the start.
+   */
+  prepareEarly(c: Container, security: SecurityOptions): void {
+    this.security.set(c.id, security);
+    const early = this.prepare(c);
+    early.catch(() => undefined);
+    this.early.set(c.id, early);
+  }
+
+  /** Before a start: the early preparation when it succeeded, else a new one. */
+  async ready(c: Container): Promise<void> {
+    const early = this.early.get(c.id);
+    this.early.delete(c.id);
+    const done = early
+      ? await early.then(
+          () => true,
+          () => false,
+        )
+      : false;
+    if (!done) await this.prepare(c);
+  }
+
+  /** A removed container's: a preparation under way ends before its directory is torn down. */
+  async forget(id: string): Promise<void> {
+    await this.early.get(id)?.catch(() => undefined);
+    this.early.delete(id);
+    this.security.delete(id);
+  }
+
+  /** Mounts the rootfs and writes the OCI bundle: all a start needs before conmon. */
+  private async prepare(c: Container): Promise<void> {
+    const { exits, images } = this.deps;
+    const lowers = await images.readyLayerDirs(c.imageId);
+    await exits.clear(c.id);
+    await prepareRootfs({
+      lowerDirs: lowers,
+      upperDir: path.join(c.bundleDir, 'upper'),
+      workDir: path.join(c.bundleDir, 'work'),
+      target: c.rootfs,
+    });
+    const spec = await this.spec(c);
+    await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
+  }
+
+  private async spec(c: Container) {
+    const h = c.hostConfig;
+    const user = await resolveUser(c.rootfs, c.config.User ?? '');
+    const security = this.securityOf(c);
+    const size = consoleSize(h.ConsoleSize);
+    return buildSpec({
+      ...h,
+      args: [c.path, ...c.args],
+      env: withDefaultEnv(c.config.Env ?? [], { hostname: c.config.Hostname, tty: c.config.Tty, home: user.home }),
+      cwd: c.config.WorkingDir || '/',
+      user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids },
+      tty: c.config.Tty,
+      ...(size ? { consoleSize: size } : {}),
+      hostname: c.config.Hostname,
+      rootfsPath: c.rootfs,
+      mounts: bindMounts(h),
+      hostsFiles: await writeEtcFiles(c),
+      networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
+      noNewPrivileges: security.noNewPrivileges,
+      ...(security.seccomp === undefined ? {} : { seccomp: security.seccomp }),
+      ...(this.deps.initPath ? { initPath: this.deps.initPath } : {}),
+      cgroupsPath: cgroupPath(c.id),
+    });
+  }
+
+  private securityOf(c: Container): SecurityOptions {
+    let security = this.security.get(c.id);
+    if (!security) {
+      security = securityOptions(c.hostConfig.SecurityOpt ?? []);
+      this.security.set(c.id, security);
+    }
+    return security;
+  }
+}
+
+/** /etc/hostname, /etc/hosts and /etc/resolv.conf: files berth owns, bind-mounted read-write. */
+async function writeEtcFiles(c: Container): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
+  const hostname = path.join(c.bundleDir, 'hostname');
+  const hosts = path.join(c.bundleDir, 'hosts');
+  const resolvConf = path.join(c.bundleDir, 'resolv.conf');
+  const host = c.hostConfig.NetworkMode === 'host';
+  const name = host ? os.hostname() : c.config.Hostname;
+  await writeFile(hostname, `${name}\n`);
+  const extra = (c.hostConfig.ExtraHosts ?? []).map((e) => {
+    const { name: n, ip } = parseExtraHost(e);
+    return `${ip}\t${n}`;
+  });
+  const hostsText = host
+    ? await readFile('/etc/hosts', 'utf8').catch(() => '127.0.0.1\tlocalhost\n')
+    : ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', `127.0.1.1\t${name}`, ...extra, ''].join(
+        '\n',
+      );
+  await writeFile(hosts, hostsText);
+  const dns = c.hostConfig.Dns ?? [];
+  const resolv = dns.length
+    ? `${dns.map((d) => `nameserver ${d}`).join('\n')}\n`
+    : await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
+  await writeFile(resolvConf, resolv);
+  return { hosts, hostname, resolvConf };
+}

@@ -1,0 +1,153 @@
+// Docker's container Config and HostConfig, and an exec's, written once: as
+// berth stores them (after create's defaults) and, derived from that, as a
+// create body may carry them (every field absent or null, as Docker's clients
+// send both). The TypeScript types are these schemas' outputs.
+//
+// Field names are Docker's; unknown fields are kept (and ignored) as dockerd
+// keeps them. The checks with dockerd's wording are create.ts's: a schema only
+// refuses a value of the wrong type.
+import { z } from 'zod';
+
+const int = z.number().int();
+/** Cmd and Entrypoint: a list, or one string (the shell form some clients send). */
+const strList = z.union([z.array(z.string()), z.string().transform((s) => [s])]);
+const strMap = z.record(z.string(), z.string());
+/** ExposedPorts and Volumes: names to empty objects (Go's struct{}), whatever an image put in them kept. */
+const objMap = z.record(
+  z.string(),
+  z.custom<object>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), { error: 'expected object' }),
+);
+
+type NullishShape<S extends z.ZodRawShape> = { -readonly [K in keyof S]: z.ZodOptional<z.ZodNullable<S[K]>> };
+
+/** The same fields, each of which may be absent or null. */
+function nullish<S extends z.ZodRawShape>(shape: S): NullishShape<S> {
+  return Object.fromEntries(Object.entries(shape).map(([k, s]) => [k, z.optional(z.nullable(s))])) as NullishShape<S>;
+}
+
+/**
+ * Fields a body gave: nulls dropped (the api drops them, as dockerd's Go
+ * structs read null and absent alike).
+ */
+export type Given<T> = Partial<{ [K in keyof T]: NonNullable<T[K]> }>;
+
+// ------------------------------------------------------------------ Config
+
+/** A container's Config as stored and inspected: the request over its image's defaults. */
+export const ContainerConfigSchema = z.looseObject({
+  Hostname: z.string(),
+  Domainname: z.string(),
+  User: z.string(),
+  AttachStdin: z.boolean(),
+  AttachStdout: z.boolean(),
+  AttachStderr: z.boolean(),
+  ExposedPorts: objMap.nullable(),
+  Tty: z.boolean(),
+  OpenStdin: z.boolean(),
+  StdinOnce: z.boolean(),
+  Env: z.array(z.string()).nullable(),
+  Cmd: strList.nullable(),
+  Image: z.string(),
+  Volumes: objMap.nullable(),
+  WorkingDir: z.string(),
+  Entrypoint: strList.nullable(),
+  OnBuild: z.array(z.string()).nullable(),
+  Labels: strMap.nullable(),
+  StopSignal: z.string().optional(),
+  StopTimeout: int.optional(),
+});
+export type ContainerConfig = z.output<typeof ContainerConfigSchema>;
+
+// -------------------------------------------------------------- HostConfig
+
+const MountSchema = z.looseObject({
+  Type: z.string().optional(),
+  Source: z.string().optional(),
+  Target: z.string().optional(),
+  ReadOnly: z.boolean().optional(),
+  BindOptions: z.looseObject({ Propagation: z.string().optional() }).nullish(),
+});
+export type Mount = z.output<typeof MountSchema>;
+
+export const RESTART_POLICIES = ['', 'no', 'always', 'unless-stopped', 'on-failure'] as const;
+const RestartPolicySchema = z.looseObject({ Name: z.enum(RESTART_POLICIES), MaximumRetryCount: int });
+export type RestartPolicy = z.output<typeof RestartPolicySchema>;
+
+/** A container's HostConfig as stored and inspected, create's defaults applied. */
+export const HostConfigSchema = z.looseObject({
+  Binds: z.array(z.string()).nullable(),
+  Mounts: z.array(MountSchema).nullish(),
+  AutoRemove: z.boolean(),
+  NetworkMode: z.string(),
+  RestartPolicy: RestartPolicySchema,
+  Privileged: z.boolean(),
+  ReadonlyRootfs: z.boolean(),
+  CapAdd: z.array(z.string()).nullable(),
+  CapDrop: z.array(z.string()).nullable(),
+  SecurityOpt: z.array(z.string()).nullable(),
+  Init: z.boolean().nullish(),
+  Memory: int,
+  MemorySwap: int,
+  NanoCpus: int,
+  CpuShares: int,
+  CpusetCpus: z.string(),
+  PidsLimit: int.nullish(),
+  ShmSize: int.optional(),
+  ExtraHosts: z.array(z.string()).nullish(),
+  Dns: z.array(z.string()).nullish(),
+  LogConfig: z.looseObject({ Type: z.string(), Config: strMap }),
+});
+export type HostConfig = z.output<typeof HostConfigSchema>;
+
+// ------------------------------------------------------------- create body
+
+/** A create body's HostConfig: any name may come as a restart policy (create.ts refuses it in dockerd's words). */
+const HostConfigBodySchema = z.looseObject({
+  ...nullish(HostConfigSchema.shape),
+  RestartPolicy: z.looseObject({ Name: z.string().nullish(), MaximumRetryCount: int.nullish() }).nullish(),
+  LogConfig: z.looseObject({ Type: z.string().nullish(), Config: strMap.nullish() }).nullish(),
+});
+export type HostConfigBody = z.output<typeof HostConfigBodySchema>;
+
+/** A Config as a body carries it (a create's, beside HostConfig; a commit's). */
+export const ConfigBodySchema = z.looseObject({
+  ...nullish(ContainerConfigSchema.shape),
+  Image: z.string({ error: 'Config.Image is required' }).nullish(),
+});
+export type ConfigBody = z.output<typeof ConfigBodySchema>;
+
+/** `POST /containers/create`'s body: a Config with HostConfig and NetworkingConfig beside its fields. */
+export const CreateBodySchema = ConfigBodySchema.extend({
+  HostConfig: HostConfigBodySchema.nullish(),
+  NetworkingConfig: z.unknown().optional(),
+});
+
+/** What create takes: the body's Config and HostConfig, nulls dropped. */
+export interface CreateRequest {
+  name?: string;
+  config: Given<ConfigBody>;
+  hostConfig: Given<HostConfigBody>;
+}
+
+// -------------------------------------------------------------------- exec
+
+/** An exec's configuration, as kept and inspected. */
+const ExecConfigSchema = z.object({
+  Cmd: strList,
+  AttachStdin: z.boolean(),
+  AttachStdout: z.boolean(),
+  AttachStderr: z.boolean(),
+  Tty: z.boolean(),
+  Env: z.array(z.string()).nullable(),
+  User: z.string(),
+  WorkingDir: z.string(),
+  Privileged: z.boolean(),
+  DetachKeys: z.string(),
+  /** [height, width] of the terminal from the start. */
+  ConsoleSize: z.tuple([int, int]).nullish(),
+});
+export type ExecConfig = z.output<typeof ExecConfigSchema>;
+
+/** `POST /containers/{id}/exec`'s body. */
+export const ExecCreateSchema = z.looseObject(nullish(ExecConfigSchema.shape));
+export type ExecCreateBody = z.output<typeof ExecCreateSchema>;

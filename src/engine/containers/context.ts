@@ -1,0 +1,46 @@
+// What the container modules share: the daemon's parts they are given, and the
+// state of the runs under way that more than one of them reads.
+import type { Logger } from '../../log.js';
+import type { EventBus } from '../events.js';
+import type { ImageService } from '../images/service.js';
+import type { ExitWatcher } from '../runtime/exits.js';
+import type { Runtime } from '../runtime/runtime.js';
+import type { ContainerRepository } from '../store/containers.js';
+import type { Attachments } from './attach.js';
+import type { Bundles } from './bundle.js';
+import type { Container, ContainerLookup } from './lookup.js';
+import type { Waits } from './waits.js';
+
+export interface ContainerDeps {
+  repo: ContainerRepository;
+  images: ImageService;
+  runtime: Runtime;
+  exits: ExitWatcher;
+  logger: Logger;
+  /** <data-root>/containers */
+  root: string;
+  initPath?: string;
+  /** Default cap on a container's log, bytes. */
+  logSizeMax: number;
+  events: EventBus;
+}
+
+export interface Shared {
+  deps: ContainerDeps;
+  log: Logger;
+  lookup: ContainerLookup;
+  waits: Waits;
+  bundles: Bundles;
+  /** Clients attached to containers' stdio (attach.ts). */
+  attachments: Attachments;
+}
+
+/** Publishes a container event with dockerd's attributes (its labels, image, name). */
+export function publish(events: EventBus, c: Container, action: string, extra: Record<string, string> = {}): void {
+  events.publish('container', action, c.id, {
+    ...(c.config.Labels ?? {}),
+    image: c.imageRef,
+    name: c.name,
+    ...extra,
+  });
+}

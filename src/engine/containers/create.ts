@@ -1,0 +1,262 @@
+// What a create is checked against and what it defaults. Everything dockerd
+// refuses at create is refused here, in dockerd's words, before anything is
+// written (moby daemon/container.go verifyContainerSettings,
+// daemon/daemon_unix.go verifyPlatformContainerSettings, oci/caps); what a
+// start would otherwise refuse later is refused now. The stored Config is the
+// request over the image's config, the stored HostConfig the request over
+// Docker's defaults.
+import { isIP } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { invalidParameter, messageOf } from '../../errors.js';
+import type { ImageConfig } from '../images/config.js';
+import { normalizeSignal } from '../signals.js';
+import { checkCapability } from './capabilities.js';
+import {
+  type ConfigBody,
+  type ContainerConfig,
+  type Given,
+  type HostConfig,
+  type HostConfigBody,
+  type Mount,
+  RESTART_POLICIES,
+  type RestartPolicy,
+} from './config.js';
+import { checkResources } from './resources.js';
+import { seccompOption, type SeccompProfile } from './seccomp.js';
+import type { BindMount, Propagation } from './spec.js';
+
+/** What `--security-opt` asks of the process, parsed once at create. */
+export interface SecurityOptions {
+  noNewPrivileges: boolean;
+  /** 'unconfined', a custom profile (dockerd's format), or absent for berth's own. */
+  seccomp?: 'unconfined' | SeccompProfile;
+}
+
+/** A new container's stored Config and HostConfig, and its security options. */
+export interface CreateSettings {
+  config: ContainerConfig;
+  hostConfig: HostConfig;
+  security: SecurityOptions;
+}
+
+/** The Config checks dockerd makes before it looks up the image (validateContainerConfig). */
+export function checkConfig(c: Given<ConfigBody>): string {
+  if (!c.Image) throw invalidParameter('Config cannot be empty in order to create a container');
+  // runc refuses a relative cwd at start; dockerd refuses it here.
+  if (c.WorkingDir && !path.isAbsolute(c.WorkingDir)) {
+    throw invalidParameter(`the working directory '${c.WorkingDir}' is invalid, it needs to be an absolute path`);
+  }
+  if (c.StopSignal) normalizeSignal(c.StopSignal);
+  for (const e of c.Env ?? []) {
+    if (e.split('=', 1)[0] === '') throw invalidParameter(`invalid environment variable: ${e}`);
+  }
+  return c.Image;
+}
+
+/**
+ * The rest of a create, once its image is known: the HostConfig checked and
+ * defaulted, the Config merged over the image's. `id` names the container
+ * (its default hostname).
+ */
+export function createSettings(
+  c: Given<ConfigBody>,
+  h: Given<HostConfigBody>,
+  image: { ref: string; config: ImageConfig['config'] },
+  id: string,
+): CreateSettings {
+  const { hostConfig, security } = checkHostConfig(h);
+  const config = mergeConfig(c, image.ref, image.config ?? {});
+  if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
+  bindMounts(hostConfig);
+  // dockerd: a host-network container takes the host's name, others their short id.
+  if (!config.Hostname) config.Hostname = hostConfig.NetworkMode === 'host' ? os.hostname() : id.slice(0, 12);
+  return { config, hostConfig, security };
+}
+
+/** The container's effective config: the request over the image's defaults, as dockerd merges them. */
+function mergeConfig(c: Given<ConfigBody>, image: string, img: NonNullable<ImageConfig['config']>): ContainerConfig {
+  // A new Entrypoint drops the image's Cmd (dockerd's rule); a Cmd alone keeps the image's Entrypoint.
+  const entrypoint =
+    c.Entrypoint !== undefined ? (c.Entrypoint?.length ? c.Entrypoint : null) : (img.Entrypoint ?? null);
+  const cmd = c.Cmd?.length ? c.Cmd : c.Entrypoint !== undefined ? null : (img.Cmd ?? null);
+  const labels = { ...(img.Labels ?? {}), ...(c.Labels ?? {}) };
+  const ports = { ...(img.ExposedPorts ?? {}), ...(c.ExposedPorts ?? {}) };
+  const volumes = { ...(img.Volumes ?? {}), ...(c.Volumes ?? {}) };
+  return {
+    ...c,
+    Hostname: c.Hostname ?? '',
+    Domainname: c.Domainname ?? '',
+    User: c.User || img.User || '',
+    AttachStdin: c.AttachStdin ?? false,
+    AttachStdout: c.AttachStdout ?? false,
+    AttachStderr: c.AttachStderr ?? false,
+    ExposedPorts: Object.keys(ports).length ? ports : null,
+    Tty: c.Tty ?? false,
+    OpenStdin: c.OpenStdin ?? false,
+    StdinOnce: c.StdinOnce ?? false,
+    Env: mergeEnv(img.Env, c.Env),
+    Cmd: cmd,
+    Image: image,
+    Volumes: Object.keys(volumes).length ? volumes : null,
+    WorkingDir: c.WorkingDir || img.WorkingDir || '',
+    Entrypoint: entrypoint,
+    OnBuild: img.OnBuild ?? null,
+    Labels: labels,
+    ...(c.StopSignal || img.StopSignal ? { StopSignal: c.StopSignal || img.StopSignal } : {}),
+    ...(c.StopTimeout !== undefined ? { StopTimeout: c.StopTimeout } : {}),
+  };
+}
+
+/** An image's environment under the request's: a name set in both takes the request's value. */
+export function mergeEnv(image: string[] | null | undefined, user: string[] | null | undefined): string[] {
+  const out = new Map<string, string>();
+  for (const e of [...(image ?? []), ...(user ?? [])]) {
+    const k = e.split('=', 1)[0]!;
+    out.set(k, e);
+  }
+  return [...out.values()];
+}
+
+function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; security: SecurityOptions } {
+  const restartPolicy = checkRestartPolicy(h);
+  if (h.AutoRemove && restartPolicy.Name !== '' && restartPolicy.Name !== 'no') {
+    throw invalidParameter("can't create 'AutoRemove' container with restart policy");
+  }
+  for (const e of h.ExtraHosts ?? []) parseExtraHost(e);
+  for (const [field, caps] of [
+    ['CapAdd', h.CapAdd],
+    ['CapDrop', h.CapDrop],
+  ] as const) {
+    for (const c of caps ?? []) {
+      try {
+        checkCapability(c);
+      } catch (e) {
+        throw invalidParameter(`invalid ${field}: ${messageOf(e)}`);
+      }
+    }
+  }
+  const mode = h.NetworkMode || 'default';
+  if (!['default', 'bridge', 'none', 'host'].includes(mode)) throw invalidParameter(`network ${mode} not found`);
+  if (h.LogConfig?.Config?.['max-size']) parseSize(h.LogConfig.Config['max-size']);
+  checkResources(h);
+  if (h.ShmSize && h.ShmSize < 0) throw invalidParameter('SHM size can not be less than 0');
+  const security = securityOptions(h.SecurityOpt ?? []);
+  const hostConfig: HostConfig = {
+    ...h,
+    Binds: h.Binds ?? null,
+    AutoRemove: h.AutoRemove ?? false,
+    NetworkMode: mode,
+    RestartPolicy: restartPolicy,
+    Privileged: h.Privileged ?? false,
+    ReadonlyRootfs: h.ReadonlyRootfs ?? false,
+    CapAdd: h.CapAdd ?? null,
+    CapDrop: h.CapDrop ?? null,
+    SecurityOpt: h.SecurityOpt ?? null,
+    Memory: h.Memory ?? 0,
+    MemorySwap: h.MemorySwap ?? 0,
+    NanoCpus: h.NanoCpus ?? 0,
+    CpuShares: h.CpuShares ?? 0,
+    CpusetCpus: h.CpusetCpus ?? '',
+    // json-file: the driver whose behaviour berth's logs have (max-size, max-file, readable
+    // through the API); clients such as docker-py read logs only for it or journald.
+    LogConfig: { Type: h.LogConfig?.Type || 'json-file', Config: h.LogConfig?.Config ?? {} },
+  };
+  return { hostConfig, security };
+}
+
+function checkRestartPolicy(h: Given<HostConfigBody>): RestartPolicy {
+  const name = h.RestartPolicy?.Name ?? '';
+  const count = h.RestartPolicy?.MaximumRetryCount ?? 0;
+  if (!isPolicyName(name)) throw invalidParameter(`invalid restart policy '${name}'`);
+  if (name === 'on-failure') {
+    if (count < 0) throw invalidParameter('maximum retry count cannot be negative');
+  } else if (count > 0 || (name !== '' && count !== 0)) {
+    throw invalidParameter(`maximum retry count cannot be used with restart policy '${name}'`);
+  }
+  return { Name: name, MaximumRetryCount: count };
+}
+
+const POLICY_NAMES: readonly string[] = RESTART_POLICIES;
+const isPolicyName = (s: string): s is RestartPolicy['Name'] => POLICY_NAMES.includes(s);
+
+/**
+ * `--security-opt`: no-new-privileges, seccomp (refused now if its profile
+ * cannot be used, not at start), apparmor and label (accepted, not applied).
+ */
+export function securityOptions(opts: readonly string[]): SecurityOptions {
+  for (const o of opts) {
+    if (!/^no-new-privileges(?:[:=](true|false))?$|^(seccomp|apparmor|label)[:=]/.test(o)) {
+      throw invalidParameter(`Invalid --security-opt: ${JSON.stringify(o)}`);
+    }
+  }
+  const seccomp = seccompOption(opts);
+  return {
+    noNewPrivileges: opts.some((o) => /^no-new-privileges(?:[:=]true)?$/.test(o)),
+    ...(seccomp === undefined ? {} : { seccomp }),
+  };
+}
+
+/** `name:ip` (or `name=ip`) of ExtraHosts, checked as dockerd's ValidateExtraHost checks it. */
+export function parseExtraHost(spec: string): { name: string; ip: string } {
+  const sep = spec.includes('=') ? '=' : ':';
+  const at = spec.indexOf(sep);
+  const name = at < 0 ? '' : spec.slice(0, at);
+  if (!name || name.includes(':')) throw invalidParameter(`bad format for add-host: ${JSON.stringify(spec)}`);
+  let ip = spec.slice(at + 1);
+  if (/^\[.+\]$/.test(ip)) ip = ip.slice(1, -1);
+  // dockerd's name for the host's address as the container sees it; it passes unchecked.
+  if (ip !== 'host-gateway' && isIP(ip.trim()) === 0) {
+    throw invalidParameter(`invalid IP address in add-host: ${JSON.stringify(ip)}`);
+  }
+  return { name, ip };
+}
+
+/** Parses sizes like `10m`, `1g`, `512k` (log-opts max-size). */
+export function parseSize(s: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$/i.exec(s.trim());
+  if (!m) throw invalidParameter(`invalid size: '${s}'`);
+  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 }[
+    m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g' | 't'
+  ];
+  return Math.floor(Number(m[1]) * mult);
+}
+
+// ------------------------------------------------------------------ mounts
+
+const PROPAGATIONS: readonly string[] = ['private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave'];
+const isPropagation = (s: string): s is Propagation => PROPAGATIONS.includes(s);
+
+/** The container's bind mounts: Binds, then Mounts. */
+export function bindMounts(h: HostConfig): BindMount[] {
+  return [...(h.Binds ?? []).map(parseBind), ...(h.Mounts ?? []).map(mountOf)];
+}
+
+/** `host:container[:ro|rw][,propagation]` bind specs. */
+function parseBind(spec: string): BindMount {
+  const parts = spec.split(':');
+  if (parts.length < 2 || parts.length > 3) throw invalidParameter(`invalid volume specification: '${spec}'`);
+  const [source, destination, mode = ''] = parts as [string, string, string?];
+  if (!source.startsWith('/'))
+    throw invalidParameter(`invalid volume specification: '${spec}': named volumes are not supported yet`);
+  if (!destination.startsWith('/')) throw invalidParameter(`invalid volume specification: '${spec}'`);
+  const opts = mode.split(',').filter(Boolean);
+  for (const o of opts) {
+    if (!['ro', 'rw', 'z', 'Z', 'nocopy'].includes(o) && !isPropagation(o))
+      throw invalidParameter(`invalid mode: ${o}`);
+  }
+  return { source, destination, readonly: opts.includes('ro'), propagation: opts.find(isPropagation) ?? 'rprivate' };
+}
+
+function mountOf(m: Mount): BindMount {
+  if ((m.Type ?? 'bind') !== 'bind') throw invalidParameter(`mount type ${m.Type} is not supported yet`);
+  if (!m.Source?.startsWith('/'))
+    throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
+  if (!m.Target?.startsWith('/'))
+    throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
+  const propagation = m.BindOptions?.Propagation || 'rprivate';
+  if (!isPropagation(propagation)) {
+    throw invalidParameter(`invalid mount config for type "bind": invalid propagation mode: ${propagation}`);
+  }
+  return { source: m.Source, destination: m.Target, readonly: m.ReadOnly ?? false, propagation };
+}

@@ -1,0 +1,122 @@
+// What a client reads of a container, and its terminal: logs, attach, resize,
+// top, stats and sizes.
+import { lstat, readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { conflict } from '../../errors.js';
+import { processEnded } from '../runtime/proc.js';
+import { readLog, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
+import { DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
+import { cgroupPath } from './bundle.js';
+import type { Shared } from './context.js';
+import { type Container, isActive, isRunning } from './lookup.js';
+import { cgroupStats, top } from './stats.js';
+
+export interface AttachOptions {
+  logs: boolean;
+  stream: boolean;
+  stdin: boolean;
+  stdout: boolean;
+  stderr: boolean;
+  detachKeys?: string;
+}
+
+export class ContainerIo {
+  constructor(
+    private readonly s: Shared,
+    /** The start of a container under way, if any (lifecycle.ts). */
+    private readonly startOf: (id: string) => Promise<unknown> | undefined,
+  ) {}
+
+  /**
+   * The container's output from its log file. With follow, it goes on until the
+   * container stops (or `signal` aborts).
+   */
+  async *logs(ref: string, o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal }): AsyncGenerator<LogEntry> {
+    const c = this.s.lookup.find(ref);
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    if (o.follow) {
+      if (!isActive(c) && !this.startOf(c.id)) stop.abort();
+      // Ends the follow at the exit; forgotten (stop aborts it) if the reader ends first.
+      else this.s.waits.add(c.id, 'next-exit', stop.signal).then(onAbort, () => undefined);
+    }
+    try {
+      yield* readLog(c.logPath, { ...o, signal: stop.signal });
+    } finally {
+      o.signal?.removeEventListener('abort', onAbort);
+      stop.abort();
+    }
+  }
+
+  /**
+   * Attaches a client to the container's stdio (attach.ts): the log so far
+   * with `logs`, then with `stream` the live output until the process ends,
+   * and its input to the process's stdin with `stdin` (and OpenStdin). A
+   * created container may be attached before it starts: the start then waits
+   * for the attach to be connected, so no output is missed.
+   */
+  attach(ref: string, o: AttachOptions): AttachSession {
+    const { lookup, attachments, deps } = this.s;
+    const c = lookup.find(ref);
+    if (c.status === 'exited' || c.status === 'dead') {
+      if (o.stream) throw conflict('You cannot attach to a stopped container, start it first');
+    }
+    if (c.status === 'paused') throw conflict(`You cannot attach to a paused container, unpause it first`);
+    const detachKeys = parseDetachKeys(o.detachKeys || DEFAULT_DETACH_KEYS);
+    const io = {
+      tty: c.config.Tty,
+      openStdin: c.config.OpenStdin,
+      stdinOnce: c.config.StdinOnce,
+      ended: () => processEnded(lookup.byId(c.id)?.pid),
+    };
+    const session = attachments.open(c.id, io, {
+      stdin: o.stdin,
+      stdout: o.stdout,
+      stderr: o.stderr,
+      detachKeys,
+      noStream: !o.stream,
+      ...(o.logs ? { history: () => readLog(c.logPath, { stdout: o.stdout, stderr: o.stderr }) } : {}),
+    });
+    if (o.stream && isRunning(c)) attachments.connect(c.id, deps.runtime.attachSocket(c.id));
+    return session;
+  }
+
+  /** `POST /containers/{id}/resize`: the terminal's size, through conmon. */
+  async resize(ref: string, height: number, width: number): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    if (!isRunning(c)) throw conflict(`Container ${c.id} is not running`);
+    if (!c.config.Tty) return;
+    await this.s.deps.runtime.resize(c.bundleDir, height, width);
+  }
+
+  /** Bytes in the container's writable layer (SizeRw), and with its image's (SizeRootFs). */
+  async sizes(c: Container): Promise<{ SizeRw: number; SizeRootFs: number }> {
+    const rw = await duBytes(path.join(c.bundleDir, 'upper'));
+    const image = this.s.deps.images.layersOf(c.imageId).reduce((a, l) => a + l.size, 0);
+    return { SizeRw: rw, SizeRootFs: rw + image };
+  }
+
+  /** `GET /containers/{id}/stats?stream=0`. */
+  async stats(ref: string) {
+    const c = this.s.lookup.find(ref);
+    return cgroupStats({ path: cgroupPath(c.id) }, c.id, c.name);
+  }
+
+  /** `GET /containers/{id}/top`. */
+  async top(ref: string, psArgs?: string) {
+    const c = this.s.lookup.find(ref);
+    if (!isRunning(c)) throw conflict(`Container ${c.id} is not running`);
+    return top({ path: cgroupPath(c.id) }, psArgs || '-ef');
+  }
+}
+
+/** Apparent size of the regular files under a directory (0 when it does not exist). */
+async function duBytes(dir: string): Promise<number> {
+  let total = 0;
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
+  for (const e of entries) {
+    if (e.isFile()) total += (await lstat(path.join(e.parentPath, e.name)).catch(() => ({ size: 0 }))).size;
+  }
+  return total;
+}

@@ -1,0 +1,264 @@
+// A container's process from start to end: start, stop, kill, restart, pause
+// and unpause (and a commit's freeze and thaw). The process runs under conmon,
+// which outlives berthd; its exit is recorded by exits.ts.
+import { conflict, isEngineError, messageOf, noSuchContainer, notModified } from '../../errors.js';
+import { releaseRootfs } from '../layers/rootfs-mounts.js';
+import { RuntimeCreateError } from '../runtime/errors.js';
+import { normalizeSignal, SIGNALS } from '../signals.js';
+import { markFrozen, unmarkFrozen } from './bundle.js';
+import { publish, type Shared } from './context.js';
+import { parseSize } from './create.js';
+import type { ExitHandler } from './exits.js';
+import { type Container, isActive, isRunning } from './lookup.js';
+import type { WaitCondition, WaitResult } from './waits.js';
+
+/** How often a wait for a signalled container's exit looks whether its monitor is still there. */
+const LOST_EXIT_CHECK_MS = 2000;
+
+export class Lifecycle {
+  /** Starts in progress, so an exit that races a start is handled after it. */
+  private readonly starting = new Map<string, Promise<unknown>>();
+
+  constructor(
+    private readonly s: Shared,
+    private readonly exits: ExitHandler,
+    /** Removes an AutoRemove container whose start failed. */
+    private readonly autoRemove: (id: string) => Promise<void>,
+  ) {}
+
+  /** The start of the container under way, if any. */
+  startOf(id: string): Promise<unknown> | undefined {
+    return this.starting.get(id);
+  }
+
+  /**
+   * Waits for the container's exit or removal. For 'not-running', a container
+   * with no process and no start under way answers at once.
+   */
+  waitFor(c: Container, condition: WaitCondition, signal?: AbortSignal): Promise<WaitResult> {
+    if (condition === 'not-running' && !isActive(c) && !this.starting.has(c.id)) {
+      return Promise.resolve({ StatusCode: c.exitCode, Error: null });
+    }
+    return this.s.waits.add(c.id, condition, signal);
+  }
+
+  async start(ref: string): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    if (c.status === 'running' || c.status === 'restarting') throw notModified();
+    if (c.status === 'paused') throw conflict('cannot start a paused container, try unpause instead');
+    await this.guardStart(c.id, () =>
+      this.run(c.id, { stoppedByUser: false }).catch(async (e) => {
+        // As dockerd: an AutoRemove container that cannot start is removed (`docker run --rm`
+        // waits for condition=removed after a failed start).
+        if (c.hostConfig.AutoRemove) await this.autoRemove(c.id);
+        throw e;
+      }),
+    );
+  }
+
+  /** Starts an exited container again, as its restart policy says (exits.ts). */
+  startAgain(id: string, restartCount: number): Promise<void> {
+    return this.guardStart(id, () => this.run(id, { stoppedByUser: false, restartCount }));
+  }
+
+  private async guardStart<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    if (this.starting.has(id)) throw conflict(`container ${id} is already being started`);
+    const job = fn();
+    this.starting.set(
+      id,
+      job.catch(() => undefined),
+    );
+    try {
+      return await job;
+    } finally {
+      this.starting.delete(id);
+    }
+  }
+
+  /** Creates and starts the container's process under conmon, and records the run. */
+  private async run(id: string, o: { stoppedByUser: boolean; restartCount?: number }): Promise<void> {
+    const { deps, attachments } = this.s;
+    const { runtime, exits, repo } = deps;
+    await this.exits.settled(id); // runc's record of the last run is gone before this one is created
+    const c = this.s.lookup.byId(id);
+    if (!c) throw noSuchContainer(id);
+    await this.s.bundles.ready(c);
+    try {
+      const maxSize = c.hostConfig.LogConfig?.Config?.['max-size'];
+      const created = await runtime.create({
+        id,
+        bundleDir: c.bundleDir,
+        logPath: c.logPath,
+        exitDir: exits.exitDir,
+        tty: c.config.Tty,
+        stdin: c.config.OpenStdin,
+        stdinOnce: c.config.StdinOnce,
+        logSizeMax: maxSize ? parseSize(maxSize) : deps.logSizeMax,
+      });
+      // The loopback of the container's own network namespace is up already: runc
+      // brings it up in every network namespace it creates (libcontainer's "loopback" network).
+      // Clients attached before the start join now, before the process runs.
+      attachments.connect(id, runtime.attachSocket(id));
+      await runtime.start(id);
+      repo.update(id, {
+        status: 'running',
+        pid: created.pid,
+        conmon_pid: created.conmonPid,
+        exit_code: 0,
+        error: '',
+        started_at: Date.now(),
+        finished_at: 0,
+        oom_killed: 0,
+        stopped_by_user: o.stoppedByUser ? 1 : 0,
+        ...(o.restartCount !== undefined ? { restart_count: o.restartCount } : {}),
+      });
+      // One who attached while this start was under way (and saw "created").
+      attachments.connect(id, runtime.attachSocket(id));
+      publish(deps.events, c, 'start');
+    } catch (e) {
+      attachments.fail(id);
+      await runtime.delete(id, true).catch(() => undefined);
+      await releaseRootfs(c.rootfs).catch(() => undefined);
+      const code = e instanceof RuntimeCreateError ? e.code : 128;
+      repo.update(id, { status: c.finishedAt ? 'exited' : 'created', exit_code: code, error: messageOf(e), pid: 0 });
+      throw e;
+    }
+  }
+
+  async stop(ref: string, opts: { timeoutSec?: number; signal?: string } = {}): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    if (!isRunning(c) && c.status !== 'restarting') throw notModified();
+    const { repo } = this.s.deps;
+    repo.update(c.id, { stopped_by_user: 1 });
+    if (c.status === 'restarting') {
+      this.exits.cancelRestart(c.id);
+      repo.update(c.id, { status: 'exited' });
+      this.s.waits.notify(c.id, ['not-running'], c.exitCode);
+      return;
+    }
+    const signal = normalizeSignal(opts.signal || c.config.StopSignal || 'SIGTERM');
+    await this.terminate(c, signal, opts.timeoutSec ?? c.config.StopTimeout ?? 10);
+    publish(this.s.deps.events, c, 'stop');
+  }
+
+  async kill(ref: string, signal = 'SIGKILL'): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    const sig = normalizeSignal(signal);
+    if (!isRunning(c)) throw conflict(`Cannot kill container: ${ref}: Container ${c.id} is not running`);
+    if (sig === 'SIGKILL' || sig === 'SIGTERM' || sig === 'SIGINT')
+      this.s.deps.repo.update(c.id, { stopped_by_user: 1 });
+    await this.signal(c.id, sig);
+    publish(this.s.deps.events, c, 'kill', { signal: String(SIGNALS[sig] ?? sig) });
+  }
+
+  /**
+   * Ends a running container's process: `signal`, then SIGKILL once
+   * `timeoutSec` has passed (a negative timeout waits for as long as it takes,
+   * as dockerd's). Resolves once the exit is recorded.
+   */
+  async terminate(c: Container, signal: string, timeoutSec: number): Promise<void> {
+    const exited = this.s.waits.add(c.id, 'not-running');
+    if (c.status === 'paused') await this.s.deps.runtime.resume(c.id).catch(() => undefined);
+    await this.signal(c.id, signal);
+    if (timeoutSec >= 0) {
+      const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeoutSec * 1000).unref());
+      if ((await Promise.race([exited, timer])) === 'timeout') await this.signal(c.id, 'SIGKILL');
+    }
+    await this.exitOf(c.id, exited);
+  }
+
+  /**
+   * Signals a container's process. One that has exited since the caller
+   * looked (its exit not yet recorded) needs no signal: its exit is on the way,
+   * and whoever waits for it is told then. So the outcome of stop, kill and a
+   * forced remove never depends on which of the two came first.
+   */
+  private async signal(id: string, sig: string): Promise<void> {
+    await this.s.deps.runtime.kill(id, sig, { all: false });
+  }
+
+  /**
+   * Waits for a signalled container's exit. conmon reports every exit, unless
+   * it died itself (killed by hand, or by the OOM killer): then no report would
+   * ever come, so now and then the monitor is looked for, and an exit it can
+   * no longer report is recorded here.
+   */
+  private async exitOf(id: string, exited: Promise<unknown>): Promise<void> {
+    const { runtime, exits } = this.s.deps;
+    let done = false;
+    void exited.then(() => (done = true));
+    for (;;) {
+      await Promise.race([exited, new Promise((r) => setTimeout(r, LOST_EXIT_CHECK_MS).unref())]);
+      if (done) return;
+      const c = this.s.lookup.byId(id);
+      if (!c || !isActive(c)) return;
+      if ((await runtime.conmonPid(c.bundleDir)) !== null) continue;
+      const code = await exits.readExit(id);
+      await this.exits.onExit(
+        id,
+        code ?? 255,
+        code === null ? 'container monitor (conmon) exited without reporting an exit' : '',
+      );
+    }
+  }
+
+  async restart(ref: string, timeoutSec?: number): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    if (isRunning(c)) {
+      // An exit that lands first leaves nothing to stop: go on to the start.
+      await this.stop(c.id, timeoutSec !== undefined ? { timeoutSec } : {}).catch((e: unknown) => {
+        if (!isEngineError(e, 'not-modified')) throw e;
+      });
+    }
+    await this.guardStart(c.id, () => this.run(c.id, { stoppedByUser: false }));
+    publish(this.s.deps.events, c, 'restart');
+  }
+
+  async pause(ref: string): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    if (c.status === 'paused') throw conflict(`Container ${c.id} is already paused`);
+    await this.setPaused(c, true);
+  }
+
+  async unpause(ref: string): Promise<void> {
+    await this.setPaused(this.s.lookup.find(ref), false);
+  }
+
+  /** Freezes or thaws the container's processes (their cgroup), and records it. */
+  private async setPaused(c: Container, paused: boolean): Promise<void> {
+    const { runtime, repo, events } = this.s.deps;
+    const from = paused ? 'running' : 'paused';
+    const refused = () => conflict(`Container ${c.id} is not ${from}`);
+    if (c.status !== from) throw refused();
+    await (paused ? runtime.pause(c.id) : runtime.resume(c.id));
+    // An exit recorded meanwhile stands: a frozen cgroup with no process is not a paused container.
+    if (!repo.updateIf(c.id, from, { status: paused ? 'paused' : 'running' })) throw refused();
+    publish(events, c, paused ? 'pause' : 'unpause');
+  }
+
+  /**
+   * Pauses a running container for a commit, as pause() does, marked so in its
+   * bundle until thaw(): a berthd killed in between unpauses it when it starts
+   * again (exits.ts), since nobody asked for that pause.
+   */
+  async freeze(ref: string): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    await markFrozen(c);
+    try {
+      await this.pause(c.id);
+    } catch (e) {
+      await unmarkFrozen(c);
+      throw e;
+    }
+  }
+
+  /** Ends a freeze(). */
+  async thaw(ref: string): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    try {
+      await this.unpause(c.id);
+    } finally {
+      await unmarkFrozen(c);
+    }
+  }
+}

@@ -1,0 +1,176 @@
+// A container as the engine hands it out: its record in camelCase, its Config
+// and HostConfig, and where its files are. Found by id, unique id prefix or
+// name; listed with Docker's filters. The database row stays in here.
+import path from 'node:path';
+import { invalidParameter, noSuchContainer, notFound } from '../../errors.js';
+import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
+import type { ImageService } from '../images/service.js';
+import type { ContainerRepository, ContainerRow, ContainerStatus } from '../store/containers.js';
+import type { ContainerConfig, HostConfig } from './config.js';
+
+export type { ContainerStatus };
+
+export interface Container {
+  id: string;
+  name: string;
+  imageId: string;
+  /** The image as the create named it. */
+  imageRef: string;
+  /** Unix milliseconds, as are startedAt and finishedAt (0: never). */
+  created: number;
+  status: ContainerStatus;
+  pid: number;
+  exitCode: number;
+  error: string;
+  startedAt: number;
+  finishedAt: number;
+  restartCount: number;
+  oomKilled: boolean;
+  /** Its last run was ended by stop, kill or a forced remove: no restart policy applies. */
+  stoppedByUser: boolean;
+  /** Creation order (list's before and since). */
+  seq: number;
+  config: ContainerConfig;
+  hostConfig: HostConfig;
+  /** The command run: Path and Args as inspect shows them. */
+  path: string;
+  args: string[];
+  bundleDir: string;
+  /** The overlay mount point, runc's root.path. */
+  rootfs: string;
+  logPath: string;
+}
+
+/** Statuses with a process, or one on the way back (restarting). */
+export const ACTIVE: readonly ContainerStatus[] = ['running', 'paused', 'restarting'];
+export const isActive = (c: Container) => ACTIVE.includes(c.status);
+/** A process runs (maybe frozen). */
+export const isRunning = (c: Container) => c.status === 'running' || c.status === 'paused';
+
+const LIST_FILTERS = [
+  'id',
+  'name',
+  'label',
+  'status',
+  'ancestor',
+  'exited',
+  'before',
+  'since',
+  'health',
+  'network',
+  'volume',
+  'publish',
+  'expose',
+  'isolation',
+  'is-task',
+];
+const STATUSES = ['created', 'restarting', 'running', 'removing', 'paused', 'exited', 'dead'];
+
+export class ContainerLookup {
+  constructor(
+    private readonly repo: ContainerRepository,
+    private readonly images: ImageService,
+    /** <data-root>/containers */
+    private readonly root: string,
+  ) {}
+
+  /** Resolves a full id, a unique id prefix, or a name (with or without '/'). */
+  find(ref: string): Container {
+    const { repo } = this;
+    if (!ref) throw noSuchContainer(ref);
+    const byId = /^[0-9a-f]{64}$/.test(ref) ? repo.find(ref) : undefined;
+    if (byId) return this.view(byId);
+    const byName = repo.findByName(ref.replace(/^\//, ''));
+    if (byName) return this.view(byName);
+    if (/^[0-9a-f]+$/.test(ref)) {
+      const rows = repo.findByPrefix(ref);
+      if (rows.length > 1) throw notFound(`Multiple IDs found with provided prefix: ${ref}`);
+      if (rows[0]) return this.view(rows[0]);
+    }
+    throw noSuchContainer(ref);
+  }
+
+  /** The container with this full id, as recorded now; undefined once removed. */
+  byId(id: string): Container | undefined {
+    const row = this.repo.find(id);
+    return row && this.view(row);
+  }
+
+  /** The container of this name, if any. */
+  byName(name: string): Container | undefined {
+    const row = this.repo.findByName(name);
+    return row && this.view(row);
+  }
+
+  withStatus(statuses: ContainerStatus[]): Container[] {
+    return this.repo.withStatus(statuses).map((r) => this.view(r));
+  }
+
+  /** `GET /containers/json`: running ones, or all; newest first. */
+  list(opts: { all?: boolean; limit?: number; filters?: Filters } = {}): Container[] {
+    const f = opts.filters ?? {};
+    checkFilters(f, LIST_FILTERS);
+    for (const s of f.status ?? []) {
+      if (!STATUSES.includes(s)) throw invalidParameter(`invalid filter 'status=${s}'`);
+    }
+    const before = f.before?.[0] ? this.find(f.before[0]).seq : undefined;
+    const since = f.since?.[0] ? this.find(f.since[0]).seq : undefined;
+    const ancestors = (f.ancestor ?? []).map((a) => {
+      try {
+        return this.images.find(a).id;
+      } catch {
+        return undefined;
+      }
+    });
+    const all =
+      opts.all || (opts.limit ?? 0) > 0 || !!f.status || !!f.exited || before !== undefined || since !== undefined;
+    const out: Container[] = [];
+    for (const row of this.repo.list()) {
+      if (!all && !ACTIVE.includes(row.status)) continue;
+      const c = this.view(row);
+      if (f.id?.length && !f.id.some((p) => c.id.startsWith(p))) continue;
+      if (f.name?.length && !f.name.some((n) => new RegExp(n.replace(/^\//, '')).test(c.name))) continue;
+      if (f.status?.length && !f.status.includes(c.status)) continue;
+      if (f.exited?.length && !(c.status === 'exited' && f.exited.map(Number).includes(c.exitCode))) continue;
+      if (!matchLabels(f, c.config.Labels)) continue;
+      if (before !== undefined && c.seq >= before) continue;
+      if (since !== undefined && c.seq <= since) continue;
+      if (f.ancestor?.length && !ancestors.includes(c.imageId) && !f.ancestor.some((a) => globMatch(a, c.imageRef)))
+        continue;
+      out.push(c);
+      if (opts.limit && opts.limit > 0 && out.length >= opts.limit) break;
+    }
+    return out;
+  }
+
+  private view(row: ContainerRow): Container {
+    const config: ContainerConfig = JSON.parse(row.config);
+    const hostConfig: HostConfig = JSON.parse(row.host_config);
+    const argv = [...(config.Entrypoint ?? []), ...(config.Cmd ?? [])];
+    const bundleDir = path.join(this.root, row.id);
+    return {
+      id: row.id,
+      name: row.name,
+      imageId: row.image_id,
+      imageRef: row.image_ref,
+      created: row.created,
+      status: row.status,
+      pid: row.pid,
+      exitCode: row.exit_code,
+      error: row.error,
+      startedAt: row.started_at,
+      finishedAt: row.finished_at,
+      restartCount: row.restart_count,
+      oomKilled: row.oom_killed === 1,
+      stoppedByUser: row.stopped_by_user === 1,
+      seq: row.seq,
+      config,
+      hostConfig,
+      path: argv[0] ?? '',
+      args: argv.slice(1),
+      bundleDir,
+      rootfs: path.join(bundleDir, 'rootfs'),
+      logPath: path.join(bundleDir, 'ctr.log'),
+    };
+  }
+}

@@ -1,0 +1,78 @@
+// The parts of the OCI runtime spec (runc's config.json) that berth writes.
+import type { OciSeccomp } from './seccomp.js';
+
+export interface OciUser {
+  uid: number;
+  gid: number;
+  additionalGids?: number[];
+}
+
+export interface OciCapabilities {
+  bounding: string[];
+  effective: string[];
+  permitted: string[];
+}
+
+export interface OciRlimit {
+  type: string;
+  hard: number;
+  soft: number;
+}
+
+export interface OciProcess {
+  terminal: boolean;
+  user: OciUser;
+  args: string[];
+  env: string[];
+  cwd: string;
+  capabilities: OciCapabilities;
+  rlimits: OciRlimit[];
+  noNewPrivileges: boolean;
+  /** The terminal's initial size (runc sets it before the process runs). */
+  consoleSize?: { height: number; width: number };
+}
+
+export interface OciMount {
+  destination: string;
+  type: string;
+  source: string;
+  options: string[];
+}
+
+export interface OciDeviceRule {
+  allow: boolean;
+  type?: 'a' | 'c' | 'b';
+  major?: number;
+  minor?: number;
+  access: string;
+}
+
+export interface OciResources {
+  devices: OciDeviceRule[];
+  memory?: { limit: number; swap?: number };
+  cpu?: { shares?: number; quota?: number; period?: number; cpus?: string };
+  pids?: { limit: number };
+}
+
+export type OciNamespaceType = 'pid' | 'network' | 'mount' | 'ipc' | 'uts' | 'user' | 'cgroup';
+
+export interface OciLinux {
+  namespaces: { type: OciNamespaceType; path?: string }[];
+  resources: OciResources;
+  cgroupsPath: string;
+  maskedPaths: string[];
+  readonlyPaths: string[];
+  sysctl?: Record<string, string>;
+  rootfsPropagation?: string;
+  seccomp?: OciSeccomp;
+}
+
+export interface OciSpec {
+  ociVersion: string;
+  process: OciProcess;
+  root: { path: string; readonly: boolean };
+  hostname: string;
+  mounts: OciMount[];
+  annotations: Record<string, string>;
+  linux: OciLinux;
+}

@@ -1,0 +1,87 @@
+// A create's resource limits, checked as dockerd checks them
+// (verifyPlatformContainerResources): a limit that runc or the kernel would
+// refuse at start, or that would quietly not apply, is refused at create.
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import { invalidParameter, messageOf } from '../../errors.js';
+import type { Given, HostConfigBody } from './config.js';
+
+/** dockerd's floor for a memory limit, room for a container's own start-up (moby linuxMinMemory). */
+const MIN_MEMORY = 6 * 1024 * 1024;
+/** The highest CPU number a cpuset may name, unless the host has higher ones (moby's defaultMaxCPUs). */
+const MAX_CPU = 8192;
+
+export function checkResources(h: Given<HostConfigBody>): void {
+  const memory = h.Memory ?? 0;
+  const swap = h.MemorySwap ?? 0;
+  // A limit below 6 MB (or negative) would otherwise run unlimited.
+  if (memory !== 0 && memory < MIN_MEMORY) throw invalidParameter('Minimum memory limit allowed is 6MB');
+  if (memory > 0 && swap > 0 && swap < memory) {
+    throw invalidParameter('Minimum memoryswap limit should be larger than memory limit, see usage');
+  }
+  if (memory === 0 && swap > 0) {
+    throw invalidParameter('You should always set the Memory limit when using Memoryswap limit, see usage');
+  }
+  const nanoCpus = h.NanoCpus ?? 0;
+  const cpus = os.availableParallelism();
+  if (nanoCpus < 0 || nanoCpus > cpus * 1e9) {
+    throw invalidParameter(`Range of CPUs is from 0.01 to ${cpus}.00, as there are only ${cpus} CPUs available`);
+  }
+  if (h.CpusetCpus) checkCpuset(h.CpusetCpus);
+}
+
+function checkCpuset(requested: string): void {
+  const { text, cpus } = availableCpus();
+  let wanted: Set<number>;
+  try {
+    wanted = parseCpuList(requested, Math.max(MAX_CPU, ...cpus));
+  } catch (e) {
+    throw invalidParameter(`Invalid value ${requested} for cpuset cpus: ${messageOf(e)}`);
+  }
+  if ([...wanted].some((c) => !cpus.has(c))) {
+    throw invalidParameter(`Requested CPUs are not available - requested ${requested}, available: ${text}`);
+  }
+}
+
+/** A cgroup CPU list (`0-3,5`), as moby's parsers.ParseUintList reads it; numbers above `max` refused. */
+function parseCpuList(list: string, max = 0): Set<number> {
+  const out = new Set<number>();
+  if (list === '') return out;
+  const invalid = () => new Error(`invalid format: ${list}`);
+  const int = (s: string) => {
+    if (!/^[+-]?\d+$/.test(s)) throw invalid();
+    return Number(s);
+  };
+  for (const part of list.split(',')) {
+    const dash = part.indexOf('-');
+    const [lo, hi] = dash < 0 ? [int(part), int(part)] : [int(part.slice(0, dash)), int(part.slice(dash + 1))];
+    if (hi < lo) throw invalid();
+    if (max !== 0 && hi > max) throw new Error(`value of out range, maximum is ${max}`);
+    for (let c = lo; c <= hi; c++) out.add(c);
+  }
+  return out;
+}
+
+let available: { text: string; cpus: Set<number> } | undefined;
+
+/** The CPUs containers may use: the root cgroup's cpuset (v2, then v1), else those online. Read once. */
+function availableCpus(): { text: string; cpus: Set<number> } {
+  if (!available) {
+    const files = [
+      '/sys/fs/cgroup/cpuset.cpus.effective',
+      '/sys/fs/cgroup/cpuset/cpuset.cpus',
+      '/sys/devices/system/cpu/online',
+    ];
+    let text = `0-${os.availableParallelism() - 1}`;
+    for (const f of files) {
+      try {
+        text = readFileSync(f, 'utf8').trim();
+        break;
+      } catch {
+        // not this hierarchy
+      }
+    }
+    available = { text, cpus: parseCpuList(text) };
+  }
+  return available;
+}
