@@ -29,15 +29,9 @@ export interface HostFacts {
   arch: string;
 }
 
-const ARCH: Record<string, string> = {
-  x64: 'amd64',
-  arm64: 'arm64',
-  arm: 'arm',
-  ia32: '386',
-  ppc64: 'ppc64le',
-  s390x: 's390x',
-};
-export const goArch = (a = process.arch) => ARCH[a] ?? a;
+import { goArch } from './registry/manifest.js';
+
+export { goArch };
 
 function osRelease(): Record<string, string> {
   try {

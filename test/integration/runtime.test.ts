@@ -513,7 +513,13 @@ describe('log reader', () => {
  */
 async function compileRuntimeForChild(): Promise<string> {
   const out = path.join(root, 'child');
-  const sources = ['src/errors.ts', 'src/paths.ts', 'src/engine/os/native.ts', 'src/engine/os/spawn.ts'];
+  const sources = [
+    'src/errors.ts',
+    'src/paths.ts',
+    'src/engine/os/native.ts',
+    'src/engine/os/spawn.ts',
+    'src/engine/os/files.ts',
+  ];
   for (const rel of [
     ...sources,
     'src/engine/runtime/runtime.ts',

@@ -1,4 +1,4 @@
-// applyLayer against hostile archives (SECURITY.md §1's breakout catalogue, after
+// applyLayer against hostile archives (the breakout catalogue behind docs/security.md's "Hostile images", after
 // moby's testBreakout and containerd's TestBreakouts) and for correctness.
 // Real filesystem, run as root: owners, devices and trusted.* xattrs are real.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';

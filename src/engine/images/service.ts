@@ -14,7 +14,7 @@ import type { RegistryClient } from '../registry/client.js';
 import { createdSeconds, type ImageConfig } from './config.js';
 import { familiarString, parseReference, type Reference } from '../reference.js';
 import { Holds } from './holds.js';
-import { Puller, type PullEvent, type PullOptions } from './pull.js';
+import { Puller } from './pull.js';
 
 export interface Image {
   id: string;
@@ -77,14 +77,8 @@ export class ImageService {
   }
 
   /** `POST /images/create?fromImage=&tag=`: see pull.ts. */
-  pull(
-    fromImage: string,
-    tag: string | undefined,
-    auth: AuthConfig | undefined,
-    emit: (e: PullEvent) => void,
-    opts: PullOptions = {},
-  ): Promise<void> {
-    return this.puller.pull(fromImage, tag, auth, emit, opts);
+  pull(...args: Parameters<Puller['pull']>): Promise<void> {
+    return this.puller.pull(...args);
   }
 
   /**

@@ -1,7 +1,7 @@
 // Extracts one uncompressed layer tar into an empty directory, in one pass,
 // treating every name, link target and header field as hostile.
 //
-// The rules (SECURITY.md §1), and where they live:
+// The rules (docs/security.md, "Hostile images"), and where they live:
 // - names are cleaned lexically and clamped at the layer root (tarpath.ts);
 // - parent directories are resolved inside the layer with symlinks re-rooted,
 //   never followed out of it (tree.ts);

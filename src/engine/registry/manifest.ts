@@ -158,6 +158,9 @@ const ARCH: Record<string, string> = {
   mips: 'mips',
   mipsel: 'mipsle',
 };
+/** Node's process.arch in Go's GOARCH spelling. */
+export const goArch = (a: string = process.arch): string => ARCH[a] ?? a;
+
 /** Spellings people and old images use for the same architecture. */
 const ARCH_ALIASES: Record<string, { architecture: string; variant?: string }> = {
   x86_64: { architecture: 'amd64' },
@@ -174,7 +177,7 @@ const DEFAULT_VARIANT: Record<string, string> = { amd64: 'v1', arm64: 'v8', arm:
 /** The platform this daemon runs containers for. */
 export function hostPlatform(): Platform {
   const os = process.platform === 'win32' ? 'windows' : process.platform;
-  const architecture = ARCH[process.arch] ?? process.arch;
+  const architecture = goArch();
   const armVersion = (process.config.variables as { arm_version?: string }).arm_version;
   const variant = architecture === 'arm' && armVersion ? `v${armVersion}` : DEFAULT_VARIANT[architecture];
   return normalizePlatform({ os, architecture, ...(variant ? { variant } : {}) });
