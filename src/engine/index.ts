@@ -37,7 +37,7 @@ export type { SystemService } from './system.js';
 
 export { isoOrZero, statusText } from './containers/status.js';
 export { BEHIND_EVENTS } from './events.js';
-export { createdSeconds } from './images/config.js';
+export { createdSeconds, dockerConfig } from './images/config.js';
 export { peerClosed, unreadBytes } from './os/sockets.js';
 export { decodeRegistryAuth } from './registry/auth.js';
 export { formatTimestamp } from './runtime/logs.js';

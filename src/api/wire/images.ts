@@ -1,6 +1,6 @@
 // Docker's wire shapes for images.
 import { z } from 'zod';
-import { createdSeconds, type Image, type ImageDetails } from '../../engine/index.js';
+import { createdSeconds, dockerConfig, type Image, type ImageDetails } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
 
 /** One entry of `GET /images/json`. */
@@ -34,7 +34,7 @@ export function imageInspect(img: ImageDetails, apiVersion: string): Record<stri
     Comment: c.comment ?? '',
     Created: c.created ?? new Date(0).toISOString(),
     Container: c.container ?? '',
-    ContainerConfig: c.container_config ?? emptyConfig(),
+    ContainerConfig: c.container_config ?? dockerConfig({}),
     DockerVersion: c.docker_version ?? '',
     Author: c.author ?? '',
     Config: c.config ?? null,
@@ -55,26 +55,6 @@ export function imageInspect(img: ImageDetails, apiVersion: string): Record<stri
   if (versionBelow(apiVersion, '1.44')) out.VirtualSize = img.size;
   return out;
 }
-
-const emptyConfig = () => ({
-  Hostname: '',
-  Domainname: '',
-  User: '',
-  AttachStdin: false,
-  AttachStdout: false,
-  AttachStderr: false,
-  Tty: false,
-  OpenStdin: false,
-  StdinOnce: false,
-  Env: null,
-  Cmd: null,
-  Image: '',
-  Volumes: null,
-  WorkingDir: '',
-  Entrypoint: null,
-  OnBuild: null,
-  Labels: null,
-});
 
 /** `POST /auth`: docker login's credentials. */
 export const AuthBody = z.looseObject({

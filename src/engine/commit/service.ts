@@ -34,7 +34,7 @@ import { chainIds, discardWhenFilled, LayerStore, type StagedLayer } from '../la
 import { isMountPoint, mountOverlay, unmount } from '../os/mount.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import { goArch } from '../system.js';
-import type { ContainerConfigFields, HistoryEntry, ImageConfig } from '../images/config.js';
+import { type ContainerConfigFields, dockerConfig, type HistoryEntry, type ImageConfig } from '../images/config.js';
 import { applyChanges, mergeConfig } from './instructions.js';
 import { parseReference, withTag, referenceString } from '../reference.js';
 import { familiar, type ImageService } from '../images/service.js';
@@ -413,34 +413,4 @@ function childConfig(
     ...(parent['os.version'] ? { 'os.version': parent['os.version'] } : {}),
     ...(parent['os.features'] ? { 'os.features': parent['os.features'] } : {}),
   };
-}
-
-/** A config in Docker's full shape and field order (empty optional maps left out, as Go's omitempty). */
-function dockerConfig(c: ContainerConfigFields): ContainerConfigFields {
-  const base: ContainerConfigFields = {
-    Hostname: '',
-    Domainname: '',
-    User: '',
-    AttachStdin: false,
-    AttachStdout: false,
-    AttachStderr: false,
-    ExposedPorts: undefined,
-    Tty: false,
-    OpenStdin: false,
-    StdinOnce: false,
-    Env: null,
-    Cmd: null,
-    Healthcheck: undefined,
-    ArgsEscaped: undefined,
-    Image: '',
-    Volumes: null,
-    WorkingDir: '',
-    Entrypoint: null,
-    OnBuild: null,
-    Labels: null,
-  };
-  const out: ContainerConfigFields = { ...base, ...c };
-  if (!out.ExposedPorts || Object.keys(out.ExposedPorts).length === 0) delete out.ExposedPorts;
-  for (const k of Object.keys(out)) if (out[k] === undefined) delete out[k];
-  return out;
 }

@@ -58,3 +58,33 @@ export const createdSeconds = (created: string | undefined): number => {
   const t = created ? Date.parse(created) : NaN;
   return Number.isNaN(t) ? 0 : Math.floor(t / 1000);
 };
+
+/** A config in Docker's full shape and field order (empty optional maps left out, as Go's omitempty). */
+export function dockerConfig(c: ContainerConfigFields): ContainerConfigFields {
+  const base: ContainerConfigFields = {
+    Hostname: '',
+    Domainname: '',
+    User: '',
+    AttachStdin: false,
+    AttachStdout: false,
+    AttachStderr: false,
+    ExposedPorts: undefined,
+    Tty: false,
+    OpenStdin: false,
+    StdinOnce: false,
+    Env: null,
+    Cmd: null,
+    Healthcheck: undefined,
+    ArgsEscaped: undefined,
+    Image: '',
+    Volumes: null,
+    WorkingDir: '',
+    Entrypoint: null,
+    OnBuild: null,
+    Labels: null,
+  };
+  const out: ContainerConfigFields = { ...base, ...c };
+  if (!out.ExposedPorts || Object.keys(out.ExposedPorts).length === 0) delete out.ExposedPorts;
+  for (const k of Object.keys(out)) if (out[k] === undefined) delete out[k];
+  return out;
+}

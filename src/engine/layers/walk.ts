@@ -137,6 +137,9 @@ function readFiles(
   return out;
 }
 
+const yes = (): boolean => true;
+const no = (): boolean => false;
+
 /** The stats of a regular file as os/files.ts readFiles reads them. */
 class FileStat implements EntryStat {
   constructor(
@@ -168,27 +171,13 @@ class FileStat implements EntryStat {
     );
   }
 
-  isFile(): boolean {
-    return true;
-  }
-  isDirectory(): boolean {
-    return false;
-  }
-  isSymbolicLink(): boolean {
-    return false;
-  }
-  isSocket(): boolean {
-    return false;
-  }
-  isCharacterDevice(): boolean {
-    return false;
-  }
-  isBlockDevice(): boolean {
-    return false;
-  }
-  isFIFO(): boolean {
-    return false;
-  }
+  readonly isFile = yes;
+  readonly isDirectory = no;
+  readonly isSymbolicLink = no;
+  readonly isSocket = no;
+  readonly isCharacterDevice = no;
+  readonly isBlockDevice = no;
+  readonly isFIFO = no;
 }
 
 /**
