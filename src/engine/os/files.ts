@@ -13,7 +13,7 @@ export function lockExclusive(fd: number): void {
   native.flock(fd, LOCK_EX | LOCK_NB);
 }
 
-/** A close-on-exec memfd holding the file's bytes, sealed against any change. See berth_native.c. */
+/** A close-on-exec memfd holding the file's bytes, sealed against any change. See src/native/files.c. */
 export function sealedCopy(path: string): number {
   return native.sealedCopy(path);
 }
@@ -24,7 +24,7 @@ export const READ_FILES_FIELDS = native.READ_FILES_FIELDS;
 /**
  * The regular files among `names` in the directory `dirFd`: stats (READ_FILES_FIELDS
  * per name: ino dev mode nlink uid gid rdev size mtime-s mtime-ns; mode 0 when not
- * read), content when at most `limit` bytes, and xattrs. See berth_native.c.
+ * read), content when at most `limit` bytes, and xattrs. See src/native/files.c.
  */
 export function readFiles(
   dirFd: number,

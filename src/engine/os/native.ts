@@ -6,7 +6,7 @@ import { packageRoot } from '../../paths.js';
 export interface Native {
   mount(source: string | null, target: string, fstype: string | null, flags: number, data: string | null): void;
   umount2(target: string, flags: number): void;
-  /** umount2 on a thread of its own (see berth_native.c). */
+  /** umount2 on a thread of its own (see src/native/mounts.c). */
   umount2Async(target: string, flags: number): Promise<void>;
   mknod(path: string, mode: number, major: number, minor: number): void;
   lsetxattr(path: string, name: string, value: Buffer): void;
@@ -17,7 +17,7 @@ export interface Native {
   /**
    * The regular files among `names` in the directory `dirFd`: stats (READ_FILES_FIELDS
    * per name: ino dev mode nlink uid gid rdev size mtime-s mtime-ns; mode 0 when not
-   * read), content when at most `limit` bytes, and xattrs. See berth_native.c.
+   * read), content when at most `limit` bytes, and xattrs. See src/native/files.c.
    */
   readFiles(
     dirFd: number,
@@ -28,9 +28,9 @@ export interface Native {
   readonly READ_FILES_FIELDS: number;
   /** Whether the path (not followed) is the root of a mount; null where the kernel cannot tell (statx). */
   isMountRoot(path: string): boolean | null;
-  /** A close-on-exec memfd holding the file's bytes, sealed against any change. See berth_native.c. */
+  /** A close-on-exec memfd holding the file's bytes, sealed against any change. See src/native/spawn.c. */
   sealedCopy(path: string): number;
-  /** Whether this kernel runs x32 system calls (false off x86-64). See berth_native.c. */
+  /** Whether this kernel runs x32 system calls (false off x86-64). See src/native/spawn.c. */
   x32Abi(): boolean;
   /** A sha256 digest in progress (see os/sha256.ts). */
   sha256New(): Sha256Handle;

@@ -1,0 +1,45 @@
+// berth's native addon: the few system calls Node lacks (mount, mknod, the
+// l*xattr family, statx, flock, posix_spawn with a pidfd, SOCK_SEQPACKET) and a
+// sha256 that runs off the event loop. Each concern has its file; this one
+// names what JS sees. Errors are JS errors carrying the errno name in `code`,
+// like Node's own fs errors, so callers can branch on it (args.c).
+#include "addon.h"
+
+#define EXPORT(name, fn) {name, NULL, fn, NULL, NULL, NULL, napi_default, NULL}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+    EXPORT("mount", js_mount),
+    EXPORT("umount2", js_umount2),
+    EXPORT("umount2Async", js_umount2_async),
+    EXPORT("isMountRoot", js_is_mount_root),
+    EXPORT("sha256New", js_sha256_new),
+    EXPORT("sha256Update", js_sha256_update),
+    EXPORT("sha256Digest", js_sha256_digest),
+    EXPORT("lsetxattr", js_lsetxattr),
+    EXPORT("lgetxattr", js_lgetxattr),
+    EXPORT("llistxattr", js_llistxattr),
+    EXPORT("readFiles", js_read_files),
+    EXPORT("mknod", js_mknod),
+    EXPORT("flock", js_flock),
+    EXPORT("addInodeFlags", js_add_inode_flags),
+    EXPORT("spawnDetached", js_spawn_detached),
+    EXPORT("pipe", js_pipe),
+    EXPORT("sealedCopy", js_sealed_copy),
+    EXPORT("x32Abi", js_x32_abi),
+    EXPORT("unreadBytes", js_unread_bytes),
+    EXPORT("peerClosed", js_peer_closed),
+    EXPORT("seqpacketConnect", js_seqpacket_connect),
+    EXPORT("seqpacketSetReading", js_seqpacket_set_reading),
+    EXPORT("seqpacketWrite", js_seqpacket_write),
+    EXPORT("seqpacketShutdown", js_seqpacket_shutdown),
+    EXPORT("seqpacketClose", js_seqpacket_close),
+  };
+  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  napi_value fields;
+  napi_create_int32(env, READ_FILES_FIELDS, &fields);
+  napi_set_named_property(env, exports, "READ_FILES_FIELDS", fields);
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

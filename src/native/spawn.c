@@ -1,0 +1,221 @@
+// Processes: spawning a detached child reaped through a pidfd on the loop, the
+// pipes and sealed executables handed to it, and what the kernel can run.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "addon.h"
+#include "args.h"
+
+typedef struct {
+  uv_poll_t poll;
+  int pidfd;
+  pid_t pid;
+  callback_t on_exit;
+} child_t;
+
+static void child_on_close(uv_handle_t *handle) {
+  child_t *c = handle->data;
+  close(c->pidfd);
+  callback_release(&c->on_exit);
+  free(c);
+}
+
+static void child_poll_cb(uv_poll_t *handle, int status, int events) {
+  (void)status;
+  (void)events;
+  child_t *c = handle->data;
+  int st = 0;
+  pid_t r;
+  do r = waitpid(c->pid, &st, WNOHANG);
+  while (r < 0 && errno == EINTR);
+  if (r == 0) return; // not yet
+  uv_poll_stop(handle);
+  napi_env env = c->on_exit.env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value argv[2] = {js_null(env), js_null(env)};
+  if (r == c->pid && WIFEXITED(st)) argv[0] = js_int32(env, WEXITSTATUS(st));
+  if (r == c->pid && WIFSIGNALED(st)) argv[1] = js_int32(env, WTERMSIG(st));
+  callback_call(&c->on_exit, 2, argv);
+  napi_close_handle_scope(env, scope);
+  uv_close((uv_handle_t *)handle, child_on_close);
+}
+
+// posix_spawn with fds[i] (moved[i], -1: /dev/null) as the child's fd i, in a
+// session of its own, in cwd, with default signal dispositions and none blocked.
+static int spawn_child(pid_t *pid, const char *file, char **argv, char **envp, const char *cwd, const int *moved,
+                       uint32_t nfds) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  for (uint32_t i = 0; i < nfds; i++) {
+    if (moved[i] >= 0) posix_spawn_file_actions_adddup2(&fa, moved[i], (int)i);
+    else posix_spawn_file_actions_addopen(&fa, (int)i, "/dev/null", O_RDWR, 0);
+  }
+  posix_spawn_file_actions_addchdir_np(&fa, cwd);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &all);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int err = posix_spawn(pid, file, &fa, &at, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  return err;
+}
+
+// Watches the child's pidfd on the loop; on_exit(code, signal) once it ends.
+static napi_value watch_child(napi_env env, pid_t pid, napi_value on_exit, const char *file) {
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  child_t *c = pidfd >= 0 ? calloc(1, sizeof *c) : NULL;
+  uv_loop_t *loop = NULL;
+  if (!c || napi_get_uv_event_loop(env, &loop) != napi_ok || uv_poll_init(loop, &c->poll, pidfd) != 0) {
+    int e = pidfd < 0 ? errno : ENOMEM;
+    if (pidfd >= 0) close(pidfd);
+    free(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return throw_errno(env, "pidfd_open", file, e);
+  }
+  c->pidfd = pidfd;
+  c->pid = pid;
+  c->poll.data = c;
+  callback_init(&c->on_exit, env, on_exit, "berth.child");
+  uv_poll_start(&c->poll, UV_READABLE, child_poll_cb);
+  return js_int32(env, pid);
+}
+
+// spawnDetached(file, argv, envp, cwd, fds, onExit) -> pid. The child runs in
+// a session of its own, in cwd, with fds[i] as its fd i (-1: /dev/null), with
+// default signal dispositions and no blocked signals. posix_spawn clones
+// without copying berthd's page tables (fork copies them, which grows with
+// berthd's memory). onExit(code, signal) comes once the child ends: berthd
+// reaps it through a pidfd watched on the loop (libuv waits only for the
+// children it spawned).
+BINDING(js_spawn_detached) {
+  ARGS(a, 6);
+  const char *file = args_string(&a, 0), *cwd = args_string(&a, 3);
+  char **argv = args_strings(&a, 1), **envp = args_strings(&a, 2);
+  uint32_t nfds = 0;
+  napi_get_array_length(env, a.argv[4], &nfds);
+  napi_value out = NULL;
+  if (!file || !argv || !envp || !cwd || nfds > 64) {
+    napi_throw_type_error(env, NULL, "spawnDetached: bad arguments");
+  } else {
+    // Sources above every target first, so that no dup2 overwrites a source still to be used.
+    int moved[64];
+    for (uint32_t i = 0; i < nfds; i++) {
+      napi_value v;
+      int32_t fd = -1;
+      napi_get_element(env, a.argv[4], i, &v);
+      napi_get_value_int32(env, v, &fd);
+      moved[i] = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 64) : -1;
+    }
+    pid_t pid = 0;
+    int err = spawn_child(&pid, file, argv, envp, cwd, moved, nfds);
+    for (uint32_t i = 0; i < nfds; i++)
+      if (moved[i] >= 0) close(moved[i]);
+    out = err != 0 ? throw_errno(env, "spawn", file, err) : watch_child(env, pid, a.argv[5], file);
+  }
+  free_strings(argv);
+  free_strings(envp);
+  return args_done(&a, out);
+}
+
+// pipe() -> [readFd, writeFd], both close-on-exec.
+BINDING(js_pipe) {
+  (void)info;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return throw_errno(env, "pipe2", NULL, errno);
+  napi_value out;
+  napi_create_array_with_length(env, 2, &out);
+  napi_set_element(env, out, 0, js_int32(env, fds[0]));
+  napi_set_element(env, out, 1, js_int32(env, fds[1]));
+  return out;
+}
+
+// Copies path's bytes into a new sealed memfd; the fd, or -1 with *failed and *e set.
+static int sealed_copy(const char *path, const char **failed, int *e) {
+  int out = -1, in = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  *failed = "open";
+  if (in < 0) goto fail;
+  *failed = "fstat";
+  if (fstat(in, &st) != 0) goto fail;
+  *failed = "memfd_create";
+  out = memfd_create("runc_cloned:/proc/self/exe", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (out < 0) goto fail;
+  *failed = "sendfile";
+  for (off_t sent = 0; sent < st.st_size;) {
+    ssize_t n = sendfile(out, in, NULL, st.st_size - sent);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = EIO;
+    if (n <= 0) goto fail;
+    sent += n;
+  }
+  *failed = "fcntl";
+  if (fcntl(out, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) goto fail;
+  close(in);
+  return out;
+fail:
+  *e = errno;
+  if (in >= 0) close(in);
+  if (out >= 0) close(out);
+  return -1;
+}
+
+// sealedCopy(path) -> fd: the file's bytes in a memfd sealed against any
+// change (write, grow, shrink, further seals), close-on-exec. runc treats an
+// executable that is such a memfd as its own safe copy (runc 1.1's
+// cloned_binary.c: F_GET_SEALS == SEAL|SHRINK|GROW|WRITE) and skips making one.
+BINDING(js_sealed_copy) {
+  ARGS(a, 1);
+  const char *path = args_path(&a, 0);
+  if (!path) return args_done(&a, NULL);
+  const char *failed = NULL;
+  int e = 0, fd = sealed_copy(path, &failed, &e);
+  return args_done(&a, fd < 0 ? throw_errno(env, failed, path, e) : js_int32(env, fd));
+}
+
+// x32Abi() -> whether this kernel runs x32 system calls (CONFIG_X86_X32_ABI,
+// not disabled at boot); false off x86-64. The call is made by a child that
+// shares our memory and blocks us until it exits (what posix_spawn does), so
+// that a seccomp filter around berthd that kills x32 calls kills only it.
+#if defined(__x86_64__)
+static int x32_getpid(void *arg) {
+  (void)arg;
+  return syscall(0x40000000L | SYS_getpid) > 0 ? 0 : 1;
+}
+#endif
+
+BINDING(js_x32_abi) {
+  (void)info;
+  bool runs = false;
+#if defined(__x86_64__)
+  size_t size = 64 * 1024;
+  char *stack = malloc(size);
+  if (!stack) return throw_errno(env, "malloc", NULL, ENOMEM);
+  pid_t pid = clone(x32_getpid, stack + size, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+  int status = 0;
+  if (pid > 0) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    runs = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  free(stack);
+#endif
+  return js_bool(env, runs);
+}
