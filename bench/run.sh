@@ -6,6 +6,8 @@
 # directories and removes them all when it ends (or is interrupted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/node.sh
+source scripts/node.sh
 bash scripts/setup.sh >/dev/null
 if [ "${1:-}" = "--with-dockerd" ] && ! command -v dockerd >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive

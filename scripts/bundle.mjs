@@ -18,7 +18,7 @@ const common = {
   format: 'cjs',
   target: 'node20',
   // Native code and the optional pretty printer load at run time from node_modules.
-  external: ['better-sqlite3', 'pino-pretty'],
+  external: ['better-sqlite3', 'better-sqlite3-13', 'pino-pretty'],
   define: { 'import.meta.url': '__berth_import_meta_url' },
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'error',

@@ -19,6 +19,8 @@ stop() {
 }
 if [ "${1:-}" = "stop" ]; then stop; echo "stopped"; exit 0; fi
 
+# shellcheck source=scripts/node.sh
+source scripts/node.sh
 bash scripts/setup.sh
 stop
 mkdir -p "$Q"

@@ -3,6 +3,9 @@
 # Extra arguments go to vitest (e.g. a test file to run just that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The Node.js the suite runs on (24 unless BERTH_NODE=system; see scripts/node.sh).
+# shellcheck source=scripts/node.sh
+source scripts/node.sh
 bash scripts/setup.sh
 
 # The tests are TypeScript too: type-check them with the sources.

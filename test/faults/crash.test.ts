@@ -12,7 +12,7 @@
 // Each kill is timed by watching the operation (its progress stream, the
 // files it makes) rather than by sleeping, and where it lands between two
 // steps by chance, the assertions hold for either outcome.
-import Database from 'better-sqlite3';
+import Database from '../../src/engine/store/sqlite.js';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';

@@ -5,7 +5,7 @@
 // a fault and after recovery and compare: nothing may be left behind.
 import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import Database from '../../src/engine/store/sqlite.js';
 import type { Daemon } from './daemon.js';
 
 export interface Holdings {
@@ -182,6 +182,8 @@ function extra<T>(a: readonly T[], b: readonly T[]): T[] {
  * restarted one): they are forgiven once per extra thread, and nothing else is.
  */
 const THREAD_LOOP = ['anon_inode:[eventfd]', 'anon_inode:[eventpoll]', 'pipe:', 'pipe:'];
+/** On Node 24 (its libuv), each event loop also holds an io_uring where the kernel has them. */
+const THREAD_RING = 'anon_inode:[io_uring]';
 
 /**
  * The differences between two snapshots that mean something leaked: more
@@ -191,8 +193,10 @@ const THREAD_LOOP = ['anon_inode:[eventfd]', 'anon_inode:[eventpoll]', 'pipe:', 
 export function leaked(before: Holdings, after: Holdings): string[] {
   const out: string[] = [];
   let fds = extra(before.fds, after.fds);
-  for (let t = after.threads - before.threads; t > 0 && THREAD_LOOP.every((x) => fds.includes(x)); t--)
+  for (let t = after.threads - before.threads; t > 0 && THREAD_LOOP.every((x) => fds.includes(x)); t--) {
     fds = extra(THREAD_LOOP, fds);
+    if (fds.includes(THREAD_RING)) fds = extra([THREAD_RING], fds);
+  }
   if (fds.length) out.push(`fds: ${fds.slice(0, 10).join(', ')}${fds.length > 10 ? ` (+${fds.length - 10})` : ''}`);
   for (const key of [
     'mounts',

@@ -378,18 +378,27 @@ describe('token auth (Bearer, realm on another port)', () => {
   });
 
   it('uses a registrytoken as the bearer token, without asking the realm', async () => {
-    const realm = new URL(reg.tokenIssuer!.realm);
-    realm.searchParams.set('service', reg.tokenIssuer!.service);
-    realm.searchParams.set('scope', 'repository:team/busybox:pull');
+    const issued = reg.tokenIssuer!.requests;
     const { username, password } = creds();
-    const res = await fetch(realm, {
-      headers: { Authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}` },
-    });
-    const { token } = (await res.json()) as { token: string };
-    const before = reg.tokenIssuer!.requests.length;
+    const basic = `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
+    /** A token of the test's own asking, once the issuer (another process) has told of the request. */
+    const ask = async (scope: string) => {
+      const realm = new URL(reg.tokenIssuer!.realm);
+      realm.searchParams.set('service', reg.tokenIssuer!.service);
+      realm.searchParams.set('scope', scope);
+      const told = issued.length;
+      const res = await fetch(realm, { headers: { Authorization: basic } });
+      const { token } = (await res.json()) as { token: string };
+      while (!issued.slice(told).some((q) => q.scopes.includes(scope))) await new Promise((r) => setTimeout(r, 10));
+      return token;
+    };
+    const token = await ask('repository:team/busybox:pull');
+    const before = issued.length;
     const r = await client().resolve(`${reg.host}/team/busybox:latest`, { registrytoken: token });
     expect(r.manifestDigest).toBe(digest);
-    expect(reg.tokenIssuer!.requests.length).toBe(before);
+    // The issuer tells of requests in order: once it has told of this one, it has told of any the resolve made.
+    await ask('repository:team/after-the-resolve:pull');
+    expect(issued.slice(before).map((q) => q.scopes)).toEqual([['repository:team/after-the-resolve:pull']]);
   });
 });
 

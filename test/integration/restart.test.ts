@@ -2,7 +2,7 @@
 // simulated by hand at moments too short to hit from outside are recovered
 // from; restart policies are honoured. Real SIGKILLs in the middle of
 // operations, and with containers running, are in test/faults/crash.test.ts.
-import Database from 'better-sqlite3';
+import Database from '../../src/engine/store/sqlite.js';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,13 +1,13 @@
 // The SQLite store: the single source of truth. WAL mode, foreign keys, and
 // numbered migrations applied at start inside one transaction each.
-import Database from 'better-sqlite3';
 import { readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
 import { packageRoot } from '../../paths.js';
 import { systemError } from '../../errors.js';
+import Database, { type Db } from './sqlite.js';
 
-export type Db = Database.Database;
+export type { Db };
 
 const MIGRATIONS_DIR = path.join(packageRoot, 'src/engine/store/migrations');
 
