@@ -119,8 +119,8 @@ export async function runPython(
 
 // ------------------------------------------------------------------ Go
 
-/** test/integration/go/main.go: one program with a subcommand per sequence. */
-export const GO_CLIENT_SOURCE = path.join(ROOT, 'test/integration/go');
+/** test/clients/go/main.go: one program with a subcommand per sequence. */
+export const GO_CLIENT_SOURCE = path.join(ROOT, 'test/clients/go');
 /** Debian's golang-github-docker-docker-dev and its dependencies, as a GOPATH. */
 const DEBIAN_GOPATH = '/usr/share/gocode';
 /** Kept between test runs: a cold build compiles the SDK and its dependencies. */

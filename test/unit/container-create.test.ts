@@ -1,5 +1,5 @@
 // What a create is refused with, in dockerd's words, before anything is
-// written; and what it defaults. (The API's 400s: test/integration/containers.test.ts.)
+// written; and what it defaults. (The API's 400s: test/api/containers.test.ts.)
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ALL_CAPABILITIES, grantableCapabilities } from '../../src/engine/containers/capabilities.js';

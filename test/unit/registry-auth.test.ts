@@ -1,7 +1,7 @@
 // X-Registry-Auth decoding, WWW-Authenticate parsing, token fetching and
 // caching, and how registry refusals are read. Token servers here are small
 // real HTTP servers on 127.0.0.1 (the registry's own token variant is covered
-// by the integration test).
+// by test/engine/registry-client.test.ts).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { inspect } from 'node:util';

@@ -1,5 +1,5 @@
 // The official Go SDK (Debian's golang-github-docker-docker-dev, API 1.41) with
-// API version negotiation against berthd: test/integration/go/main.go, built
+// API version negotiation against berthd: test/clients/go/main.go, built
 // once per run, drives the foreground and background sequences and a pull.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildGoClient, pushFreshImage, type GoClient } from '../harness/clients.js';

@@ -1,5 +1,5 @@
 // A client of berthd written against the official Go SDK (Debian's
-// golang-github-docker-docker-dev), built by test/integration/go-sdk.test.ts in
+// golang-github-docker-docker-dev), built by test/clients/go-sdk.test.ts in
 // GOPATH mode. Each subcommand runs one user-level sequence through the SDK and
 // prints what it observed as one JSON object; any SDK error exits non-zero.
 //
