@@ -76,11 +76,45 @@ describe('the foreground sequence', () => {
     expect(ts[0]![1]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z line5\n$/);
   });
 
-  it('reports a killed container as 128+signal', async () => {
+  it('reports a killed container as 128+signal, exited as soon as kill answers', async () => {
     const id = await create({ Cmd: ['sleep', '100'] });
     await d.request('POST', `/containers/${id}/start`);
     expect((await d.request('POST', `/containers/${id}/kill`)).status).toBe(204);
+    // dockerd answers a SIGKILL once the container is down: an inspect right after sees it.
+    const state = (await d.request('GET', `/containers/${id}/json`)).json.State;
+    expect([state.Status, state.Running, state.ExitCode]).toEqual(['exited', false, 137]);
     expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(137);
+  });
+
+  it('kills with any signal: the process sees it (a trapped one here: PID 1 ignores the rest)', async () => {
+    const id = await create({ Cmd: ['sh', '-c', 'trap "exit 42" USR1; while :; do sleep 0.1; done'] });
+    await d.request('POST', `/containers/${id}/start`);
+    await waitFor(
+      async () => (await d.request('GET', `/containers/${id}/top`)).json.Processes?.length > 1,
+      'the trap set',
+    );
+    const bad = await d.request('POST', `/containers/${id}/kill?signal=NOPE`);
+    expect([bad.status, bad.json.message]).toEqual([400, 'Invalid signal: NOPE']);
+    expect((await d.request('POST', `/containers/${id}/kill?signal=USR1`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(42);
+  });
+
+  it('restart takes the stop signal and timeout (t, signal)', async () => {
+    const id = await create({ Cmd: ['sh', '-c', 'trap "exit 7" USR2; echo started; while :; do sleep 0.1; done'] });
+    const since = (Date.now() / 1000).toFixed(3);
+    await d.request('POST', `/containers/${id}/start`);
+    await waitFor(async () => (await stdoutOf(id)).includes('started'), 'the trap set');
+    expect((await d.request('POST', `/containers/${id}/restart?signal=SIGUSR2&t=30`)).status).toBe(204);
+    expect((await d.request('GET', `/containers/${id}/json`)).json.State.Running).toBe(true);
+    await d.request('POST', `/containers/${id}/kill`);
+    const until = ((Date.now() + 200) / 1000).toFixed(3);
+    const filters = encodeURIComponent(JSON.stringify({ container: [id], event: ['die'] }));
+    const died = (await d.request('GET', `/events?since=${since}&until=${until}&filters=${filters}`)).text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).Actor.Attributes.exitCode);
+    // The trap answered USR2 (7); a SIGTERM would have been ignored by PID 1 until the SIGKILL (137).
+    expect(died).toEqual(['7', '137']);
   });
 
   it('answers a missing command with 400 and exit code 127', async () => {

@@ -132,14 +132,19 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     return reply.code(204).send();
   });
 
+  /** stop's and restart's `t` and `signal` (API 1.42). */
+  const stopOptions = (q: Record<string, string | undefined>) => ({
+    timeoutSec: intValue(q.t, 't'),
+    ...(q.signal ? { signal: q.signal } : {}),
+  });
+
   app.post<IdParams>('/containers/:id/stop', async (req, reply) => {
-    const q = query(req);
-    await containers.stop(req.params.id, { timeoutSec: intValue(q.t, 't'), ...(q.signal ? { signal: q.signal } : {}) });
+    await containers.stop(req.params.id, stopOptions(query(req)));
     return reply.code(204).send();
   });
 
   app.post<IdParams>('/containers/:id/restart', async (req, reply) => {
-    await containers.restart(req.params.id, intValue(query(req).t, 't'));
+    await containers.restart(req.params.id, stopOptions(query(req)));
     return reply.code(204).send();
   });
 

@@ -147,8 +147,12 @@ export class Lifecycle {
     if (!isRunning(c)) throw conflict(`Cannot kill container: ${ref}: Container ${c.id} is not running`);
     if (sig === 'SIGKILL' || sig === 'SIGTERM' || sig === 'SIGINT')
       this.s.deps.repo.update(c.id, { stopped_by_user: 1 });
+    // A SIGKILL is answered once the exit is recorded, as dockerd's: an inspect
+    // right after `docker kill` sees the container exited, with 137.
+    const exited = sig === 'SIGKILL' ? this.s.waits.add(c.id, 'not-running') : undefined;
     await this.signal(c.id, sig);
     publish(this.s.deps.events, c, 'kill', { signal: String(SIGNALS[sig] ?? sig) });
+    if (exited) await this.exitOf(c.id, exited);
   }
 
   /**
@@ -202,11 +206,11 @@ export class Lifecycle {
     }
   }
 
-  async restart(ref: string, timeoutSec?: number): Promise<void> {
+  async restart(ref: string, opts: { timeoutSec?: number; signal?: string } = {}): Promise<void> {
     const c = this.s.lookup.find(ref);
     if (isRunning(c)) {
       // An exit that lands first leaves nothing to stop: go on to the start.
-      await this.stop(c.id, timeoutSec !== undefined ? { timeoutSec } : {}).catch((e: unknown) => {
+      await this.stop(c.id, opts).catch((e: unknown) => {
         if (!isEngineError(e, 'not-modified')) throw e;
       });
     }

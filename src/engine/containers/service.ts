@@ -150,8 +150,8 @@ export class ContainerService {
     return this.lifecycle.kill(ref, signal);
   }
 
-  restart(ref: string, timeoutSec?: number): Promise<void> {
-    return this.lifecycle.restart(ref, timeoutSec);
+  restart(ref: string, opts: { timeoutSec?: number; signal?: string } = {}): Promise<void> {
+    return this.lifecycle.restart(ref, opts);
   }
 
   pause(ref: string): Promise<void> {
