@@ -514,3 +514,165 @@ describe('host config', () => {
     await d.request('DELETE', `/containers/${id}?force=1`);
   });
 });
+
+describe('namespaces, groups, devices and limits', () => {
+  /** What a container prints, and its inspect, once its command has run. */
+  async function output(cmd: string[], host: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+    const { id, code } = await run(cmd, { HostConfig: host, ...extra });
+    expect(code, await stdoutOf(id)).toBe(0);
+    return { out: (await stdoutOf(id)).trim(), inspect: (await d.request('GET', `/containers/${id}/json`)).json };
+  }
+
+  /** The 400 a create answers, by its message. */
+  async function refused(host: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<string> {
+    const r = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['true'], HostConfig: host, ...extra },
+    });
+    expect(r.status, r.text).toBe(400);
+    return r.json.message;
+  }
+
+  /** A running `sleep` to join, with its id. */
+  async function donor(host: Record<string, unknown> = {}): Promise<string> {
+    const id = await create({ Cmd: ['sh', '-c', 'echo shared > /dev/shm/note; exec sleep 100'], HostConfig: host });
+    expect((await d.request('POST', `/containers/${id}/start`)).status).toBe(204);
+    await waitFor(
+      async () => (await d.request('GET', `/containers/${id}/top`)).json.Processes?.[0]?.[7]?.startsWith('sleep'),
+      'the donor asleep',
+    );
+    return id;
+  }
+
+  it("PidMode host sees the host's processes; container:<id> joins another's", async () => {
+    const hostInit = readFileSync('/proc/1/comm', 'utf8').trim();
+    const host = await output(['cat', '/proc/1/comm'], { PidMode: 'host' });
+    expect(host.out).toBe(hostInit);
+    expect(host.inspect.HostConfig.PidMode).toBe('host');
+    const own = await output(['cat', '/proc/1/comm'], {});
+    expect([own.out, own.inspect.HostConfig.PidMode]).toEqual(['cat', '']);
+    const other = await donor();
+    const joined = await output(['cat', '/proc/1/comm'], { PidMode: `container:${other}` });
+    expect(joined.out).toBe('sleep');
+    await d.request('POST', `/containers/${other}/kill`);
+    expect(await refused({ PidMode: 'nonsense' })).toBe('invalid PID mode: nonsense');
+  });
+
+  it("UTSMode host has the host's name, which a Hostname cannot change", async () => {
+    const uts = await output(['sh', '-c', 'hostname; cat /etc/hostname'], { UTSMode: 'host' });
+    expect(uts.out.split('\n')).toEqual([os.hostname(), os.hostname()]);
+    expect(uts.inspect.HostConfig.UTSMode).toBe('host');
+    expect(await refused({ UTSMode: 'host' }, { Hostname: 'mine' })).toBe(
+      'conflicting options: hostname and the UTS mode',
+    );
+  });
+
+  it('IpcMode: private by default, shareable joinable by container:<id>, none without /dev/shm', async () => {
+    const plain = await output(['true'], {});
+    expect(plain.inspect.HostConfig.IpcMode).toBe('private');
+    const shareable = await donor({ IpcMode: 'shareable' });
+    expect((await d.request('GET', `/containers/${shareable}/json`)).json.HostConfig.IpcMode).toBe('shareable');
+    const joined = await output(['cat', '/dev/shm/note'], { IpcMode: `container:${shareable}` });
+    expect(joined.out).toBe('shared');
+    const privateOne = await donor();
+    const id = await create({ Cmd: ['true'], HostConfig: { IpcMode: `container:${privateOne}` } });
+    const start = await d.request('POST', `/containers/${id}/start`);
+    expect([start.status, start.json.message]).toEqual([
+      409,
+      'non-shareable IPC (hint: use IpcMode:shareable for the donor container)',
+    ]);
+    for (const c of [shareable, privateOne]) await d.request('DELETE', `/containers/${c}?force=1`);
+    // The shareable one's /dev/shm was a tmpfs on the host: removal unmounts it.
+    await waitFor(() => !readFileSync('/proc/self/mountinfo', 'utf8').includes(`${shareable}/shm`), 'shm unmounted');
+    const none = await output(['sh', '-c', 'grep -c " /dev/shm " /proc/mounts || true'], { IpcMode: 'none' });
+    expect(none.out).toBe('0');
+    expect(await refused({ IpcMode: 'weird' })).toBe('invalid IPC mode: weird');
+  });
+
+  it('GroupAdd gives the process extra groups, by number or by name in the image', async () => {
+    const groups = await output(['id', '-G'], { GroupAdd: ['app', '4242'] });
+    expect(groups.out.split(' ').sort()).toEqual(['0', '1000', '4242']);
+    expect(groups.inspect.HostConfig.GroupAdd).toEqual(['app', '4242']);
+    const id = await create({ Cmd: ['true'], HostConfig: { GroupAdd: ['nosuch'] } });
+    const start = await d.request('POST', `/containers/${id}/start`);
+    expect([start.status, start.json.message]).toEqual([
+      400,
+      'Unable to find group nosuch: no matching entries in group file',
+    ]);
+  });
+
+  it('DeviceCgroupRules go into the devices cgroup', async () => {
+    const rules = await output(['grep', '7:128', '/sys/fs/cgroup/devices/devices.list'], {
+      DeviceCgroupRules: ['c 7:128 rwm'],
+    });
+    expect(rules.out).toBe('c 7:128 rwm');
+    expect(await refused({ DeviceCgroupRules: ['x 7:128 rwm'] })).toBe("invalid device cgroup format 'x 7:128 rwm'");
+  });
+
+  it('OomScoreAdj: applied when raised; lowered only where berthd holds CAP_SYS_RESOURCE', async () => {
+    const raised = await output(['cat', '/proc/self/oom_score_adj'], { OomScoreAdj: 500 });
+    expect([raised.out, raised.inspect.HostConfig.OomScoreAdj]).toEqual(['500', 500]);
+    const capBnd = BigInt(`0x${/^CapBnd:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]}`);
+    if ((capBnd >> 24n) & 1n) {
+      expect((await output(['cat', '/proc/self/oom_score_adj'], { OomScoreAdj: -500 })).out).toBe('-500');
+    } else {
+      expect(await refused({ OomScoreAdj: -500 })).toMatch(
+        /^OomScoreAdj -500 is below berthd's own .*CAP_SYS_RESOURCE/,
+      );
+    }
+    expect(await refused({ OomScoreAdj: 1001 })).toBe('Invalid value 1001, range for oom score adj is [-1000, 1000]');
+  });
+
+  it("Ulimits set the process's limits, within the host's hard limits", async () => {
+    const limits = await output(['sh', '-c', 'ulimit -Sn; ulimit -Hn'], {
+      Ulimits: [{ Name: 'nofile', Soft: 100, Hard: 200 }],
+    });
+    expect(limits.out.split('\n')).toEqual(['100', '200']);
+    expect(await refused({ Ulimits: [{ Name: 'nope', Soft: 1, Hard: 1 }] })).toBe('invalid ulimit type: nope');
+    expect(await refused({ Ulimits: [{ Name: 'nofile', Soft: 300, Hard: 200 }] })).toBe(
+      'ulimit soft limit must be less than or equal to hard limit: 300 > 200',
+    );
+  });
+
+  it('Sysctls of the namespaces the container has to itself', async () => {
+    const sysctl = await output(['cat', '/proc/sys/net/ipv4/ip_forward'], {
+      Sysctls: { 'net.ipv4.ip_forward': '1' },
+    });
+    expect(sysctl.out).toBe('1');
+    expect(await refused({ Sysctls: { 'kernel.domainname': 'x' } })).toBe("sysctl 'kernel.domainname' is not allowed");
+    expect(await refused({ NetworkMode: 'host', Sysctls: { 'net.ipv4.ip_forward': '1' } })).toBe(
+      'sysctl "net.ipv4.ip_forward" not allowed in host network namespace',
+    );
+  });
+
+  it('log drivers: json-file only, other drivers and options refused, never dropped', async () => {
+    const lc = (Type: string, Config: Record<string, string> = {}) => ({ LogConfig: { Type, Config } });
+    expect(await refused(lc('nope'))).toBe("logger: no log driver named 'nope' is registered");
+    expect(await refused(lc('syslog'))).toMatch(/^the syslog log driver is not supported by berth yet/);
+    expect(await refused(lc('json-file', { 'max-file': '3' }))).toMatch(/^log opt 'max-file' is not supported/);
+    expect(await refused(lc('json-file', { colour: 'red' }))).toBe("unknown log opt 'colour' for json-file log driver");
+    const kept = await output(['echo', 'kept'], lc('json-file', { 'max-size': '1m', 'max-file': '1' }));
+    expect(kept.out).toBe('kept');
+  });
+
+  it('refuses what it does not apply yet, and takes the zeros and defaults clients send', async () => {
+    expect(await refused({ PortBindings: { '80/tcp': [{ HostPort: '8080' }] } })).toMatch(
+      /^HostConfig.PortBindings is not supported by berth yet/,
+    );
+    expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
+    // What the docker CLI sends for a plain `docker run`: nothing asked.
+    const plain = await output(['echo', 'fine'], {
+      PortBindings: {},
+      ConsoleSize: [0, 0],
+      CgroupnsMode: 'host',
+      MemorySwappiness: -1,
+      BlkioWeightDevice: [],
+      Isolation: '',
+      KernelMemory: 0,
+      OomKillDisable: false,
+      VolumeDriver: '',
+      VolumesFrom: null,
+      Links: null,
+    });
+    expect(plain.out).toBe('fine');
+  });
+});

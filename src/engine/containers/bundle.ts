@@ -2,15 +2,17 @@
 // (overlay: rootfs, upper, work), the /etc files berth owns (hostname, hosts,
 // resolv.conf), and config.json, rewritten before each start from the stored
 // configuration. Also where a commit marks a container it paused.
-import { access, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { ImageService } from '../images/service.js';
-import { prepareRootfs } from '../layers/rootfs-mounts.js';
+import { prepareRootfs, releaseRootfs } from '../layers/rootfs-mounts.js';
+import { isMountPoint, mountShm, unmountAsync } from '../os/mount.js';
 import type { ExitWatcher } from '../runtime/exits.js';
 import { bindMounts, parseExtraHost, securityOptions, type SecurityOptions } from './create.js';
-import type { Container } from './lookup.js';
-import { buildSpec, consoleSize, withDefaultEnv } from './spec.js';
+import { isRunning, type Container, type ContainerLookup } from './lookup.js';
+import { namespacePlan } from './namespaces.js';
+import { buildSpec, consoleSize, DEFAULT_SHM_SIZE, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
 
 export interface BundleDeps {
@@ -18,10 +20,21 @@ export interface BundleDeps {
   exits: ExitWatcher;
   /** The init binary for HostConfig.Init; the spec's default when absent. */
   initPath?: string;
+  /** Other containers, whose namespaces a container may join (PidMode, IpcMode). */
+  lookup: Pick<ContainerLookup, 'find'>;
 }
 
 /** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
 export const cgroupPath = (id: string) => `/berth/${id}`;
+
+/** A shareable IPC container's /dev/shm, a tmpfs on the host that containers joining its IPC bind too. */
+const shmDir = (bundleDir: string) => path.join(bundleDir, 'shm');
+
+/** Unmounts what a bundle has mounted on the host: its rootfs, and a shareable /dev/shm. */
+export async function releaseMounts(bundleDir: string): Promise<void> {
+  await unmountAsync(shmDir(bundleDir));
+  await releaseRootfs(path.join(bundleDir, 'rootfs'));
+}
 
 /** In a container's bundle while a commit holds it paused (freeze/thaw). */
 const frozenMarker = (c: Container) => path.join(c.bundleDir, 'frozen-for-commit');
@@ -88,13 +101,21 @@ export class Bundles {
       workDir: path.join(c.bundleDir, 'work'),
       target: c.rootfs,
     });
+    if (c.hostConfig.IpcMode === 'shareable') await this.mountShm(c);
     const spec = await this.spec(c);
     await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
   }
 
+  /** A shareable container's /dev/shm, on the host so that others can join it; kept until removal, as the rootfs. */
+  private async mountShm(c: Container): Promise<void> {
+    const dir = shmDir(c.bundleDir);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    if (!isMountPoint(dir)) mountShm(dir, c.hostConfig.ShmSize || DEFAULT_SHM_SIZE);
+  }
+
   private async spec(c: Container) {
     const h = c.hostConfig;
-    const user = await resolveUser(c.rootfs, c.config.User ?? '');
+    const user = await resolveUser(c.rootfs, c.config.User ?? '', h.GroupAdd ?? []);
     const security = this.securityOf(c);
     const size = consoleSize(h.ConsoleSize);
     return buildSpec({
@@ -110,6 +131,16 @@ export class Bundles {
       mounts: bindMounts(h),
       hostsFiles: await writeEtcFiles(c),
       networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
+      namespaces: namespacePlan(h, shmDir(c.bundleDir), (ref) => {
+        const d = this.deps.lookup.find(ref);
+        return {
+          id: d.id,
+          running: isRunning(d),
+          pid: d.pid,
+          ipcMode: d.hostConfig.IpcMode || 'private',
+          shm: shmDir(d.bundleDir),
+        };
+      }),
       noNewPrivileges: security.noNewPrivileges,
       ...(security.seccomp === undefined ? {} : { seccomp: security.seccomp }),
       ...(this.deps.initPath ? { initPath: this.deps.initPath } : {}),

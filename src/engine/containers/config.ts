@@ -96,6 +96,16 @@ export const HostConfigSchema = z.looseObject({
   ExtraHosts: z.array(z.string()).nullish(),
   Dns: z.array(z.string()).nullish(),
   LogConfig: z.looseObject({ Type: z.string(), Config: strMap }),
+  PidMode: z.string().optional(),
+  UTSMode: z.string().optional(),
+  IpcMode: z.string().optional(),
+  UsernsMode: z.string().optional(),
+  Isolation: z.string().optional(),
+  GroupAdd: z.array(z.string()).nullish(),
+  DeviceCgroupRules: z.array(z.string()).nullish(),
+  OomScoreAdj: int.optional(),
+  Ulimits: z.array(z.looseObject({ Name: z.string(), Soft: int, Hard: int })).nullish(),
+  Sysctls: strMap.nullish(),
 });
 export type HostConfig = z.output<typeof HostConfigSchema>;
 

@@ -22,9 +22,13 @@ import {
   RESTART_POLICIES,
   type RestartPolicy,
 } from './config.js';
+import { checkNamespaceModes } from './namespaces.js';
 import { checkResources } from './resources.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
-import type { BindMount, Propagation } from './spec.js';
+import { type BindMount, deviceCgroupRule, type Propagation } from './spec.js';
+import { checkSysctls } from './sysctls.js';
+import { checkUlimits } from './ulimits.js';
+import { checkLogConfig, refuseUnhonoured } from './unsupported.js';
 
 /** What `--security-opt` asks of the process, parsed once at create. */
 export interface SecurityOptions {
@@ -66,11 +70,13 @@ export function createSettings(
   id: string,
 ): CreateSettings {
   const { hostConfig, security } = checkHostConfig(h);
+  checkNamespaceModes(h, c.Hostname ?? undefined);
   const config = mergeConfig(c, image.ref, image.config ?? {});
   if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
   bindMounts(hostConfig);
-  // dockerd: a host-network container takes the host's name, others their short id.
-  if (!config.Hostname) config.Hostname = hostConfig.NetworkMode === 'host' ? os.hostname() : id.slice(0, 12);
+  // dockerd: a container in the host's network or UTS namespace takes the host's name, others their short id.
+  const hostName = hostConfig.NetworkMode === 'host' || hostConfig.UTSMode === 'host';
+  if (!config.Hostname) config.Hostname = hostName ? os.hostname() : id.slice(0, 12);
   return { config, hostConfig, security };
 }
 
@@ -138,7 +144,12 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
   }
   const mode = h.NetworkMode || 'default';
   if (!['default', 'bridge', 'none', 'host'].includes(mode)) throw invalidParameter(`network ${mode} not found`);
+  refuseUnhonoured(h);
+  checkLogConfig(h.LogConfig);
   if (h.LogConfig?.Config?.['max-size']) parseSize(h.LogConfig.Config['max-size']);
+  for (const rule of h.DeviceCgroupRules ?? []) deviceCgroupRule(rule);
+  checkUlimits(h.Ulimits ?? []);
+  checkSysctls(h.Sysctls ?? {}, { network: mode, ipc: h.IpcMode ?? '' });
   checkResources(h);
   if (h.ShmSize && h.ShmSize < 0) throw invalidParameter('SHM size can not be less than 0');
   const security = securityOptions(h.SecurityOpt ?? []);

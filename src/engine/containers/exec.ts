@@ -221,7 +221,8 @@ export class ExecService {
     } catch (err) {
       throw conflict(`Container ${c.id} is not running: ${messageOf(err)}`);
     }
-    const user = x.User ? await resolveUser(c.rootfs, x.User) : null;
+    // The container's process carries its GroupAdd already; an exec's own user gets them too (dockerd's getUser).
+    const user = x.User ? await resolveUser(c.rootfs, x.User, c.hostConfig.GroupAdd ?? []) : null;
     const caps = x.Privileged ? resolveCapabilities([], [], true) : null;
     const proc: OciProcess = {
       ...base,

@@ -4,9 +4,8 @@
 // berthd's start, recover() reconciles what happened while it was down.
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { releaseRootfs } from '../layers/rootfs-mounts.js';
 import { TRASH_PREFIX } from '../os/dirs.js';
-import { isMarkedFrozen, unmarkFrozen } from './bundle.js';
+import { isMarkedFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
 import { publish, type Shared } from './context.js';
 import { ACTIVE, type Container, isActive } from './lookup.js';
 import { restartDecision } from './restart.js';
@@ -189,7 +188,7 @@ export class ExitHandler {
     for (const name of names.filter((n) => n.startsWith(TRASH_PREFIX))) {
       // Renamed by remove(), whose deletion had not ended: maybe not even the unmount.
       const dir = path.join(root, name);
-      await releaseRootfs(path.join(dir, 'rootfs'))
+      await releaseMounts(dir)
         .then(() => rm(dir, { recursive: true, force: true }))
         .catch((err: unknown) => log.warn({ err, name }, 'removing a leftover container directory failed'));
     }
@@ -198,7 +197,7 @@ export class ExitHandler {
       if (!/^[0-9a-f]{64}$/.test(id) || known.has(id)) continue;
       const dir = path.join(root, id);
       await runtime.delete(id, true).catch(() => undefined);
-      await releaseRootfs(path.join(dir, 'rootfs')).catch(() => undefined);
+      await releaseMounts(dir).catch(() => undefined);
       await exits.clear(id).catch(() => undefined);
       await rm(dir, { recursive: true, force: true }).catch((err: unknown) =>
         log.warn({ err, id }, 'removing a leftover container directory failed'),

@@ -2,10 +2,9 @@
 // and unpause (and a commit's freeze and thaw). The process runs under conmon,
 // which outlives berthd; its exit is recorded by exits.ts.
 import { conflict, isEngineError, messageOf, noSuchContainer, notModified } from '../../errors.js';
-import { releaseRootfs } from '../layers/rootfs-mounts.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
 import { normalizeSignal, SIGNALS } from '../signals.js';
-import { markFrozen, unmarkFrozen } from './bundle.js';
+import { markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
 import { publish, type Shared } from './context.js';
 import { parseSize } from './create.js';
 import type { ExitHandler } from './exits.js';
@@ -118,7 +117,7 @@ export class Lifecycle {
     } catch (e) {
       attachments.fail(id);
       await runtime.delete(id, true).catch(() => undefined);
-      await releaseRootfs(c.rootfs).catch(() => undefined);
+      await releaseMounts(c.bundleDir).catch(() => undefined);
       const code = e instanceof RuntimeCreateError ? e.code : 128;
       repo.update(id, { status: c.finishedAt ? 'exited' : 'created', exit_code: code, error: messageOf(e), pid: 0 });
       throw e;

@@ -28,6 +28,8 @@ export interface OciProcess {
   capabilities: OciCapabilities;
   rlimits: OciRlimit[];
   noNewPrivileges: boolean;
+  /** /proc/<pid>/oom_score_adj of the process. */
+  oomScoreAdj?: number;
   /** The terminal's initial size (runc sets it before the process runs). */
   consoleSize?: { height: number; width: number };
 }

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { invalidParameter, messageOf } from '../../errors.js';
+import { grantableCapabilities } from './capabilities.js';
 import type { Given, HostConfigBody } from './config.js';
 
 /** dockerd's floor for a memory limit, room for a container's own start-up (moby linuxMinMemory). */
@@ -28,6 +29,7 @@ export function checkResources(h: Given<HostConfigBody>): void {
     throw invalidParameter(`Range of CPUs is from 0.01 to ${cpus}.00, as there are only ${cpus} CPUs available`);
   }
   if (h.CpusetCpus) checkCpuset(h.CpusetCpus);
+  if (h.OomScoreAdj) checkOomScoreAdj(h.OomScoreAdj);
 }
 
 function checkCpuset(requested: string): void {
@@ -84,4 +86,21 @@ function availableCpus(): { text: string; cpus: Set<number> } {
     available = { text, cpus: parseCpuList(text) };
   }
   return available;
+}
+
+/**
+ * OomScoreAdj: dockerd's range, and (berth's own check; runc would fail at
+ * start with "can't get final child's PID from pipe") a value below berthd's
+ * own needs CAP_SYS_RESOURCE, which not every host hands berthd.
+ */
+export function checkOomScoreAdj(value: number): void {
+  if (value < -1000 || value > 1000) {
+    throw invalidParameter(`Invalid value ${value}, range for oom score adj is [-1000, 1000]`);
+  }
+  const own = Number(readFileSync('/proc/self/oom_score_adj', 'utf8').trim());
+  if (value < own && !grantableCapabilities().includes('CAP_SYS_RESOURCE')) {
+    throw invalidParameter(
+      `OomScoreAdj ${value} is below berthd's own (${own}): lowering it needs CAP_SYS_RESOURCE, which berthd does not have here`,
+    );
+  }
 }

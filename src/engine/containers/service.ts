@@ -14,12 +14,11 @@ import path from 'node:path';
 import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
 import { checkFilters, matchLabels, type Filters } from '../filters.js';
 import type { ImageConfig } from '../images/config.js';
-import { releaseRootfs } from '../layers/rootfs-mounts.js';
 import { removeInBackground } from '../os/dirs.js';
 import type { LogEntry, ReadLogOptions } from '../runtime/logs.js';
 import { isUniqueViolation } from '../store/containers.js';
 import { Attachments, type AttachSession } from './attach.js';
-import { Bundles } from './bundle.js';
+import { Bundles, releaseMounts } from './bundle.js';
 import type { CreateRequest } from './config.js';
 import { type ContainerDeps, publish, type Shared } from './context.js';
 import { checkConfig, createSettings } from './create.js';
@@ -38,12 +37,13 @@ export class ContainerService {
 
   constructor(deps: ContainerDeps) {
     const log = deps.logger.child({ component: 'containers' });
+    const lookup = new ContainerLookup(deps.repo, deps.images, deps.root);
     this.s = {
       deps,
       log,
-      lookup: new ContainerLookup(deps.repo, deps.images, deps.root),
+      lookup,
       waits: new Waits(),
-      bundles: new Bundles({ images: deps.images, exits: deps.exits, initPath: deps.initPath }),
+      bundles: new Bundles({ images: deps.images, exits: deps.exits, initPath: deps.initPath, lookup }),
       attachments: new Attachments(log),
     };
     const autoRemove = (id: string) =>
@@ -229,7 +229,7 @@ export class ContainerService {
     const { deps, log } = this.s;
     const onError = (err: unknown) => log.warn({ err, id }, "deleting a removed container's directory failed");
     try {
-      await removeInBackground(dir, deps.root, onError, (renamed) => releaseRootfs(path.join(renamed, 'rootfs')));
+      await removeInBackground(dir, deps.root, onError, releaseMounts);
     } catch (e) {
       throw systemError(`unable to remove filesystem for ${id}: ${messageOf(e)}`, e);
     }

@@ -10,6 +10,8 @@ import { readFileSync } from 'node:fs';
 import { invalidParameter } from '../../errors.js';
 import { resolveCapabilities } from './capabilities.js';
 import type { HostConfig } from './config.js';
+import type { NamespacePlan } from './namespaces.js';
+import { rlimits } from './ulimits.js';
 import type {
   OciDeviceRule,
   OciLinux,
@@ -55,6 +57,10 @@ export type SpecHostConfig = Partial<
     | 'PidsLimit'
     | 'Init'
     | 'ShmSize'
+    | 'DeviceCgroupRules'
+    | 'OomScoreAdj'
+    | 'Ulimits'
+    | 'Sysctls'
   >
 >;
 
@@ -74,6 +80,8 @@ export interface SpecInput extends SpecHostConfig {
   /** Files berth owns, bind-mounted onto /etc/hosts, /etc/hostname, /etc/resolv.conf. */
   hostsFiles?: { hosts?: string; hostname?: string; resolvConf?: string };
   networkMode?: 'none' | 'host' | 'private';
+  /** PidMode, UTSMode and IpcMode as start resolved them (namespaces.ts); all the container's own when absent. */
+  namespaces?: NamespacePlan;
   noNewPrivileges?: boolean;
   /** 'unconfined', a custom profile (dockerd's format), or absent for berth's own; none when privileged. */
   seccomp?: 'unconfined' | SeccompProfile;
@@ -90,7 +98,7 @@ export interface SpecInput extends SpecHostConfig {
 /** Where the init binary appears in the container: on the /dev tmpfs, so no mount point is created in the image's rootfs. */
 export const CONTAINER_INIT_PATH = '/dev/init';
 const DEFAULT_INIT_PATH = '/usr/bin/catatonit';
-const DEFAULT_SHM_SIZE = 64 * 1024 * 1024;
+export const DEFAULT_SHM_SIZE = 64 * 1024 * 1024;
 const NOFILE_CEILING = 1048576;
 const CPU_PERIOD = 100_000;
 
@@ -131,7 +139,7 @@ const ALLOWED_DEVICES: readonly [type: 'c', major: number, minor: number | undef
 
 // ------------------------------------------------------------------ mounts
 
-function defaultMounts(privileged: boolean, shmSize: number): OciMount[] {
+function defaultMounts(privileged: boolean): OciMount[] {
   const ro = privileged ? [] : ['ro'];
   return [
     { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
@@ -155,12 +163,6 @@ function defaultMounts(privileged: boolean, shmSize: number): OciMount[] {
       options: ['nosuid', 'noexec', 'nodev', 'relatime', ...ro],
     },
     { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
-    {
-      destination: '/dev/shm',
-      type: 'tmpfs',
-      source: 'shm',
-      options: ['nosuid', 'noexec', 'nodev', 'mode=1777', `size=${shmSize}`],
-    },
   ];
 }
 
@@ -222,7 +224,7 @@ function rootfsPropagation(binds: BindMount[]): string | undefined {
 
 // ---------------------------------------------------------------- resources
 
-function deviceRules(privileged: boolean): OciDeviceRule[] {
+function deviceRules(privileged: boolean, extra: readonly string[]): OciDeviceRule[] {
   if (privileged) return [{ allow: true, access: 'rwm' }];
   return [
     { allow: false, access: 'rwm' },
@@ -235,7 +237,27 @@ function deviceRules(privileged: boolean): OciDeviceRule[] {
           ? { allow: true, type, major, access: 'rwm' }
           : { allow: true, type, major, minor, access: 'rwm' },
     ),
+    ...extra.map(deviceCgroupRule),
   ];
+}
+
+const DEVICE_CGROUP_RULE = /^([acb]) ([0-9]+|\*):([0-9]+|\*) ([rwm]{1,3})$/;
+
+/**
+ * One of DeviceCgroupRules (`c 7:128 rwm`, `a *:* rwm`), as the devices
+ * cgroup reads it; refused in dockerd's words when it is not one.
+ */
+export function deviceCgroupRule(rule: string): OciDeviceRule {
+  const m = DEVICE_CGROUP_RULE.exec(rule);
+  if (!m) throw invalidParameter(`invalid device cgroup format '${rule}'`);
+  const [, type, major, minor, access] = m as unknown as [string, 'a' | 'b' | 'c', string, string, string];
+  return {
+    allow: true,
+    type,
+    ...(major === '*' ? {} : { major: Number(major) }),
+    ...(minor === '*' ? {} : { minor: Number(minor) }),
+    access,
+  };
 }
 
 function memoryResources(memory?: number, memorySwap?: number): OciResources['memory'] {
@@ -257,7 +279,7 @@ function cpuResources(input: SpecInput): OciResources['cpu'] {
 }
 
 function resources(input: SpecInput): OciResources {
-  const res: OciResources = { devices: deviceRules(input.Privileged ?? false) };
+  const res: OciResources = { devices: deviceRules(input.Privileged ?? false, input.DeviceCgroupRules ?? []) };
   const memory = memoryResources(input.Memory, input.MemorySwap);
   if (memory) res.memory = memory;
   const cpu = cpuResources(input);
@@ -284,15 +306,30 @@ export function hostNofileHardLimit(): number {
 
 // --------------------------------------------------------------------- spec
 
-function namespaces(networkMode: SpecInput['networkMode']): OciLinux['namespaces'] {
+/** The container's own namespaces, less those it shares with the host, plus those it joins. */
+function namespaces(networkMode: SpecInput['networkMode'], plan: NamespacePlan = {}): OciLinux['namespaces'] {
   const types: OciNamespaceType[] = ['mount', 'network', 'uts', 'pid', 'ipc'];
-  return types.filter((t) => t !== 'network' || networkMode !== 'host').map((type) => ({ type }));
+  const out: OciLinux['namespaces'] = [];
+  for (const type of types) {
+    const source =
+      type === 'network' ? (networkMode === 'host' ? 'host' : undefined) : plan[type as keyof NamespacePlan];
+    if (source === 'host') continue;
+    out.push(source && typeof source === 'object' && 'path' in source ? { type, path: source.path } : { type });
+  }
+  return out;
 }
 
-/** Unprivileged ports and ping are harmless inside a private network namespace (dockerd sets both). */
-function sysctls(networkMode: SpecInput['networkMode']): Record<string, string> | undefined {
-  if (networkMode === 'host') return undefined;
-  return { 'net.ipv4.ip_unprivileged_port_start': '0', 'net.ipv4.ping_group_range': '0 2147483647' };
+/**
+ * Unprivileged ports and ping are harmless inside a private network namespace
+ * (dockerd sets both); HostConfig.Sysctls over them (checked at create: sysctls.ts).
+ */
+function sysctls(input: SpecInput): Record<string, string> | undefined {
+  const defaults: Record<string, string> =
+    input.networkMode === 'host'
+      ? {}
+      : { 'net.ipv4.ip_unprivileged_port_start': '0', 'net.ipv4.ping_group_range': '0 2147483647' };
+  const out = { ...defaults, ...(input.Sysctls ?? {}) };
+  return Object.keys(out).length ? out : undefined;
 }
 
 function processSpec(input: SpecInput): OciProcess {
@@ -307,8 +344,10 @@ function processSpec(input: SpecInput): OciProcess {
     env: [...(input.env ?? [])],
     cwd: input.cwd || '/',
     capabilities: { bounding: caps, effective: caps, permitted: caps },
-    rlimits: [{ type: 'RLIMIT_NOFILE', hard: nofile, soft: nofile }],
+    rlimits: rlimits([{ type: 'RLIMIT_NOFILE', hard: nofile, soft: nofile }], input.Ulimits ?? []),
     noNewPrivileges: input.noNewPrivileges ?? false,
+    // Always set, as dockerd does: 0 undoes whatever berthd itself runs with.
+    oomScoreAdj: input.OomScoreAdj ?? 0,
     ...(input.tty && input.consoleSize ? { consoleSize: input.consoleSize } : {}),
   };
 }
@@ -331,10 +370,21 @@ export function consoleSize(size: unknown): { height: number; width: number } | 
   return Number.isInteger(height) && Number.isInteger(width) && height > 0 && width > 0 ? { height, width } : undefined;
 }
 
+/** /dev/shm as IpcMode has it: a tmpfs of its own, the host's or a donor's (a bind), or none. */
+function shmMounts(input: SpecInput): OciMount[] {
+  const shm = input.namespaces?.shm;
+  if (shm === 'none') return [];
+  if (shm) return [bindMount(shm.bind, '/dev/shm', false)];
+  const size = input.ShmSize || DEFAULT_SHM_SIZE;
+  const options = ['nosuid', 'noexec', 'nodev', 'mode=1777', `size=${size}`];
+  return [{ destination: '/dev/shm', type: 'tmpfs', source: 'shm', options }];
+}
+
 function mounts(input: SpecInput): OciMount[] {
   const readonly = input.ReadonlyRootfs ?? false;
   return orderMounts([
-    ...defaultMounts(input.Privileged ?? false, input.ShmSize || DEFAULT_SHM_SIZE),
+    ...defaultMounts(input.Privileged ?? false),
+    ...shmMounts(input),
     ...hostsFileMounts(input.hostsFiles, readonly),
     ...(input.Init ? [initMount(input.initPath ?? DEFAULT_INIT_PATH)] : []),
     ...(input.mounts ?? []).map((b) => bindMount(b.source, b.destination, b.readonly ?? false, b.propagation)),
@@ -344,13 +394,13 @@ function mounts(input: SpecInput): OciMount[] {
 export function buildSpec(input: SpecInput): OciSpec {
   const privileged = input.Privileged ?? false;
   const linux: OciLinux = {
-    namespaces: namespaces(input.networkMode),
+    namespaces: namespaces(input.networkMode, input.namespaces),
     resources: resources(input),
     cgroupsPath: input.cgroupsPath,
     maskedPaths: privileged ? [] : [...MASKED_PATHS],
     readonlyPaths: privileged ? [] : [...READONLY_PATHS],
   };
-  const sysctl = sysctls(input.networkMode);
+  const sysctl = sysctls(input);
   if (sysctl) linux.sysctl = sysctl;
   const propagation = rootfsPropagation(input.mounts ?? []);
   if (propagation) linux.rootfsPropagation = propagation;
@@ -363,7 +413,8 @@ export function buildSpec(input: SpecInput): OciSpec {
     ociVersion: '1.0.2',
     process,
     root: { path: input.rootfsPath, readonly: input.ReadonlyRootfs ?? false },
-    hostname: input.hostname ?? '',
+    // Only a UTS namespace of the container's own can be given a name.
+    hostname: input.namespaces?.uts === 'host' ? '' : (input.hostname ?? ''),
     mounts: mounts(input),
     annotations: input.stopSignal ? { 'org.opencontainers.image.stopSignal': input.stopSignal } : {},
     linux,

@@ -19,7 +19,16 @@ function parseDb(text: string | null): string[][] {
     .map((l) => l.split(':'));
 }
 
-export async function resolveUser(rootfs: string, user: string): Promise<ResolvedUser> {
+/**
+ * `user` in the image's /etc/passwd and /etc/group, with `groupAdd`
+ * (HostConfig.GroupAdd: gids, or group names in /etc/group) among the
+ * supplementary groups.
+ */
+export async function resolveUser(
+  rootfs: string,
+  user: string,
+  groupAdd: readonly string[] = [],
+): Promise<ResolvedUser> {
   const [u = '', g] = user.split(':', 2);
   const passwd = parseDb(await readFileInRoot(rootfs, '/etc/passwd'));
   const groups = parseDb(await readFileInRoot(rootfs, '/etc/group'));
@@ -50,12 +59,18 @@ export async function resolveUser(rootfs: string, user: string): Promise<Resolve
     else if (isNum(g)) gid = Number(g);
     else throw invalidParameter(`unable to find group ${g}: no matching entries in group file`);
   }
-  // Supplementary groups: every group that lists the user by name.
-  const additionalGids = name
+  // Supplementary groups: every group that lists the user by name, then GroupAdd's.
+  const listed = name
     ? groups
         .filter((e) => (e[3] ?? '').split(',').includes(name))
         .map((e) => Number(e[2]))
         .filter((n) => n !== gid)
     : [];
-  return { uid, gid, additionalGids, home };
+  const added = groupAdd.map((g) => {
+    const entry = groups.find((e) => e[0] === g);
+    if (entry) return Number(entry[2]);
+    if (isNum(g)) return Number(g);
+    throw invalidParameter(`Unable to find group ${g}: no matching entries in group file`);
+  });
+  return { uid, gid, additionalGids: [...new Set([...listed, ...added])], home };
 }

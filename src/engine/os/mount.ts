@@ -10,7 +10,7 @@
 // and sidesteps escaping ',' and ':' in paths.
 import { closeSync, constants as fsc, existsSync, openSync, readFileSync, realpathSync } from 'node:fs';
 import { systemError } from '../../errors.js';
-import { MNT_DETACH, MS_BIND, MS_RDONLY, native } from './native.js';
+import { MNT_DETACH, MS_BIND, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY, native } from './native.js';
 
 const PAGE = 4096;
 
@@ -84,6 +84,11 @@ export function mountOverlay({ lowerDirs, upperDir, workDir, target }: OverlayOp
 
 export function bindMount(source: string, target: string): void {
   native.mount(source, target, null, MS_BIND, null);
+}
+
+/** A /dev/shm-like tmpfs (nosuid, nodev, noexec, mode 1777) of `size` bytes at target. */
+export function mountShm(target: string, size: number): void {
+  native.mount('shm', target, 'tmpfs', MS_NOSUID | MS_NODEV | MS_NOEXEC, `mode=1777,size=${size}`);
 }
 
 const NOT_MOUNTED = new Set(['EINVAL', 'ENOENT']);

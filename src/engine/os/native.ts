@@ -74,6 +74,9 @@ export const native: Native = require(path.join(packageRoot, 'src/native/build/R
 
 // Flags from <sys/mount.h>.
 export const MS_RDONLY = 1;
+export const MS_NOSUID = 2;
+export const MS_NODEV = 4;
+export const MS_NOEXEC = 8;
 export const MS_BIND = 4096;
 export const MNT_DETACH = 2;
 export const LOCK_EX = 2;
