@@ -676,3 +676,17 @@ describe('namespaces, groups, devices and limits', () => {
     expect(plain.out).toBe('fine');
   });
 });
+
+describe('attach to a container that has ended', () => {
+  it('answers 200: its log with logs=1, and a stream that ends at once (as dockerd; compose run --rm relies on it)', async () => {
+    const { id } = await run(['sh', '-c', 'echo done; sleep 0.05; echo err >&2']);
+    const withLogs = await d.request('POST', `/containers/${id}/attach?stream=1&stdout=1&stderr=1&logs=1`);
+    expect(withLogs.status).toBe(200);
+    expect(demux(withLogs.body)).toEqual([
+      [1, 'done\n'],
+      [2, 'err\n'],
+    ]);
+    const streamOnly = await d.request('POST', `/containers/${id}/attach?stream=1&stdout=1&stderr=1`);
+    expect([streamOnly.status, streamOnly.body.length]).toEqual([200, 0]);
+  });
+});

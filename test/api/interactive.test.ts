@@ -2,6 +2,9 @@
 // tmux pseudo-terminal for -it), dockerode and python3-docker. Attach with
 // stdin, TTYs and resize, exec, logs -f, detach keys, and concurrent runs.
 import Docker from 'dockerode';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { PassThrough, type Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerCli, type Cli } from '../harness/cli.js';
@@ -35,11 +38,11 @@ async function ok(args: string[], input?: string): Promise<string> {
   return r.stdout;
 }
 
-/** The docker CLI in a terminal of its own. */
-async function terminal(args: string, width = 100, height = 30): Promise<Terminal> {
+/** The docker CLI in a terminal of its own (with another config directory when given). */
+async function terminal(args: string, width = 100, height = 30, configDir = docker.configDir): Promise<Terminal> {
   const t = await openTerminal(
     `docker ${args}`,
-    { DOCKER_HOST: env.daemon.host, DOCKER_CONFIG: docker.configDir },
+    { DOCKER_HOST: env.daemon.host, DOCKER_CONFIG: configDir },
     width,
     height,
   );
@@ -156,6 +159,25 @@ describe('docker run -it', () => {
     await again.keys('exit 6', 'Enter');
     await again.waitFor(/\[exit 6\]$/m);
     expect((await inspect('detach-me')).State).toMatchObject({ Running: false, ExitCode: 6 });
+  });
+
+  it("detaches with the keys of the CLI's config.json (detachKeys), from a run and from an exec", async () => {
+    const config = mkdtempSync(path.join(os.tmpdir(), 'berth-cli-config-'));
+    writeFileSync(path.join(config, 'config.json'), JSON.stringify({ detachKeys: 'ctrl-x,x' }));
+    const t = await terminal(`run -it --name detach-keys ${image} sh`, 100, 30, config);
+    await t.waitFor(/^\/ #\s*$/m);
+    await t.keys('C-p', 'C-q', 'echo still-here', 'Enter'); // not the detach keys any more
+    await t.waitFor(/^still-here$/m);
+    await t.keys('C-x', 'x');
+    await t.waitFor(/\[exit 0\]$/m, 'the CLI to return');
+    expect((await inspect('detach-keys')).State.Running).toBe(true);
+    const x = await terminal('exec -it detach-keys sh', 100, 30, config);
+    await x.waitFor(/^\/ #\s*$/m);
+    await x.keys('C-x', 'x');
+    // What the CLI prints when an exec detaches, with dockerd too.
+    await x.waitFor(/read escape sequence$/m, 'the exec to detach');
+    expect((await inspect('detach-keys')).State.Running).toBe(true);
+    await ok(['rm', '-f', 'detach-keys']);
   });
 });
 

@@ -54,14 +54,15 @@ export class ContainerIo {
    * with `logs`, then with `stream` the live output until the process ends,
    * and its input to the process's stdin with `stdin` (and OpenStdin). A
    * created container may be attached before it starts: the start then waits
-   * for the attach to be connected, so no output is missed.
+   * for the attach to be connected, so no output is missed. One that has
+   * ended gives what dockerd gives: its log with `logs`, and a stream that
+   * ends at once (a client that attaches right after a start may come late
+   * for a quick command: docker-compose's `run --rm`).
    */
   attach(ref: string, o: AttachOptions): AttachSession {
     const { lookup, attachments, deps } = this.s;
     const c = lookup.find(ref);
-    if (c.status === 'exited' || c.status === 'dead') {
-      if (o.stream) throw conflict('You cannot attach to a stopped container, start it first');
-    }
+    const ended = c.status === 'exited' || c.status === 'dead';
     if (c.status === 'paused') throw conflict(`You cannot attach to a paused container, unpause it first`);
     const detachKeys = parseDetachKeys(o.detachKeys || DEFAULT_DETACH_KEYS);
     const io = {
@@ -75,7 +76,7 @@ export class ContainerIo {
       stdout: o.stdout,
       stderr: o.stderr,
       detachKeys,
-      noStream: !o.stream,
+      noStream: !o.stream || ended,
       ...(o.logs ? { history: () => readLog(c.logPath, { stdout: o.stdout, stderr: o.stderr }) } : {}),
     });
     if (o.stream && isRunning(c)) attachments.connect(c.id, deps.runtime.attachSocket(c.id));
