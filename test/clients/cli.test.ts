@@ -1,7 +1,7 @@
 // The real docker CLI (v28, DOCKER_HOST=unix://…) against berthd: pull, images,
 // run in the foreground and in the background, ps, logs, stop, rm, inspect,
 // tag and rmi, events, and the errors a user reads.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -283,5 +283,49 @@ describe('errors', () => {
     expect(run.code).toBe(125);
     expect(run.stderr).toMatch(/Range of CPUs is from 0\.01 to \d+\.00, as there are only \d+ CPUs available/);
     expect(await ok(['ps', '-aq', '--no-trunc'])).toBe(before);
+  });
+});
+
+describe('docker run flags for namespaces, groups, devices, logs and signals', () => {
+  const out = async (...args: string[]) => (await ok(['run', '--rm', ...args])).trim();
+
+  it('--pid host, --uts host, --group-add, --device-cgroup-rule, --ulimit, --sysctl', async () => {
+    expect(await out('--pid', 'host', image, 'cat', '/proc/1/comm')).toBe(readFileSync('/proc/1/comm', 'utf8').trim());
+    expect(await out('--uts', 'host', image, 'hostname')).toBe(os.hostname());
+    expect((await out('--group-add', 'app', '--group-add', '4242', image, 'id', '-G')).split(' ').sort()).toEqual([
+      '0',
+      '1000',
+      '4242',
+    ]);
+    expect(
+      await out('--device-cgroup-rule', 'c 7:128 rwm', image, 'grep', '7:128', '/sys/fs/cgroup/devices/devices.list'),
+    ).toBe('c 7:128 rwm');
+    expect(await out('--ulimit', 'nofile=100:200', image, 'sh', '-c', 'ulimit -n')).toBe('100');
+    expect(await out('--sysctl', 'net.ipv4.ip_forward=1', image, 'cat', '/proc/sys/net/ipv4/ip_forward')).toBe('1');
+  });
+
+  it('refuses what berth does not apply, with the reason, and leaves nothing behind', async () => {
+    const before = await ok(['ps', '-aq', '--no-trunc']);
+    const maxFile = await docker(['run', '--rm', '--log-opt', 'max-size=1m', '--log-opt', 'max-file=3', image, 'true']);
+    expect(maxFile.code).toBe(125);
+    expect(maxFile.stderr).toContain("log opt 'max-file' is not supported by berth yet");
+    const driver = await docker(['run', '--rm', '--log-driver', 'nope', image, 'true']);
+    expect(driver.stderr).toContain("logger: no log driver named 'nope' is registered");
+    const ports = await docker(['run', '--rm', '-p', '8080:80', image, 'true']);
+    expect(ports.stderr).toContain('HostConfig.PortBindings is not supported by berth yet');
+    expect(await ok(['ps', '-aq', '--no-trunc'])).toBe(before);
+  });
+
+  it('docker kill -s sends the signal; a plain kill leaves it exited 137 at once', async () => {
+    const trapped = (
+      await ok(['run', '-d', image, 'sh', '-c', 'trap "exit 42" USR1; echo ready; while :; do sleep 0.1; done'])
+    ).trim();
+    await waitFor(async () => (await ok(['logs', trapped])).includes('ready'), 'the trap set');
+    await ok(['kill', '-s', 'USR1', trapped]);
+    expect((await ok(['wait', trapped])).trim()).toBe('42');
+    const sleeper = (await ok(['run', '-d', image, 'sleep', '100'])).trim();
+    await ok(['kill', sleeper]);
+    expect((await ok(['inspect', '-f', '{{.State.Status}} {{.State.ExitCode}}', sleeper])).trim()).toBe('exited 137');
+    await ok(['rm', trapped, sleeper]);
   });
 });
