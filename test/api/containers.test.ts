@@ -489,6 +489,15 @@ describe('host config', () => {
     expect(stats.pids_stats.current).toBeGreaterThanOrEqual(1);
     expect(stats.memory_stats.usage).toBeGreaterThan(0);
     expect(stats.cpu_stats.cpu_usage.total_usage).toBeGreaterThan(0);
+    // stream=0 is dockerd's second frame: the first one is its precpu_stats, a second before.
+    expect(stats.precpu_stats.cpu_usage.total_usage).toBeGreaterThan(0);
+    expect(stats.precpu_stats.system_cpu_usage).toBeLessThan(stats.cpu_stats.system_cpu_usage);
+    expect(Date.parse(stats.preread)).toBeLessThan(Date.parse(stats.read));
+    const oneShot = (await d.request('GET', `/containers/${id}/stats?stream=0&one-shot=1`)).json;
+    expect(oneShot.cpu_stats.cpu_usage.total_usage).toBeGreaterThan(0);
+    expect(oneShot.precpu_stats.cpu_usage?.total_usage ?? 0).toBe(0);
+    const both = await d.request('GET', `/containers/${id}/stats?stream=1&one-shot=1`);
+    expect([both.status, both.json.message]).toEqual([400, 'cannot have stream=true and one-shot=true']);
     const sized = (await d.request('GET', '/containers/json?size=1')).json.find((c: { Id: string }) => c.Id === id);
     expect(sized.SizeRw).toBeGreaterThanOrEqual(300 * 1024);
     expect(sized.SizeRootFs).toBeGreaterThan(sized.SizeRw);

@@ -85,13 +85,23 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get<IdParams>('/containers/:id/top', async (req) => containers.top(req.params.id, query(req).ps_args));
 
-  // One sample (stream=0), or one a second until the client goes away. A sample
-  // is taken only once the previous one was taken and written out (a client
-  // that stops reading gets no more, rather than a growing buffer of them).
+  // One sample (one-shot), two a second apart with the first as the second's
+  // precpu_stats (stream=0: CPU use needs both, as dockerd's second frame), or
+  // one a second until the client goes away. A sample is taken only once the
+  // previous one was taken and written out (a client that stops reading gets
+  // no more, rather than a growing buffer of them).
   app.get<IdParams>('/containers/:id/stats', async (req, reply) => {
     const q = query(req);
+    const stream = boolValue(q.stream, true);
+    const oneShot = boolValue(q['one-shot']);
+    if (stream && oneShot) throw invalidParameter('cannot have stream=true and one-shot=true');
     const first = await containers.stats(req.params.id);
-    if (!boolValue(q.stream, true) || boolValue(q['one-shot'])) return first;
+    if (oneShot) return first;
+    if (!stream) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const second = await containers.stats(req.params.id).catch(() => first);
+      return { ...second, preread: first.read, precpu_stats: first.cpu_stats };
+    }
     reply.hijack();
     closeOnShutdown(req.raw.socket);
     const res = reply.raw;
