@@ -617,6 +617,27 @@ describe('namespaces, groups, devices and limits', () => {
     expect(await refused({ DeviceCgroupRules: ['x 7:128 rwm'] })).toBe("invalid device cgroup format 'x 7:128 rwm'");
   });
 
+  it('Devices: the host node made in the container, usable as CgroupPermissions says', async () => {
+    const readOnly = await output(
+      ['sh', '-c', 'ls -l /dev/myfuse; (: > /dev/myfuse) 2>/dev/null && echo writable || echo refused'],
+      { Devices: [{ PathOnHost: '/dev/fuse', PathInContainer: '/dev/myfuse', CgroupPermissions: 'r' }] },
+    );
+    expect(readOnly.out).toMatch(/^crw------- +1 root +root +10, +229 .* \/dev\/myfuse\nrefused$/);
+    const writable = await output(['sh', '-c', ': > /dev/myfuse && echo writable'], {
+      Devices: [{ PathOnHost: '/dev/fuse', PathInContainer: '/dev/myfuse', CgroupPermissions: 'rw' }],
+    });
+    expect(writable.out).toBe('writable');
+    expect(await refused({ Devices: [{ PathOnHost: '/dev/fuse', CgroupPermissions: 'rwx' }] })).toBe(
+      'invalid device mode: rwx',
+    );
+    const id = await create({ Cmd: ['true'], HostConfig: { Devices: [{ PathOnHost: '/etc/passwd' }] } });
+    const start = await d.request('POST', `/containers/${id}/start`);
+    expect([start.status, start.json.message]).toEqual([
+      400,
+      'error gathering device information while adding custom device "/etc/passwd": not a device node',
+    ]);
+  });
+
   it('OomScoreAdj: applied when raised; lowered only where berthd holds CAP_SYS_RESOURCE', async () => {
     const raised = await output(['cat', '/proc/self/oom_score_adj'], { OomScoreAdj: 500 });
     expect([raised.out, raised.inspect.HostConfig.OomScoreAdj]).toEqual(['500', 500]);

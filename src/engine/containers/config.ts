@@ -106,6 +106,15 @@ export const HostConfigSchema = z.looseObject({
   OomScoreAdj: int.optional(),
   Ulimits: z.array(z.looseObject({ Name: z.string(), Soft: int, Hard: int })).nullish(),
   Sysctls: strMap.nullish(),
+  Devices: z
+    .array(
+      z.looseObject({
+        PathOnHost: z.string().nullish(),
+        PathInContainer: z.string().nullish(),
+        CgroupPermissions: z.string().nullish(),
+      }),
+    )
+    .nullish(),
 });
 export type HostConfig = z.output<typeof HostConfigSchema>;
 

@@ -22,6 +22,7 @@ import {
   RESTART_POLICIES,
   type RestartPolicy,
 } from './config.js';
+import { checkDevice } from './devices.js';
 import { checkNamespaceModes } from './namespaces.js';
 import { checkResources } from './resources.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
@@ -148,6 +149,7 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
   checkLogConfig(h.LogConfig);
   if (h.LogConfig?.Config?.['max-size']) parseSize(h.LogConfig.Config['max-size']);
   for (const rule of h.DeviceCgroupRules ?? []) deviceCgroupRule(rule);
+  for (const device of h.Devices ?? []) checkDevice(device);
   checkUlimits(h.Ulimits ?? []);
   checkSysctls(h.Sysctls ?? {}, { network: mode, ipc: h.IpcMode ?? '' });
   checkResources(h);

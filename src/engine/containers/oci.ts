@@ -58,8 +58,20 @@ export interface OciResources {
 
 export type OciNamespaceType = 'pid' | 'network' | 'mount' | 'ipc' | 'uts' | 'user' | 'cgroup';
 
+/** A device node runc makes in the container's /dev. */
+export interface OciLinuxDevice {
+  path: string;
+  type: 'c' | 'b';
+  major: number;
+  minor: number;
+  fileMode: number;
+  uid: number;
+  gid: number;
+}
+
 export interface OciLinux {
   namespaces: { type: OciNamespaceType; path?: string }[];
+  devices?: OciLinuxDevice[];
   resources: OciResources;
   cgroupsPath: string;
   maskedPaths: string[];

@@ -12,6 +12,7 @@ import { resolveCapabilities } from './capabilities.js';
 import type { HostConfig } from './config.js';
 import type { NamespacePlan } from './namespaces.js';
 import { rlimits } from './ulimits.js';
+import { deviceOf } from './devices.js';
 import type {
   OciDeviceRule,
   OciLinux,
@@ -61,6 +62,7 @@ export type SpecHostConfig = Partial<
     | 'OomScoreAdj'
     | 'Ulimits'
     | 'Sysctls'
+    | 'Devices'
   >
 >;
 
@@ -278,8 +280,9 @@ function cpuResources(input: SpecInput): OciResources['cpu'] {
   return Object.keys(cpu).length ? cpu : undefined;
 }
 
-function resources(input: SpecInput): OciResources {
-  const res: OciResources = { devices: deviceRules(input.Privileged ?? false, input.DeviceCgroupRules ?? []) };
+function resources(input: SpecInput, devices: ReturnType<typeof deviceOf>[]): OciResources {
+  const rules = deviceRules(input.Privileged ?? false, input.DeviceCgroupRules ?? []);
+  const res: OciResources = { devices: [...rules, ...devices.map((d) => d.rule)] };
   const memory = memoryResources(input.Memory, input.MemorySwap);
   if (memory) res.memory = memory;
   const cpu = cpuResources(input);
@@ -393,9 +396,11 @@ function mounts(input: SpecInput): OciMount[] {
 
 export function buildSpec(input: SpecInput): OciSpec {
   const privileged = input.Privileged ?? false;
+  const devices = (input.Devices ?? []).map(deviceOf);
   const linux: OciLinux = {
     namespaces: namespaces(input.networkMode, input.namespaces),
-    resources: resources(input),
+    ...(devices.length ? { devices: devices.map((d) => d.node) } : {}),
+    resources: resources(input, devices),
     cgroupsPath: input.cgroupsPath,
     maskedPaths: privileged ? [] : [...MASKED_PATHS],
     readonlyPaths: privileged ? [] : [...READONLY_PATHS],
