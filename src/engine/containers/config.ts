@@ -3,9 +3,10 @@
 // create body may carry them (every field absent or null, as Docker's clients
 // send both). The TypeScript types are these schemas' outputs.
 //
-// Field names are Docker's; unknown fields are kept (and ignored) as dockerd
-// keeps them. The checks with dockerd's wording are create.ts's: a schema only
-// refuses a value of the wrong type.
+// Field names are Docker's; the schemas name every field berth applies. A
+// create's field outside them is refused when it asks for anything
+// (unsupported.ts). The checks with dockerd's wording are create.ts's: a
+// schema only refuses a value of the wrong type.
 import { z } from 'zod';
 
 const int = z.number().int();

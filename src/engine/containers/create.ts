@@ -29,7 +29,7 @@ import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { type BindMount, deviceCgroupRule, type Propagation } from './spec.js';
 import { checkSysctls } from './sysctls.js';
 import { checkUlimits } from './ulimits.js';
-import { checkLogConfig, refuseUnhonoured } from './unsupported.js';
+import { checkLogConfig, refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
 
 /** What `--security-opt` asks of the process, parsed once at create. */
 export interface SecurityOptions {
@@ -53,6 +53,7 @@ export function checkConfig(c: Given<ConfigBody>): string {
     throw invalidParameter(`the working directory '${c.WorkingDir}' is invalid, it needs to be an absolute path`);
   }
   if (c.StopSignal) normalizeSignal(c.StopSignal);
+  refuseUnhonouredConfig(c);
   for (const e of c.Env ?? []) {
     if (e.split('=', 1)[0] === '') throw invalidParameter(`invalid environment variable: ${e}`);
   }

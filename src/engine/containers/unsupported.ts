@@ -1,14 +1,20 @@
 // What berth does not honour yet is refused at create, never stored and
-// dropped. A HostConfig field outside the schema (config.ts, where every field
-// berth applies is named) passes only when it asks nothing: absent, null,
-// zero, false, empty, or Docker's own default for it. Clients send whole
-// HostConfigs full of such values (the docker CLI sends ~50 fields), so only
-// a value that would change something is refused.
+// dropped. A field of Docker's Config or HostConfig outside berth's schemas
+// (config.ts, where every field berth applies is named) passes only when it
+// asks nothing: absent, null, zero, false, empty, or Docker's own default for
+// it. Clients send whole HostConfigs full of such values (the docker CLI sends
+// ~50 fields), so only a value that would change something is refused. Names
+// that are not Docker's are ignored, as dockerd's JSON decoding ignores them
+// (dockerode, for one, leaves `name` in the body).
 import { invalidParameter } from '../../errors.js';
-import { HostConfigSchema } from './config.js';
+import { ContainerConfigSchema, HostConfigSchema } from './config.js';
 
-/** Fields berth reads that are not in the stored schema (they live elsewhere, or are read as given). */
-const READ_ELSEWHERE = new Set(['ConsoleSize']);
+/**
+ * Fields not in the stored schema that are fine to take: ConsoleSize is read
+ * as given; ContainerIDFile is the CLI's own (--cidfile: the CLI writes it,
+ * dockerd only keeps the name).
+ */
+const READ_ELSEWHERE = new Set(['ConsoleSize', 'ContainerIDFile']);
 
 /** Docker's defaults that are not "empty": a client may send them, and they ask nothing. */
 const DOCKER_DEFAULTS: Record<string, readonly unknown[]> = {
@@ -27,13 +33,134 @@ function asksNothing(v: unknown): boolean {
   return false;
 }
 
-/** Refuses the first HostConfig field berth would otherwise accept and not apply. */
+/** Docker's HostConfig (API 1.47), Resources included. */
+const DOCKER_HOST_CONFIG = [
+  'Binds',
+  'ContainerIDFile',
+  'LogConfig',
+  'NetworkMode',
+  'PortBindings',
+  'RestartPolicy',
+  'AutoRemove',
+  'VolumeDriver',
+  'VolumesFrom',
+  'Mounts',
+  'ConsoleSize',
+  'Annotations',
+  'CapAdd',
+  'CapDrop',
+  'CgroupnsMode',
+  'Dns',
+  'DnsOptions',
+  'DnsSearch',
+  'ExtraHosts',
+  'GroupAdd',
+  'IpcMode',
+  'Cgroup',
+  'Links',
+  'OomScoreAdj',
+  'PidMode',
+  'Privileged',
+  'PublishAllPorts',
+  'ReadonlyRootfs',
+  'SecurityOpt',
+  'StorageOpt',
+  'Tmpfs',
+  'UTSMode',
+  'UsernsMode',
+  'ShmSize',
+  'Sysctls',
+  'Runtime',
+  'Isolation',
+  'MaskedPaths',
+  'ReadonlyPaths',
+  'CpuShares',
+  'Memory',
+  'CgroupParent',
+  'BlkioWeight',
+  'BlkioWeightDevice',
+  'BlkioDeviceReadBps',
+  'BlkioDeviceWriteBps',
+  'BlkioDeviceReadIOps',
+  'BlkioDeviceWriteIOps',
+  'CpuPeriod',
+  'CpuQuota',
+  'CpuRealtimePeriod',
+  'CpuRealtimeRuntime',
+  'CpusetCpus',
+  'CpusetMems',
+  'Devices',
+  'DeviceCgroupRules',
+  'DeviceRequests',
+  'KernelMemory',
+  'KernelMemoryTCP',
+  'MemoryReservation',
+  'MemorySwap',
+  'MemorySwappiness',
+  'NanoCpus',
+  'OomKillDisable',
+  'Init',
+  'PidsLimit',
+  'Ulimits',
+  'CpuCount',
+  'CpuPercent',
+  'IOMaximumIOps',
+  'IOMaximumBandwidth',
+];
+
+/** Docker's container Config (API 1.47). Shell serves the builder and ArgsEscaped Windows: nothing to a run. */
+const DOCKER_CONFIG = [
+  'Hostname',
+  'Domainname',
+  'User',
+  'AttachStdin',
+  'AttachStdout',
+  'AttachStderr',
+  'ExposedPorts',
+  'Tty',
+  'OpenStdin',
+  'StdinOnce',
+  'Env',
+  'Cmd',
+  'Healthcheck',
+  'Image',
+  'Volumes',
+  'WorkingDir',
+  'Entrypoint',
+  'NetworkDisabled',
+  'MacAddress',
+  'OnBuild',
+  'Labels',
+  'StopSignal',
+  'StopTimeout',
+];
+
+/** Refuses the first field of a create's HostConfig berth would otherwise accept and not apply. */
 export function refuseUnhonoured(h: Record<string, unknown>): void {
-  const known = HostConfigSchema.shape;
-  for (const [field, value] of Object.entries(h)) {
-    if (field in known || READ_ELSEWHERE.has(field) || asksNothing(value)) continue;
+  const applied = new Set([...Object.keys(HostConfigSchema.shape), ...READ_ELSEWHERE]);
+  refuseFields(
+    'HostConfig',
+    h,
+    DOCKER_HOST_CONFIG.filter((f) => !applied.has(f)),
+  );
+}
+
+/** Refuses the first field of a create's Config berth would otherwise accept and not apply. */
+export function refuseUnhonouredConfig(c: Record<string, unknown>): void {
+  const applied = new Set(Object.keys(ContainerConfigSchema.shape));
+  refuseFields(
+    'Config',
+    c,
+    DOCKER_CONFIG.filter((f) => !applied.has(f)),
+  );
+}
+
+function refuseFields(where: string, body: Record<string, unknown>, unapplied: readonly string[]): void {
+  for (const field of unapplied) {
+    const value = body[field];
+    if (asksNothing(value)) continue;
     if (DOCKER_DEFAULTS[field]?.includes(value)) continue;
-    throw invalidParameter(`HostConfig.${field} is not supported by berth yet (asked: ${JSON.stringify(value)})`);
+    throw invalidParameter(`${where}.${field} is not supported by berth yet (asked: ${JSON.stringify(value)})`);
   }
 }
 
