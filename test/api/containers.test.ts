@@ -689,6 +689,13 @@ describe('namespaces, groups, devices and limits', () => {
       /^HostConfig.PortBindings is not supported by berth yet/,
     );
     expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
+    expect(await refused({}, { MacAddress: '02:42:ac:11:00:02' })).toMatch(/^Config.MacAddress is not supported/);
+    expect(await refused({ SecurityOpt: ['apparmor=docker-default'] })).toBe(
+      '--security-opt apparmor=docker-default is not supported by berth yet: it has no AppArmor',
+    );
+    expect(await refused({ SecurityOpt: ['label=type:svirt_lxc_net_t'] })).toMatch(/it has no SELinux$/);
+    // What asks for no confinement is what berth does.
+    expect((await output(['true'], { SecurityOpt: ['apparmor=unconfined', 'label=disable'] })).out).toBe('');
     // What the docker CLI sends for a plain `docker run`: nothing asked.
     const plain = await output(['echo', 'fine'], {
       PortBindings: {},

@@ -155,6 +155,7 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
   checkSysctls(h.Sysctls ?? {}, { network: mode, ipc: h.IpcMode ?? '' });
   checkResources(h);
   if (h.ShmSize && h.ShmSize < 0) throw invalidParameter('SHM size can not be less than 0');
+  refuseUnappliedSecurityOptions(h.SecurityOpt ?? []);
   const security = securityOptions(h.SecurityOpt ?? []);
   const hostConfig: HostConfig = {
     ...h,
@@ -195,8 +196,25 @@ const POLICY_NAMES: readonly string[] = RESTART_POLICIES;
 const isPolicyName = (s: string): s is RestartPolicy['Name'] => POLICY_NAMES.includes(s);
 
 /**
+ * `--security-opt` at create: berth has no AppArmor and no SELinux, so what
+ * it can honour of them is only what asks for none (apparmor=unconfined,
+ * label=disable); anything else is refused rather than accepted and not applied.
+ */
+function refuseUnappliedSecurityOptions(opts: readonly string[]): void {
+  for (const o of opts) {
+    const m = /^(apparmor|label)[:=](.*)$/.exec(o);
+    if (m && !(m[1] === 'apparmor' ? m[2] === 'unconfined' : m[2] === 'disable')) {
+      throw invalidParameter(
+        `--security-opt ${o} is not supported by berth yet: it has no ${m[1] === 'apparmor' ? 'AppArmor' : 'SELinux'}`,
+      );
+    }
+  }
+}
+
+/**
  * `--security-opt`: no-new-privileges, seccomp (refused now if its profile
- * cannot be used, not at start), apparmor and label (accepted, not applied).
+ * cannot be used, not at start), and the apparmor and label that ask for
+ * none (refuseUnappliedSecurityOptions).
  */
 export function securityOptions(opts: readonly string[]): SecurityOptions {
   for (const o of opts) {
