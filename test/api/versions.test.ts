@@ -121,24 +121,10 @@ describe('API 1.44', () => {
   });
 
   it('accepts the empty endpoint the docker CLI sends from 1.44, and refuses MAC addresses at every version', async () => {
-    // The CLI 28's body for a plain `docker run` (its NetworkingConfig, operational fields and all).
-    const empty = {
-      IPAMConfig: null,
-      Links: null,
-      Aliases: null,
-      MacAddress: '',
-      DriverOpts: null,
-      GwPriority: 0,
-      NetworkID: '',
-      EndpointID: '',
-      Gateway: '',
-      IPAddress: '',
-      IPPrefixLen: 0,
-      IPv6Gateway: '',
-      GlobalIPv6Address: '',
-      GlobalIPv6PrefixLen: 0,
-      DNSNames: null,
-    };
+    // The endpoint the CLI 28 sends for a plain `docker run`, as captured (operational fields and all).
+    const empty = JSON.parse(
+      '{"IPAMConfig":null,"Links":null,"Aliases":null,"MacAddress":"","DriverOpts":null,"GwPriority":0,"NetworkID":"","EndpointID":"","Gateway":"","IPAddress":"","IPPrefixLen":0,"IPv6Gateway":"","GlobalIPv6Address":"","GlobalIPv6PrefixLen":0,"DNSNames":null}',
+    );
     const body = { HostConfig: { NetworkMode: 'default' }, NetworkingConfig: { EndpointsConfig: { default: empty } } };
     expect(await exitCodeAt('1.47', body)).toBe(0);
     const host = { HostConfig: { NetworkMode: 'host' }, NetworkingConfig: { EndpointsConfig: { host: empty } } };
