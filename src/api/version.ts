@@ -2,7 +2,7 @@
 import { invalidParameter } from '../errors.js';
 
 export const MIN_API_VERSION = '1.24';
-export const MAX_API_VERSION = '1.43';
+export const MAX_API_VERSION = '1.47';
 
 /** Compares dotted versions numerically: -1, 0 or 1. */
 export function compareVersions(a: string, b: string): number {

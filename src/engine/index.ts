@@ -20,7 +20,7 @@ export interface Engine {
 
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/attach.js';
-export type { ContainerConfig, HostConfig } from './containers/config.js';
+export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';
 export { CreateBodySchema, ExecCreateSchema } from './containers/config.js';
 export type { ExecInstance, ExecService } from './containers/exec.js';
 export type { Container } from './containers/lookup.js';
@@ -29,6 +29,7 @@ export type { WaitCondition, WaitResult } from './containers/waits.js';
 export type { EngineEvent, EventBus } from './events.js';
 export type { Filters } from './filters.js';
 export type { ContainerConfigFields, ImageConfig } from './images/config.js';
+export type { ImageManifest } from './images/manifests.js';
 export type { PullEvent, PullOptions } from './images/pull.js';
 export type { DeleteItem, HistoryItem, Image, ImageDetails, ImageService } from './images/service.js';
 export type { AuthConfig } from './registry/auth.js';

@@ -24,7 +24,7 @@ describe('ping and version', () => {
       const r = await d.request('GET', p);
       expect(r.status).toBe(200);
       expect(r.text).toBe('OK');
-      expect(r.headers['api-version']).toBe('1.43');
+      expect(r.headers['api-version']).toBe('1.47');
       expect(r.headers.ostype).toBe('linux');
       expect(r.headers['cache-control']).toBe('no-cache, no-store, must-revalidate');
       expect(r.headers.pragma).toBe('no-cache');
@@ -46,15 +46,23 @@ describe('ping and version', () => {
     const b = await d.request('GET', '/v1.40/version');
     expect(a.status).toBe(200);
     expect(b.json).toEqual(a.json);
-    expect(a.json).toMatchObject({ ApiVersion: '1.43', MinAPIVersion: '1.24', Os: 'linux', Arch: 'amd64' });
-    expect(a.json.Components[0]).toMatchObject({ Name: 'Engine', Details: { ApiVersion: '1.43' } });
+    expect(a.json).toMatchObject({ ApiVersion: '1.47', MinAPIVersion: '1.24', Os: 'linux', Arch: 'amd64' });
+    expect(a.json.Components[0]).toMatchObject({
+      Name: 'Engine',
+      Details: { ApiVersion: '1.47', MinAPIVersion: '1.24' },
+    });
     expect(a.json.KernelVersion).toBeTruthy();
   });
 
   it("refuses versions outside the range with dockerd's wording", async () => {
     const high = await d.request('GET', '/v9.99/version');
     expect(high.status).toBe(400);
-    expect(high.json).toEqual({ message: 'client version 9.99 is too new. Maximum supported API version is 1.43' });
+    expect(high.json).toEqual({ message: 'client version 9.99 is too new. Maximum supported API version is 1.47' });
+    // cri-dockerd pins /v1.44 (0.3.16) and /v1.46 (0.3.17 on) without negotiating; Docker 28's CLI asks 1.48+.
+    for (const v of ['1.44', '1.46', '1.47']) expect((await d.request('GET', `/v${v}/version`)).status).toBe(200);
+    const next = await d.request('GET', '/v1.48/version');
+    expect(next.status).toBe(400);
+    expect(next.json).toEqual({ message: 'client version 1.48 is too new. Maximum supported API version is 1.47' });
     const low = await d.request('GET', '/v1.12/version');
     expect(low.status).toBe(400);
     // Below API 1.23 dockerd answers errors in plain text.
@@ -92,7 +100,9 @@ describe('docker CLI', () => {
   it('docker version shows client and server', async () => {
     const { stdout } = await run('docker', ['version'], { env: { ...process.env, DOCKER_HOST: d.host } });
     expect(stdout).toMatch(/Server: berth/);
-    expect(stdout).toMatch(/API version:\s+1\.43 \(minimum version 1\.24\)/);
+    // Docker 28's CLI speaks 1.50 and negotiates down to berth's maximum.
+    expect(stdout).toMatch(/API version:\s+1\.47 \(minimum version 1\.24\)/);
+    expect(stdout).toMatch(/API version:\s+1\.47 \(downgraded from 1\.\d+\)/);
   });
   it('docker info shows the server without error', async () => {
     const { stdout, stderr } = await run('docker', ['info'], { env: { ...process.env, DOCKER_HOST: d.host } });

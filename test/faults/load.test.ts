@@ -76,7 +76,7 @@ function mixedRequests(round: number): (() => Promise<void>)[] {
       call(
         'GET',
         '/v1.41/version',
-        ok(200, (r) => expect(r.json.ApiVersion).toBe('1.43')),
+        ok(200, (r) => expect(r.json.ApiVersion).toBe('1.47')),
       ),
     ],
     [

@@ -18,7 +18,8 @@ describe('versions', () => {
   });
   it('checks the range', () => {
     expect(() => checkVersion('1.41')).not.toThrow();
-    expect(() => checkVersion('1.44')).toThrow('client version 1.44 is too new. Maximum supported API version is 1.43');
+    expect(() => checkVersion('1.47')).not.toThrow();
+    expect(() => checkVersion('1.48')).toThrow('client version 1.48 is too new. Maximum supported API version is 1.47');
     expect(() => checkVersion('1.23')).toThrow(/too old/);
   });
 });

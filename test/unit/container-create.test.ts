@@ -4,7 +4,12 @@ import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ALL_CAPABILITIES, grantableCapabilities } from '../../src/engine/containers/capabilities.js';
 import type { ConfigBody, Given, HostConfigBody } from '../../src/engine/containers/config.js';
-import { checkConfig, createSettings } from '../../src/engine/containers/create.js';
+import {
+  bindMounts,
+  checkConfig,
+  createSettings,
+  recursiveReadonlySupported,
+} from '../../src/engine/containers/create.js';
 import { isEngineError } from '../../src/errors.js';
 
 const MB = 1024 * 1024;
@@ -162,5 +167,36 @@ describe('create defaults', () => {
     expect(refusal(() => createSettings({ Image: 'x', Entrypoint: [] }, {}, { ref: 'x', config: {} }, ID))).toBe(
       'No command specified',
     );
+  });
+});
+
+describe('read-only binds (API 1.44: recursively read-only where the kernel can)', () => {
+  it('knows the kernels that can (mount_setattr, 5.12 on)', () => {
+    expect(recursiveReadonlySupported('5.11.22-generic')).toBe('the kernel (5.11.22-generic) is older than 5.12');
+    expect(recursiveReadonlySupported('4.19.0')).toMatch(/older than 5\.12/);
+    for (const r of ['5.12.0', '5.15.0-91-generic', '6.18.44-fc-v782'])
+      expect(recursiveReadonlySupported(r)).toBeUndefined();
+  });
+
+  it('makes read-only ones recursive only when asked and only those', () => {
+    const { hostConfig } = settings({
+      Binds: ['/a:/a:ro', '/b:/b'],
+      Mounts: [
+        { Type: 'bind', Source: '/c', Target: '/c', ReadOnly: true },
+        { Type: 'bind', Source: '/d', Target: '/d', ReadOnly: true, BindOptions: { ReadOnlyNonRecursive: true } },
+        { Type: 'bind', Source: '/e', Target: '/e', ReadOnly: true, BindOptions: { ReadOnlyForceRecursive: true } },
+      ],
+    });
+    const recursive = (on: boolean) => bindMounts(hostConfig, on).map((b) => [b.destination, b.recursive ?? false]);
+    const kernel = recursiveReadonlySupported() === undefined;
+    expect(recursive(true)).toEqual([
+      ['/a', kernel],
+      ['/b', false],
+      ['/c', kernel],
+      ['/d', false],
+      ['/e', true],
+    ]);
+    // A container made through an older API: only the forced one.
+    expect(recursive(false).filter(([, r]) => r)).toEqual([['/e', true]]);
   });
 });

@@ -8,8 +8,9 @@ import { closeOnShutdown, hijack, runSession } from '../streams/hijack.js';
 import { drained, writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
 import { containerInspect, containerSummary } from '../wire/containers.js';
+import { createRequest } from '../wire/create.js';
 import { parseFilters } from '../wire/filters.js';
-import { boolValue, intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
+import { boolValue, intValue, parseJsonBody, query } from '../wire/forms.js';
 
 type IdParams = { Params: { id: string } };
 
@@ -54,7 +55,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     };
     return Promise.all(
       list.map(async (c) => ({
-        ...containerSummary(c, nameOf(c.imageRef, c.imageId)),
+        ...containerSummary(c, nameOf(c.imageRef, c.imageId), req.apiVersion),
         ...(withSize ? await containers.sizes(c) : {}),
       })),
     );
@@ -62,12 +63,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post('/containers/create', async (req, reply) => {
     const body = await parseJsonBody(req, CreateBodySchema);
-    const { HostConfig, NetworkingConfig: _n, ...config } = body;
-    const created = await containers.create({
-      ...(query(req).name ? { name: query(req).name! } : {}),
-      config: withoutNulls(config),
-      hostConfig: withoutNulls(HostConfig ?? {}),
-    });
+    const created = await containers.create(createRequest(body, query(req).name, req.apiVersion));
     return reply.code(201).send(created);
   });
 
@@ -80,7 +76,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       .map((l) => engine.images.layerDir(l))
       .reverse();
     const execIds = engine.execs.idsOf(c.id);
-    return { ...containerInspect(c, { lowerDirs }), ExecIDs: execIds.length ? execIds : null };
+    return { ...containerInspect(c, { lowerDirs }, req.apiVersion), ExecIDs: execIds.length ? execIds : null };
   });
 
   app.get<IdParams>('/containers/:id/top', async (req) => containers.top(req.params.id, query(req).ps_args));

@@ -29,9 +29,11 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get('/images/json', async (req) => {
     const q = query(req);
-    return images
-      .list({ all: boolValue(q.all), filters: parseFilters(q.filters) })
-      .map((i) => imageSummary(i, req.apiVersion));
+    const list = images.list({ all: boolValue(q.all), filters: parseFilters(q.filters) });
+    // `manifests` came with API 1.47; an older client that sends it is answered as well
+    // (dockerd does not read it below 1.47, but giving what was asked for harms no one).
+    if (!boolValue(q.manifests)) return list.map((i) => imageSummary(i, req.apiVersion));
+    return Promise.all(list.map(async (i) => imageSummary(i, req.apiVersion, await images.manifests(i.id))));
   });
 
   app.post('/images/create', async (req, reply) => {

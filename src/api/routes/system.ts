@@ -1,7 +1,7 @@
 // /_ping, /version, /info: shaped exactly as dockerd shapes them.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Engine } from '../../engine/index.js';
-import { MAX_API_VERSION, MIN_API_VERSION } from '../version.js';
+import { MAX_API_VERSION, MIN_API_VERSION, versionBelow } from '../version.js';
 
 const PING_HEADERS = {
   'Cache-Control': 'no-cache, no-store, must-revalidate',
@@ -48,7 +48,7 @@ export function systemRoutes(app: FastifyInstance, engine: Engine): void {
     };
   });
 
-  app.get('/info', async () => {
+  app.get('/info', async (req) => {
     const sys = engine.system;
     const cfg = sys.settings;
     const h = sys.host;
@@ -140,6 +140,10 @@ export function systemRoutes(app: FastifyInstance, engine: Engine): void {
       InitCommit: { ID: '', Expected: '' },
       SecurityOptions: ['name=seccomp,profile=builtin'],
       Warnings: null,
+      // API 1.44: the CDI spec directories; empty, as dockerd's without CDI (berth injects no CDI devices).
+      ...(versionBelow(req.apiVersion, '1.44') ? {} : { CDISpecDirs: [] }),
+      // Runtimes' `status` (1.44) and `Containerd` (1.46) are omitted when empty, as dockerd omits them:
+      // berth gathers no runtime features and runs no containerd.
     };
   });
 }

@@ -1,11 +1,12 @@
 // Docker's container shapes as the API answers them: list entries and inspect.
 import { type Container, isoOrZero, statusText } from '../../engine/index.js';
+import { versionBelow } from '../version.js';
 
 // ------------------------------------------------------------------ responses
 
 const networkName = (mode: string) => (mode === 'default' || mode === 'bridge' ? 'bridge' : mode);
 
-function networks(c: Container): Record<string, unknown> {
+function networks(c: Container, apiVersion: string): Record<string, unknown> {
   // berth has no bridge networking yet: the default is a private namespace with
   // loopback only, reported under Docker's default network name with no address.
   const name = networkName(c.hostConfig.NetworkMode);
@@ -24,6 +25,8 @@ function networks(c: Container): Record<string, unknown> {
       GlobalIPv6PrefixLen: 0,
       MacAddress: '',
       DriverOpts: null,
+      // API 1.44: the endpoint's DNS names; none on these networks, which have no embedded DNS.
+      ...(versionBelow(apiVersion, '1.44') ? {} : { DNSNames: null }),
     },
   };
 }
@@ -54,7 +57,7 @@ function mounts(c: Container): Record<string, unknown>[] {
 const commandLine = (c: Container) => [c.path, ...c.args].map((a) => (/\s/.test(a) ? `'${a}'` : a)).join(' ');
 
 /** One entry of `GET /containers/json`. */
-export function containerSummary(c: Container, imageName: string): Record<string, unknown> {
+export function containerSummary(c: Container, imageName: string, apiVersion: string): Record<string, unknown> {
   return {
     Id: c.id,
     Names: [`/${c.name}`],
@@ -67,13 +70,17 @@ export function containerSummary(c: Container, imageName: string): Record<string
     State: c.status,
     Status: statusText(c),
     HostConfig: { NetworkMode: c.hostConfig.NetworkMode },
-    NetworkSettings: { Networks: networks(c) },
+    NetworkSettings: { Networks: networks(c, apiVersion) },
     Mounts: mounts(c),
   };
 }
 
 /** `GET /containers/{id}/json`. */
-export function containerInspect(c: Container, graph: { lowerDirs: string[] }): Record<string, unknown> {
+export function containerInspect(
+  c: Container,
+  graph: { lowerDirs: string[] },
+  apiVersion: string,
+): Record<string, unknown> {
   const running = c.status === 'running' || c.status === 'paused' || c.status === 'restarting';
   const b = c.bundleDir;
   return {
@@ -163,7 +170,7 @@ export function containerInspect(c: Container, graph: { lowerDirs: string[] }): 
       IPPrefixLen: 0,
       IPv6Gateway: '',
       MacAddress: '',
-      Networks: networks(c),
+      Networks: networks(c, apiVersion),
     },
   };
 }

@@ -1,25 +1,56 @@
 // Docker's wire shapes for images.
 import { z } from 'zod';
-import { createdSeconds, dockerConfig, type Image, type ImageDetails } from '../../engine/index.js';
+import { createdSeconds, dockerConfig, type Image, type ImageDetails, type ImageManifest } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
 
-/** One entry of `GET /images/json`. */
-export function imageSummary(img: Image, apiVersion: string): Record<string, unknown> {
+/** Before API 1.43 dockerd shows an untagged image as <none>:<none> / <none>@<none>; from 1.43, empty lists. */
+function references(img: Image, apiVersion: string): { RepoDigests: string[]; RepoTags: string[] } {
+  if (!versionBelow(apiVersion, '1.43')) return { RepoDigests: img.repoDigests, RepoTags: img.repoTags };
   const untagged = img.repoTags.length === 0 && img.repoDigests.length === 0;
+  return {
+    RepoDigests: untagged ? ['<none>@<none>'] : img.repoDigests,
+    RepoTags: img.repoTags.length === 0 ? ['<none>:<none>'] : img.repoTags,
+  };
+}
+
+/** One entry of `GET /images/json`; `manifests` when the request asked for them (API 1.47). */
+export function imageSummary(img: Image, apiVersion: string, manifests?: ImageManifest[]): Record<string, unknown> {
   const out: Record<string, unknown> = {
     Containers: img.containers,
     Created: createdSeconds(img.created),
     Id: img.id,
     Labels: img.config.config?.Labels ?? {},
     ParentId: img.parent,
-    // dockerd 20.10 shows an untagged image as <none>:<none> / <none>@<none>.
-    RepoDigests: untagged ? ['<none>@<none>'] : img.repoDigests,
-    RepoTags: untagged || img.repoTags.length === 0 ? ['<none>:<none>'] : img.repoTags,
+    ...references(img, apiVersion),
     SharedSize: -1,
     Size: img.size,
   };
   if (versionBelow(apiVersion, '1.44')) out.VirtualSize = img.size;
+  // Omitted when empty, as dockerd's omitempty (a committed image has no manifest).
+  if (manifests?.length) out.Manifests = manifests.map(manifestSummary);
   return out;
+}
+
+/** dockerd's ManifestSummary: berth's manifests are all images' (no attestations are pulled). */
+function manifestSummary(m: ImageManifest): Record<string, unknown> {
+  return {
+    ID: m.descriptor.digest,
+    Descriptor: m.descriptor,
+    Available: m.available,
+    Size: { Content: m.contentSize, Total: m.contentSize + m.unpackedSize },
+    Kind: 'image',
+    ImageData: {
+      Platform: m.platform,
+      Containers: m.containers.length ? m.containers : null,
+      Size: { Unpacked: m.unpackedSize },
+    },
+  };
+}
+
+/** An image config without a creation time: Go's zero time before API 1.44, no `Created` from 1.44. */
+function created(time: string | undefined, apiVersion: string): { Created?: string } {
+  if (time) return { Created: time };
+  return versionBelow(apiVersion, '1.44') ? { Created: '0001-01-01T00:00:00Z' } : {};
 }
 
 /** `GET /images/{name}/json`. */
@@ -32,9 +63,11 @@ export function imageInspect(img: ImageDetails, apiVersion: string): Record<stri
     RepoDigests: img.repoDigests,
     Parent: img.parent,
     Comment: c.comment ?? '',
-    Created: c.created ?? new Date(0).toISOString(),
-    Container: c.container ?? '',
-    ContainerConfig: c.container_config ?? dockerConfig({}),
+    ...created(c.created, apiVersion),
+    // Gone from API 1.45.
+    ...(versionBelow(apiVersion, '1.45')
+      ? { Container: c.container ?? '', ContainerConfig: c.container_config ?? dockerConfig({}) }
+      : {}),
     DockerVersion: c.docker_version ?? '',
     Author: c.author ?? '',
     Config: c.config ?? null,

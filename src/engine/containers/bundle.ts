@@ -128,7 +128,7 @@ export class Bundles {
       ...(size ? { consoleSize: size } : {}),
       hostname: c.config.Hostname,
       rootfsPath: c.rootfs,
-      mounts: bindMounts(h),
+      mounts: bindMounts(h, c.recursiveReadonlyBinds),
       hostsFiles: await writeEtcFiles(c),
       networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
       namespaces: namespacePlan(h, shmDir(c.bundleDir), (ref) => {

@@ -66,7 +66,17 @@ const MountSchema = z.looseObject({
   Source: z.string().optional(),
   Target: z.string().optional(),
   ReadOnly: z.boolean().optional(),
-  BindOptions: z.looseObject({ Propagation: z.string().optional() }).nullish(),
+  BindOptions: z
+    .looseObject({
+      Propagation: z.string().optional(),
+      // API 1.44: a read-only bind is recursively read-only unless this says otherwise.
+      ReadOnlyNonRecursive: z.boolean().nullish(),
+      ReadOnlyForceRecursive: z.boolean().nullish(),
+    })
+    .nullish(),
+  // Options of other mount types: named so that create can refuse them on a bind, as dockerd does.
+  VolumeOptions: z.looseObject({ Subpath: z.string().nullish() }).nullish(),
+  TmpfsOptions: z.looseObject({}).nullish(),
 });
 export type Mount = z.output<typeof MountSchema>;
 
@@ -133,20 +143,35 @@ export type HostConfigBody = z.output<typeof HostConfigBodySchema>;
 export const ConfigBodySchema = z.looseObject({
   ...nullish(ContainerConfigSchema.shape),
   Image: z.string({ error: 'Config.Image is required' }).nullish(),
+  // Container-wide before API 1.44, the endpoint's since: berth refuses both (networking.ts).
+  MacAddress: z.string().nullish(),
 });
 export type ConfigBody = z.output<typeof ConfigBodySchema>;
+
+/** NetworkingConfig: the settings of each network's endpoint, by network name (an entry may be null). */
+const NetworkingConfigSchema = z.looseObject({
+  EndpointsConfig: z.record(z.string(), z.looseObject({}).nullable()).nullish(),
+});
+export type NetworkingConfig = z.output<typeof NetworkingConfigSchema>;
 
 /** `POST /containers/create`'s body: a Config with HostConfig and NetworkingConfig beside its fields. */
 export const CreateBodySchema = ConfigBodySchema.extend({
   HostConfig: HostConfigBodySchema.nullish(),
-  NetworkingConfig: z.unknown().optional(),
+  NetworkingConfig: NetworkingConfigSchema.nullish(),
 });
 
-/** What create takes: the body's Config and HostConfig, nulls dropped. */
+/** What create takes: the body's Config, HostConfig and NetworkingConfig, nulls dropped. */
 export interface CreateRequest {
   name?: string;
   config: Given<ConfigBody>;
   hostConfig: Given<HostConfigBody>;
+  networkingConfig?: NetworkingConfig;
+  /**
+   * Read-only binds stay non-recursively read-only unless a mount asks
+   * otherwise (dockerd's DefaultReadOnlyNonRecursive, for clients older than
+   * API 1.44); by default they are recursively read-only where the kernel can.
+   */
+  nonRecursiveReadonlyBinds?: boolean;
 }
 
 // -------------------------------------------------------------------- exec

@@ -75,7 +75,8 @@ export function createSettings(
   checkNamespaceModes(h, c.Hostname ?? undefined);
   const config = mergeConfig(c, image.ref, image.config ?? {});
   if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
-  bindMounts(hostConfig);
+  // Checked now; how read-only ones are made is decided at each start.
+  bindMounts(hostConfig, false);
   // dockerd: a container in the host's network or UTS namespace takes the host's name, others their short id.
   const hostName = hostConfig.NetworkMode === 'host' || hostConfig.UTSMode === 'host';
   if (!config.Hostname) config.Hostname = hostName ? os.hostname() : id.slice(0, 12);
@@ -259,9 +260,26 @@ export function parseSize(s: string): number {
 const PROPAGATIONS: readonly string[] = ['private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave'];
 const isPropagation = (s: string): s is Propagation => PROPAGATIONS.includes(s);
 
-/** The container's bind mounts: Binds, then Mounts. */
-export function bindMounts(h: HostConfig): BindMount[] {
-  return [...(h.Binds ?? []).map(parseBind), ...(h.Mounts ?? []).map(mountOf)];
+/**
+ * The container's bind mounts: Binds, then Mounts. A read-only one is made
+ * recursively read-only (rro: its submounts too) when `recursiveReadonly` and
+ * the kernel can, unless the mount asks for non-recursive; dockerd does so from
+ * API 1.44 and falls back to plain ro where rro is not there.
+ */
+export function bindMounts(h: HostConfig, recursiveReadonly: boolean): BindMount[] {
+  const rro = recursiveReadonly && recursiveReadonlySupported() === undefined;
+  return [
+    ...(h.Binds ?? []).map((b) => withRecursion(parseBind(b), rro)),
+    ...(h.Mounts ?? []).map((m) => mountOf(m, rro)),
+  ];
+}
+
+const withRecursion = (b: BindMount, rro: boolean): BindMount => (b.readonly && rro ? { ...b, recursive: true } : b);
+
+/** Why this kernel cannot make a mount recursively read-only (mount_setattr came in 5.12), or undefined. */
+export function recursiveReadonlySupported(release = os.release()): string | undefined {
+  const [major = 0, minor = 0] = release.split(/[.-]/).map(Number);
+  return major > 5 || (major === 5 && minor >= 12) ? undefined : `the kernel (${release}) is older than 5.12`;
 }
 
 /** `host:container[:ro|rw][,propagation]` bind specs. */
@@ -280,8 +298,11 @@ function parseBind(spec: string): BindMount {
   return { source, destination, readonly: opts.includes('ro'), propagation: opts.find(isPropagation) ?? 'rprivate' };
 }
 
-function mountOf(m: Mount): BindMount {
+function mountOf(m: Mount, rro: boolean): BindMount {
   if ((m.Type ?? 'bind') !== 'bind') throw invalidParameter(`mount type ${m.Type} is not supported yet`);
+  // dockerd's words (API 1.42 on): another type's options on a bind are refused, not dropped.
+  if (m.VolumeOptions) throw invalidParameter('VolumeOptions must not be specified on mount type "bind"');
+  if (m.TmpfsOptions) throw invalidParameter('TmpfsOptions must not be specified on mount type "bind"');
   if (!m.Source?.startsWith('/'))
     throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
   if (!m.Target?.startsWith('/'))
@@ -290,5 +311,24 @@ function mountOf(m: Mount): BindMount {
   if (!isPropagation(propagation)) {
     throw invalidParameter(`invalid mount config for type "bind": invalid propagation mode: ${propagation}`);
   }
-  return { source: m.Source, destination: m.Target, readonly: m.ReadOnly ?? false, propagation };
+  const readonly = m.ReadOnly ?? false;
+  return { source: m.Source, destination: m.Target, readonly, propagation, ...readonlyRecursion(m, rro) };
+}
+
+/** BindOptions' ReadOnlyNonRecursive and ReadOnlyForceRecursive (API 1.44), checked as dockerd checks them at start. */
+function readonlyRecursion(m: Mount, rro: boolean): { recursive?: true } {
+  const nonRecursive = m.BindOptions?.ReadOnlyNonRecursive ?? false;
+  const force = m.BindOptions?.ReadOnlyForceRecursive ?? false;
+  if (!m.ReadOnly && nonRecursive)
+    throw invalidParameter('mount options conflict: !ReadOnly && BindOptions.ReadOnlyNonRecursive');
+  if (!m.ReadOnly && force)
+    throw invalidParameter('mount options conflict: !ReadOnly && BindOptions.ReadOnlyForceRecursive');
+  if (nonRecursive && force)
+    throw invalidParameter('mount options conflict: ReadOnlyNonRecursive && BindOptions.ReadOnlyForceRecursive');
+  if (force) {
+    const why = recursiveReadonlySupported();
+    if (why) throw invalidParameter(`rro is not supported: ${why}`);
+    return { recursive: true };
+  }
+  return m.ReadOnly && rro && !nonRecursive ? { recursive: true } : {};
 }

@@ -32,6 +32,8 @@ export interface Container {
   seq: number;
   config: ContainerConfig;
   hostConfig: HostConfig;
+  /** Its read-only binds are recursively read-only where the kernel can (created through API 1.44 or later). */
+  recursiveReadonlyBinds: boolean;
   /** The command run: Path and Args as inspect shows them. */
   path: string;
   args: string[];
@@ -166,6 +168,7 @@ export class ContainerLookup {
       seq: row.seq,
       config,
       hostConfig,
+      recursiveReadonlyBinds: row.recursive_ro_binds === 1,
       path: argv[0] ?? '',
       args: argv.slice(1),
       bundleDir,

@@ -27,6 +27,7 @@ import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
 import { type Container, ContainerLookup, isRunning } from './lookup.js';
 import { checkName, generateName } from './names.js';
+import { checkNetworking } from './networking.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
 export class ContainerService {
@@ -89,6 +90,7 @@ export class ContainerService {
       { ref: imageRef, config: imageConfig },
       id,
     );
+    checkNetworking(hostConfig.NetworkMode, req.networkingConfig, req.config.MacAddress);
     const bundleDir = path.join(deps.root, id);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
     try {
@@ -100,6 +102,7 @@ export class ContainerService {
         config: JSON.stringify(config),
         host_config: JSON.stringify(hostConfig),
         created: Date.now(),
+        recursive_ro_binds: req.nonRecursiveReadonlyBinds ? 0 : 1,
       });
     } catch (e) {
       await rm(bundleDir, { recursive: true, force: true });

@@ -33,6 +33,8 @@ export interface BindMount {
   source: string;
   destination: string;
   readonly?: boolean;
+  /** Read-only submounts too (rro), not just the mount itself. */
+  recursive?: boolean;
   /** Docker's default is rprivate. */
   propagation?: Propagation;
 }
@@ -171,10 +173,11 @@ function defaultMounts(privileged: boolean): OciMount[] {
 function bindMount(
   source: string,
   destination: string,
-  readonly: boolean,
+  readonly: boolean | 'recursive',
   propagation: Propagation = 'rprivate',
 ): OciMount {
-  return { destination, type: 'bind', source, options: ['rbind', propagation, readonly ? 'ro' : 'rw'] };
+  const mode = readonly === 'recursive' ? 'rro' : readonly ? 'ro' : 'rw';
+  return { destination, type: 'bind', source, options: ['rbind', propagation, mode] };
 }
 
 /** The files berth writes for the container; read-only along with a read-only rootfs, as in dockerd. */
@@ -390,7 +393,14 @@ function mounts(input: SpecInput): OciMount[] {
     ...shmMounts(input),
     ...hostsFileMounts(input.hostsFiles, readonly),
     ...(input.Init ? [initMount(input.initPath ?? DEFAULT_INIT_PATH)] : []),
-    ...(input.mounts ?? []).map((b) => bindMount(b.source, b.destination, b.readonly ?? false, b.propagation)),
+    ...(input.mounts ?? []).map((b) =>
+      bindMount(
+        b.source,
+        b.destination,
+        b.readonly && b.recursive ? 'recursive' : (b.readonly ?? false),
+        b.propagation,
+      ),
+    ),
   ]);
 }
 

@@ -26,7 +26,7 @@ const DOCKER_DEFAULTS: Record<string, readonly unknown[]> = {
 };
 
 /** Whether a value asks for nothing: nothing in it but nulls, zeros, falses and empty strings. */
-function asksNothing(v: unknown): boolean {
+export function asksNothing(v: unknown): boolean {
   if (v === null || v === undefined || v === false || v === 0 || v === '') return true;
   if (Array.isArray(v)) return v.every(asksNothing);
   if (typeof v === 'object') return Object.values(v).every(asksNothing);

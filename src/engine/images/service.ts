@@ -14,6 +14,7 @@ import type { RegistryClient } from '../registry/client.js';
 import { createdSeconds, type ImageConfig } from './config.js';
 import { familiarString, parseReference, type Reference } from '../reference.js';
 import { Holds } from './holds.js';
+import { type ImageManifest, imageManifests } from './manifests.js';
 import { Puller } from './pull.js';
 
 export interface Image {
@@ -135,6 +136,11 @@ export class ImageService {
     };
   }
 
+  /** The manifests an image was pulled with (`GET /images/json?manifests=1`); none for a commit. */
+  manifests(imageId: string): Promise<ImageManifest[]> {
+    return imageManifests(this.deps, this.find(imageId));
+  }
+
   /** Where a layer's tree is on disk (an overlay lowerdir). */
   layerDir(l: LayerRow): string {
     return this.deps.layers.diffDir(l.dir);
@@ -175,13 +181,15 @@ export class ImageService {
 
   list(opts: { all?: boolean; filters?: Filters } = {}): Image[] {
     const filters = opts.filters ?? {};
-    checkFilters(filters, ['dangling', 'label', 'reference', 'before', 'since']);
+    // `until` (API 1.44, unversioned in dockerd): created before that time.
+    checkFilters(filters, ['dangling', 'label', 'reference', 'before', 'since', 'until']);
     const { repo } = this.deps;
     const refs = repo.refsByImage();
     const counts = repo.containerCounts();
     const dangling = boolFilter(filters, 'dangling');
     const before = filters.before?.[0] ? this.find(filters.before[0]) : undefined;
     const since = filters.since?.[0] ? this.find(filters.since[0]) : undefined;
+    const untils = (filters.until ?? []).map(parseUntil);
     const rows = repo.list();
     const parents = new Set(rows.map((r) => r.parent).filter(Boolean));
     const out: Image[] = [];
@@ -194,6 +202,7 @@ export class ImageService {
       if (dangling === false && untagged) continue;
       let img = this.present(row, r, counts.get(row.id) ?? 0);
       if (!matchLabels(filters, img.config.config?.Labels)) continue;
+      if (!untils.every((u) => createdBefore(img.config, u))) continue;
       if (before && !(row.created < before.created)) continue;
       if (since && !(row.created > since.created)) continue;
       if (filters.reference?.length) {
@@ -385,7 +394,7 @@ export class ImageService {
       const cfg = JSON.parse(row.config) as ImageConfig;
       if (!matchLabels(filters, cfg.config?.Labels)) continue;
       if ((filters['label!'] ?? []).length && matchLabels({ label: filters['label!']! }, cfg.config?.Labels)) continue;
-      if (until !== undefined && createdSeconds(row.created) >= until) continue;
+      if (until !== undefined && !createdBefore(cfg, until, true)) continue;
       for (const t of repo.tagsOf(row.id)) deleted.push({ Untagged: familiar(t) });
       for (const d of repo.digestsOf(row.id)) deleted.push({ Untagged: familiar(d) });
       await this.deleteImage(row.id, deleted);
@@ -432,12 +441,27 @@ function matchesReference(pattern: string, repoTags: string[]): boolean {
   });
 }
 
-/** `until`: a unix timestamp, an RFC 3339 time, or a Go duration before now. */
+/** dockerd's `until`: created before that time (list) or not after it (prune); an image with no time is neither. */
+function createdBefore(config: ImageConfig, seconds: number, orAt = false): boolean {
+  const t = config.created ? Date.parse(config.created) / 1000 : Number.NaN;
+  return t < seconds || (orAt && t === seconds);
+}
+
+/** Seconds in a Go duration (`10m`, `1h30m`, `1.5h`), or undefined when it is not one. */
+function goDurationSeconds(v: string): number | undefined {
+  if (!/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/.test(v)) return undefined;
+  const unit: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
+  let total = 0;
+  for (const m of v.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) total += Number(m[1]) * unit[m[2]!]!;
+  return total;
+}
+
+/** `until`: a unix timestamp, an RFC 3339 time, or a Go duration before now; in seconds. */
 function parseUntil(v: string): number {
   if (/^\d+(\.\d+)?$/.test(v)) return Number(v);
-  const d = /^(\d+)(s|m|h)$/.exec(v);
-  if (d) return Math.floor(Date.now() / 1000) - Number(d[1]) * { s: 1, m: 60, h: 3600 }[d[2] as 's' | 'm' | 'h'];
+  const d = goDurationSeconds(v);
+  if (d !== undefined) return Date.now() / 1000 - d;
   const t = Date.parse(v);
   if (Number.isNaN(t)) throw invalidParameter(`invalid filter 'until=${v}'`);
-  return Math.floor(t / 1000);
+  return t / 1000;
 }

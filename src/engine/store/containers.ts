@@ -22,6 +22,8 @@ export interface ContainerRow {
   oom_killed: number;
   stopped_by_user: number;
   seq: number;
+  /** 1: read-only binds are recursively read-only where the kernel can (API 1.44 on). */
+  recursive_ro_binds: number;
 }
 
 export type StatePatch = Partial<
@@ -54,8 +56,8 @@ const statements = (db: Db) => ({
   countByStatus: db.prepare('SELECT status, count(*) AS n FROM containers GROUP BY status'),
   nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM containers'),
   insert: db.prepare(
-    `INSERT INTO containers (id, name, image_id, image_ref, config, host_config, created, status, seq)
-     VALUES (@id, @name, @image_id, @image_ref, @config, @host_config, @created, 'created', @seq)`,
+    `INSERT INTO containers (id, name, image_id, image_ref, config, host_config, created, status, seq, recursive_ro_binds)
+     VALUES (@id, @name, @image_id, @image_ref, @config, @host_config, @created, 'created', @seq, @recursive_ro_binds)`,
   ),
   rename: db.prepare('UPDATE containers SET name = ? WHERE id = ?'),
   remove: db.prepare('DELETE FROM containers WHERE id = ?'),
@@ -109,7 +111,10 @@ export class ContainerRepository {
 
   /** Inserts a new container; a taken name surfaces as SQLite's UNIQUE error. */
   insert(
-    row: Pick<ContainerRow, 'id' | 'name' | 'image_id' | 'image_ref' | 'config' | 'host_config' | 'created'>,
+    row: Pick<
+      ContainerRow,
+      'id' | 'name' | 'image_id' | 'image_ref' | 'config' | 'host_config' | 'created' | 'recursive_ro_binds'
+    >,
   ): void {
     this.db.transaction(() => {
       const seq = (this.q.nextSeq.get() as { n: number }).n;

@@ -191,7 +191,7 @@ export class ImageRepository {
    */
   deleteImage(id: string, held: Held = nothingHeld): { layers: LayerRow[]; blobs: string[] } {
     return this.db.transaction(() => {
-      const blobs = (this.q.blobsOf.all(id) as { digest: string }[]).map((r) => r.digest);
+      const blobs = this.blobsOf(id);
       const chain = this.layersOf(id).reverse();
       this.q.deleteImage.run(id);
       // From the top down: a layer is in use while an image or a layer above it is.
@@ -229,6 +229,11 @@ export class ImageRepository {
   /** Every blob some image holds (or a layer is made from). */
   heldBlobs(): Set<string> {
     return new Set((this.q.heldBlobs.all() as { digest: string }[]).map((r) => r.digest));
+  }
+
+  /** The blobs an image holds (its manifests, config and layer blobs). */
+  blobsOf(id: string): string[] {
+    return (this.q.blobsOf.all(id) as { digest: string }[]).map((r) => r.digest);
   }
 
   /** True when some image holds this blob, or a layer is made from it. */

@@ -1,0 +1,39 @@
+// POST /containers/create: the body as the engine takes it, read as the
+// client's API version means it (moby's postContainersCreate). Fields that
+// came with a later version are refused from an older client where dockerd
+// refuses them, and what changed meaning is told to the engine plainly.
+import type { z } from 'zod';
+import type { CreateBodySchema, CreateRequest } from '../../engine/index.js';
+import { invalidParameter } from '../../errors.js';
+import { versionBelow } from '../version.js';
+import { withoutNulls } from './forms.js';
+
+export function createRequest(
+  body: z.output<typeof CreateBodySchema>,
+  name: string | undefined,
+  apiVersion: string,
+): CreateRequest {
+  const { HostConfig, NetworkingConfig, ...config } = body;
+  const mounts = HostConfig?.Mounts ?? [];
+  const before144 = versionBelow(apiVersion, '1.44');
+  if (before144) {
+    if (mounts.some((m) => (m.Type ?? 'bind') === 'bind' && m.BindOptions?.ReadOnlyForceRecursive)) {
+      throw invalidParameter('BindOptions.ReadOnlyForceRecursive needs API v1.44 or newer');
+    }
+    const endpoints = Object.keys(NetworkingConfig?.EndpointsConfig ?? {});
+    if (endpoints.length > 1) {
+      throw invalidParameter(`Container cannot be created with multiple network endpoints: ${endpoints.join(', ')}`);
+    }
+  }
+  if (versionBelow(apiVersion, '1.45') && mounts.some((m) => m.VolumeOptions?.Subpath)) {
+    throw invalidParameter('VolumeOptions.Subpath needs API v1.45 or newer');
+  }
+  return {
+    ...(name ? { name } : {}),
+    config: withoutNulls(config),
+    hostConfig: withoutNulls(HostConfig ?? {}),
+    ...(NetworkingConfig ? { networkingConfig: NetworkingConfig } : {}),
+    // Before 1.44 read-only binds were not recursively read-only; an older client keeps that.
+    ...(before144 ? { nonRecursiveReadonlyBinds: true } : {}),
+  };
+}
