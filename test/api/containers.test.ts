@@ -689,7 +689,7 @@ describe('namespaces, groups, devices and limits', () => {
       /^HostConfig.PortBindings is not supported by berth yet/,
     );
     expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
-    expect(await refused({}, { MacAddress: '02:42:ac:11:00:02' })).toMatch(/^Config.MacAddress is not supported/);
+    expect(await refused({}, { NetworkDisabled: true })).toMatch(/^Config.NetworkDisabled is not supported/);
     expect(await refused({ SecurityOpt: ['apparmor=docker-default'] })).toBe(
       '--security-opt apparmor=docker-default is not supported by berth yet: it has no AppArmor',
     );

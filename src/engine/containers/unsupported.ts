@@ -108,7 +108,10 @@ const DOCKER_HOST_CONFIG = [
   'IOMaximumBandwidth',
 ];
 
-/** Docker's container Config (API 1.47). Shell serves the builder and ArgsEscaped Windows: nothing to a run. */
+/**
+ * Docker's container Config (API 1.47). Shell serves the builder and
+ * ArgsEscaped Windows: nothing to a run.
+ */
 const DOCKER_CONFIG = [
   'Hostname',
   'Domainname',
@@ -128,7 +131,7 @@ const DOCKER_CONFIG = [
   'WorkingDir',
   'Entrypoint',
   'NetworkDisabled',
-  'MacAddress',
+  // MacAddress: refused by networking.ts, with the reason.
   'OnBuild',
   'Labels',
   'StopSignal',
