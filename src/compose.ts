@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Config } from './config.js';
 import { ExecService } from './engine/containers/exec.js';
+import { execProber } from './engine/containers/health.js';
 import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';
@@ -132,6 +133,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   });
   await containers.recover();
   const execs = new ExecService({ containers, runtime, events, logger });
+  containers.monitorHealth(execProber(execs));
 
   const system = new SystemService(config, { containers: containerRepo, images: imageRepo }, daemonId(config.dataRoot));
   const commits = new CommitService({
@@ -149,6 +151,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     engine,
     db,
     async close() {
+      containers.close();
       exits.close();
       await extractor.close();
       await backgroundDeletions(); // a clean stop leaves nothing half deleted

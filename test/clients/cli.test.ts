@@ -247,6 +247,37 @@ describe('docker events', () => {
   });
 });
 
+describe('health checks', () => {
+  it('runs --health-cmd: ps shows (healthy), inspect the status, and ps filters by it', async () => {
+    await ok([
+      'run',
+      '-d',
+      '--name',
+      'checked',
+      '--health-cmd',
+      'true',
+      '--health-interval',
+      '1s',
+      image,
+      'sleep',
+      '300',
+    ]);
+    await waitFor(
+      async () => (await ok(['inspect', '--format', '{{.State.Health.Status}}', 'checked'])) === 'healthy\n',
+      'docker inspect to show healthy',
+    );
+    expect(await psNames('--filter', 'name=checked')).toEqual([expect.stringMatching(/^checked Up .* \(healthy\)$/)]);
+    expect(await ok(['ps', '--filter', 'health=healthy', '--format', '{{.Names}}'])).toContain('checked\n');
+    expect(await ok(['inspect', '--format', '{{json .Config.Healthcheck}}', 'checked'])).toBe(
+      '{"Test":["CMD-SHELL","true"],"Interval":1000000000}\n',
+    );
+    const failing = await docker(['run', '-d', '--health-cmd', 'exit 1', '--health-interval', '500us', image]);
+    expect(failing.code).toBe(125);
+    expect(failing.stderr).toContain('Interval in Healthcheck cannot be less than 1ms');
+    await ok(['rm', '-f', 'checked']);
+  });
+});
+
 describe('errors', () => {
   it("shows the daemon's message, not its JSON", async () => {
     for (const args of [

@@ -72,6 +72,10 @@ export function containerSummary(c: Container, imageName: string, apiVersion: st
     HostConfig: { NetworkMode: c.hostConfig.NetworkMode },
     NetworkSettings: { Networks: networks(c, apiVersion) },
     Mounts: mounts(c),
+    // API 1.52 added the health summary to the list.
+    ...(versionBelow(apiVersion, '1.52')
+      ? {}
+      : { Health: { Status: c.health?.Status ?? 'none', FailingStreak: c.health?.FailingStreak ?? 0 } }),
   };
 }
 
@@ -100,6 +104,8 @@ export function containerInspect(
       Error: c.error,
       StartedAt: isoOrZero(c.startedAt),
       FinishedAt: isoOrZero(c.finishedAt),
+      // Only for a container that has run with a health check, as dockerd's omitempty.
+      ...(c.health ? { Health: c.health } : {}),
     },
     Image: c.imageId,
     ResolvConfPath: `${b}/resolv.conf`,

@@ -17,6 +17,8 @@ export function createRequest(
   const mounts = HostConfig?.Mounts ?? [];
   const before144 = versionBelow(apiVersion, '1.44');
   if (before144) {
+    // StartInterval came with API 1.44: dockerd does not read an older client's.
+    if (config.Healthcheck) delete config.Healthcheck.StartInterval;
     if (mounts.some((m) => (m.Type ?? 'bind') === 'bind' && m.BindOptions?.ReadOnlyForceRecursive)) {
       throw invalidParameter('BindOptions.ReadOnlyForceRecursive needs API v1.44 or newer');
     }

@@ -34,6 +34,21 @@ export type Given<T> = Partial<{ [K in keyof T]: NonNullable<T[K]> }>;
 
 // ------------------------------------------------------------------ Config
 
+/**
+ * Docker's HealthConfig: durations in nanoseconds, 0 (or absent) inheriting
+ * the image's or the default. Test: [] inherits, ["NONE"] disables,
+ * ["CMD", argv...] or ["CMD-SHELL", command]. (health.ts runs it.)
+ */
+export const HealthConfigSchema = z.looseObject({
+  Test: z.array(z.string()).nullish(),
+  Interval: int.nullish(),
+  Timeout: int.nullish(),
+  StartPeriod: int.nullish(),
+  StartInterval: int.nullish(),
+  Retries: int.nullish(),
+});
+export type HealthConfig = z.output<typeof HealthConfigSchema>;
+
 /** A container's Config as stored and inspected: the request over its image's defaults. */
 export const ContainerConfigSchema = z.looseObject({
   Hostname: z.string(),
@@ -48,6 +63,7 @@ export const ContainerConfigSchema = z.looseObject({
   StdinOnce: z.boolean(),
   Env: z.array(z.string()).nullable(),
   Cmd: strList.nullable(),
+  Healthcheck: HealthConfigSchema.optional(),
   Image: z.string(),
   Volumes: objMap.nullable(),
   WorkingDir: z.string(),
@@ -56,6 +72,8 @@ export const ContainerConfigSchema = z.looseObject({
   Labels: strMap.nullable(),
   StopSignal: z.string().optional(),
   StopTimeout: int.optional(),
+  /** The shell of CMD-SHELL health checks (dockerd's getShell); /bin/sh -c when absent. */
+  Shell: z.array(z.string()).optional(),
 });
 export type ContainerConfig = z.output<typeof ContainerConfigSchema>;
 

@@ -8,6 +8,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import type { ContainerRepository } from '../store/containers.js';
 import type { Attachments } from './attach.js';
 import type { Bundles } from './bundle.js';
+import type { HealthMonitor } from './health.js';
 import type { Container, ContainerLookup } from './lookup.js';
 import type { Waits } from './waits.js';
 
@@ -33,6 +34,8 @@ export interface Shared {
   bundles: Bundles;
   /** Clients attached to containers' stdio (attach.ts). */
   attachments: Attachments;
+  /** Health checks of the running containers (health.ts). */
+  health: HealthMonitor;
 }
 
 /** Publishes a container event with dockerd's attributes (its labels, image, name). */

@@ -16,6 +16,8 @@ import {
   type ConfigBody,
   type ContainerConfig,
   type Given,
+  type HealthConfig,
+  HealthConfigSchema,
   type HostConfig,
   type HostConfigBody,
   type Mount,
@@ -57,7 +59,28 @@ export function checkConfig(c: Given<ConfigBody>): string {
   for (const e of c.Env ?? []) {
     if (e.split('=', 1)[0] === '') throw invalidParameter(`invalid environment variable: ${e}`);
   }
+  if (c.Healthcheck) checkHealthcheck(c.Healthcheck);
   return c.Image;
+}
+
+/** dockerd's shortest health check duration (1ms), in nanoseconds. */
+const MIN_HEALTH_DURATION_NS = 1_000_000;
+const HEALTH_TYPES = ['CMD', 'CMD-SHELL', 'NONE'];
+
+/** dockerd's validateHealthCheck; and a test type berth would not run is refused, not stored. */
+function checkHealthcheck(h: NonNullable<ConfigBody['Healthcheck']>): void {
+  for (const field of ['Interval', 'Timeout', 'Retries', 'StartPeriod', 'StartInterval'] as const) {
+    const v = h[field] ?? 0;
+    if (field === 'Retries') {
+      if (v < 0) throw invalidParameter('Retries in Healthcheck cannot be negative');
+    } else if (v !== 0 && v < MIN_HEALTH_DURATION_NS) {
+      throw invalidParameter(`${field} in Healthcheck cannot be less than 1ms`);
+    }
+  }
+  const type = h.Test?.[0];
+  if (type !== undefined && !HEALTH_TYPES.includes(type)) {
+    throw invalidParameter(`Unknown healthcheck type '${type}' (expected 'CMD', 'CMD-SHELL' or 'NONE')`);
+  }
 }
 
 /**
@@ -106,6 +129,7 @@ function mergeConfig(c: Given<ConfigBody>, image: string, img: NonNullable<Image
     StdinOnce: c.StdinOnce ?? false,
     Env: mergeEnv(img.Env, c.Env),
     Cmd: cmd,
+    Healthcheck: mergeHealthcheck(c.Healthcheck, img.Healthcheck),
     Image: image,
     Volumes: Object.keys(volumes).length ? volumes : null,
     WorkingDir: c.WorkingDir || img.WorkingDir || '',
@@ -115,6 +139,25 @@ function mergeConfig(c: Given<ConfigBody>, image: string, img: NonNullable<Image
     ...(c.StopSignal || img.StopSignal ? { StopSignal: c.StopSignal || img.StopSignal } : {}),
     ...(c.StopTimeout !== undefined ? { StopTimeout: c.StopTimeout } : {}),
   };
+}
+
+/**
+ * dockerd's merge of the request's health check over the image's: an empty
+ * Test and each zero (or absent) field inherit the image's. Only set fields
+ * are kept, as Go's omitempty writes them.
+ */
+function mergeHealthcheck(user: ConfigBody['Healthcheck'], fromImage: unknown): HealthConfig | undefined {
+  const parsed = HealthConfigSchema.safeParse(fromImage);
+  const img = parsed.success ? parsed.data : undefined;
+  if (!user && !img) return undefined;
+  const out: HealthConfig = {};
+  const test = user?.Test?.length ? user.Test : img?.Test;
+  if (test?.length) out.Test = test;
+  for (const k of ['Interval', 'Timeout', 'StartPeriod', 'StartInterval', 'Retries'] as const) {
+    const v = user?.[k] || img?.[k];
+    if (v) out[k] = v;
+  }
+  return out;
 }
 
 /** An image's environment under the request's: a name set in both takes the request's value. */

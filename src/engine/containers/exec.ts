@@ -31,6 +31,8 @@ export interface ExecInstance {
   pid: number;
   /** Started once; an exec cannot be started again. */
   started: boolean;
+  /** Forgotten as soon as it exits (health checks: berth's own, run every few seconds). */
+  transient?: boolean;
 }
 
 /** How long an exited exec stays inspectable. */
@@ -68,7 +70,7 @@ export class ExecService {
   }
 
   /** `POST /containers/{id}/exec`. */
-  create(ref: string, req: Given<ExecCreateBody>): { Id: string } {
+  create(ref: string, req: Given<ExecCreateBody>, o: { transient?: boolean } = {}): { Id: string } {
     const c = this.runningContainer(ref);
     if (!req.Cmd?.length) throw invalidParameter('No exec command specified');
     if (req.DetachKeys) parseDetachKeys(req.DetachKeys);
@@ -86,7 +88,16 @@ export class ExecService {
       ConsoleSize: req.ConsoleSize ?? null,
     };
     const id = randomBytes(32).toString('hex');
-    this.execs.set(id, { id, containerId: c.id, config, running: false, exitCode: null, pid: 0, started: false });
+    this.execs.set(id, {
+      id,
+      containerId: c.id,
+      config,
+      running: false,
+      exitCode: null,
+      pid: 0,
+      started: false,
+      ...(o.transient ? { transient: true } : {}),
+    });
     this.event(c, `exec_create: ${config.Cmd.join(' ')}`, id);
     return { Id: id };
   }
@@ -202,7 +213,8 @@ export class ExecService {
     e.running = false;
     e.exitCode = code;
     this.event(c, 'exec_die', e.id, { exitCode: String(code) });
-    setTimeout(() => this.execs.delete(e.id), KEEP_EXITED_MS).unref();
+    if (e.transient) this.execs.delete(e.id);
+    else setTimeout(() => this.execs.delete(e.id), KEEP_EXITED_MS).unref();
     this.log.debug({ id: e.id, container: c.id, code }, 'exec exited');
     return code;
   }

@@ -114,6 +114,7 @@ export class Lifecycle {
       // One who attached while this start was under way (and saw "created").
       attachments.connect(id, runtime.attachSocket(id));
       publish(deps.events, c, 'start');
+      this.s.health.started(id);
     } catch (e) {
       attachments.fail(id);
       await runtime.delete(id, true).catch(() => undefined);
@@ -236,6 +237,9 @@ export class Lifecycle {
     await (paused ? runtime.pause(c.id) : runtime.resume(c.id));
     // An exit recorded meanwhile stands: a frozen cgroup with no process is not a paused container.
     if (!repo.updateIf(c.id, from, { status: paused ? 'paused' : 'running' })) throw refused();
+    // dockerd's: a paused container's checks stop (no process would answer them) and start again after.
+    if (paused) this.s.health.stopped(c.id);
+    else this.s.health.resumed(c.id);
     publish(events, c, paused ? 'pause' : 'unpause');
   }
 

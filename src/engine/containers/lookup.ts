@@ -7,6 +7,7 @@ import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.j
 import type { ImageService } from '../images/service.js';
 import type { ContainerRepository, ContainerRow, ContainerStatus } from '../store/containers.js';
 import type { ContainerConfig, HostConfig } from './config.js';
+import { HEALTH_FILTER_VALUES, type HealthState, healthStatusOf } from './health.js';
 
 export type { ContainerStatus };
 
@@ -41,6 +42,8 @@ export interface Container {
   /** The overlay mount point, runc's root.path. */
   rootfs: string;
   logPath: string;
+  /** inspect's State.Health: null until it first ran with a health check (health.ts). */
+  health: HealthState | null;
 }
 
 /** Statuses with a process, or one on the way back (restarting). */
@@ -74,6 +77,8 @@ export class ContainerLookup {
     private readonly images: ImageService,
     /** <data-root>/containers */
     private readonly root: string,
+    /** The health of a container whose checks run: newer than its record's. */
+    private readonly liveHealth: (id: string) => HealthState | undefined = () => undefined,
   ) {}
 
   /** Resolves a full id, a unique id prefix, or a name (with or without '/'). */
@@ -115,6 +120,13 @@ export class ContainerLookup {
     for (const s of f.status ?? []) {
       if (!STATUSES.includes(s)) throw invalidParameter(`invalid filter 'status=${s}'`);
     }
+    for (const h of f.health ?? []) {
+      if (!HEALTH_FILTER_VALUES.includes(h)) {
+        throw invalidParameter(
+          `invalid filter 'health=${h}': invalid value for health (${h}): must be one of ${HEALTH_FILTER_VALUES.join(', ')}`,
+        );
+      }
+    }
     const before = f.before?.[0] ? this.find(f.before[0]).seq : undefined;
     const since = f.since?.[0] ? this.find(f.since[0]).seq : undefined;
     const ancestors = (f.ancestor ?? []).map((a) => {
@@ -134,6 +146,7 @@ export class ContainerLookup {
       if (f.name?.length && !f.name.some((n) => new RegExp(n.replace(/^\//, '')).test(c.name))) continue;
       if (f.status?.length && !f.status.includes(c.status)) continue;
       if (f.exited?.length && !(c.status === 'exited' && f.exited.map(Number).includes(c.exitCode))) continue;
+      if (f.health?.length && !f.health.includes(healthStatusOf(c))) continue;
       if (!matchLabels(f, c.config.Labels)) continue;
       if (before !== undefined && c.seq >= before) continue;
       if (since !== undefined && c.seq <= since) continue;
@@ -174,6 +187,7 @@ export class ContainerLookup {
       bundleDir,
       rootfs: path.join(bundleDir, 'rootfs'),
       logPath: path.join(bundleDir, 'ctr.log'),
+      health: this.liveHealth(row.id) ?? (row.health ? (JSON.parse(row.health) as HealthState) : null),
     };
   }
 }

@@ -7,6 +7,7 @@
 //   exits.ts      an exit and what follows it; recovery at berthd's start (restart.ts decides restarts)
 //   io.ts         logs, attach, resize, top, stats, sizes
 //   waits.ts      waits for an exit or removal
+//   health.ts     health checks of the running containers
 // State lives in SQLite; processes live under conmon, which outlives berthd.
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
@@ -23,6 +24,7 @@ import type { CreateRequest } from './config.js';
 import { type ContainerDeps, publish, type Shared } from './context.js';
 import { checkConfig, createSettings } from './create.js';
 import { ExitHandler } from './exits.js';
+import { HealthMonitor, type Prober } from './health.js';
 import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
 import { type Container, ContainerLookup, isRunning } from './lookup.js';
@@ -38,7 +40,13 @@ export class ContainerService {
 
   constructor(deps: ContainerDeps) {
     const log = deps.logger.child({ component: 'containers' });
-    const lookup = new ContainerLookup(deps.repo, deps.images, deps.root);
+    const lookup: ContainerLookup = new ContainerLookup(deps.repo, deps.images, deps.root, (id) => health.current(id));
+    const health: HealthMonitor = new HealthMonitor({
+      repo: deps.repo,
+      events: deps.events,
+      lookup,
+      log: log.child({ health: true }),
+    });
     this.s = {
       deps,
       log,
@@ -46,6 +54,7 @@ export class ContainerService {
       waits: new Waits(),
       bundles: new Bundles({ images: deps.images, exits: deps.exits, initPath: deps.initPath, lookup }),
       attachments: new Attachments(log),
+      health,
     };
     const autoRemove = (id: string) =>
       this.remove(id, { force: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
@@ -61,6 +70,19 @@ export class ContainerService {
   /** Subscribes to exits and reconciles what happened while berthd was down. */
   recover(): Promise<void> {
     return this.exits.recover();
+  }
+
+  /**
+   * Runs health checks with `prober` (execs: their service is built on this
+   * one), beginning with the containers running now.
+   */
+  monitorHealth(prober: Prober): void {
+    this.s.health.useProber(prober);
+  }
+
+  /** berthd stops: health checks stop (their results kept in the records). */
+  close(): void {
+    this.s.health.close();
   }
 
   // ------------------------------------------------------------------ lookup
@@ -210,6 +232,7 @@ export class ContainerService {
     }
     // A bundle still being prepared after create must finish before it is torn down.
     await bundles.forget(id);
+    this.s.health.removed(id);
     deps.repo.remove(id);
     // Gone from the API from here on: waiters (docker run --rm) need not wait for the
     // tear-down. A crash before it ends leaves a directory that recover() sweeps away.

@@ -20,12 +20,12 @@ function humanDuration(ms: number): string {
 }
 
 export function statusText(
-  c: Pick<Container, 'status' | 'startedAt' | 'finishedAt' | 'exitCode'>,
+  c: Pick<Container, 'status' | 'startedAt' | 'finishedAt' | 'exitCode' | 'health'>,
   now = Date.now(),
 ): string {
   switch (c.status) {
     case 'running':
-      return `Up ${humanDuration(now - c.startedAt)}`;
+      return `Up ${humanDuration(now - c.startedAt)}${healthSuffix(c.health)}`;
     case 'paused':
       return `Up ${humanDuration(now - c.startedAt)} (Paused)`;
     case 'restarting':
@@ -39,6 +39,12 @@ export function statusText(
     default:
       return 'Created';
   }
+}
+
+/** dockerd's " (healthy)", " (unhealthy)", " (health: starting)"; nothing without checks. */
+function healthSuffix(h: Container['health']): string {
+  if (!h) return '';
+  return ` (${h.Status === 'starting' ? 'health: starting' : h.Status})`;
 }
 
 /** Go's zero time, which dockerd shows for times that never happened. */

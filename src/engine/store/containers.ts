@@ -24,6 +24,8 @@ export interface ContainerRow {
   seq: number;
   /** 1: read-only binds are recursively read-only where the kernel can (API 1.44 on). */
   recursive_ro_binds: number;
+  /** Docker's State.Health as JSON; null until it first ran with a health check. */
+  health: string | null;
 }
 
 export type StatePatch = Partial<
@@ -39,6 +41,7 @@ export type StatePatch = Partial<
     | 'restart_count'
     | 'oom_killed'
     | 'stopped_by_user'
+    | 'health'
   >
 >;
 
