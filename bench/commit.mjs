@@ -27,8 +27,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { busyboxImage, pushImage } from '../fixtures/images.mjs';
 import {
+  busyboxRegistry,
   createContainer,
   fmtMs,
   now,
@@ -39,7 +39,6 @@ import {
   startBerthd,
   startContainer,
   startDockerd,
-  startRegistry,
   stats,
   which,
 } from './lib.mjs';
@@ -105,9 +104,7 @@ function existingDockerd(socket) {
 }
 
 await runBench(async () => {
-  const registry = await startRegistry();
-  await pushImage(registry.url, 'busybox', 'latest', await busyboxImage());
-  const ref = `${registry.host}/busybox:latest`;
+  const { registry, ref } = await busyboxRegistry();
 
   const berthd = await startBerthd();
   await pull(berthd, ref);

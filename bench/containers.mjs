@@ -39,9 +39,9 @@ import {
   tag,
   tempDir,
   which,
+  clamp,
 } from './lib.mjs';
 
-const clamp = (v, lo, hi, dflt) => Math.max(lo, Math.min(hi, Number.isFinite(Number(v)) ? Number(v) : dflt));
 const RUNS = clamp(process.argv[2], 1, 200, 20);
 const SLEEPERS = clamp(process.argv[3], 1, 100, 20);
 const LISTED = clamp(process.argv[4], 1, 5000, 1000);

@@ -19,6 +19,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { busyboxImage, pushImage } from '../fixtures/images.mjs';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The shipped launcher (the bundle in dist/ with its V8 code cache), as the tests and users run it. */
@@ -91,6 +92,9 @@ export const ms = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.t
 export const fmtMs = (s) => `median ${ms(s.median)} ms, p90 ${ms(s.p90)} ms, min ${ms(s.min)} ms (n=${s.n})`;
 export const now = () => Number(process.hrtime.bigint()) / 1e6;
 export const sleep = (t) => new Promise((r) => setTimeout(r, t));
+
+/** A numeric argument `v` within [lo, hi]; `dflt` when it is not a number. */
+export const clamp = (v, lo, hi, dflt) => Math.max(lo, Math.min(hi, Number.isFinite(Number(v)) ? Number(v) : dflt));
 
 /** "0.42× (target ≤ 0.5×: met)"; just "0.42×" without a target. */
 export function ratio(a, b, target, better = 'lower') {
@@ -267,6 +271,13 @@ export async function startRegistry() {
     await sleep(10);
   }
   return { host, url: `http://${host}`, dir, stop };
+}
+
+/** A registry (startRegistry) holding the busybox fixture; `ref` names it: host:port/busybox:latest. */
+export async function busyboxRegistry() {
+  const registry = await startRegistry();
+  await pushImage(registry.url, 'busybox', 'latest', await busyboxImage());
+  return { registry, ref: `${registry.host}/busybox:latest` };
 }
 
 // ─────────────────────────────────── daemons ───────────────────────────────────

@@ -27,3 +27,6 @@ node bench/containers.mjs 20 20 1000
 echo
 echo "== commit of a container that wrote 50 MiB and 2,000 files (issue 5)"
 node bench/commit.mjs 7
+echo
+echo "== health checks: berthd's CPU with 100 containers checked every second"
+node bench/health.mjs 100 20

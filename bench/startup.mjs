@@ -26,9 +26,9 @@ import {
   startRegistry,
   stats,
   which,
+  clamp,
 } from './lib.mjs';
 
-const clamp = (v, lo, hi, dflt) => Math.max(lo, Math.min(hi, Number.isFinite(Number(v)) ? Number(v) : dflt));
 const RUNS = clamp(process.argv[2], 1, 200, 20);
 const CONTAINERS = clamp(process.argv[3], 0, 5000, 1000);
 const IMAGES = clamp(process.argv[4], 1, 1000, 100);

@@ -17,10 +17,13 @@
 //     start for a container still running, begin again at "starting" with the
 //     log kept.
 // One timer per checked container, armed only between checks: a stopped
-// container holds none.
+// container holds none. Checks are started a few at a time (the costly
+// conmon and `runc exec`); once running, a check holds no place.
+import os from 'node:os';
 import { messageOf } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
+import { Limiter } from '../limiter.js';
 import { formatTimestamp } from '../runtime/logs.js';
 import type { ContainerRepository } from '../store/containers.js';
 import type { ContainerConfig, HealthConfig } from './config.js';
@@ -230,6 +233,13 @@ export interface HealthDeps {
 export class HealthMonitor {
   private readonly monitors = new Map<string, Monitor>();
   private prober: Prober | undefined;
+  /**
+   * Checks being started at once (conmon and `runc exec`, the costly part),
+   * the others waiting their turn: a hundred containers checked every second
+   * would otherwise start a hundred runc at once, and thrash. A check that
+   * runs long (its timeout counts from its start) holds no place.
+   */
+  private readonly starts = new Limiter(os.availableParallelism());
 
   constructor(private readonly deps: HealthDeps) {}
 
@@ -362,7 +372,11 @@ export class HealthMonitor {
     if (!argv) throw new Error(`healthcheck for container ${m.id} has no command`);
     if (!this.prober) throw new Error(`health checks are not running yet for container ${m.id}`);
     const output = new OutputBuffer();
-    const p = await this.prober(m.id, argv, (data) => output.write(data));
+    const prober = this.prober;
+    const p = await this.starts.run(async () => {
+      if (m.stopped) throw new Error('health checks stopped');
+      return prober(m.id, argv, (data) => output.write(data));
+    });
     m.probe = p;
     if (m.stopped) p.kill();
     // The timeout counts from when the process runs, as dockerd's (not while the exec starts).
