@@ -96,13 +96,15 @@ describe('a container with a health check', () => {
   });
 
   it('kills a check that outlives its timeout and counts it as failed', async () => {
-    const id = await checked(['CMD-SHELL', 'echo started; sleep 600'], { Timeout: 300 * MS, Retries: 1 });
+    const id = await checked(['CMD-SHELL', 'echo started; sleep 600; echo never'], { Timeout: 300 * MS, Retries: 1 });
     const h = await healthWhen(id, (x) => x.Status === 'unhealthy', 'unhealthy');
     expect(h.Log.at(-1)).toMatchObject({
       ExitCode: -1,
       Output: 'Health check exceeded timeout (300ms): started\n',
     });
-    // The hung check is gone from the container, not left running beside the next ones.
+    await healthWhen(id, (x) => x.FailingStreak >= 3, 'three timeouts');
+    // The hung checks are gone from the container, the shell's children too (not left running
+    // beside the next ones).
     const top = await d.request('GET', `/containers/${id}/top`);
     expect(top.status, top.text).toBe(200);
     const running = (top.json.Processes as string[][]).filter((p) => p.join(' ').includes('sleep 600'));
@@ -175,6 +177,32 @@ describe('where the check comes from', () => {
     }
     expect((await listed({ id: [plain] }))[0]!.Status).toMatch(/^Up .*(second|minute)s?$/);
     expect((await listed({ health: ['none'] })).map((c) => c.Id)).toEqual(expect.arrayContaining([none, plain]));
+  });
+});
+
+describe('commit', () => {
+  const commit = async (id: string, query = '') => {
+    const r = await d.request('POST', `/commit?container=${id}${query}`);
+    expect(r.status, r.text).toBe(201);
+    return (await d.request('GET', `/images/${r.json.Id}/json`)).json.Config.Healthcheck;
+  };
+
+  it("keeps the container's check in the image, and takes a HEALTHCHECK change", async () => {
+    const id = await checked(['CMD-SHELL', 'echo committed'], { Retries: 2 });
+    expect(await commit(id)).toEqual({ Test: ['CMD-SHELL', 'echo committed'], Interval: 100 * MS, Retries: 2 });
+    // A commit pauses the container: as with dockerd, its checks stop meanwhile and then go on.
+    await healthWhen(id, (x) => x.Status === 'healthy', 'healthy after the commit');
+
+    // Zero fields of the change come from the container's check, as dockerd's merge.
+    const changed = await commit(id, `&changes=${encodeURIComponent('HEALTHCHECK --interval=5s CMD echo changed')}`);
+    expect(changed).toEqual({ Test: ['CMD-SHELL', 'echo changed'], Interval: 5e9, Retries: 2 });
+    const none = await d.request(
+      'POST',
+      `/commit?container=${id}&repo=health-none&tag=v1&changes=${encodeURIComponent('HEALTHCHECK NONE')}`,
+    );
+    expect(none.status, none.text).toBe(201);
+    const fromNone = await run({ Image: 'health-none:v1' });
+    expect((await inspect(fromNone)).State).not.toHaveProperty('Health');
   });
 });
 

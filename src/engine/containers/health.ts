@@ -203,7 +203,19 @@ export function execProber(execs: ExecService): Prober {
     const exit = read();
     exit.catch(() => undefined); // a start that fails ends the output too; run() reports it
     await start.run();
-    return { exit, kill: () => start.abandon() };
+    const kill = () => {
+      start.abandon();
+      // Its whole process group (runc makes it a session leader): a shell's children would
+      // otherwise live on, one more at every timeout (dockerd kills the shell alone).
+      if (record.running && record.pid > 0) {
+        try {
+          process.kill(-record.pid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+    };
+    return { exit, kill };
   };
 }
 
