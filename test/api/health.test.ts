@@ -167,6 +167,14 @@ describe('where the check comes from', () => {
     });
   });
 
+  it('does not read StartInterval from a client of an API older than 1.44, as dockerd', async () => {
+    const c = await d.request('POST', '/v1.43/containers/create', {
+      body: { Image: env.busybox, Cmd: ['true'], Healthcheck: { Test: ['CMD', 'true'], StartInterval: 2e9 } },
+    });
+    expect(c.status, c.text).toBe(201);
+    expect((await inspect(c.json.Id)).Config.Healthcheck).toEqual({ Test: ['CMD', 'true'] });
+  });
+
   it('runs none with NONE, and a container without a check has no Health', async () => {
     const none = await run({ Image: image, Healthcheck: { Test: ['NONE'] } });
     const plain = await run({});
