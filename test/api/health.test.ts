@@ -167,12 +167,16 @@ describe('where the check comes from', () => {
     });
   });
 
-  it('does not read StartInterval from a client of an API older than 1.44, as dockerd', async () => {
-    const c = await d.request('POST', '/v1.43/containers/create', {
-      body: { Image: env.busybox, Cmd: ['true'], Healthcheck: { Test: ['CMD', 'true'], StartInterval: 2e9 } },
-    });
-    expect(c.status, c.text).toBe(201);
-    expect((await inspect(c.json.Id)).Config.Healthcheck).toEqual({ Test: ['CMD', 'true'] });
+  it('reads StartInterval from API 1.44 on, as dockerd', async () => {
+    const healthcheck = async (version: string) => {
+      const c = await d.request('POST', `/v${version}/containers/create`, {
+        body: { Image: env.busybox, Cmd: ['true'], Healthcheck: { Test: ['CMD', 'true'], StartInterval: 2e9 } },
+      });
+      expect(c.status, c.text).toBe(201);
+      return (await inspect(c.json.Id)).Config.Healthcheck;
+    };
+    expect(await healthcheck('1.43')).toEqual({ Test: ['CMD', 'true'] });
+    expect(await healthcheck('1.44')).toEqual({ Test: ['CMD', 'true'], StartInterval: 2e9 });
   });
 
   it('runs none with NONE, and a container without a check has no Health', async () => {
