@@ -109,8 +109,8 @@ const DOCKER_HOST_CONFIG = [
 ];
 
 /**
- * Docker's container Config (API 1.47). Shell serves the builder and
- * ArgsEscaped Windows: nothing to a run.
+ * Docker's container Config (API 1.47). ArgsEscaped serves Windows: nothing
+ * to a run. (Shell is in config.ts: CMD-SHELL health checks run under it.)
  */
 const DOCKER_CONFIG = [
   'Hostname',
