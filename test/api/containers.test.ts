@@ -690,6 +690,13 @@ describe('namespaces, groups, devices and limits', () => {
     );
     expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
     expect(await refused({}, { NetworkDisabled: true })).toMatch(/^Config.NetworkDisabled is not supported/);
+    const bind = (BindOptions: Record<string, unknown>) => ({
+      Mounts: [{ Type: 'bind', Source: os.tmpdir(), Target: '/mnt', BindOptions }],
+    });
+    expect(await refused(bind({ NonRecursive: true }))).toBe('BindOptions.NonRecursive is not supported by berth yet');
+    expect(await refused(bind({ CreateMountpoint: true }))).toBe(
+      'BindOptions.CreateMountpoint is not supported by berth yet',
+    );
     expect(await refused({ SecurityOpt: ['apparmor=docker-default'] })).toBe(
       '--security-opt apparmor=docker-default is not supported by berth yet: it has no AppArmor',
     );

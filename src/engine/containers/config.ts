@@ -90,6 +90,9 @@ const MountSchema = z.looseObject({
       // API 1.44: a read-only bind is recursively read-only unless this says otherwise.
       ReadOnlyNonRecursive: z.boolean().nullish(),
       ReadOnlyForceRecursive: z.boolean().nullish(),
+      // Named so that create can refuse them: berth does not apply them yet.
+      NonRecursive: z.boolean().nullish(),
+      CreateMountpoint: z.boolean().nullish(),
     })
     .nullish(),
   // Options of other mount types: named so that create can refuse them on a bind, as dockerd does.

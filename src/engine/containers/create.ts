@@ -346,6 +346,10 @@ function mountOf(m: Mount, rro: boolean): BindMount {
   // dockerd's words (API 1.42 on): another type's options on a bind are refused, not dropped.
   if (m.VolumeOptions) throw invalidParameter('VolumeOptions must not be specified on mount type "bind"');
   if (m.TmpfsOptions) throw invalidParameter('TmpfsOptions must not be specified on mount type "bind"');
+  // Taken by dockerd, not applied by berth yet: refused rather than dropped.
+  for (const option of ['NonRecursive', 'CreateMountpoint'] as const) {
+    if (m.BindOptions?.[option]) throw invalidParameter(`BindOptions.${option} is not supported by berth yet`);
+  }
   if (!m.Source?.startsWith('/'))
     throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
   if (!m.Target?.startsWith('/'))
