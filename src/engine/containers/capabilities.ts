@@ -91,6 +91,12 @@ export function grantableCapabilities(): string[] {
 }
 
 /**
+ * Whether runc, as berthd, may raise a hard rlimit or lower oom_score_adj
+ * below berthd's own: both need CAP_SYS_RESOURCE, which not every host hands berthd.
+ */
+export const canRaiseLimits = () => grantableCapabilities().includes('CAP_SYS_RESOURCE');
+
+/**
  * A CapAdd or CapDrop entry as dockerd checks it at create (oci/caps
  * NormalizeLegacyCapabilities): a name the kernel defines, and one berthd holds.
  */

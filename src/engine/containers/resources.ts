@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { invalidParameter, messageOf } from '../../errors.js';
-import { grantableCapabilities } from './capabilities.js';
+import { canRaiseLimits } from './capabilities.js';
 import type { Given, HostConfigBody } from './config.js';
 
 /** dockerd's floor for a memory limit, room for a container's own start-up (moby linuxMinMemory). */
@@ -98,7 +98,7 @@ export function checkOomScoreAdj(value: number): void {
     throw invalidParameter(`Invalid value ${value}, range for oom score adj is [-1000, 1000]`);
   }
   const own = Number(readFileSync('/proc/self/oom_score_adj', 'utf8').trim());
-  if (value < own && !grantableCapabilities().includes('CAP_SYS_RESOURCE')) {
+  if (value < own && !canRaiseLimits()) {
     throw invalidParameter(
       `OomScoreAdj ${value} is below berthd's own (${own}): lowering it needs CAP_SYS_RESOURCE, which berthd does not have here`,
     );

@@ -1,17 +1,16 @@
 // The OCI runtime spec (runc's config.json) for a container, built from its
 // resolved configuration. Two host facts go in, each read from /proc once and
-// cached: the RLIMIT_NOFILE hard limit (an input, so tests can pass their own)
+// cached: the RLIMIT_NOFILE hard limit (ulimits.ts; an input, so tests can pass their own)
 // and berthd's capability bounding set (capabilities.ts).
 //
 // Defaults follow dockerd's (moby oci/defaults.go and daemon/oci_linux.go); the
 // seccomp profile is berth's own (seccomp.ts). Left undone: AppArmor, and the
 // host device nodes a privileged container gets in its /dev.
-import { readFileSync } from 'node:fs';
 import { invalidParameter } from '../../errors.js';
 import { resolveCapabilities } from './capabilities.js';
 import type { HostConfig } from './config.js';
 import type { NamespacePlan } from './namespaces.js';
-import { rlimits } from './ulimits.js';
+import { hostHardLimit, rlimits } from './ulimits.js';
 import { deviceOf } from './devices.js';
 import type {
   OciDeviceRule,
@@ -296,18 +295,10 @@ function resources(input: SpecInput, devices: ReturnType<typeof deviceOf>[]): Oc
 
 // -------------------------------------------------------------- host facts
 
-let cachedNofileHard: number | undefined;
-
-/** The RLIMIT_NOFILE hard limit of this process (Node has no getrlimit), read once. */
+/** The RLIMIT_NOFILE hard limit of this process; the ceiling when unlimited. */
 export function hostNofileHardLimit(): number {
-  if (cachedNofileHard === undefined) {
-    const line = readFileSync('/proc/self/limits', 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('Max open files'));
-    const hard = line?.slice('Max open files'.length).trim().split(/\s+/)[1];
-    cachedNofileHard = hard === undefined || hard === 'unlimited' ? NOFILE_CEILING : Number(hard);
-  }
-  return cachedNofileHard;
+  const hard = hostHardLimit('nofile');
+  return Number.isFinite(hard) ? hard : NOFILE_CEILING;
 }
 
 // --------------------------------------------------------------------- spec

@@ -4,7 +4,7 @@
 // which not every host hands berthd (runc would fail at start, opaquely).
 import { readFileSync } from 'node:fs';
 import { invalidParameter } from '../../errors.js';
-import { grantableCapabilities } from './capabilities.js';
+import { canRaiseLimits } from './capabilities.js';
 import type { OciRlimit } from './oci.js';
 
 /** Docker's names, and the rows of /proc/self/limits that hold the host's limits. */
@@ -33,12 +33,16 @@ export interface Ulimit {
   Hard?: number | null;
 }
 
-/** The host's hard limit for a Docker name (Infinity when unlimited), as berthd has it. */
+let hostLimits: string | undefined;
+
+/**
+ * The host's hard limit for a Docker name (Infinity when unlimited or not
+ * found), as berthd has it: /proc/self/limits, read once (Node has no getrlimit).
+ */
 export function hostHardLimit(name: string): number {
+  hostLimits ??= readFileSync('/proc/self/limits', 'utf8');
   const row = LIMITS[name];
-  const line = readFileSync('/proc/self/limits', 'utf8')
-    .split('\n')
-    .find((l) => row !== undefined && l.startsWith(row));
+  const line = row === undefined ? undefined : hostLimits.split('\n').find((l) => l.startsWith(row));
   const hard = line?.slice(row!.length).trim().split(/\s+/)[1];
   return hard === undefined || hard === 'unlimited' ? Number.POSITIVE_INFINITY : Number(hard);
 }
@@ -53,7 +57,7 @@ export function checkUlimits(ulimits: readonly Ulimit[]): void {
     if (soft > hard)
       throw invalidParameter(`ulimit soft limit must be less than or equal to hard limit: ${soft} > ${hard}`);
     const host = hostHardLimit(name);
-    if (hard > host && !grantableCapabilities().includes('CAP_SYS_RESOURCE')) {
+    if (hard > host && !canRaiseLimits()) {
       throw invalidParameter(
         `ulimit ${name}: hard limit ${hard} is above this host's (${host}); raising it needs CAP_SYS_RESOURCE, which berthd does not have here`,
       );
