@@ -136,16 +136,25 @@ BINDING(js_spawn_detached) {
   return args_done(&a, out);
 }
 
-// pipe() -> [readFd, writeFd], both close-on-exec.
+// pipe(nonBlockingRead) -> [readFd, writeFd], both close-on-exec; the read end
+// non-blocking when asked (read only once the writer is done with it, and
+// perhaps still held open by it: a read then finds what is there, never waits).
 BINDING(js_pipe) {
-  (void)info;
+  ARGS(a, 1);
+  bool nonblocking_read = args_bool(&a, 0);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return throw_errno(env, "pipe2", NULL, errno);
+  if (nonblocking_read && fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK) != 0) {
+    int e = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return throw_errno(env, "fcntl", NULL, e);
+  }
   napi_value out;
   napi_create_array_with_length(env, 2, &out);
   napi_set_element(env, out, 0, js_int32(env, fds[0]));
   napi_set_element(env, out, 1, js_int32(env, fds[1]));
-  return out;
+  return args_done(&a, out);
 }
 
 // Copies path's bytes into a new sealed memfd; the fd, or -1 with *failed and *e set.

@@ -10,6 +10,7 @@ import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
 import { processEnded } from '../runtime/proc.js';
+import type { ExecSeries } from '../runtime/exec.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
 import type { ExecConfig, ExecCreateBody, Given } from './config.js';
@@ -59,6 +60,14 @@ export interface ExecStart {
   abandon(): void;
 }
 
+/** A command run again and again as transient execs of one run of a container (ExecService.repeat). */
+export interface RepeatedExec {
+  /** A new exec, started (run() runs it) and attached to its output; throws when the container is not running. */
+  start(): { exec: ExecInstance; start: ExecStart };
+  /** No more starts: what the runs shared goes once the one under way has ended. */
+  close(): void;
+}
+
 export class ExecService {
   private readonly execs = new Map<string, ExecInstance>();
   private readonly attachments: Attachments;
@@ -70,8 +79,45 @@ export class ExecService {
   }
 
   /** `POST /containers/{id}/exec`. */
-  create(ref: string, req: Given<ExecCreateBody>, o: { transient?: boolean } = {}): { Id: string } {
-    const c = this.runningContainer(ref);
+  create(ref: string, req: Given<ExecCreateBody>): { Id: string } {
+    return { Id: this.add(this.runningContainer(ref), req).id };
+  }
+
+  /**
+   * `req` run again and again in one run of a running container (its health
+   * checks): each start() a transient exec (events and all, forgotten once it
+   * exits) attached to its output. Its process spec is built at the first
+   * start and its conmon directory kept until close(), rather than both at
+   * every start: a check every second per container makes that count.
+   */
+  repeat(containerId: string, req: Given<ExecCreateBody>): RepeatedExec {
+    let series: Promise<ExecSeries> | undefined;
+    let closed = false;
+    const seriesOf = (c: Container, e: ExecInstance) => {
+      if (series) return series;
+      const made = this.processSpec(c, e.config, false, undefined).then((p) => this.deps.runtime.execSeries(e.id, p));
+      made.catch(() => {
+        if (series === made) series = undefined; // built again at the next start
+      });
+      series = made;
+      return made;
+    };
+    return {
+      start: () => {
+        if (closed) throw conflict(`Container ${containerId} is no longer checked`);
+        const c = this.runningContainer(containerId);
+        const exec = this.add(c, req, true);
+        return { exec, start: this.begin(exec, c, { detach: false }, () => seriesOf(c, exec)) };
+      },
+      close: () => {
+        closed = true;
+        void series?.then((s) => s.close()).catch(() => undefined);
+      },
+    };
+  }
+
+  /** A new exec instance of the running container `c`. */
+  private add(c: Container, req: Given<ExecCreateBody>, transient = false): ExecInstance {
     if (!req.Cmd?.length) throw invalidParameter('No exec command specified');
     if (req.DetachKeys) parseDetachKeys(req.DetachKeys);
     const config: ExecConfig = {
@@ -88,7 +134,7 @@ export class ExecService {
       ConsoleSize: req.ConsoleSize ?? null,
     };
     const id = randomBytes(32).toString('hex');
-    this.execs.set(id, {
+    const e: ExecInstance = {
       id,
       containerId: c.id,
       config,
@@ -96,10 +142,11 @@ export class ExecService {
       exitCode: null,
       pid: 0,
       started: false,
-      ...(o.transient ? { transient: true } : {}),
-    });
+      ...(transient ? { transient: true } : {}),
+    };
+    this.execs.set(id, e);
     this.event(c, `exec_create: ${config.Cmd.join(' ')}`, id);
-    return { Id: id };
+    return e;
   }
 
   /** `GET /exec/{id}/json`. */
@@ -116,9 +163,21 @@ export class ExecService {
     if (e.running) throw conflict(`Error: Exec command ${id} is already running`);
     if (e.started) throw conflict(`Error: Exec command ${id} has already run`);
     const c = this.runningContainer(e.containerId);
-    e.started = true;
     const tty = o.tty ?? e.config.Tty;
     const size = consoleSize(o.consoleSize ?? e.config.ConsoleSize);
+    return this.begin(e, c, { ...o, tty }, () => this.processSpec(c, e.config, tty, size));
+  }
+
+  /** Starts exec `e` of the running container `c`, its process spec (or series) from `spec`. */
+  private begin(
+    e: ExecInstance,
+    c: Container,
+    o: { detach: boolean; tty?: boolean },
+    spec: () => Promise<OciProcess | ExecSeries>,
+  ): ExecStart {
+    const { id } = e;
+    e.started = true;
+    const tty = o.tty ?? e.config.Tty;
     const attached = !o.detach && (e.config.AttachStdin || e.config.AttachStdout || e.config.AttachStderr);
     let exit: Promise<number> | undefined;
     let abandoned = false;
@@ -150,7 +209,7 @@ export class ExecService {
         const proc = await this.deps.runtime.exec({
           containerId: c.id,
           execId: id,
-          process: await this.processSpec(c, e.config, tty, size),
+          process: await spec(),
           tty,
           stdin: !!session && e.config.AttachStdin,
           beforeRun: (socket) => this.attachments.connect(id, socket),

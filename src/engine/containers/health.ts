@@ -28,7 +28,7 @@ import { formatTimestamp } from '../runtime/logs.js';
 import type { ContainerRepository } from '../store/containers.js';
 import type { ContainerConfig, HealthConfig } from './config.js';
 import { publish } from './context.js';
-import type { ExecService } from './exec.js';
+import type { ExecService, RepeatedExec } from './exec.js';
 import type { Container, ContainerLookup } from './lookup.js';
 
 export type HealthStatus = 'starting' | 'healthy' | 'unhealthy';
@@ -175,48 +175,59 @@ export interface ProbeRun {
   kill(): void;
 }
 
-/**
- * Runs `argv` in the running container, its output (stdout and stderr) to
- * `output`; resolves once the process runs, rejects when it cannot start.
- */
-export type Prober = (containerId: string, argv: string[], output: (data: Buffer) => void) => Promise<ProbeRun>;
+/** The checks of one run of a container, one at a time. */
+export interface Probes {
+  /**
+   * Runs the check, its output (stdout and stderr) to `output`; resolves once
+   * the process runs, rejects when it cannot start.
+   */
+  run(output: (data: Buffer) => void): Promise<ProbeRun>;
+  /** No more checks (the one under way, if any, was killed or has ended). */
+  close(): void;
+}
+
+/** How `argv` is run as the checks of one run of the container. */
+export type Prober = (containerId: string, argv: string[]) => Probes;
 
 /**
  * Checks run as dockerd's do: execs of the container (events and all), with
  * the container's user, directory and environment, no terminal and no stdin;
- * forgotten once they exit (they are not the user's).
+ * forgotten once they exit (they are not the user's). What every check of a
+ * run shares (its process spec, its conmon directory) is made once.
  */
 export function execProber(execs: ExecService): Prober {
-  return async (containerId, argv, output) => {
-    const { Id } = execs.create(
-      containerId,
-      { Cmd: argv, AttachStdout: true, AttachStderr: true },
-      { transient: true },
-    );
-    // The record itself: its exit code is set by the time the output ends.
-    const record = execs.inspect(Id);
-    const start = execs.start(Id, { detach: false });
-    const read = async () => {
-      if (start.session) for await (const chunk of start.session.output()) output(chunk.line);
-      return record.exitCode ?? -1;
-    };
-    const exit = read();
-    exit.catch(() => undefined); // a start that fails ends the output too; run() reports it
-    await start.run();
-    const kill = () => {
-      start.abandon();
-      // Its whole process group (runc makes it a session leader): a shell's children would
-      // otherwise live on, one more at every timeout (dockerd kills the shell alone).
-      if (record.running && record.pid > 0) {
-        try {
-          process.kill(-record.pid, 'SIGKILL');
-        } catch {
-          // gone already
-        }
-      }
-    };
-    return { exit, kill };
+  return (containerId, argv) => {
+    const repeated = execs.repeat(containerId, { Cmd: argv, AttachStdout: true, AttachStderr: true });
+    return { run: async (output) => startCheck(repeated.start(), output), close: () => repeated.close() };
   };
+}
+
+/** One check's exec, started: its output to `output`. */
+async function startCheck(
+  { exec: record, start }: ReturnType<RepeatedExec['start']>,
+  output: (data: Buffer) => void,
+): Promise<ProbeRun> {
+  // The record's exit code is set by the time the output ends.
+  const read = async () => {
+    if (start.session) for await (const chunk of start.session.output()) output(chunk.line);
+    return record.exitCode ?? -1;
+  };
+  const exit = read();
+  exit.catch(() => undefined); // a start that fails ends the output too; run() reports it
+  await start.run();
+  const kill = () => {
+    start.abandon();
+    // Its whole process group (runc makes it a session leader): a shell's children would
+    // otherwise live on, one more at every timeout (dockerd kills the shell alone).
+    if (record.running && record.pid > 0) {
+      try {
+        process.kill(-record.pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+  };
+  return { exit, kill };
 }
 
 // ---------------------------------------------------------------- monitor
@@ -232,6 +243,8 @@ interface Monitor {
   next: { cancel(): void } | undefined;
   /** The check under way. */
   probe: ProbeRun | undefined;
+  /** How checks run, from the first one on. */
+  probes: Probes | undefined;
   stopped: boolean;
 }
 
@@ -327,6 +340,7 @@ export class HealthMonitor {
       state,
       next: undefined,
       probe: undefined,
+      probes: undefined,
       stopped: false,
     };
     this.monitors.set(c.id, m);
@@ -342,6 +356,7 @@ export class HealthMonitor {
     m.next?.cancel();
     m.next = undefined;
     m.probe?.kill();
+    m.probes?.close();
     return m;
   }
 
@@ -384,10 +399,10 @@ export class HealthMonitor {
     if (!argv) throw new Error(`healthcheck for container ${m.id} has no command`);
     if (!this.prober) throw new Error(`health checks are not running yet for container ${m.id}`);
     const output = new OutputBuffer();
-    const prober = this.prober;
+    const probes = (m.probes ??= this.prober(m.id, argv));
     const p = await this.starts.run(async () => {
       if (m.stopped) throw new Error('health checks stopped');
-      return prober(m.id, argv, (data) => output.write(data));
+      return probes.run((data) => output.write(data));
     });
     m.probe = p;
     if (m.stopped) p.kill();

@@ -42,8 +42,8 @@ export interface Native {
   unreadBytes(fd: number): number;
   /** Whether a connected socket's peer has closed it (POLLHUP), not only shut its sending side. */
   peerClosed(fd: number): boolean;
-  /** A close-on-exec pipe: [read end, write end]. */
-  pipe(): [number, number];
+  /** A close-on-exec pipe: [read end, write end]; the read end non-blocking when asked. */
+  pipe(nonBlockingRead?: boolean): [number, number];
   /** posix_spawn in a new session; fds[i] becomes the child's fd i (-1: /dev/null). See os/spawn.ts. */
   spawnDetached(
     file: string,

@@ -13,8 +13,16 @@ import { native } from './native.js';
 export interface PipeSpec {
   /** The child's fd number. */
   fd: number;
+  /** More fd numbers in the child for the same end (one pipe that it knows by two names). */
+  also?: number[];
   /** `from-child`: berthd reads what the child writes; `to-child`: the other way. */
   direction: 'from-child' | 'to-child';
+  /**
+   * berthd's end as a bare descriptor (in `fds`, closed by the caller) rather
+   * than a stream: for a few bytes written, or read only if something failed
+   * (non-blocking then), a stream's set-up on the loop costs more than its use.
+   */
+  bare?: boolean;
 }
 
 export interface ExitStatus {
@@ -26,6 +34,8 @@ export interface Spawned {
   pid: number;
   /** berthd's ends of the pipes, by the child's fd number. */
   pipes: Map<number, net.Socket>;
+  /** berthd's ends of the bare pipes, by the child's fd number: the caller closes them. */
+  fds: Map<number, number>;
   /** Once it has ended; the status is also in `exit`. */
   exited: Promise<ExitStatus>;
   exit: ExitStatus | null;
@@ -36,7 +46,9 @@ export function spawnDetached(
   args: string[],
   o: { cwd: string; env: Record<string, string>; pipes: PipeSpec[] },
 ): Spawned {
-  const childFds: number[] = new Array(Math.max(3, ...o.pipes.map((p) => p.fd + 1))).fill(-1);
+  const childFds: number[] = new Array(
+    Math.max(3, ...o.pipes.flatMap((p) => [p.fd, ...(p.also ?? [])].map((n) => n + 1))),
+  ).fill(-1);
   const ours: [PipeSpec, number][] = [];
   const theirs: number[] = [];
   let pid: number;
@@ -44,11 +56,11 @@ export function spawnDetached(
   const exited = new Promise<ExitStatus>((resolve) => (done = resolve));
   try {
     for (const p of o.pipes) {
-      const [r, w] = native.pipe();
+      const [r, w] = native.pipe(p.bare && p.direction === 'from-child');
       const [mine, child] = p.direction === 'from-child' ? [r, w] : [w, r];
       ours.push([p, mine]);
       theirs.push(child);
-      childFds[p.fd] = child;
+      for (const n of [p.fd, ...(p.also ?? [])]) childFds[n] = child;
     }
     const env = Object.entries(o.env).map(([k, v]) => `${k}=${v}`);
     pid = native.spawnDetached(file, [file, ...args], env, o.cwd, childFds, (code, signal) => {
@@ -61,15 +73,22 @@ export function spawnDetached(
   } finally {
     for (const fd of theirs) closeSync(fd);
   }
+  const fds = new Map(ours.filter(([p]) => p.bare).map(([p, fd]) => [p.fd, fd] as const));
   const pipes = new Map(
-    ours.map(([p, fd]) => {
-      const sock = new net.Socket({ fd, readable: p.direction === 'from-child', writable: p.direction === 'to-child' });
-      // A child that dies closes its ends: readers see the end, writers' callbacks the EPIPE.
-      // The event itself must never go unheard (it would throw in berthd).
-      sock.on('error', () => undefined);
-      return [p.fd, sock] as const;
-    }),
+    ours
+      .filter(([p]) => !p.bare)
+      .map(([p, fd]) => {
+        const sock = new net.Socket({
+          fd,
+          readable: p.direction === 'from-child',
+          writable: p.direction === 'to-child',
+        });
+        // A child that dies closes its ends: readers see the end, writers' callbacks the EPIPE.
+        // The event itself must never go unheard (it would throw in berthd).
+        sock.on('error', () => undefined);
+        return [p.fd, sock] as const;
+      }),
   );
-  const spawned: Spawned = { pid, pipes, exited, exit: null };
+  const spawned: Spawned = { pid, pipes, fds, exited, exit: null };
   return spawned;
 }

@@ -11,7 +11,7 @@ import { conflict, EngineError, invalidParameter, isEngineError, noSuchContainer
 import type { Logger } from '../../log.js';
 import { BUNDLE_FILES, conmonArgs, readSyncMessage, type ConmonOptions, type SyncMessage } from './conmon.js';
 import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
-import { runExec, type ExecProcess, type ExecProcessOptions } from './exec.js';
+import { ExecSeries, runExec, type ExecProcess, type ExecProcessOptions } from './exec.js';
 import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
 import { SealedExecutable } from './sealed.js';
 import { spawnDetached, type Spawned } from '../os/spawn.js';
@@ -239,6 +239,15 @@ export class Runtime {
       startTimeoutMs: this.createTimeout,
     };
     return runExec(env, { ...o, dir: this.execDir(o.execId) });
+  }
+
+  /**
+   * A process spec to be run again and again, one run at a time (a
+   * container's health checks): exec() it as `process`; close() it when done.
+   * Its directory is named by `id`, an exec id not otherwise used.
+   */
+  execSeries(id: string, process: object): ExecSeries {
+    return new ExecSeries(this.execDir(id), process);
   }
 
   /** An exec's directory (its process spec, attach socket and ctl FIFO), while it runs. */
