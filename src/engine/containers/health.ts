@@ -399,7 +399,8 @@ export class HealthMonitor {
     if (!argv) throw new Error(`healthcheck for container ${m.id} has no command`);
     if (!this.prober) throw new Error(`health checks are not running yet for container ${m.id}`);
     const output = new OutputBuffer();
-    const probes = (m.probes ??= this.prober(m.id, argv));
+    m.probes ??= this.prober(m.id, argv);
+    const probes = m.probes;
     const p = await this.starts.run(async () => {
       if (m.stopped) throw new Error('health checks stopped');
       return probes.run((data) => output.write(data));
