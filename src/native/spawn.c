@@ -5,7 +5,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
@@ -53,29 +53,66 @@ static void child_poll_cb(uv_poll_t *handle, int status, int events) {
   uv_close((uv_handle_t *)handle, child_on_close);
 }
 
-// posix_spawn with fds[i] (moved[i], -1: /dev/null) as the child's fd i, in a
-// session of its own, in cwd, with default signal dispositions and none blocked.
+// What the child of spawn_child runs with, and where it leaves the errno of a step that failed.
+typedef struct {
+  const char *file, *cwd;
+  char **argv, **envp;
+  const int *moved;
+  uint32_t nfds;
+  int err;
+} spawn_args_t;
+
+// The child, until it execs: it shares berthd's memory (CLONE_VM) while berthd's
+// thread waits (CLONE_VFORK), so it makes system calls only, on its own stack, and
+// has every signal blocked until their handlers (berthd's) are reset to the default.
+static int child_main(void *arg) {
+  spawn_args_t *a = arg;
+  struct sigaction dfl = {.sa_handler = SIG_DFL};
+  for (int sig = 1; sig < NSIG; sig++) sigaction(sig, &dfl, NULL); // SIGKILL, SIGSTOP and glibc's own refuse: no matter
+  if (setsid() < 0) goto fail;
+  for (uint32_t i = 0; i < a->nfds; i++) {
+    // The sources are numbered 64 and up, above every target.
+    int src = a->moved[i] >= 0 ? a->moved[i] : open("/dev/null", O_RDWR);
+    if (src < 0) goto fail;
+    if (src != (int)i && dup2(src, (int)i) < 0) goto fail;
+    if (a->moved[i] < 0 && src != (int)i) close(src);
+  }
+  if (chdir(a->cwd) < 0) goto fail;
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execve(a->file, a->argv, a->envp);
+fail:
+  a->err = errno;
+  _exit(127);
+}
+
+// Spawns file with fds[i] (moved[i], -1: /dev/null) as the child's fd i, in a
+// session of its own, in cwd, with default signal dispositions and none blocked:
+// what posix_spawn does, with the same clone (CLONE_VM | CLONE_VFORK: no copy of
+// berthd's page tables), but on a stack in this frame where glibc maps one and
+// unmaps it after each spawn. That unmap, in a process with threads on other
+// CPUs, is a TLB shootdown (interrupts to every one of them, waited for): most
+// of a spawn's cost to berthd, paid at every exec (a health check every second).
 static int spawn_child(pid_t *pid, const char *file, char **argv, char **envp, const char *cwd, const int *moved,
                        uint32_t nfds) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&at);
-  for (uint32_t i = 0; i < nfds; i++) {
-    if (moved[i] >= 0) posix_spawn_file_actions_adddup2(&fa, moved[i], (int)i);
-    else posix_spawn_file_actions_addopen(&fa, (int)i, "/dev/null", O_RDWR, 0);
-  }
-  posix_spawn_file_actions_addchdir_np(&fa, cwd);
-  sigset_t none, all;
-  sigemptyset(&none);
+  static const size_t stack_size = 64 * 1024;
+  char stack[64 * 1024] __attribute__((aligned(16)));
+  spawn_args_t a = {.file = file, .cwd = cwd, .argv = argv, .envp = envp, .moved = moved, .nfds = nfds, .err = 0};
+  sigset_t all, old;
   sigfillset(&all);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &all);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  int err = posix_spawn(pid, file, &fa, &at, argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  return err;
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t child = clone(child_main, stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+  int err = child < 0 ? errno : 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err) return err;
+  if (a.err) {
+    // It failed before its exec and has exited: reaped here, no one else knows of it.
+    waitpid(child, NULL, 0);
+    return a.err;
+  }
+  *pid = child;
+  return 0;
 }
 
 // Watches the child's pidfd on the loop; on_exit(code, signal) once it ends.
