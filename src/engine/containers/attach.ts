@@ -19,7 +19,7 @@
 import { Readable } from 'node:stream';
 import { invalidParameter, messageOf } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import { SeqpacketSocket } from '../os/seqpacket.js';
+import { readPackets, SeqpacketSocket } from '../os/seqpacket.js';
 import { ATTACH_MAX_PACKET, ATTACH_STDERR } from '../runtime/conmon.js';
 import type { LogStream } from '../runtime/logs.js';
 
@@ -73,6 +73,31 @@ export class DetachScanner {
 
 // --------------------------------------------------------------------- hub
 
+/** An attach socket that could not be reached: gone only if the process has ended; else output is lost, which must not pass quietly. */
+function logUnreachable(log: Logger, path: string, e: unknown): void {
+  const code = (e as NodeJS.ErrnoException).code;
+  const ended = code === 'ENOENT' || code === 'ECONNREFUSED';
+  log[ended ? 'debug' : 'error']({ path, err: messageOf(e) }, 'attach socket unavailable');
+}
+
+/**
+ * A process's output (stdout and stderr alike) straight to `output`, with no
+ * hub and no client stream: for a reader that never holds back and gives no
+ * input (a health check, every second per container). Resolves once the
+ * output has ended; a socket that cannot be reached ends it at once, as it
+ * ends a hub.
+ */
+export function readOutput(path: string, output: (data: Buffer) => void, log: Logger): Promise<void> {
+  try {
+    return readPackets(path, (packet) => {
+      if (packet.length >= 2) output(packet.subarray(1));
+    });
+  } catch (e) {
+    logUnreachable(log, path, e);
+    return Promise.resolve();
+  }
+}
+
 export interface ProcessIo {
   tty: boolean;
   /** The process has a stdin pipe (OpenStdin, or an exec's AttachStdin). */
@@ -118,10 +143,7 @@ class Hub {
     try {
       socket = new SeqpacketSocket(path, { maxPacket: ATTACH_MAX_PACKET, highWaterMark: CLIENT_HIGH_WATER });
     } catch (e) {
-      // Gone only if the process has ended; anything else loses output, which must not pass quietly.
-      const code = (e as NodeJS.ErrnoException).code;
-      const ended = code === 'ENOENT' || code === 'ECONNREFUSED';
-      this.log[ended ? 'debug' : 'error']({ path, err: messageOf(e) }, 'attach socket unavailable');
+      logUnreachable(this.log, path, e);
       this.finish();
       return;
     }

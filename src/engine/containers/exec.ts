@@ -12,7 +12,7 @@ import { RuntimeCreateError } from '../runtime/errors.js';
 import { processEnded } from '../runtime/proc.js';
 import type { ExecSeries } from '../runtime/exec.js';
 import type { Runtime } from '../runtime/runtime.js';
-import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
+import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, readOutput, type AttachSession } from './attach.js';
 import type { ExecConfig, ExecCreateBody, Given } from './config.js';
 import { resolveCapabilities } from './capabilities.js';
 import { mergeEnv } from './create.js';
@@ -58,12 +58,14 @@ export interface ExecStart {
    * read its output or end its input, and it would hold its conmon for ever.
    */
   abandon(): void;
+  /** After run(): settles once the process has exited and its output (to an `output` callback) has all been read. */
+  ended(): Promise<void>;
 }
 
 /** A command run again and again as transient execs of one run of a container (ExecService.repeat). */
 export interface RepeatedExec {
-  /** A new exec, started (run() runs it) and attached to its output; throws when the container is not running. */
-  start(): { exec: ExecInstance; start: ExecStart };
+  /** A new exec, started (run() runs it), its output (stdout and stderr) to `output`; throws when the container is not running. */
+  start(output: (data: Buffer) => void): { exec: ExecInstance; start: ExecStart };
   /** No more starts: what the runs shared goes once the one under way has ended. */
   close(): void;
 }
@@ -103,11 +105,11 @@ export class ExecService {
       return made;
     };
     return {
-      start: () => {
+      start: (output) => {
         if (closed) throw conflict(`Container ${containerId} is no longer checked`);
         const c = this.runningContainer(containerId);
         const exec = this.add(c, req, true);
-        return { exec, start: this.begin(exec, c, { detach: false }, () => seriesOf(c, exec)) };
+        return { exec, start: this.begin(exec, c, { detach: false }, () => seriesOf(c, exec), output) };
       },
       close: () => {
         closed = true;
@@ -168,18 +170,23 @@ export class ExecService {
     return this.begin(e, c, { ...o, tty }, () => this.processSpec(c, e.config, tty, size));
   }
 
-  /** Starts exec `e` of the running container `c`, its process spec (or series) from `spec`. */
+  /**
+   * Starts exec `e` of the running container `c`, its process spec (or
+   * series) from `spec`; its output to `output` when given (no client attaches).
+   */
   private begin(
     e: ExecInstance,
     c: Container,
     o: { detach: boolean; tty?: boolean },
     spec: () => Promise<OciProcess | ExecSeries>,
+    output?: (data: Buffer) => void,
   ): ExecStart {
     const { id } = e;
     e.started = true;
     const tty = o.tty ?? e.config.Tty;
-    const attached = !o.detach && (e.config.AttachStdin || e.config.AttachStdout || e.config.AttachStderr);
+    const attached = !output && !o.detach && (e.config.AttachStdin || e.config.AttachStdout || e.config.AttachStderr);
     let exit: Promise<number> | undefined;
+    let outputRead: Promise<void> = Promise.resolve();
     let abandoned = false;
     const kill = () => {
       if (!e.running || e.pid <= 0) return;
@@ -212,7 +219,10 @@ export class ExecService {
           process: await spec(),
           tty,
           stdin: !!session && e.config.AttachStdin,
-          beforeRun: (socket) => this.attachments.connect(id, socket),
+          beforeRun: (socket) => {
+            if (output) outputRead = readOutput(socket, output, this.log);
+            else this.attachments.connect(id, socket);
+          },
         });
         e.pid = proc.pid;
         e.running = true;
@@ -229,7 +239,10 @@ export class ExecService {
       abandoned = true;
       kill();
     };
-    return { tty, session, run, abandon };
+    const ended = async () => {
+      await Promise.all([exit, outputRead]);
+    };
+    return { tty, session, run, abandon, ended };
   }
 
   /** `POST /exec/{id}/resize`. */

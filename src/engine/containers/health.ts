@@ -198,23 +198,15 @@ export type Prober = (containerId: string, argv: string[]) => Probes;
 export function execProber(execs: ExecService): Prober {
   return (containerId, argv) => {
     const repeated = execs.repeat(containerId, { Cmd: argv, AttachStdout: true, AttachStderr: true });
-    return { run: async (output) => startCheck(repeated.start(), output), close: () => repeated.close() };
+    return { run: async (output) => startCheck(repeated.start(output)), close: () => repeated.close() };
   };
 }
 
-/** One check's exec, started: its output to `output`. */
-async function startCheck(
-  { exec: record, start }: ReturnType<RepeatedExec['start']>,
-  output: (data: Buffer) => void,
-): Promise<ProbeRun> {
-  // The record's exit code is set by the time the output ends.
-  const read = async () => {
-    if (start.session) for await (const chunk of start.session.output()) output(chunk.line);
-    return record.exitCode ?? -1;
-  };
-  const exit = read();
-  exit.catch(() => undefined); // a start that fails ends the output too; run() reports it
+/** One check's exec, started. */
+async function startCheck({ exec: record, start }: ReturnType<RepeatedExec['start']>): Promise<ProbeRun> {
   await start.run();
+  // Its exit code, once its output has all been read.
+  const exit = start.ended().then(() => record.exitCode ?? -1);
   const kill = () => {
     start.abandon();
     // Its whole process group (runc makes it a session leader): a shell's children would

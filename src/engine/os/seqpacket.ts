@@ -107,3 +107,24 @@ export class SeqpacketSocket extends Duplex {
     cb(err);
   }
 }
+
+/**
+ * Reads the socket at `socketPath` to its end, each packet to `onPacket`,
+ * without a stream's machinery: for a reader that never holds back (a health
+ * check keeps 4 KiB of output and drops the rest), at every check. Resolves
+ * at the end, or at an error; throws as SeqpacketSocket does when it cannot
+ * connect.
+ */
+export function readPackets(socketPath: string, onPacket: (packet: Buffer) => void): Promise<void> {
+  let done!: () => void;
+  const ended = new Promise<void>((resolve) => (done = resolve));
+  const handle = connectShort(socketPath, (type, value) => {
+    if (type === DATA) onPacket(value as Buffer);
+    else if (type === END || type === ERROR) {
+      native.seqpacketClose(handle);
+      done();
+    }
+  });
+  native.seqpacketSetReading(handle, true);
+  return ended;
+}
