@@ -30,6 +30,8 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("unreadBytes", js_unread_bytes),
     EXPORT("peerClosed", js_peer_closed),
     EXPORT("seqpacketConnect", js_seqpacket_connect),
+    EXPORT("seqpacketPair", js_seqpacket_pair),
+    EXPORT("seqpacketOpen", js_seqpacket_open),
     EXPORT("seqpacketSetReading", js_seqpacket_set_reading),
     EXPORT("seqpacketWrite", js_seqpacket_write),
     EXPORT("seqpacketShutdown", js_seqpacket_shutdown),

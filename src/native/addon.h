@@ -34,6 +34,8 @@ BINDING(js_x32_abi);
 BINDING(js_unread_bytes);
 BINDING(js_peer_closed);
 BINDING(js_seqpacket_connect);
+BINDING(js_seqpacket_pair);
+BINDING(js_seqpacket_open);
 BINDING(js_seqpacket_set_reading);
 BINDING(js_seqpacket_write);
 BINDING(js_seqpacket_shutdown);

@@ -201,15 +201,8 @@ static int sp_connect(const char *path, const char **failed, int *e) {
   return fd;
 }
 
-// seqpacketConnect(path, onEvent) -> handle. Unix connects complete at once (or fail).
-BINDING(js_seqpacket_connect) {
-  ARGS(a, 2);
-  const char *path = args_path(&a, 0);
-  if (!path) return args_done(&a, NULL);
-  const char *failed = NULL;
-  int e = 0, fd = sp_connect(path, &failed, &e);
-  if (fd < 0) return args_done(&a, throw_errno(env, failed, path, e));
-  args_done(&a, NULL);
+// The handle for the connected socket fd (which it owns from here on), its events to on_event.
+static napi_value sp_wrap(napi_env env, int fd, napi_value on_event) {
   seqpacket_t *sp = calloc(1, sizeof *sp);
   uv_loop_t *loop;
   napi_value handle;
@@ -220,13 +213,46 @@ BINDING(js_seqpacket_connect) {
   }
   sp->fd = fd;
   sp->poll.data = sp;
-  callback_init(&sp->on_event, env, a.argv[1], "berth.seqpacket");
+  callback_init(&sp->on_event, env, on_event, "berth.seqpacket");
   if (napi_create_external(env, sp, sp_finalize, NULL, &handle) != napi_ok) {
     sp_close(sp);
     sp->finalized = 1;
     return throw_message(env, NULL, "cannot make a seqpacket handle");
   }
   return handle;
+}
+
+// seqpacketConnect(path, onEvent) -> handle. Unix connects complete at once (or fail).
+BINDING(js_seqpacket_connect) {
+  ARGS(a, 2);
+  const char *path = args_path(&a, 0);
+  if (!path) return args_done(&a, NULL);
+  const char *failed = NULL;
+  int e = 0, fd = sp_connect(path, &failed, &e);
+  if (fd < 0) return args_done(&a, throw_errno(env, failed, path, e));
+  return args_done(&a, sp_wrap(env, fd, a.argv[1]));
+}
+
+// seqpacketPair() -> [ours, theirs]: a connected SOCK_SEQPACKET pair, both
+// close-on-exec; `ours` for seqpacketOpen, `theirs` for a child to write to
+// (each write one packet, read whole).
+BINDING(js_seqpacket_pair) {
+  (void)info;
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) return throw_errno(env, "socketpair", NULL, errno);
+  napi_value out;
+  napi_create_array_with_length(env, 2, &out);
+  napi_set_element(env, out, 0, js_int32(env, fds[0]));
+  napi_set_element(env, out, 1, js_int32(env, fds[1]));
+  return out;
+}
+
+// seqpacketOpen(fd, onEvent) -> handle, for a connected socket (seqpacketPair's): the handle owns it.
+BINDING(js_seqpacket_open) {
+  ARGS(a, 2);
+  int fd = args_int32(&a, 0);
+  if (fd < 0) return args_done(&a, throw_errno(env, "seqpacket", NULL, EBADF));
+  return args_done(&a, sp_wrap(env, fd, a.argv[1]));
 }
 
 // seqpacketSetReading(handle, bool)

@@ -91,7 +91,7 @@ export function readOutput(path: string, output: (data: Buffer) => void, log: Lo
   try {
     return readPackets(path, (packet) => {
       if (packet.length >= 2) output(packet.subarray(1));
-    });
+    }).ended;
   } catch (e) {
     logUnreachable(log, path, e);
     return Promise.resolve();

@@ -57,6 +57,10 @@ export interface Native {
   addInodeFlags(dir: string, flags: number): boolean;
   /** A SOCK_SEQPACKET unix socket client on Node's loop (see seqpacket.ts). */
   seqpacketConnect(path: string, onEvent: (type: number, value?: Buffer | string) => void): SeqpacketHandle;
+  /** A connected SOCK_SEQPACKET pair, both close-on-exec: [ours (for seqpacketOpen), a child's]. */
+  seqpacketPair(): [number, number];
+  /** A handle for a connected seqpacket socket (seqpacketPair's); it owns the descriptor. */
+  seqpacketOpen(fd: number, onEvent: (type: number, value?: Buffer | string) => void): SeqpacketHandle;
   seqpacketSetReading(handle: SeqpacketHandle, on: boolean): void;
   /** One packet; false when the socket is full (a writable event follows). */
   seqpacketWrite(handle: SeqpacketHandle, packet: Buffer): boolean;

@@ -108,23 +108,43 @@ export class SeqpacketSocket extends Duplex {
   }
 }
 
+/** Packets being read to their end (PacketReader). */
+export interface PacketReader {
+  /** Settles at the end of the packets, or at an error. */
+  ended: Promise<void>;
+  /** Stops reading and closes the socket; `ended` settles. */
+  close(): void;
+}
+
 /**
- * Reads the socket at `socketPath` to its end, each packet to `onPacket`,
- * without a stream's machinery: for a reader that never holds back (a health
- * check keeps 4 KiB of output and drops the rest), at every check. Resolves
- * at the end, or at an error; throws as SeqpacketSocket does when it cannot
- * connect.
+ * Reads a socket to its end, each packet to `onPacket`, without a stream's
+ * machinery: for a reader that never holds back, set up at every exec (a
+ * health check's output, conmon's reports).
  */
-export function readPackets(socketPath: string, onPacket: (packet: Buffer) => void): Promise<void> {
+function readAll(
+  open: (onEvent: (type: number, value?: Buffer | string) => void) => SeqpacketHandle,
+  onPacket: (packet: Buffer) => void,
+): PacketReader {
   let done!: () => void;
   const ended = new Promise<void>((resolve) => (done = resolve));
-  const handle = connectShort(socketPath, (type, value) => {
+  const close = () => {
+    native.seqpacketClose(handle);
+    done();
+  };
+  const handle = open((type, value) => {
     if (type === DATA) onPacket(value as Buffer);
-    else if (type === END || type === ERROR) {
-      native.seqpacketClose(handle);
-      done();
-    }
+    else if (type === END || type === ERROR) close();
   });
   native.seqpacketSetReading(handle, true);
-  return ended;
+  return { ended, close };
+}
+
+/** Reads the socket at `socketPath` (see readAll); throws as SeqpacketSocket does when it cannot connect. */
+export function readPackets(socketPath: string, onPacket: (packet: Buffer) => void): PacketReader {
+  return readAll((onEvent) => connectShort(socketPath, onEvent), onPacket);
+}
+
+/** Reads the connected socket `fd` (native.seqpacketPair's; the reader owns it from here on), see readAll. */
+export function readPacketsFrom(fd: number, onPacket: (packet: Buffer) => void): PacketReader {
+  return readAll((onEvent) => native.seqpacketOpen(fd, onEvent), onPacket);
 }

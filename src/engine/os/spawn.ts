@@ -23,6 +23,11 @@ export interface PipeSpec {
    * (non-blocking then), a stream's set-up on the loop costs more than its use.
    */
   bare?: boolean;
+  /**
+   * A SOCK_SEQPACKET socket pair in place of the pipe, berthd's end bare (for
+   * os/seqpacket.ts's readers): each of the child's writes one packet.
+   */
+  packets?: boolean;
 }
 
 export interface ExitStatus {
@@ -56,8 +61,8 @@ export function spawnDetached(
   const exited = new Promise<ExitStatus>((resolve) => (done = resolve));
   try {
     for (const p of o.pipes) {
-      const [r, w] = native.pipe(p.bare && p.direction === 'from-child');
-      const [mine, child] = p.direction === 'from-child' ? [r, w] : [w, r];
+      const [r, w] = p.packets ? native.seqpacketPair() : native.pipe(p.bare && p.direction === 'from-child');
+      const [mine, child] = p.direction === 'from-child' || p.packets ? [r, w] : [w, r];
       ours.push([p, mine]);
       theirs.push(child);
       for (const n of [p.fd, ...(p.also ?? [])]) childFds[n] = child;
@@ -73,10 +78,11 @@ export function spawnDetached(
   } finally {
     for (const fd of theirs) closeSync(fd);
   }
-  const fds = new Map(ours.filter(([p]) => p.bare).map(([p, fd]) => [p.fd, fd] as const));
+  const bare = (p: PipeSpec) => p.bare || p.packets;
+  const fds = new Map(ours.filter(([p]) => bare(p)).map(([p, fd]) => [p.fd, fd] as const));
   const pipes = new Map(
     ours
-      .filter(([p]) => !p.bare)
+      .filter(([p]) => !bare(p))
       .map(([p, fd]) => {
         const sock = new net.Socket({
           fd,

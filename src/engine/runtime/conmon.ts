@@ -168,8 +168,9 @@ export function readSyncMessage(pipe: Readable, timeoutMs: number): Promise<Sync
 
 /**
  * Successive messages on a conmon pipe (an exec's conmon reports its pid, then
- * its exit status, on the same pipe). next() resolves with null once the pipe
- * has closed with no further message.
+ * its exit status, on the same pipe): read from `pipe`, or fed by the caller
+ * (push, end). next() resolves with null once the pipe has closed with no
+ * further message.
  */
 export class SyncReader {
   private buf = '';
@@ -178,26 +179,30 @@ export class SyncReader {
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
 
-  constructor(pipe: Readable) {
+  constructor(pipe?: Readable) {
+    if (!pipe) return;
     pipe.setEncoding('utf8');
-    pipe.on('data', (chunk: string) => {
-      this.buf += chunk;
-      for (let nl = this.buf.indexOf('\n'); nl >= 0; nl = this.buf.indexOf('\n')) {
-        this.lines.push(this.buf.slice(0, nl));
-        this.buf = this.buf.slice(nl + 1);
-      }
-      this.poke();
-    });
-    pipe.on('end', () => {
-      if (this.buf.trim()) this.lines.push(this.buf);
-      this.ended = true;
-      this.poke();
-    });
-    pipe.on('error', (e) => {
-      this.failure = e;
-      this.ended = true;
-      this.poke();
-    });
+    pipe.on('data', (chunk: string) => this.push(chunk));
+    pipe.on('end', () => this.end());
+    pipe.on('error', (e) => this.end(e));
+  }
+
+  push(chunk: string): void {
+    this.buf += chunk;
+    for (let nl = this.buf.indexOf('\n'); nl >= 0; nl = this.buf.indexOf('\n')) {
+      this.lines.push(this.buf.slice(0, nl));
+      this.buf = this.buf.slice(nl + 1);
+    }
+    this.poke();
+  }
+
+  /** The pipe has closed (or failed). */
+  end(failure?: Error): void {
+    if (this.ended) return;
+    if (this.buf.trim()) this.lines.push(this.buf);
+    this.failure = failure;
+    this.ended = true;
+    this.poke();
   }
 
   async next(): Promise<SyncMessage | null> {

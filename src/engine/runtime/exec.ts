@@ -1,7 +1,7 @@
 // A process run in a running container (`docker exec`), supervised by its own
 // conmon in exec mode so that its exit status is always collected:
 //
-//   1. spawn `conmon --exec --exec-attach` with a report pipe (fds 3 and 5:
+//   1. spawn `conmon --exec --exec-attach` with a report socket (fds 3 and 5:
 //      sync and attach), a start pipe (fd 4) and its stderr (fd 2);
 //   2. write the first start message; conmon forks, sets up the attach socket
 //      and ctl FIFO in the exec's directory and reports on the attach fd;
@@ -15,7 +15,8 @@
 // the runs of an ExecSeries (a container's health checks), which share one.
 // What this costs berthd counts (a health check every second per container):
 // the pipes that are only written once or read only on a failure are bare
-// descriptors, not streams on the loop, and one pipe carries both reports.
+// descriptors, not streams on the loop, and one socket pair (each report one
+// packet) carries both reports, read natively rather than by a net.Socket.
 import { closeSync, readSync, writeSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -24,6 +25,7 @@ import type { Logger } from '../../log.js';
 import { BUNDLE_FILES, conmonExecArgs, SyncReader, type ConmonEnvironment, type SyncMessage } from './conmon.js';
 import { runtimeCreateError } from './errors.js';
 import { CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
+import { type PacketReader, readPacketsFrom } from '../os/seqpacket.js';
 import { spawnDetached, type Spawned } from '../os/spawn.js';
 
 export interface ExecEnvironment extends ConmonEnvironment {
@@ -161,7 +163,7 @@ export async function runExec(env: ExecEnvironment, o: ExecProcessOptions): Prom
       pipes: [
         { fd: 2, direction: 'from-child', bare: true },
         // conmon writes the attach socket's readiness, then the pid, then the exit status, in that order.
-        { fd: 3, also: [5], direction: 'from-child' },
+        { fd: 3, also: [5], direction: 'from-child', packets: true },
         { fd: 4, direction: 'to-child', bare: true },
       ],
     });
@@ -169,8 +171,8 @@ export async function runExec(env: ExecEnvironment, o: ExecProcessOptions): Prom
     await place.failed();
     throw systemError(`conmon failed to start the exec process in ${o.containerId}: ${(e as Error).message}`, e);
   }
-  const reportPipe = child.pipes.get(3)!;
-  const reports = new SyncReader(reportPipe);
+  const reports = new SyncReader();
+  const reportPipe = readReports(child.fds.get(3)!, reports);
   const start = startPipe(child.fds.get(4)!);
   const stderr = child.fds.get(2)!;
   const failed = async (report: SyncMessage | null) => {
@@ -178,7 +180,7 @@ export async function runExec(env: ExecEnvironment, o: ExecProcessOptions): Prom
       report?.message || (await runcLogError(path.join(dir, BUNDLE_FILES.runcLog))) || readAvailable(stderr);
     closeSync(stderr);
     start.close();
-    reportPipe.destroy();
+    reportPipe.close();
     await abandon(dir, o.execId, child);
     await place.failed();
     return reason
@@ -212,11 +214,23 @@ export async function runExec(env: ExecEnvironment, o: ExecProcessOptions): Prom
     () => UNKNOWN_EXIT,
   );
   void exit.finally(() => {
-    reportPipe.destroy();
+    reportPipe.close();
     place.ended();
   });
   env.logger.debug({ id: o.containerId, exec: o.execId, pid }, 'exec started');
   return { pid, exit };
+}
+
+/** conmon's reports, from the socket `fd` into `reports`; one that cannot be watched reads as no report. */
+function readReports(fd: number, reports: SyncReader): PacketReader {
+  try {
+    const reader = readPacketsFrom(fd, (packet) => reports.push(packet.toString('utf8')));
+    void reader.ended.then(() => reports.end());
+    return reader;
+  } catch (e) {
+    reports.end(e as Error);
+    return { ended: Promise.resolve(), close: () => undefined };
+  }
 }
 
 /** conmon's start pipe: one byte per start message (it reads them apart), written straight to the descriptor. */
