@@ -519,6 +519,7 @@ async function compileRuntimeForChild(): Promise<string> {
     'src/engine/os/native.ts',
     'src/engine/os/spawn.ts',
     'src/engine/os/files.ts',
+    'src/engine/os/seqpacket.ts',
   ];
   for (const rel of [
     ...sources,

@@ -167,10 +167,10 @@ export function readSyncMessage(pipe: Readable, timeoutMs: number): Promise<Sync
 }
 
 /**
- * Successive messages on a conmon pipe (an exec's conmon reports its pid, then
- * its exit status, on the same pipe): read from `pipe`, or fed by the caller
- * (push, end). next() resolves with null once the pipe has closed with no
- * further message.
+ * Successive messages from conmon (an exec's conmon reports its attach
+ * socket's readiness, its pid, then its exit status, on one socket), fed by
+ * the caller (push, end). next() resolves with null once the socket has
+ * closed with no further message.
  */
 export class SyncReader {
   private buf = '';
@@ -178,14 +178,6 @@ export class SyncReader {
   private ended = false;
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
-
-  constructor(pipe?: Readable) {
-    if (!pipe) return;
-    pipe.setEncoding('utf8');
-    pipe.on('data', (chunk: string) => this.push(chunk));
-    pipe.on('end', () => this.end());
-    pipe.on('error', (e) => this.end(e));
-  }
 
   push(chunk: string): void {
     this.buf += chunk;
