@@ -193,3 +193,11 @@ void callback_release(callback_t *cb) {
   napi_delete_reference(cb->env, cb->ref);
   napi_async_destroy(cb->env, cb->async);
 }
+
+napi_value js_fd_pair(napi_env env, const int fds[2]) {
+  napi_value out;
+  napi_create_array_with_length(env, 2, &out);
+  napi_set_element(env, out, 0, js_int32(env, fds[0]));
+  napi_set_element(env, out, 1, js_int32(env, fds[1]));
+  return out;
+}

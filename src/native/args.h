@@ -57,6 +57,8 @@ napi_value js_undefined(napi_env env);
 napi_value js_null(napi_env env);
 napi_value js_bool(napi_env env, bool value);
 napi_value js_int32(napi_env env, int32_t value);
+// [a, b]: a pair of descriptors (pipe, socketpair) as JS sees it.
+napi_value js_fd_pair(napi_env env, const int fds[2]);
 
 // A callback kept across turns of the loop, with its async context.
 typedef struct {

@@ -201,6 +201,20 @@ static int sp_connect(const char *path, const char **failed, int *e) {
   return fd;
 }
 
+static napi_value sp_wrap(napi_env env, int fd, napi_value on_event);
+
+// seqpacketConnect(path, onEvent) -> handle. Unix connects complete at once (or fail).
+BINDING(js_seqpacket_connect) {
+  ARGS(a, 2);
+  const char *path = args_path(&a, 0);
+  if (!path) return args_done(&a, NULL);
+  const char *failed = NULL;
+  int e = 0, fd = sp_connect(path, &failed, &e);
+  // The handle takes the descriptor (closing it if it cannot watch it).
+  napi_value handle = fd >= 0 ? sp_wrap(env, fd, a.argv[1]) : throw_errno(env, failed, path, e);
+  return args_done(&a, handle);
+}
+
 // The handle for the connected socket fd (which it owns from here on), its events to on_event.
 static napi_value sp_wrap(napi_env env, int fd, napi_value on_event) {
   seqpacket_t *sp = calloc(1, sizeof *sp);
@@ -222,17 +236,6 @@ static napi_value sp_wrap(napi_env env, int fd, napi_value on_event) {
   return handle;
 }
 
-// seqpacketConnect(path, onEvent) -> handle. Unix connects complete at once (or fail).
-BINDING(js_seqpacket_connect) {
-  ARGS(a, 2);
-  const char *path = args_path(&a, 0);
-  if (!path) return args_done(&a, NULL);
-  const char *failed = NULL;
-  int e = 0, fd = sp_connect(path, &failed, &e);
-  if (fd < 0) return args_done(&a, throw_errno(env, failed, path, e));
-  return args_done(&a, sp_wrap(env, fd, a.argv[1]));
-}
-
 // seqpacketPair() -> [ours, theirs]: a connected SOCK_SEQPACKET pair, both
 // close-on-exec; `ours` for seqpacketOpen, `theirs` for a child to write to
 // (each write one packet, read whole).
@@ -240,11 +243,7 @@ BINDING(js_seqpacket_pair) {
   (void)info;
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) return throw_errno(env, "socketpair", NULL, errno);
-  napi_value out;
-  napi_create_array_with_length(env, 2, &out);
-  napi_set_element(env, out, 0, js_int32(env, fds[0]));
-  napi_set_element(env, out, 1, js_int32(env, fds[1]));
-  return out;
+  return js_fd_pair(env, fds);
 }
 
 // seqpacketOpen(fd, onEvent) -> handle, for a connected socket (seqpacketPair's): the handle owns it.

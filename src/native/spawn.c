@@ -187,11 +187,7 @@ BINDING(js_pipe) {
     close(fds[1]);
     return throw_errno(env, "fcntl", NULL, e);
   }
-  napi_value out;
-  napi_create_array_with_length(env, 2, &out);
-  napi_set_element(env, out, 0, js_int32(env, fds[0]));
-  napi_set_element(env, out, 1, js_int32(env, fds[1]));
-  return args_done(&a, out);
+  return args_done(&a, js_fd_pair(env, fds));
 }
 
 // Copies path's bytes into a new sealed memfd; the fd, or -1 with *failed and *e set.
