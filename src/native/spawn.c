@@ -138,7 +138,7 @@ static napi_value watch_child(napi_env env, pid_t pid, napi_value on_exit, const
 
 // spawnDetached(file, argv, envp, cwd, fds, onExit) -> pid. The child runs in
 // a session of its own, in cwd, with fds[i] as its fd i (-1: /dev/null), with
-// default signal dispositions and no blocked signals. posix_spawn clones
+// default signal dispositions and no blocked signals. spawn_child clones
 // without copying berthd's page tables (fork copies them, which grows with
 // berthd's memory). onExit(code, signal) comes once the child ends: berthd
 // reaps it through a pidfd watched on the loop (libuv waits only for the

@@ -3,6 +3,8 @@
 // results), the list's Status and its health filter, health_status events,
 // NONE and the image's check, a check past its timeout, and the checks'
 // lifecycle (stop, pause, berthd's restart).
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
 import { pull, removeAllContainers, useEnv, type Env } from '../harness/env.js';
@@ -321,6 +323,26 @@ describe('the checks follow the container', () => {
     const again = await healthWhen(id, (x) => x.Log.length > stopped.Log.length, 'a check after the start');
     expect(again.Log.slice(0, stopped.Log.length)).toEqual(stopped.Log);
     await healthWhen(id, (x) => x.Status === 'healthy', 'healthy again');
+  });
+
+  it('give each check its own result, and leave no files behind once they stop', async () => {
+    await removeAllContainers(d);
+    const id = await checked(['CMD-SHELL', 'cat /tmp/state || exit 3'], { Retries: 1 });
+    await healthWhen(id, (x) => x.Status === 'unhealthy', 'unhealthy');
+    const x = await d.request('POST', `/containers/${id}/exec`, {
+      body: { Cmd: ['sh', '-c', 'echo fine > /tmp/state'] },
+    });
+    expect(x.status, x.text).toBe(201);
+    expect((await d.request('POST', `/exec/${x.json.Id}/start`, { body: { Detach: true } })).status).toBe(200);
+    const h = await healthWhen(id, (v) => v.Status === 'healthy', 'healthy');
+    expect(h.Log.at(-1)).toMatchObject({ ExitCode: 0, Output: 'fine\n' });
+    expect(h.Log.find((r: { ExitCode: number }) => r.ExitCode === 3)?.Output).toMatch(/No such file/);
+    expect((await d.request('POST', `/containers/${id}/stop?t=0`)).status).toBe(204);
+    // The checks' files (process spec, conmon's sockets and FIFOs) go with them.
+    await waitFor(
+      async () => (await readdir(path.join(d.execRoot, 'execs')).catch(() => [])).length === 0,
+      'no exec files',
+    );
   });
 
   it('skip a paused container', async () => {

@@ -2,7 +2,8 @@
 //
 // child_process.spawn forks berthd, copying its page tables (a cost that
 // grows with the daemon; docs/decisions.md) before the exec. The native
-// spawnDetached uses posix_spawn, which clones without that copy, and reaps the
+// spawnDetached clones as posix_spawn does, without that copy (and without
+// posix_spawn's stack mapped and unmapped at each spawn), and reaps the
 // child through a pidfd on the loop. The child gets a session of its own (a
 // signal to berthd's process group does not reach it), /dev/null where no pipe
 // is asked for, and nothing else open.
