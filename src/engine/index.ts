@@ -7,6 +7,7 @@ import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
 import type { EventBus } from './events.js';
 import type { ImageService } from './images/service.js';
+import type { NetworkService } from './network/service.js';
 import type { SystemService } from './system.js';
 
 export interface Engine {
@@ -16,6 +17,7 @@ export interface Engine {
   execs: ExecService;
   events: EventBus;
   commits: CommitService;
+  networks: NetworkService;
 }
 
 export type { CommitRequest, CommitService } from './commit/service.js';
@@ -42,3 +44,6 @@ export { createdSeconds, dockerConfig } from './images/config.js';
 export { peerClosed, unreadBytes } from './os/sockets.js';
 export { decodeRegistryAuth } from './registry/auth.js';
 export { formatTimestamp } from './runtime/logs.js';
+export type { Endpoint as ContainerEndpoint, EndpointSettings, Endpoints } from './network/endpoints.js';
+export type { CreateNetworkRequest, Network, NetworkEndpoint } from './network/service.js';
+export { NetworkCreateSchema } from './network/service.js';

@@ -55,7 +55,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     };
     return Promise.all(
       list.map(async (c) => ({
-        ...containerSummary(c, nameOf(c.imageRef, c.imageId), req.apiVersion),
+        ...containerSummary(c, nameOf(c.imageRef, c.imageId), containers.endpointsOf(c), req.apiVersion),
         ...(withSize ? await containers.sizes(c) : {}),
       })),
     );
@@ -76,7 +76,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       .map((l) => engine.images.layerDir(l))
       .reverse();
     const execIds = engine.execs.idsOf(c.id);
-    return { ...containerInspect(c, { lowerDirs }, req.apiVersion), ExecIDs: execIds.length ? execIds : null };
+    return { ...containerInspect(c, { lowerDirs }, containers.endpointsOf(c), req.apiVersion), ExecIDs: execIds.length ? execIds : null };
   });
 
   app.get<IdParams>('/containers/:id/top', async (req) => containers.top(req.params.id, query(req).ps_args));

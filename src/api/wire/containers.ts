@@ -1,35 +1,12 @@
 // Docker's container shapes as the API answers them: list entries and inspect.
-import { type Container, isoOrZero, statusText } from '../../engine/index.js';
+import { type Container, type ContainerEndpoint, isoOrZero, statusText } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
+import { containerNetworks } from './networks.js';
 
 // ------------------------------------------------------------------ responses
 
-const networkName = (mode: string) => (mode === 'default' || mode === 'bridge' ? 'bridge' : mode);
-
-function networks(c: Container, apiVersion: string): Record<string, unknown> {
-  // berth has no bridge networking yet: the default is a private namespace with
-  // loopback only, reported under Docker's default network name with no address.
-  const name = networkName(c.hostConfig.NetworkMode);
-  return {
-    [name]: {
-      IPAMConfig: null,
-      Links: null,
-      Aliases: null,
-      NetworkID: name,
-      EndpointID: '',
-      Gateway: '',
-      IPAddress: '',
-      IPPrefixLen: 0,
-      IPv6Gateway: '',
-      GlobalIPv6Address: '',
-      GlobalIPv6PrefixLen: 0,
-      MacAddress: '',
-      DriverOpts: null,
-      // API 1.44: the endpoint's DNS names; none on these networks, which have no embedded DNS.
-      ...(versionBelow(apiVersion, '1.44') ? {} : { DNSNames: null }),
-    },
-  };
-}
+/** Whether the container's process runs now (its network interfaces exist). */
+const isLive = (c: Container) => (c.status === 'running' || c.status === 'paused') && c.pid > 0;
 
 function mounts(c: Container): Record<string, unknown>[] {
   const binds = (c.hostConfig.Binds ?? []).map((b) => {
@@ -57,7 +34,12 @@ function mounts(c: Container): Record<string, unknown>[] {
 const commandLine = (c: Container) => [c.path, ...c.args].map((a) => (/\s/.test(a) ? `'${a}'` : a)).join(' ');
 
 /** One entry of `GET /containers/json`. */
-export function containerSummary(c: Container, imageName: string, apiVersion: string): Record<string, unknown> {
+export function containerSummary(
+  c: Container,
+  imageName: string,
+  endpoints: ContainerEndpoint[],
+  apiVersion: string,
+): Record<string, unknown> {
   return {
     Id: c.id,
     Names: [`/${c.name}`],
@@ -70,7 +52,7 @@ export function containerSummary(c: Container, imageName: string, apiVersion: st
     State: c.status,
     Status: statusText(c),
     HostConfig: { NetworkMode: c.hostConfig.NetworkMode },
-    NetworkSettings: { Networks: networks(c, apiVersion) },
+    NetworkSettings: { Networks: containerNetworks(endpoints, isLive(c), apiVersion) },
     Mounts: mounts(c),
     // API 1.52 added the health summary to the list.
     ...(versionBelow(apiVersion, '1.52')
@@ -83,9 +65,12 @@ export function containerSummary(c: Container, imageName: string, apiVersion: st
 export function containerInspect(
   c: Container,
   graph: { lowerDirs: string[] },
+  endpoints: ContainerEndpoint[],
   apiVersion: string,
 ): Record<string, unknown> {
   const running = c.status === 'running' || c.status === 'paused' || c.status === 'restarting';
+  // The deprecated top-level fields are the default bridge's, as dockerd fills them.
+  const bridge = isLive(c) ? endpoints.find((e) => e.network.name === 'bridge' && e.row.ip) : undefined;
   const b = c.bundleDir;
   return {
     Id: c.id,
@@ -160,23 +145,23 @@ export function containerInspect(
     Config: c.config,
     NetworkSettings: {
       Bridge: '',
-      SandboxID: '',
+      SandboxID: isLive(c) ? c.id : '',
       HairpinMode: false,
       LinkLocalIPv6Address: '',
       LinkLocalIPv6PrefixLen: 0,
       Ports: {},
-      SandboxKey: '',
+      SandboxKey: isLive(c) ? `/proc/${c.pid}/ns/net` : '',
       SecondaryIPAddresses: null,
       SecondaryIPv6Addresses: null,
-      EndpointID: '',
-      Gateway: '',
+      EndpointID: bridge?.row.id ?? '',
+      Gateway: bridge?.network.gateway ?? '',
       GlobalIPv6Address: '',
       GlobalIPv6PrefixLen: 0,
-      IPAddress: '',
-      IPPrefixLen: 0,
+      IPAddress: bridge?.row.ip ?? '',
+      IPPrefixLen: bridge?.prefixLen ?? 0,
       IPv6Gateway: '',
-      MacAddress: '',
-      Networks: networks(c, apiVersion),
+      MacAddress: bridge?.row.mac ?? '',
+      Networks: containerNetworks(endpoints, isLive(c), apiVersion),
     },
   };
 }

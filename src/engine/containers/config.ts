@@ -127,6 +127,10 @@ export const HostConfigSchema = z.looseObject({
   ShmSize: int.optional(),
   ExtraHosts: z.array(z.string()).nullish(),
   Dns: z.array(z.string()).nullish(),
+  PortBindings: z
+    .record(z.string(), z.array(z.looseObject({ HostIp: z.string().nullish(), HostPort: z.string().nullish() })).nullable())
+    .nullish(),
+  PublishAllPorts: z.boolean().nullish(),
   LogConfig: z.looseObject({ Type: z.string(), Config: strMap }),
   PidMode: z.string().optional(),
   UTSMode: z.string().optional(),
@@ -164,7 +168,7 @@ export type HostConfigBody = z.output<typeof HostConfigBodySchema>;
 export const ConfigBodySchema = z.looseObject({
   ...nullish(ContainerConfigSchema.shape),
   Image: z.string({ error: 'Config.Image is required' }).nullish(),
-  // Container-wide before API 1.44, the endpoint's since: berth refuses both (networking.ts).
+  // Container-wide before API 1.44, the endpoint's since: the first network's (network/endpoints.ts).
   MacAddress: z.string().nullish(),
 });
 export type ConfigBody = z.output<typeof ConfigBodySchema>;

@@ -3,6 +3,7 @@
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import type { ImageService } from '../images/service.js';
+import type { Endpoints } from '../network/endpoints.js';
 import type { ExitWatcher } from '../runtime/exits.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { ContainerRepository } from '../store/containers.js';
@@ -24,6 +25,8 @@ export interface ContainerDeps {
   /** Default cap on a container's log, bytes. */
   logSizeMax: number;
   events: EventBus;
+  /** The container's places on networks (network/endpoints.ts). */
+  endpoints: Endpoints;
 }
 
 export interface Shared {

@@ -5,6 +5,7 @@
 // start would otherwise refuse later is refused now. The stored Config is the
 // request over the image's config, the stored HostConfig the request over
 // Docker's defaults.
+import { parsePortBindings } from '../network/ports.js';
 import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -189,8 +190,8 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
     }
   }
   const mode = h.NetworkMode || 'default';
-  if (!['default', 'bridge', 'none', 'host'].includes(mode)) throw invalidParameter(`network ${mode} not found`);
   refuseUnhonoured(h);
+  parsePortBindings(h.PortBindings, null); // dockerd's "invalid port specification" at create
   checkLogConfig(h.LogConfig);
   if (h.LogConfig?.Config?.['max-size']) parseSize(h.LogConfig.Config['max-size']);
   for (const rule of h.DeviceCgroupRules ?? []) deviceCgroupRule(rule);

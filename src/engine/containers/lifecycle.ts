@@ -1,6 +1,7 @@
 // A container's process from start to end: start, stop, kill, restart, pause
 // and unpause (and a commit's freeze and thaw). The process runs under conmon,
 // which outlives berthd; its exit is recorded by exits.ts.
+import { parsePortBindings } from '../network/ports.js';
 import { conflict, isEngineError, messageOf, noSuchContainer, notModified } from '../../errors.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
 import { normalizeSignal, SIGNALS } from '../signals.js';
@@ -96,6 +97,13 @@ export class Lifecycle {
       });
       // The loopback of the container's own network namespace is up already: runc
       // brings it up in every network namespace it creates (libcontainer's "loopback" network).
+      // Its other interfaces are made now, before its process runs.
+      await deps.endpoints.attach({
+        id,
+        name: c.name,
+        nsPath: `/proc/${created.pid}/ns/net`,
+        ports: parsePortBindings(c.hostConfig.PortBindings, c.config.ExposedPorts, c.hostConfig.PublishAllPorts ?? false),
+      });
       // Clients attached before the start join now, before the process runs.
       attachments.connect(id, runtime.attachSocket(id));
       await runtime.start(id);

@@ -27,9 +27,9 @@ import { ExitHandler } from './exits.js';
 import { HealthMonitor, type Prober } from './health.js';
 import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
-import { type Container, ContainerLookup, isRunning } from './lookup.js';
+import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
+import type { Endpoint as ContainerEndpoint } from '../network/endpoints.js';
 import { checkName, generateName } from './names.js';
-import { checkNetworking } from './networking.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
 export class ContainerService {
@@ -112,7 +112,6 @@ export class ContainerService {
       { ref: imageRef, config: imageConfig },
       id,
     );
-    checkNetworking(hostConfig.NetworkMode, req.networkingConfig, req.config.MacAddress);
     const bundleDir = path.join(deps.root, id);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
     try {
@@ -129,6 +128,15 @@ export class ContainerService {
     } catch (e) {
       await rm(bundleDir, { recursive: true, force: true });
       if (isUniqueViolation(e) && name) this.checkNameFree(name);
+      throw e;
+    }
+    try {
+      deps.endpoints.createEndpoints(id, hostConfig.NetworkMode, req.networkingConfig?.EndpointsConfig ?? {}, {
+        macAddress: req.config.MacAddress ?? '',
+      });
+    } catch (e) {
+      deps.repo.remove(id);
+      await rm(bundleDir, { recursive: true, force: true });
       throw e;
     }
     const c = lookup.byId(id)!;
@@ -211,6 +219,25 @@ export class ContainerService {
   wait(ref: string, condition = 'not-running', signal?: AbortSignal): Promise<WaitResult> {
     const cond = waitCondition(condition);
     return this.lifecycle.waitFor(this.s.lookup.find(ref), cond, signal);
+  }
+
+  // ------------------------------------------------------------------ networks
+
+  /** The container's endpoints, for inspect. */
+  endpointsOf(c: Container): ContainerEndpoint[] {
+    return this.s.deps.endpoints.of(c.id, c.name);
+  }
+
+  /** `POST /networks/{id}/connect`: a running container gets its interface at once. */
+  async connectNetwork(networkRef: string, ref: string, settings: unknown): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    await this.s.deps.endpoints.connect(networkRef, { ...memberOf(c), mode: c.hostConfig.NetworkMode }, settings);
+  }
+
+  /** `POST /networks/{id}/disconnect`. */
+  async disconnectNetwork(networkRef: string, ref: string, _force: boolean): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    await this.s.deps.endpoints.disconnect(networkRef, memberOf(c));
   }
 
   // ------------------------------------------------------------------ remove
