@@ -80,6 +80,11 @@ export function containerSummary(c: Container, imageName: string, apiVersion: st
 }
 
 /** `GET /containers/{id}/json`. */
+/** A list entry's sizes (`size=1`): dockerd omits a zero (omitempty), e.g. the SizeRw of a container that wrote nothing. */
+export function listedSizes(sizes: { SizeRw: number; SizeRootFs: number }): Partial<typeof sizes> {
+  return Object.fromEntries(Object.entries(sizes).filter(([, v]) => v !== 0));
+}
+
 export function containerInspect(
   c: Container,
   graph: { lowerDirs: string[] },
