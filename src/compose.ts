@@ -130,6 +130,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     root: spreadDir('containers'),
     logSizeMax: DEFAULT_LOG_SIZE_MAX,
     events,
+    realtime: { period: config.cpuRtPeriod, runtime: config.cpuRtRuntime },
   });
   await containers.recover();
   const execs = new ExecService({ containers, runtime, events, logger });

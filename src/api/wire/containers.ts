@@ -143,6 +143,8 @@ export function containerInspect(
       GroupAdd: c.hostConfig.GroupAdd ?? null,
       DeviceCgroupRules: c.hostConfig.DeviceCgroupRules ?? null,
       OomScoreAdj: c.hostConfig.OomScoreAdj ?? 0,
+      CpuRealtimePeriod: c.hostConfig.CpuRealtimePeriod ?? 0,
+      CpuRealtimeRuntime: c.hostConfig.CpuRealtimeRuntime ?? 0,
       ShmSize: c.hostConfig.ShmSize ?? 67108864,
       Runtime: 'runc',
       Isolation: c.hostConfig.Isolation ?? '',
