@@ -172,6 +172,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     root: spreadDir('containers'),
     logSizeMax: DEFAULT_LOG_SIZE_MAX,
     events,
+    realtime: { period: config.cpuRtPeriod, runtime: config.cpuRtRuntime },
     endpoints,
   });
   networks.knowContainers((id) => containerRepo.find(id)?.name ?? id.slice(0, 12));

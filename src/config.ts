@@ -28,6 +28,12 @@ export interface Config {
   registryStallTimeoutMs: number;
   conmonPath: string;
   certsDirs: string[];
+  /**
+   * The real-time budget (µs) written to the parent cgroup of all containers
+   * before each start, as dockerd's --cpu-rt-period/--cpu-rt-runtime; 0 writes nothing.
+   */
+  cpuRtPeriod: number;
+  cpuRtRuntime: number;
   network: NetworkConfig;
 }
 
@@ -82,6 +88,8 @@ const DaemonJson = z.looseObject({
   // berth's own: dockerd waits for a stalled registry until the client gives up.
   'registry-stall-timeout': z.number().positive().optional(),
   'conmon-path': z.string().optional(),
+  'cpu-rt-period': z.number().int().nonnegative().optional(),
+  'cpu-rt-runtime': z.number().int().nonnegative().optional(),
   bridge: z.string().optional(),
   bip: z.string().optional(),
   'fixed-cidr': z.string().optional(),
@@ -115,6 +123,8 @@ Options:
       --default-runtime string     Default OCI runtime for containers (default "runc")
       --max-concurrent-downloads int  Max concurrent layer downloads per pull (default 3)
       --registry-stall-timeout seconds  Fail a registry request that sends nothing for this long (default 60)
+      --cpu-rt-period int          Limit the CPU real-time period in microseconds for the parent cgroup for all containers
+      --cpu-rt-runtime int         Limit the CPU real-time runtime in microseconds for the parent cgroup for all containers
   -b, --bridge string              The default network's bridge interface; "none" for no default network (default "berth0")
       --bip string                 The default bridge's address and prefix (default: the first free pool's)
       --fixed-cidr string          Where the default bridge gives addresses from
@@ -197,6 +207,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       'default-runtime': { type: 'string' },
       'max-concurrent-downloads': { type: 'string' },
       'registry-stall-timeout': { type: 'string' },
+      'cpu-rt-period': { type: 'string' },
+      'cpu-rt-runtime': { type: 'string' },
       bridge: { type: 'string', short: 'b' },
       bip: { type: 'string' },
       'fixed-cidr': { type: 'string' },
@@ -225,6 +237,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
   if (stall !== undefined && !(/^\d+(\.\d+)?$/.test(stall) && Number(stall) > 0)) {
     throw new ConfigError(`invalid value for --registry-stall-timeout: ${stall}`);
   }
+  const rtPeriod = microseconds(values, 'cpu-rt-period');
+  const rtRuntime = microseconds(values, 'cpu-rt-runtime');
   const runtimes: Record<string, RuntimeConfig> = { runc: { path: 'runc', runtimeArgs: [] } };
   for (const [name, r] of Object.entries(file.runtimes ?? {}))
     runtimes[name] = { path: r.path, runtimeArgs: r.runtimeArgs ?? [] };
@@ -253,9 +267,19 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       1000 * (stall ? Number(stall) : (file['registry-stall-timeout'] ?? DEFAULTS.registryStallTimeoutSec)),
     conmonPath: file['conmon-path'] ?? 'conmon',
     certsDirs: ['/etc/berth/certs.d', '/etc/docker/certs.d'],
+    cpuRtPeriod: rtPeriod ?? file['cpu-rt-period'] ?? 0,
+    cpuRtRuntime: rtRuntime ?? file['cpu-rt-runtime'] ?? 0,
     network: networkConfig(values, file),
   };
   return { help: values.help ?? false, version: values.version ?? false, config: Object.freeze(config) };
+}
+
+/** A flag of whole microseconds, or undefined when not given. */
+function microseconds(values: Record<string, unknown>, flag: 'cpu-rt-period' | 'cpu-rt-runtime'): number | undefined {
+  const v = values[flag] as string | undefined;
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) throw new ConfigError(`invalid value for --${flag}: ${v}`);
+  return Number(v);
 }
 
 function readDaemonJson(file: string, explicit: boolean): DaemonJson {
@@ -297,6 +321,8 @@ const FLAG_TO_KEY: Record<string, string> = {
   'default-runtime': 'default-runtime',
   'max-concurrent-downloads': 'max-concurrent-downloads',
   'registry-stall-timeout': 'registry-stall-timeout',
+  'cpu-rt-period': 'cpu-rt-period',
+  'cpu-rt-runtime': 'cpu-rt-runtime',
 };
 
 function refuseConflicts(flags: Record<string, unknown>, file: DaemonJson): void {

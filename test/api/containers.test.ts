@@ -501,7 +501,24 @@ describe('host config', () => {
     const sized = (await d.request('GET', '/containers/json?size=1')).json.find((c: { Id: string }) => c.Id === id);
     expect(sized.SizeRw).toBeGreaterThanOrEqual(300 * 1024);
     expect(sized.SizeRootFs).toBeGreaterThan(sized.SizeRw);
+    // Inspect counts them only when asked, as dockerd does.
+    expect((await d.request('GET', `/containers/${id}/json`)).json).not.toHaveProperty('SizeRw');
+    const inspected = (await d.request('GET', `/containers/${id}/json?size=1`)).json;
+    expect([inspected.SizeRw, inspected.SizeRootFs]).toEqual([sized.SizeRw, sized.SizeRootFs]);
     await d.request('DELETE', `/containers/${id}?force=1`);
+
+    // A container that wrote nothing: the list omits its zero SizeRw (dockerd's omitempty), inspect shows it.
+    const quiet = (await run(['true'])).id;
+    const image = (await d.request('GET', `/images/${env.busybox}/json`)).json.Size;
+    const listed = (await d.request('GET', '/containers/json?all=1&size=1')).json.find(
+      (c: { Id: string }) => c.Id === quiet,
+    );
+    expect(listed).not.toHaveProperty('SizeRw');
+    expect(listed.SizeRootFs).toBe(image);
+    expect((await d.request('GET', `/containers/${quiet}/json?size=true`)).json).toMatchObject({
+      SizeRw: 0,
+      SizeRootFs: image,
+    });
   });
 
   it('pauses and unpauses, renames, and restarts', async () => {

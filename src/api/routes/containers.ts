@@ -7,7 +7,7 @@ import { streamContentType } from '../streams/mux.js';
 import { closeOnShutdown, hijack, runSession } from '../streams/hijack.js';
 import { drained, writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
-import { containerInspect, containerSummary } from '../wire/containers.js';
+import { containerInspect, containerSummary, listedSizes } from '../wire/containers.js';
 import { createRequest } from '../wire/create.js';
 import { parseFilters } from '../wire/filters.js';
 import { boolValue, intValue, parseJsonBody, query } from '../wire/forms.js';
@@ -56,7 +56,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     return Promise.all(
       list.map(async (c) => ({
         ...containerSummary(c, nameOf(c.imageRef, c.imageId), containers.endpointsOf(c), req.apiVersion),
-        ...(withSize ? await containers.sizes(c) : {}),
+        ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
       })),
     );
   });
@@ -76,7 +76,12 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       .map((l) => engine.images.layerDir(l))
       .reverse();
     const execIds = engine.execs.idsOf(c.id);
-    return { ...containerInspect(c, { lowerDirs }, containers.endpointsOf(c), req.apiVersion), ExecIDs: execIds.length ? execIds : null };
+    return {
+      ...containerInspect(c, { lowerDirs }, containers.endpointsOf(c), req.apiVersion),
+      ExecIDs: execIds.length ? execIds : null,
+      // Counted only when asked (`size=1`), and then shown even when 0, as dockerd's pointers are.
+      ...(boolValue(query(req).size) ? await containers.sizes(c) : {}),
+    };
   });
 
   app.get<IdParams>('/containers/:id/top', async (req) => containers.top(req.params.id, query(req).ps_args));

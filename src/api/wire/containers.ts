@@ -62,6 +62,11 @@ export function containerSummary(
 }
 
 /** `GET /containers/{id}/json`. */
+/** A list entry's sizes (`size=1`): dockerd omits a zero (omitempty), e.g. the SizeRw of a container that wrote nothing. */
+export function listedSizes(sizes: { SizeRw: number; SizeRootFs: number }): Partial<typeof sizes> {
+  return Object.fromEntries(Object.entries(sizes).filter(([, v]) => v !== 0));
+}
+
 export function containerInspect(
   c: Container,
   graph: { lowerDirs: string[] },
@@ -123,6 +128,8 @@ export function containerInspect(
       GroupAdd: c.hostConfig.GroupAdd ?? null,
       DeviceCgroupRules: c.hostConfig.DeviceCgroupRules ?? null,
       OomScoreAdj: c.hostConfig.OomScoreAdj ?? 0,
+      CpuRealtimePeriod: c.hostConfig.CpuRealtimePeriod ?? 0,
+      CpuRealtimeRuntime: c.hostConfig.CpuRealtimeRuntime ?? 0,
       ShmSize: c.hostConfig.ShmSize ?? 67108864,
       Runtime: 'runc',
       Isolation: c.hostConfig.Isolation ?? '',

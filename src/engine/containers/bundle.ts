@@ -12,6 +12,7 @@ import type { ExitWatcher } from '../runtime/exits.js';
 import { bindMounts, parseExtraHost, securityOptions, type SecurityOptions } from './create.js';
 import { isRunning, type Container, type ContainerLookup } from './lookup.js';
 import { namespacePlan } from './namespaces.js';
+import { budgetParents, type RealtimeBudget } from './realtime.js';
 import { buildSpec, consoleSize, DEFAULT_SHM_SIZE, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
 
@@ -22,6 +23,8 @@ export interface BundleDeps {
   initPath?: string;
   /** Other containers, whose namespaces a container may join (PidMode, IpcMode). */
   lookup: Pick<ContainerLookup, 'find'>;
+  /** The daemon's real-time budget for the containers' parent cgroup (--cpu-rt-period, --cpu-rt-runtime). */
+  realtime?: RealtimeBudget;
 }
 
 /** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
@@ -102,6 +105,8 @@ export class Bundles {
       target: c.rootfs,
     });
     if (c.hostConfig.IpcMode === 'shareable') await this.mountShm(c);
+    // As dockerd, before every start: the budget may have been taken from the parent since.
+    if (this.deps.realtime) await budgetParents(this.deps.realtime, cgroupPath(c.id));
     const spec = await this.spec(c);
     await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
   }

@@ -123,6 +123,9 @@ export const HostConfigSchema = z.looseObject({
   NanoCpus: int,
   CpuShares: int,
   CpusetCpus: z.string(),
+  /** Real-time scheduling of the cgroup, µs (realtime.ts). */
+  CpuRealtimePeriod: int.optional(),
+  CpuRealtimeRuntime: int.optional(),
   PidsLimit: int.nullish(),
   ShmSize: int.optional(),
   ExtraHosts: z.array(z.string()).nullish(),

@@ -9,6 +9,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import type { ContainerRepository } from '../store/containers.js';
 import type { Attachments } from './attach.js';
 import type { Bundles } from './bundle.js';
+import type { RealtimeBudget } from './realtime.js';
 import type { HealthMonitor } from './health.js';
 import type { Container, ContainerLookup } from './lookup.js';
 import type { Waits } from './waits.js';
@@ -22,6 +23,8 @@ export interface ContainerDeps {
   /** <data-root>/containers */
   root: string;
   initPath?: string;
+  /** The real-time budget given to the containers' parent cgroup before each start (realtime.ts). */
+  realtime?: RealtimeBudget;
   /** Default cap on a container's log, bytes. */
   logSizeMax: number;
   events: EventBus;

@@ -52,7 +52,14 @@ export interface OciDeviceRule {
 export interface OciResources {
   devices: OciDeviceRule[];
   memory?: { limit: number; swap?: number };
-  cpu?: { shares?: number; quota?: number; period?: number; cpus?: string };
+  cpu?: {
+    shares?: number;
+    quota?: number;
+    period?: number;
+    realtimePeriod?: number;
+    realtimeRuntime?: number;
+    cpus?: string;
+  };
   pids?: { limit: number };
 }
 

@@ -6,6 +6,7 @@ import os from 'node:os';
 import { invalidParameter, messageOf } from '../../errors.js';
 import { canRaiseLimits } from './capabilities.js';
 import type { Given, HostConfigBody } from './config.js';
+import { checkRealtime } from './realtime.js';
 
 /** dockerd's floor for a memory limit, room for a container's own start-up (moby linuxMinMemory). */
 const MIN_MEMORY = 6 * 1024 * 1024;
@@ -29,6 +30,7 @@ export function checkResources(h: Given<HostConfigBody>): void {
     throw invalidParameter(`Range of CPUs is from 0.01 to ${cpus}.00, as there are only ${cpus} CPUs available`);
   }
   if (h.CpusetCpus) checkCpuset(h.CpusetCpus);
+  checkRealtime(h);
   if (h.OomScoreAdj) checkOomScoreAdj(h.OomScoreAdj);
 }
 

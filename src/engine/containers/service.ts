@@ -52,7 +52,13 @@ export class ContainerService {
       log,
       lookup,
       waits: new Waits(),
-      bundles: new Bundles({ images: deps.images, exits: deps.exits, initPath: deps.initPath, lookup }),
+      bundles: new Bundles({
+        images: deps.images,
+        exits: deps.exits,
+        initPath: deps.initPath,
+        realtime: deps.realtime,
+        lookup,
+      }),
       attachments: new Attachments(log),
       health,
     };

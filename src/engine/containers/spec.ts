@@ -56,6 +56,8 @@ export type SpecHostConfig = Partial<
     | 'NanoCpus'
     | 'CpuShares'
     | 'CpusetCpus'
+    | 'CpuRealtimePeriod'
+    | 'CpuRealtimeRuntime'
     | 'PidsLimit'
     | 'Init'
     | 'ShmSize'
@@ -279,6 +281,8 @@ function cpuResources(input: SpecInput): OciResources['cpu'] {
     cpu.quota = Math.round((input.NanoCpus * CPU_PERIOD) / 1e9);
   }
   if (input.CpusetCpus) cpu.cpus = input.CpusetCpus;
+  if (input.CpuRealtimePeriod) cpu.realtimePeriod = input.CpuRealtimePeriod;
+  if (input.CpuRealtimeRuntime) cpu.realtimeRuntime = input.CpuRealtimeRuntime;
   return Object.keys(cpu).length ? cpu : undefined;
 }
 

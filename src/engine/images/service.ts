@@ -27,6 +27,8 @@ export interface Image {
   repoTags: string[];
   repoDigests: string[];
   containers: number;
+  /** Bytes of its layers other images have too, when the list was asked to count them. */
+  sharedSize?: number;
 }
 
 /** An image as inspect shows it. */
@@ -179,13 +181,15 @@ export class ImageService {
     return this.deps.repo.layersOf(imageId);
   }
 
-  list(opts: { all?: boolean; filters?: Filters } = {}): Image[] {
+  /** The images, as `GET /images/json` lists them; with `sharedSize`, each one's sharedSize counted. */
+  list(opts: { all?: boolean; filters?: Filters; sharedSize?: boolean } = {}): Image[] {
     const filters = opts.filters ?? {};
     // `until` (API 1.44, unversioned in dockerd): created before that time.
     checkFilters(filters, ['dangling', 'label', 'reference', 'before', 'since', 'until']);
     const { repo } = this.deps;
     const refs = repo.refsByImage();
     const counts = repo.containerCounts();
+    const shared = opts.sharedSize ? repo.sharedSizes() : undefined;
     const dangling = boolFilter(filters, 'dangling');
     const before = filters.before?.[0] ? this.find(filters.before[0]) : undefined;
     const since = filters.since?.[0] ? this.find(filters.since[0]) : undefined;
@@ -201,6 +205,7 @@ export class ImageService {
       if (dangling === true && !untagged) continue;
       if (dangling === false && untagged) continue;
       let img = this.present(row, r, counts.get(row.id) ?? 0);
+      if (shared) img.sharedSize = shared.get(row.id) ?? 0;
       if (!matchLabels(filters, img.config.config?.Labels)) continue;
       if (!untils.every((u) => createdBefore(img.config, u))) continue;
       if (before && !(row.created < before.created)) continue;
