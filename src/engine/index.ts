@@ -44,6 +44,7 @@ export { createdSeconds, dockerConfig } from './images/config.js';
 export { peerClosed, unreadBytes } from './os/sockets.js';
 export { decodeRegistryAuth } from './registry/auth.js';
 export { formatTimestamp } from './runtime/logs.js';
-export type { Endpoint as ContainerEndpoint, EndpointSettings, Endpoints } from './network/endpoints.js';
+export type { ContainerNetworking, Endpoint as ContainerEndpoint, EndpointSettings } from './network/endpoints.js';
+export type { PortBinding } from './network/ports.js';
 export type { CreateNetworkRequest, Network, NetworkEndpoint } from './network/service.js';
 export { NetworkCreateSchema } from './network/service.js';

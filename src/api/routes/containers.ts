@@ -55,7 +55,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     };
     return Promise.all(
       list.map(async (c) => ({
-        ...containerSummary(c, nameOf(c.imageRef, c.imageId), containers.endpointsOf(c), req.apiVersion),
+        ...containerSummary(c, nameOf(c.imageRef, c.imageId), containers.networkingOf(c), req.apiVersion),
         ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
       })),
     );
@@ -77,7 +77,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       .reverse();
     const execIds = engine.execs.idsOf(c.id);
     return {
-      ...containerInspect(c, { lowerDirs }, containers.endpointsOf(c), req.apiVersion),
+      ...containerInspect(c, { lowerDirs }, containers.networkingOf(c), req.apiVersion),
       ExecIDs: execIds.length ? execIds : null,
       // Counted only when asked (`size=1`), and then shown even when 0, as dockerd's pointers are.
       ...(boolValue(query(req).size) ? await containers.sizes(c) : {}),

@@ -1,7 +1,7 @@
 // Docker's container shapes as the API answers them: list entries and inspect.
-import { type Container, type ContainerEndpoint, isoOrZero, statusText } from '../../engine/index.js';
+import { type Container, type ContainerNetworking, isoOrZero, statusText } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
-import { containerNetworks } from './networks.js';
+import { containerNetworks, listedPorts, portMap } from './networks.js';
 
 // ------------------------------------------------------------------ responses
 
@@ -37,7 +37,7 @@ const commandLine = (c: Container) => [c.path, ...c.args].map((a) => (/\s/.test(
 export function containerSummary(
   c: Container,
   imageName: string,
-  endpoints: ContainerEndpoint[],
+  net: ContainerNetworking,
   apiVersion: string,
 ): Record<string, unknown> {
   return {
@@ -47,12 +47,12 @@ export function containerSummary(
     ImageID: c.imageId,
     Command: commandLine(c),
     Created: Math.floor(c.created / 1000),
-    Ports: [],
+    Ports: listedPorts(c.config.ExposedPorts, isLive(c) ? net.ports : []),
     Labels: c.config.Labels ?? {},
     State: c.status,
     Status: statusText(c),
     HostConfig: { NetworkMode: c.hostConfig.NetworkMode },
-    NetworkSettings: { Networks: containerNetworks(endpoints, isLive(c), apiVersion) },
+    NetworkSettings: { Networks: containerNetworks(net.endpoints, isLive(c), apiVersion) },
     Mounts: mounts(c),
     // API 1.52 added the health summary to the list.
     ...(versionBelow(apiVersion, '1.52')
@@ -70,12 +70,12 @@ export function listedSizes(sizes: { SizeRw: number; SizeRootFs: number }): Part
 export function containerInspect(
   c: Container,
   graph: { lowerDirs: string[] },
-  endpoints: ContainerEndpoint[],
+  net: ContainerNetworking,
   apiVersion: string,
 ): Record<string, unknown> {
   const running = c.status === 'running' || c.status === 'paused' || c.status === 'restarting';
   // The deprecated top-level fields are the default bridge's, as dockerd fills them.
-  const bridge = isLive(c) ? endpoints.find((e) => e.network.name === 'bridge' && e.row.ip) : undefined;
+  const bridge = isLive(c) ? net.endpoints.find((e) => e.network.name === 'bridge' && e.row.ip) : undefined;
   const b = c.bundleDir;
   return {
     Id: c.id,
@@ -156,7 +156,7 @@ export function containerInspect(
       HairpinMode: false,
       LinkLocalIPv6Address: '',
       LinkLocalIPv6PrefixLen: 0,
-      Ports: {},
+      Ports: portMap(c.config.ExposedPorts, isLive(c) ? net.ports : []),
       SandboxKey: isLive(c) ? `/proc/${c.pid}/ns/net` : '',
       SecondaryIPAddresses: null,
       SecondaryIPv6Addresses: null,
@@ -168,7 +168,7 @@ export function containerInspect(
       IPPrefixLen: bridge?.prefixLen ?? 0,
       IPv6Gateway: '',
       MacAddress: bridge?.row.mac ?? '',
-      Networks: containerNetworks(endpoints, isLive(c), apiVersion),
+      Networks: containerNetworks(net.endpoints, isLive(c), apiVersion),
     },
   };
 }

@@ -1,6 +1,6 @@
 // Docker's network shapes: list entries, inspect, and a container's endpoints.
 import { z } from 'zod';
-import type { ContainerEndpoint, Network, NetworkEndpoint } from '../../engine/index.js';
+import type { ContainerEndpoint, Network, NetworkEndpoint, PortBinding } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
 
 export const ConnectBody = z.looseObject({ Container: z.string(), EndpointConfig: z.unknown().nullish() });
@@ -81,4 +81,34 @@ export function containerNetworks(
       ];
     }),
   );
+}
+
+const portKey = (port: number, proto: string) => `${port}/${proto}`;
+
+/** NetworkSettings.Ports: every exposed or published port, with its host bindings (null when not published). */
+export function portMap(
+  exposed: Record<string, unknown> | null | undefined,
+  ports: PortBinding[],
+): Record<string, { HostIp: string; HostPort: string }[] | null> {
+  const out: Record<string, { HostIp: string; HostPort: string }[] | null> = {};
+  for (const k of Object.keys(exposed ?? {})) out[k.includes('/') ? k : `${k}/tcp`] = null;
+  for (const p of ports) {
+    const k = portKey(p.containerPort, p.proto);
+    out[k] = [...(out[k] ?? []), { HostIp: p.hostIp, HostPort: String(p.hostPort) }];
+  }
+  return out;
+}
+
+/** The list's Ports: published ones with their host side, exposed ones without. */
+export function listedPorts(
+  exposed: Record<string, unknown> | null | undefined,
+  ports: PortBinding[],
+): Record<string, unknown>[] {
+  const published = new Set(ports.map((p) => portKey(p.containerPort, p.proto)));
+  const unpublished = Object.keys(exposed ?? {})
+    .map((k) => k.split('/'))
+    .filter(([port, proto = 'tcp']) => !published.has(portKey(Number(port), proto)))
+    .map(([port, proto = 'tcp']) => ({ PrivatePort: Number(port), Type: proto }));
+  const bound = ports.map((p) => ({ IP: p.hostIp, PrivatePort: p.containerPort, PublicPort: p.hostPort, Type: p.proto }));
+  return [...bound, ...unpublished];
 }

@@ -28,7 +28,7 @@ import { HealthMonitor, type Prober } from './health.js';
 import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
-import type { Endpoint as ContainerEndpoint } from '../network/endpoints.js';
+import type { ContainerNetworking } from '../network/endpoints.js';
 import { checkName, generateName } from './names.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
@@ -229,9 +229,9 @@ export class ContainerService {
 
   // ------------------------------------------------------------------ networks
 
-  /** The container's endpoints, for inspect. */
-  endpointsOf(c: Container): ContainerEndpoint[] {
-    return this.s.deps.endpoints.of(c.id, c.name);
+  /** The container's endpoints and the host ports it publishes, for inspect and the list. */
+  networkingOf(c: Container): ContainerNetworking {
+    return { endpoints: this.s.deps.endpoints.of(c.id, c.name), ports: this.s.deps.endpoints.published(c.id) };
   }
 
   /** `POST /networks/{id}/connect`: a running container gets its interface at once. */

@@ -53,6 +53,12 @@ export interface Endpoint {
   dnsNames: string[];
 }
 
+/** A container's networking as inspect and the list show it. */
+export interface ContainerNetworking {
+  endpoints: Endpoint[];
+  ports: PortBinding[];
+}
+
 /** NetworkMode values that are not networks. */
 const isContainerMode = (mode: string) => mode.startsWith('container:');
 
