@@ -328,20 +328,21 @@ function parseIPv4(text: string): Buffer | null {
 function parseIPv6(text: string): Buffer | null {
   if (!/^[0-9a-fA-F:.]+$/.test(text) || text.split('::').length > 2) return null;
   const [head, tail] = text.includes('::') ? text.split('::') : [text, undefined];
-  const groups = (s: string | undefined): number[] | null => {
+  // An embedded IPv4 address may only end the whole address.
+  const groups = (s: string | undefined, last: boolean): number[] | null => {
     if (!s) return [];
     const out: number[] = [];
     const parts = s.split(':');
     for (const [i, p] of parts.entries()) {
-      const v4 = i === parts.length - 1 && p.includes('.') ? parseIPv4(p) : null;
+      const v4 = last && i === parts.length - 1 && p.includes('.') ? parseIPv4(p) : null;
       if (v4) out.push(v4.readUInt16BE(0), v4.readUInt16BE(2));
       else if (/^[0-9a-fA-F]{1,4}$/.test(p)) out.push(Number.parseInt(p, 16));
       else return null;
     }
     return out;
   };
-  const h = groups(head);
-  const t = groups(tail);
+  const h = groups(head, tail === undefined);
+  const t = groups(tail, true);
   if (!h || !t) return null;
   if (tail === undefined ? h.length !== 8 : h.length + t.length > 7) return null;
   const all = [...h, ...Array<number>(8 - h.length - t.length).fill(0), ...t];
