@@ -117,6 +117,18 @@ const char *errno_code(int e) {
     case ENOTTY: return "ENOTTY";
     case ENOMEM: return "ENOMEM";
     case EIO: return "EIO";
+    case EINTR: return "EINTR";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case EBADMSG: return "EBADMSG";
+    case ESRCH: return "ESRCH";
+    case ENETDOWN: return "ENETDOWN";
+    case ENETUNREACH: return "ENETUNREACH";
+    case EHOSTUNREACH: return "EHOSTUNREACH";
+    case EADDRINUSE: return "EADDRINUSE";
+    case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
+    case EAFNOSUPPORT: return "EAFNOSUPPORT";
+    case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
+    case ENOBUFS: return "ENOBUFS";
     default: return "EUNKNOWN";
   }
 }

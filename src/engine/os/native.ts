@@ -62,6 +62,10 @@ export interface Native {
   seqpacketWrite(handle: SeqpacketHandle, packet: Buffer): boolean;
   seqpacketShutdown(handle: SeqpacketHandle): void;
   seqpacketClose(handle: SeqpacketHandle): void;
+  /** A close-on-exec NETLINK_ROUTE socket in the network namespace at nsPath, or berthd's own (null). See os/netlink.ts. */
+  netlinkOpen(nsPath: string | null): number;
+  /** One request, answered synchronously: the reply messages, without the closing ack. Throws errno errors. */
+  netlinkRequest(fd: number, message: Buffer): Buffer[];
 }
 
 declare const seqpacketBrand: unique symbol;
