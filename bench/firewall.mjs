@@ -53,7 +53,9 @@ for (const target of [0, 100, 1000]) {
     await fw.removePorts('probe');
     times.push((performance.now() - t) / 2);
   }
-  console.log(`one change with ${String(target).padStart(4)} published ports already there, median: ${ms(median(times))}`);
+  console.log(
+    `one change with ${String(target).padStart(4)} published ports already there, median: ${ms(median(times))}`,
+  );
 }
 
 await fw.replace({ networks: fw.state().networks, ports: [] });
