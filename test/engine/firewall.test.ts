@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Firewall, type FirewallNetwork, type PortMapping } from '../../src/engine/network/firewall.js';
 import { isEngineError } from '../../src/errors.js';
-import { type Container, inNs, Topology, who } from '../harness/netns.js';
+import { type Container, inNs, Topology, who, whoUdp } from '../harness/netns.js';
 
 const PREFIX = 'BERTH';
 const UPLINK = '10.231.100.1';
@@ -66,6 +66,7 @@ beforeAll(async () => {
     await topo.serveWho(c.ns, name);
   }
   await topo.serveWho(outside, 'outside');
+  await topo.serveWhoUdp(a1.ns, 'a1', 53);
   fw = new Firewall({ prefix: PREFIX, netns: topo.host });
   await fw.init();
   await Promise.all(Object.values(nets).map((n) => fw.setNetwork(n)));
@@ -92,6 +93,12 @@ describe('published ports', () => {
   it('reach it from itself and from its neighbours through the host (hairpin)', () => {
     expect(who(a1.ns, '10.231.1.1', 8080)).toBe('a1 10.231.1.1');
     expect(who(a2.ns, UPLINK, 8080)).toBe('a1 10.231.1.1');
+  });
+
+  it('UDP: reach the container from outside and from the host', async () => {
+    await fw.addPorts([{ ...port('a1', a1, 5353), proto: 'udp', containerPort: 53 }]);
+    expect(whoUdp(outside, UPLINK, 5353)).toBe(`a1 ${OUTSIDE}`);
+    expect(whoUdp(topo.host, '127.0.0.1', 5353)).toBe('a1 10.231.1.1');
   });
 
   it('reach it from a container of another network through the host address', () => {

@@ -8,7 +8,8 @@
 // change, and rules left by a crashed daemon are replaced, not added to.
 // Changes that arrive while a write is under way are coalesced into the next
 // write; each caller's promise settles once a write that holds its change is
-// in (or has failed).
+// in (or has failed: the state stays as asked, and the next change writes it
+// again). An invalid change is refused before it changes anything.
 //
 // Only berth's chains (named from the prefix, one per daemon) and the jumps
 // into them are ever touched; rules of other programs stay as they are.
@@ -191,7 +192,8 @@ export class Firewall {
 
   /**
    * Deletes this prefix's chains and the jumps into them, and forgets the
-   * state. A later change starts over (init again).
+   * state (as of this call; writes asked before run first). A later change
+   * starts over (init again).
    */
   async teardown(): Promise<void> {
     this.networks.clear();
@@ -217,8 +219,12 @@ export class Firewall {
       this.waiters.push({ resolve, reject });
       if (!this.draining) {
         this.draining = true;
-        // Let the other changes of this turn of the loop join the first write.
-        setImmediate(() => void this.exclusive(() => this.drain()));
+        // In line now (a teardown asked later runs after it); the other changes of this turn
+        // of the loop join the first write.
+        void this.exclusive(async () => {
+          await new Promise((r) => setImmediate(r));
+          await this.drain();
+        });
       }
     });
   }

@@ -239,8 +239,9 @@ export function initText(c: Chains, saved: Saved): string | null {
 
 /**
  * What removes every chain of this prefix and the rules of the built-in chains
- * that jump to one (a rule of someone else's chain that jumps to one is left,
- * and the chain with it); null when there is nothing of it.
+ * that jump to one; null when there is nothing of it. A rule of another chain
+ * that jumps to one is not berth's to delete: iptables-restore then refuses to
+ * delete that chain, and the teardown fails saying so.
  */
 export function teardownText(c: Chains, saved: Saved): string | null {
   const chains = tableChains(c);
