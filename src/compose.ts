@@ -64,6 +64,9 @@ function which(prog: string): string {
   return prog; // reported when first used
 }
 
+/** Podman's DNS server, as Debian installs it: names on user networks. */
+const AARDVARK_DNS = '/usr/lib/podman/aardvark-dns';
+
 /** Networks: their records, the host's side of them (bridges, firewall, host ports, DNS), and endpoints. */
 async function buildNetworks(config: Config, db: Db, events: EventBus, logger: Logger) {
   const n = config.network;
@@ -73,7 +76,7 @@ async function buildNetworks(config: Config, db: Db, events: EventBus, logger: L
   const plumbing = new HostPlumbing({
     firewall: new Firewall({ prefix: n.iptablesChainPrefix, enabled: n.iptables, log }),
     ports: new HostPorts(),
-    dns: new Dns({ configDir: path.join(config.execRoot, 'dns'), logger: log }),
+    dns: new Dns({ configDir: path.join(config.execRoot, 'dns'), binary: AARDVARK_DNS, logger: log }),
     log,
   });
   const settings = {
@@ -84,7 +87,8 @@ async function buildNetworks(config: Config, db: Db, events: EventBus, logger: L
   };
   const networks = new NetworkService({ repo, events, logger, settings, plumbing });
   await networks.init();
-  const endpoints = new Endpoints({ repo, networks, plumbing, events, logger });
+  const dnsDefaults = { dns: n.dns, search: n.dnsSearch, options: n.dnsOptions };
+  const endpoints = new Endpoints({ repo, networks, plumbing, events, logger, dnsDefaults });
   return { networks, endpoints, plumbing };
 }
 

@@ -117,8 +117,8 @@ export function containerInspect(
       VolumeDriver: '',
       VolumesFrom: null,
       Dns: c.hostConfig.Dns ?? [],
-      DnsOptions: [],
-      DnsSearch: [],
+      DnsOptions: c.hostConfig.DnsOptions ?? [],
+      DnsSearch: c.hostConfig.DnsSearch ?? [],
       ExtraHosts: c.hostConfig.ExtraHosts ?? null,
       // dockerd's default IPC mode is private; the others are echoed as given.
       IpcMode: c.hostConfig.IpcMode || 'private',

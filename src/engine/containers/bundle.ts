@@ -2,6 +2,7 @@
 // (overlay: rootfs, upper, work), the /etc files berth owns (hostname, hosts,
 // resolv.conf), and config.json, rewritten before each start from the stored
 // configuration. Also where a commit marks a container it paused.
+import type { Endpoints } from '../network/endpoints.js';
 import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,6 +26,8 @@ export interface BundleDeps {
   lookup: Pick<ContainerLookup, 'find'>;
   /** The daemon's real-time budget for the containers' parent cgroup (--cpu-rt-period, --cpu-rt-runtime). */
   realtime?: RealtimeBudget;
+  /** What /etc/hosts and /etc/resolv.conf say of the container's networks. */
+  endpoints: Pick<Endpoints, 'etcFiles'>;
 }
 
 /** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
@@ -134,7 +137,7 @@ export class Bundles {
       hostname: c.config.Hostname,
       rootfsPath: c.rootfs,
       mounts: bindMounts(h, c.recursiveReadonlyBinds),
-      hostsFiles: await writeEtcFiles(c),
+      hostsFiles: await writeEtcFiles(c, this.deps.endpoints),
       networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
       namespaces: namespacePlan(h, shmDir(c.bundleDir), (ref) => {
         const d = this.deps.lookup.find(ref);
@@ -164,27 +167,41 @@ export class Bundles {
 }
 
 /** /etc/hostname, /etc/hosts and /etc/resolv.conf: files berth owns, bind-mounted read-write. */
-async function writeEtcFiles(c: Container): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
+async function writeEtcFiles(
+  c: Container,
+  endpoints: Pick<Endpoints, 'etcFiles'>,
+): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
   const hostname = path.join(c.bundleDir, 'hostname');
   const hosts = path.join(c.bundleDir, 'hosts');
   const resolvConf = path.join(c.bundleDir, 'resolv.conf');
-  const host = c.hostConfig.NetworkMode === 'host';
+  const h = c.hostConfig;
+  const host = h.NetworkMode === 'host';
   const name = host ? os.hostname() : c.config.Hostname;
   await writeFile(hostname, `${name}\n`);
-  const extra = (c.hostConfig.ExtraHosts ?? []).map((e) => {
+  const extra = (h.ExtraHosts ?? []).map((e) => {
     const { name: n, ip } = parseExtraHost(e);
     return `${ip}\t${n}`;
   });
+  const net = await endpoints.etcFiles(c.id, {
+    dns: h.Dns ?? [],
+    search: h.DnsSearch ?? [],
+    options: h.DnsOptions ?? [],
+  });
+  // As dockerd writes it: the container's own name on its first network's address (or loopback's 127.0.1.1 without one).
   const hostsText = host
     ? await readFile('/etc/hosts', 'utf8').catch(() => '127.0.0.1\tlocalhost\n')
-    : ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', `127.0.1.1\t${name}`, ...extra, ''].join(
-        '\n',
-      );
+    : [
+        '127.0.0.1\tlocalhost',
+        '::1\tlocalhost ip6-localhost ip6-loopback',
+        'fe00::0\tip6-localnet',
+        'ff00::0\tip6-mcastprefix',
+        'ff02::1\tip6-allnodes',
+        'ff02::2\tip6-allrouters',
+        ...extra,
+        `${net.address ?? '127.0.1.1'}\t${name}`,
+        '',
+      ].join('\n');
   await writeFile(hosts, hostsText);
-  const dns = c.hostConfig.Dns ?? [];
-  const resolv = dns.length
-    ? `${dns.map((d) => `nameserver ${d}`).join('\n')}\n`
-    : await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
-  await writeFile(resolvConf, resolv);
+  await writeFile(resolvConf, host ? await readFile('/etc/resolv.conf', 'utf8').catch(() => '') : net.resolvConf);
   return { hosts, hostname, resolvConf };
 }

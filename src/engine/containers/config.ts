@@ -130,6 +130,8 @@ export const HostConfigSchema = z.looseObject({
   ShmSize: int.optional(),
   ExtraHosts: z.array(z.string()).nullish(),
   Dns: z.array(z.string()).nullish(),
+  DnsSearch: z.array(z.string()).nullish(),
+  DnsOptions: z.array(z.string()).nullish(),
   PortBindings: z
     .record(z.string(), z.array(z.looseObject({ HostIp: z.string().nullish(), HostPort: z.string().nullish() })).nullable())
     .nullish(),

@@ -58,6 +58,7 @@ export class ContainerService {
         initPath: deps.initPath,
         realtime: deps.realtime,
         lookup,
+        endpoints: deps.endpoints,
       }),
       attachments: new Attachments(log),
       health,

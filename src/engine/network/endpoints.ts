@@ -11,6 +11,7 @@ import type { EndpointRow, NetworkRepository } from '../store/networks.js';
 import { contains, formatIp, macFor, nextFreeAddress, parseCidr, parseIp, subnetOf, userSubnet } from './ipam.js';
 import type { Plumbing } from './plumbing.js';
 import type { PortBinding, PortRequest } from './ports.js';
+import { bridgeResolvConf, type DnsOverrides, readHostResolvConf, resolvConf } from './resolvconf.js';
 import type { Network, NetworkService } from './service.js';
 
 /** An endpoint's settings as a client gives them (Docker's EndpointSettings); the output fields are read as absent. */
@@ -73,6 +74,8 @@ export class Endpoints {
       plumbing: Plumbing;
       events: EventBus;
       logger: Logger;
+      /** The daemon's --dns, --dns-search, --dns-opt: what a container without its own gets. */
+      dnsDefaults: DnsOverrides;
     },
   ) {}
 
@@ -236,6 +239,27 @@ export class Endpoints {
       hostPortEnd: b.hostPort,
     }));
     await this.attach({ ...member, ports, restoring: true });
+  }
+
+  /**
+   * What the container's /etc/hosts and /etc/resolv.conf say of its networks:
+   * its first network's address, and the DNS server of its first user network
+   * (aardvark-dns on the gateway) or, without one, the host's reachable servers.
+   */
+  async etcFiles(containerId: string, own: DnsOverrides): Promise<{ address: string | null; resolvConf: string }> {
+    const eps = this.of(containerId).filter((e) => e.network.driver === 'bridge');
+    const d = this.deps.dnsDefaults;
+    const overrides = {
+      dns: own.dns?.length ? own.dns : d.dns,
+      search: own.search?.length ? own.search : d.search,
+      options: own.options?.length ? own.options : d.options,
+    };
+    const host = await readHostResolvConf();
+    const named = eps.find((e) => !e.network.predefined);
+    return {
+      address: eps[0]?.row.ip || null,
+      resolvConf: named ? resolvConf(named.network.gateway, overrides, host) : bridgeResolvConf(overrides, host),
+    };
   }
 
   /** The host ports the container publishes now. */

@@ -4,6 +4,7 @@
 // ports held, and the proxy behind them) and dns.ts (aardvark-dns, names on
 // user networks). Told by the network service; keeps nothing the database
 // does not (the host ports chosen for a container are recorded by the caller).
+import { writeFileSync } from 'node:fs';
 import type { Logger } from '../../log.js';
 import type { Dns } from './dns.js';
 import type { Firewall, FirewallNetwork } from './firewall.js';
@@ -34,9 +35,17 @@ const hasDns = (n: Network) => !n.predefined;
 export class HostPlumbing implements Plumbing {
   constructor(private readonly deps: HostPlumbingDeps) {}
 
+  /**
+   * The bridges and the firewall's networks as recorded; the names on user
+   * networks start empty, and running containers' ports and names come back
+   * as the containers are restored (Endpoints.restore).
+   */
   async init(networks: Network[]): Promise<void> {
     for (const n of networks) this.makeBridge(n);
     await this.deps.firewall.replace({ networks: networks.map(firewallNetwork), ports: [] });
+    await this.deps.dns.reconcile(
+      networks.filter(hasDns).map((n) => ({ name: n.id, gatewayIp: n.gateway, entries: [] })),
+    );
   }
 
   private makeBridge(n: Network): void {
@@ -55,7 +64,7 @@ export class HostPlumbing implements Plumbing {
 
   async removeNetwork(n: Network): Promise<void> {
     await this.deps.firewall.removeNetwork(n.bridge);
-    if (hasDns(n)) await this.deps.dns.removeNetwork(n.name);
+    if (hasDns(n)) await this.deps.dns.removeNetwork(n.id);
     removeBridge(n.bridge);
   }
 
@@ -73,6 +82,9 @@ export class HostPlumbing implements Plumbing {
         gateway: network.gateway,
         mac: row.mac,
       });
+      // A container reaching its own published port through the host comes back in by the
+      // port it left from: the bridge forwards that only in hairpin mode.
+      writeFileSync(`/sys/class/net/${veth}/brport/hairpin_mode`, '1');
     }
     try {
       if (a.publish?.length) {
@@ -81,7 +93,7 @@ export class HostPlumbing implements Plumbing {
         a.published?.(bindings);
       }
       if (hasDns(network)) {
-        await this.deps.dns.addEntry(network.name, network.gateway, {
+        await this.deps.dns.addEntry(network.id, network.gateway, {
           containerId: member.id,
           ipv4: row.ip,
           names: endpoint.dnsNames,
@@ -97,7 +109,7 @@ export class HostPlumbing implements Plumbing {
     const { member, endpoint } = a;
     await this.deps.firewall.removePorts(member.id);
     await this.deps.ports.release(member.id);
-    if (hasDns(endpoint.network)) await this.deps.dns.removeEntry(endpoint.network.name, member.id);
+    if (hasDns(endpoint.network)) await this.deps.dns.removeEntry(endpoint.network.id, member.id);
     detachContainer(hostIfName(endpoint.row.id));
   }
 
