@@ -157,7 +157,10 @@ function parsePool(text: string): { base: string; size: number } {
   return { base: kv.base, size: Number(kv.size) };
 }
 
-function networkConfig(values: Record<string, string | string[] | boolean | undefined>, file: DaemonJson): NetworkConfig {
+function networkConfig(
+  values: Record<string, string | string[] | boolean | undefined>,
+  file: DaemonJson,
+): NetworkConfig {
   const str = (k: string) => values[k] as string | undefined;
   const list = (k: string) => values[k] as string[] | undefined;
   const bridge = str('bridge') ?? file.bridge ?? 'berth0';

@@ -57,7 +57,11 @@ const fetchText = (host: string, port: number) =>
       });
   });
 
-const WEB = ['sh', '-c', 'mkdir -p /www && echo hello from $(hostname) > /www/index.html && exec httpd -f -p 80 -h /www'];
+const WEB = [
+  'sh',
+  '-c',
+  'mkdir -p /www && echo hello from $(hostname) > /www/index.html && exec httpd -f -p 80 -h /www',
+];
 
 /** The host's first non-loopback IPv4 address. */
 const hostAddress = () =>
@@ -76,7 +80,9 @@ describe('the predefined networks', () => {
     expect(byName.bridge.Driver).toBe('bridge');
     expect(byName.host.Driver).toBe('host');
     expect(byName.none.Driver).toBe('null');
-    expect(byName.bridge.IPAM.Config).toEqual([{ Subnet: `${net.gateway.replace(/\.1$/, '.0')}/24`, Gateway: net.gateway }]);
+    expect(byName.bridge.IPAM.Config).toEqual([
+      { Subnet: `${net.gateway.replace(/\.1$/, '.0')}/24`, Gateway: net.gateway },
+    ]);
     expect(byName.bridge.Options['com.docker.network.bridge.name']).toBe(net.bridge);
   });
 
@@ -101,7 +107,14 @@ describe('user networks', () => {
     expect(c.status, c.text).toBe(201);
     const id = c.json.Id as string;
     const i = await d.request('GET', `/networks/${id.slice(0, 10)}`);
-    expect(i.json).toMatchObject({ Name: 'n1', Id: id, Driver: 'bridge', Scope: 'local', Containers: {}, Labels: { team: 'a' } });
+    expect(i.json).toMatchObject({
+      Name: 'n1',
+      Id: id,
+      Driver: 'bridge',
+      Scope: 'local',
+      Containers: {},
+      Labels: { team: 'a' },
+    });
     expect(i.json.IPAM.Config[0].Subnet).toMatch(/^10\.\d+\.\d+\.0\/24$/);
     const f = await d.request('GET', `/networks?filters=${encodeURIComponent(JSON.stringify({ label: ['team=a'] }))}`);
     expect((f.json as any[]).map((n) => n.Name)).toEqual(['n1']);
@@ -114,12 +127,15 @@ describe('user networks', () => {
 
   it('takes a subnet, gateway and range as given, and refuses what it cannot apply', async () => {
     const c = await d.request('POST', '/networks/create', {
-      body: { Name: 'n2', IPAM: { Config: [{ Subnet: '10.99.7.0/24', Gateway: '10.99.7.254', IPRange: '10.99.7.128/25' }] } },
+      body: {
+        Name: 'n2',
+        IPAM: { Config: [{ Subnet: '10.99.7.0/24', Gateway: '10.99.7.254', IPRange: '10.99.7.128/25' }] },
+      },
     });
     expect(c.status, c.text).toBe(201);
     const id = await run({ HostConfig: { NetworkMode: 'n2' } });
     const ip = (await inspect(id)).NetworkSettings.Networks.n2.IPAddress;
-    expect(ip).toMatch(/^10\.99\.7\.(1[3-9]\d|2\d\d)$/);
+    expect(ip).toMatch(/^10\.99\.7\.(12[89]|1[3-9]\d|2\d\d)$/);
     await d.request('DELETE', `/containers/${id}?force=1`);
     expect((await d.request('DELETE', '/networks/n2')).status).toBe(204);
     for (const body of [
@@ -169,7 +185,10 @@ describe('a container on the default bridge', () => {
   });
 
   it('publishes a port, reachable on 127.0.0.1 and on the host address; shown in inspect and the list', async () => {
-    const id = await run({ ExposedPorts: { '80/tcp': {} }, HostConfig: { PortBindings: { '80/tcp': [{ HostPort: '' }] } } }, WEB);
+    const id = await run(
+      { ExposedPorts: { '80/tcp': {} }, HostConfig: { PortBindings: { '80/tcp': [{ HostPort: '' }] } } },
+      WEB,
+    );
     const ports = (await inspect(id)).NetworkSettings.Ports;
     const hostPort = Number(ports['80/tcp'][0].HostPort);
     expect(hostPort).toBeGreaterThan(1024);

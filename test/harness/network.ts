@@ -26,7 +26,16 @@ export function networkSetup(): NetworkSetup {
   const poolOctet = randomInt(150, 199);
   const pool = `base=10.${poolOctet}.0.0/16,size=24`;
   return {
-    args: ['--bridge', bridge, '--bip', `${gateway}/24`, '--default-address-pool', pool, '--iptables-chain-prefix', prefix],
+    args: [
+      '--bridge',
+      bridge,
+      '--bip',
+      `${gateway}/24`,
+      '--default-address-pool',
+      pool,
+      '--iptables-chain-prefix',
+      prefix,
+    ],
     bridge,
     gateway,
     prefix,

@@ -7,11 +7,7 @@ export const ConnectBody = z.looseObject({ Container: z.string(), EndpointConfig
 export const DisconnectBody = z.looseObject({ Container: z.string(), Force: z.boolean().nullish() });
 
 /** A network as `GET /networks` lists it (no containers, as dockerd from API 1.28) and as inspect shows it. */
-export function networkShape(
-  n: Network,
-  apiVersion: string,
-  endpoints?: NetworkEndpoint[],
-): Record<string, unknown> {
+export function networkShape(n: Network, apiVersion: string, endpoints?: NetworkEndpoint[]): Record<string, unknown> {
   return {
     Name: n.name,
     Id: n.id,
@@ -24,9 +20,7 @@ export function networkShape(
     IPAM: {
       Driver: 'default',
       Options: n.predefined ? null : n.ipamOptions,
-      Config: n.subnet
-        ? [{ Subnet: n.subnet, Gateway: n.gateway, ...(n.ipRange ? { IPRange: n.ipRange } : {}) }]
-        : [],
+      Config: n.subnet ? [{ Subnet: n.subnet, Gateway: n.gateway, ...(n.ipRange ? { IPRange: n.ipRange } : {}) }] : [],
     },
     Internal: n.internal,
     Attachable: n.attachable,
@@ -109,6 +103,11 @@ export function listedPorts(
     .map((k) => k.split('/'))
     .filter(([port, proto = 'tcp']) => !published.has(portKey(Number(port), proto)))
     .map(([port, proto = 'tcp']) => ({ PrivatePort: Number(port), Type: proto }));
-  const bound = ports.map((p) => ({ IP: p.hostIp, PrivatePort: p.containerPort, PublicPort: p.hostPort, Type: p.proto }));
+  const bound = ports.map((p) => ({
+    IP: p.hostIp,
+    PrivatePort: p.containerPort,
+    PublicPort: p.hostPort,
+    Type: p.proto,
+  }));
   return [...bound, ...unpublished];
 }

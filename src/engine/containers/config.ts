@@ -133,7 +133,10 @@ export const HostConfigSchema = z.looseObject({
   DnsSearch: z.array(z.string()).nullish(),
   DnsOptions: z.array(z.string()).nullish(),
   PortBindings: z
-    .record(z.string(), z.array(z.looseObject({ HostIp: z.string().nullish(), HostPort: z.string().nullish() })).nullable())
+    .record(
+      z.string(),
+      z.array(z.looseObject({ HostIp: z.string().nullish(), HostPort: z.string().nullish() })).nullable(),
+    )
     .nullish(),
   PublishAllPorts: z.boolean().nullish(),
   LogConfig: z.looseObject({ Type: z.string(), Config: strMap }),

@@ -102,7 +102,11 @@ export class Lifecycle {
         id,
         name: c.name,
         nsPath: `/proc/${created.pid}/ns/net`,
-        ports: parsePortBindings(c.hostConfig.PortBindings, c.config.ExposedPorts, c.hostConfig.PublishAllPorts ?? false),
+        ports: parsePortBindings(
+          c.hostConfig.PortBindings,
+          c.config.ExposedPorts,
+          c.hostConfig.PublishAllPorts ?? false,
+        ),
       });
       // Clients attached before the start join now, before the process runs.
       attachments.connect(id, runtime.attachSocket(id));

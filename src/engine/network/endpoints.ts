@@ -100,7 +100,8 @@ export class Endpoints {
       if (Object.keys(configs).length) {
         throw invalidParameter("conflicting options: container type network can't be used with NetworkingConfig");
       }
-      if (opts.macAddress) throw invalidParameter("conflicting options: container type network can't be used with mac-address");
+      if (opts.macAddress)
+        throw invalidParameter("conflicting options: container type network can't be used with mac-address");
       return;
     }
     const first = this.deps.networks.find(this.networkOfMode(mode));
@@ -156,7 +157,9 @@ export class Endpoints {
 
   private staticAddress(network: Network, text: string): number {
     if (!network.ipamGiven) {
-      throw forbidden('user specified IP address is supported only when connecting to networks with user configured subnets');
+      throw forbidden(
+        'user specified IP address is supported only when connecting to networks with user configured subnets',
+      );
     }
     const ip = parseIp(text);
     const subnet = subnetOf(parseCidr(network.subnet)!);
@@ -213,6 +216,7 @@ export class Endpoints {
           member,
           endpoint: ep,
           ifName: `eth${i}`,
+          first: i === 0,
           ...(i === 0 && member.ports?.length
             ? {
                 publish: member.ports,
@@ -277,7 +281,7 @@ export class Endpoints {
   }
 
   private async detachOne(member: Member, endpoint: Endpoint): Promise<void> {
-    await this.deps.plumbing.detach({ member, endpoint, ifName: '' }).catch((e) => {
+    await this.deps.plumbing.detach({ member, endpoint, ifName: '', first: false }).catch((e) => {
       this.deps.logger.warn({ err: e, id: member.id, network: endpoint.network.name }, 'network detach failed');
     });
   }
@@ -287,7 +291,12 @@ export class Endpoints {
   /** `POST /networks/{id}/connect`: a created or running container joins one more network. */
   async connect(networkRef: string, member: Member & { mode: string }, raw: unknown): Promise<void> {
     const network = this.deps.networks.find(networkRef);
-    if (network.driver !== 'bridge' || member.mode === 'host' || member.mode === 'none' || isContainerMode(member.mode)) {
+    if (
+      network.driver !== 'bridge' ||
+      member.mode === 'host' ||
+      member.mode === 'none' ||
+      isContainerMode(member.mode)
+    ) {
       throw forbidden(`container cannot be disconnected from host network or connected to host network`);
     }
     const current = this.of(member.id, member.name);
@@ -298,13 +307,22 @@ export class Endpoints {
     const ep = this.of(member.id, member.name).find((e) => e.network.id === network.id)!;
     if (member.nsPath) {
       try {
-        await this.deps.plumbing.attach({ member, endpoint: ep, ifName: `eth${current.length}` });
+        await this.deps.plumbing.attach({
+          member,
+          endpoint: ep,
+          ifName: `eth${current.length}`,
+          first: current.length === 0,
+        });
       } catch (e) {
         this.deps.repo.removeEndpoint(network.id, member.id);
         throw e;
       }
     }
-    this.deps.events.publish('network', 'connect', network.id, { container: member.id, name: network.name, type: 'bridge' });
+    this.deps.events.publish('network', 'connect', network.id, {
+      container: member.id,
+      name: network.name,
+      type: 'bridge',
+    });
   }
 
   /** `POST /networks/{id}/disconnect`. */

@@ -42,7 +42,8 @@ export class HostPlumbing implements Plumbing {
    */
   async init(networks: Network[]): Promise<void> {
     for (const n of networks) this.makeBridge(n);
-    await this.deps.firewall.replace({ networks: networks.map(firewallNetwork), ports: [] });
+    // A daemon with no bridge network (`--bridge none`, none created) leaves the firewall alone.
+    if (networks.length) await this.deps.firewall.replace({ networks: networks.map(firewallNetwork), ports: [] });
     await this.deps.dns.reconcile(
       networks.filter(hasDns).map((n) => ({ name: n.id, gatewayIp: n.gateway, entries: [] })),
     );
@@ -79,7 +80,8 @@ export class HostPlumbing implements Plumbing {
         hostIfName: veth,
         ifName: a.ifName,
         cidr: `${row.ip}/${prefixOf(network)}`,
-        gateway: network.gateway,
+        // The default route is through the first network's gateway only, as dockerd routes it.
+        ...(a.first ? { gateway: network.gateway } : {}),
         mac: row.mac,
       });
       // A container reaching its own published port through the host comes back in by the

@@ -72,9 +72,11 @@ export function firstFreeSubnet(pools: readonly AddressPool[], used: readonly Su
   for (const pool of pools) {
     const p = parseCidr(pool.base);
     if (!p || pool.size < p.prefix || pool.size > 30) continue;
+    // From the address written (172.17.0.0/12 starts at 172.17, as dockerd's pools do) to the block's end.
     const whole = subnetOf(p);
     const step = 2 ** (32 - pool.size);
-    for (let base = whole.base; base <= lastAddress(whole); base += step) {
+    const start = subnetOf({ ip: p.ip, prefix: pool.size }).base;
+    for (let base = start; base <= lastAddress(whole); base += step) {
       const candidate = { base, prefix: pool.size };
       if (!used.some((u) => overlaps(u, candidate))) return candidate;
     }

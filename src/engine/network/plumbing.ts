@@ -11,6 +11,8 @@ export interface Attachment {
   endpoint: Endpoint;
   /** The interface's name inside the container (eth0 for its first network). */
   ifName: string;
+  /** The container's first network: its gateway is the default route. */
+  first: boolean;
   /** The host ports to publish through this endpoint (the container's first bridge network). */
   publish?: PortRequest[];
   /** Told the host ports chosen, once held. */
