@@ -96,7 +96,7 @@ afterAll(() => {
   }
 });
 
-describe('bridge and containers over rtnetlink', async () => {
+describe('bridge and containers over rtnetlink', () => {
   let bridgeMac: string;
 
   it('makes the bridge in its namespace: up, its addresses, its MTU, a fixed MAC, route_localnet; again changes nothing', async () => {
@@ -244,7 +244,7 @@ describe('bridge and containers over rtnetlink', async () => {
   });
 });
 
-describe('Netlink, the requests underneath', async () => {
+describe('Netlink, the requests underneath', () => {
   it('adds, finds, changes and deletes links, addresses and routes', async () => {
     const nl = Netlink.open(nsA);
     try {

@@ -75,9 +75,11 @@ export async function ensureBridge(spec: BridgeSpec): Promise<BridgeState> {
   if (spec.mac !== undefined) checkMac(spec.mac);
   if (spec.mtu !== undefined) checkMtu(spec.mtu);
   return withNetlink(spec.hostNs, `set up bridge ${spec.name}`, async (nl) => {
-    const other = await nl.link(spec.name);
-    if (other && other.kind !== 'bridge') throw conflict(isNot(other, 'bridge'));
-    const created = await nl.addBridge(spec.name, { mtu: spec.mtu, mac: spec.mac ?? randomMac(), existOk: true });
+    const existing = await nl.link(spec.name);
+    if (existing && existing.kind !== 'bridge') throw conflict(isNot(existing, 'bridge'));
+    // existOk: made meanwhile by another call is as good.
+    const created =
+      !existing && (await nl.addBridge(spec.name, { mtu: spec.mtu, mac: spec.mac ?? randomMac(), existOk: true }));
     try {
       return await configureBridge(nl, spec, cidrs, created);
     } catch (e) {

@@ -31,6 +31,7 @@
 //   nl.addRoute(dst, gateway, dev)                dst: 'default' or a CIDR; gateway may be null
 //   nl.addDefaultRoute(gateway, dev)
 //   nl.listRoutes(family?): Route[]               the main table
+//   nl.request(what, type, flags, header, attrs): Message[]   any other rtnetlink request
 import { closeSync, constants, openSync } from 'node:fs';
 import { native } from './native.js';
 import {
