@@ -93,8 +93,10 @@ BINDING(js_netlink_open) {
 // The kernel's reason in an error's extended-ack attributes, or NULL.
 static const char *nl_ack_reason(const struct nlmsghdr *h) {
   if (!(h->nlmsg_flags & NLM_F_ACK_TLVS)) return NULL;
-  // With NETLINK_CAP_ACK the echoed request is its header alone.
-  size_t off = NLMSG_HDRLEN + sizeof(struct nlmsgerr);
+  // The attributes follow the echoed request: its header alone when capped (NETLINK_CAP_ACK).
+  const struct nlmsgerr *e = NLMSG_DATA(h);
+  size_t off = NLMSG_HDRLEN + sizeof *e;
+  if (!(h->nlmsg_flags & NLM_F_CAPPED)) off += NLMSG_ALIGN(e->msg.nlmsg_len - NLMSG_HDRLEN);
   const char *base = (const char *)h;
   while (off + NLA_HDRLEN <= h->nlmsg_len) {
     const struct nlattr *at = (const struct nlattr *)(base + off);

@@ -321,6 +321,7 @@ describe('Netlink, the requests underneath', () => {
       expect(e.message).toBe('bring "nothing" up: No such device');
       const route = await rejected(nl.addRoute('default', '10.1.1.1', 'lo'));
       expect(route.code).toBe('ENETUNREACH');
+      expect(route.detail).toMatch(/gateway/i); // the kernel's reason, from its extended ack
       expect(route.message).toMatch(/^add route to default via 10.1.1.1 on "lo": Network is unreachable/);
       expect((await rejected(nl.addBridge('a:b'))).message).toBe(
         `create bridge "a:b": "a:b" is not a valid interface name: it contains '/', ':' or whitespace`,
