@@ -30,3 +30,6 @@ node bench/commit.mjs 7
 echo
 echo "== health checks: berthd's CPU with 100 containers checked every second"
 node bench/health.mjs 100 20
+echo
+echo "== network links over rtnetlink: attach and detach a container (issue 14)"
+node bench/netlink.mjs 50 10
