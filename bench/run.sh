@@ -33,3 +33,6 @@ node bench/health.mjs 100 20
 echo
 echo "== firewall: one change, 20 containers publishing at once (issue 14)"
 node bench/firewall.mjs 20
+echo
+echo "== network links over rtnetlink: attach and detach a container (issue 14)"
+node bench/netlink.mjs 50 10

@@ -63,6 +63,16 @@ function thrown(fn: () => unknown): any {
   throw new Error('expected it to throw');
 }
 
+/** What a promise was rejected with. */
+async function rejected(p: Promise<unknown>): Promise<any> {
+  return p.then(
+    () => {
+      throw new Error('expected it to be rejected');
+    },
+    (e) => e,
+  );
+}
+
 const openFds = () => readdirSync('/proc/self/fd').length;
 
 let hostNs: string;
@@ -89,8 +99,13 @@ afterAll(() => {
 describe('bridge and containers over rtnetlink', () => {
   let bridgeMac: string;
 
-  it('makes the bridge in its namespace: up, its addresses, its MTU, a fixed MAC, route_localnet; again changes nothing', () => {
-    const made = ensureBridge({ name: BRIDGE, gatewayCidr: ['10.231.0.1/24', 'fd00:231::1/64'], mtu: 1450, hostNs });
+  it('makes the bridge in its namespace: up, its addresses, its MTU, a fixed MAC, route_localnet; again changes nothing', async () => {
+    const made = await ensureBridge({
+      name: BRIDGE,
+      gatewayCidr: ['10.231.0.1/24', 'fd00:231::1/64'],
+      mtu: 1450,
+      hostNs,
+    });
     expect(made.created).toBe(true);
     bridgeMac = made.mac;
     const [br] = ipJson(hostNs, '-d', 'addr', 'show', BRIDGE);
@@ -104,15 +119,20 @@ describe('bridge and containers over rtnetlink', () => {
     expect(br.addr_info.find((a: any) => a.family === 'inet').broadcast).toBe('10.231.0.255');
     expect(inNs(hostNs, ['cat', `/proc/sys/net/ipv4/conf/${BRIDGE}/route_localnet`]).trim()).toBe('1');
 
-    const again = ensureBridge({ name: BRIDGE, gatewayCidr: ['10.231.0.1/24', 'fd00:231::1/64'], mtu: 1450, hostNs });
+    const again = await ensureBridge({
+      name: BRIDGE,
+      gatewayCidr: ['10.231.0.1/24', 'fd00:231::1/64'],
+      mtu: 1450,
+      hostNs,
+    });
     expect(again).toEqual({ ...made, created: false });
     expect(cidrs(ipJson(hostNs, 'addr', 'show', BRIDGE)[0])).toEqual(['10.231.0.1/24', 'fd00:231::1/64']);
     // The bridge stayed in its own namespace.
     expect(linkNames('/proc/self/ns/net')).not.toContain(BRIDGE);
   });
 
-  it('attaches containers: eth0 inside with address, MAC, MTU and default routes; the host end on the bridge, up', () => {
-    const a = attachContainer({
+  it('attaches containers: eth0 inside with address, MAC, MTU and default routes; the host end on the bridge, up', async () => {
+    const a = await attachContainer({
       nsPath: nsA,
       bridge: BRIDGE,
       hostIfName: VETH_A,
@@ -121,7 +141,7 @@ describe('bridge and containers over rtnetlink', () => {
       hostNs,
     });
     expect(a).toEqual({ mac: '02:42:0a:e7:00:02', mtu: 1450 });
-    const b = attachContainer({
+    const b = await attachContainer({
       nsPath: nsB,
       bridge: BRIDGE,
       hostIfName: VETH_B,
@@ -158,22 +178,22 @@ describe('bridge and containers over rtnetlink', () => {
     expect(ipJson(hostNs, 'link', 'show', BRIDGE)[0].address).toBe(bridgeMac);
   });
 
-  it('detaches: both ends of the pair go; detaching again is no error; the names are free again', () => {
-    expect(detachContainer(VETH_A, hostNs)).toBe(true);
+  it('detaches: both ends of the pair go; detaching again is no error; the names are free again', async () => {
+    expect(await detachContainer(VETH_A, hostNs)).toBe(true);
     expect(linkNames(hostNs)).not.toContain(VETH_A);
     expect(linkNames(nsA)).toEqual(['lo']);
     expect(ipJson(nsA, 'route')).toEqual([]);
-    expect(detachContainer(VETH_A, hostNs)).toBe(false);
+    expect(await detachContainer(VETH_A, hostNs)).toBe(false);
     // B is untouched.
     expect(ping(nsB, '10.231.0.1')).toContain('1 packets received');
 
-    attachContainer({ nsPath: nsA, bridge: BRIDGE, hostIfName: VETH_A, cidr: '10.231.0.2/24', hostNs });
+    await attachContainer({ nsPath: nsA, bridge: BRIDGE, hostIfName: VETH_A, cidr: '10.231.0.2/24', hostNs });
     expect(linkNames(nsA)).toEqual(['lo', 'eth0']);
     expect(ping(nsA, '10.231.0.3')).toContain('1 packets received');
-    expect(detachContainer(VETH_A, hostNs)).toBe(true);
+    expect(await detachContainer(VETH_A, hostNs)).toBe(true);
   });
 
-  it('refuses clearly: bad names and addresses, a missing bridge, taken names, a missing namespace', () => {
+  it('refuses clearly: bad names and addresses, a missing bridge, taken names, a missing namespace', async () => {
     const base = { nsPath: nsA, bridge: BRIDGE, hostIfName: `vc${TAG}`, cidr: '10.231.0.9/24', hostNs };
     const cases: [Record<string, unknown>, string, string | RegExp][] = [
       [{ hostIfName: 'veth/1' }, 'invalid', `invalid interface name "veth/1": it contains '/', ':' or whitespace`],
@@ -196,155 +216,165 @@ describe('bridge and containers over rtnetlink', () => {
       [{ gateway: '10.99.0.1' }, 'system', /add route to default via 10.99.0.1 on "eth0": Network is unreachable/],
     ];
     for (const [change, kind, message] of cases) {
-      const e = thrown(() => attachContainer({ ...base, ...change } as Parameters<typeof attachContainer>[0]));
+      const e = await rejected(attachContainer({ ...base, ...change } as Parameters<typeof attachContainer>[0]));
       expect([change, isEngineError(e) && e.kind]).toEqual([change, kind]);
       expect(e.message).toMatch(message);
     }
     expect(linkNames(hostNs)).not.toContain(`vc${TAG}`);
     expect(linkNames(nsA)).toEqual(['lo']);
 
-    expect(thrown(() => ensureBridge({ name: VETH_B, hostNs })).message).toBe(`${VETH_B}: it is a veth, not a bridge`);
-    expect(thrown(() => removeBridge(VETH_B, hostNs)).message).toBe(
+    expect((await rejected(ensureBridge({ name: VETH_B, hostNs }))).message).toBe(
+      `${VETH_B}: it is a veth, not a bridge`,
+    );
+    expect((await rejected(removeBridge(VETH_B, hostNs))).message).toBe(
       `cannot remove ${VETH_B}: it is a veth, not a bridge`,
     );
-    expect(thrown(() => detachContainer(BRIDGE, hostNs)).message).toBe(
+    expect((await rejected(detachContainer(BRIDGE, hostNs))).message).toBe(
       `cannot detach ${BRIDGE}: it is a bridge, not a veth`,
     );
-    expect(thrown(() => ensureBridge({ name: BRIDGE, gatewayCidr: '10.231.0.1', hostNs })).kind).toBe('invalid');
+    expect((await rejected(ensureBridge({ name: BRIDGE, gatewayCidr: '10.231.0.1', hostNs }))).kind).toBe('invalid');
   });
 
-  it('removes the bridge; removing it again is no error', () => {
-    expect(detachContainer(VETH_B, hostNs)).toBe(true);
+  it('removes the bridge; removing it again is no error', async () => {
+    expect(await detachContainer(VETH_B, hostNs)).toBe(true);
     expect(linkNames(nsB)).toEqual(['lo']);
-    expect(removeBridge(BRIDGE, hostNs)).toBe(true);
+    expect(await removeBridge(BRIDGE, hostNs)).toBe(true);
     expect(linkNames(hostNs)).toEqual(['lo']);
-    expect(removeBridge(BRIDGE, hostNs)).toBe(false);
+    expect(await removeBridge(BRIDGE, hostNs)).toBe(false);
   });
 });
 
 describe('Netlink, the requests underneath', () => {
-  it('adds, finds, changes and deletes links, addresses and routes', () => {
+  it('adds, finds, changes and deletes links, addresses and routes', async () => {
     const nl = Netlink.open(nsA);
     try {
-      expect(nl.addBridge('br0', { mtu: 1500, mac: '02:00:00:00:00:01' })).toBe(true);
-      expect(
-        isNetlinkError(
-          thrown(() => nl.addBridge('br0')),
-          'EEXIST',
-        ),
-      ).toBe(true);
-      expect(nl.addBridge('br0', { existOk: true })).toBe(false);
+      expect(await nl.addBridge('br0', { mtu: 1500, mac: '02:00:00:00:00:01' })).toBe(true);
+      expect(isNetlinkError(await rejected(nl.addBridge('br0')), 'EEXIST')).toBe(true);
+      expect(await nl.addBridge('br0', { existOk: true })).toBe(false);
       // Both ends in this one namespace, the peer's named by an open descriptor of it.
       const fd = openSync(nsA, 'r');
       try {
-        nl.addVeth('v0', 'v1', fd, { mtu: 1400, mac: '02:00:00:00:00:10', peerMac: '02:00:00:00:00:11' });
+        await nl.addVeth('v0', 'v1', fd, { mtu: 1400, mac: '02:00:00:00:00:10', peerMac: '02:00:00:00:00:11' });
       } finally {
         closeSync(fd);
       }
-      nl.setMaster('v0', 'br0');
-      nl.setUp('v0');
-      nl.setUp('br0');
-      nl.setMac('v1', '02:00:00:00:00:12');
-      nl.setMtu('v1', 1300);
-      expect(nl.linkIndex('br0')).toBeGreaterThan(0);
-      expect(nl.linkIndex('nothing')).toBeNull();
-      expect(nl.link('v0')).toMatchObject({ name: 'v0', kind: 'veth', master: 'br0', mtu: 1400, up: true });
-      const links = nl.listLinks();
+      await nl.setMaster('v0', 'br0');
+      await nl.setUp('v0');
+      await nl.setUp('br0');
+      await nl.setMac('v1', '02:00:00:00:00:12');
+      await nl.setMtu('v1', 1300);
+      expect(await nl.linkIndex('br0')).toBeGreaterThan(0);
+      expect(await nl.linkIndex('nothing')).toBeNull();
+      expect(await nl.link('v0')).toMatchObject({ name: 'v0', kind: 'veth', master: 'br0', mtu: 1400, up: true });
+      const links = await nl.listLinks();
       expect(links.map((l) => l.name)).toEqual(['lo', 'br0', 'v1', 'v0']);
       expect(links.find((l) => l.name === 'v1')).toMatchObject({ mac: '02:00:00:00:00:12', mtu: 1300, master: null });
       expect(ipJson(nsA, 'link', 'show', 'v0')[0]).toMatchObject({ master: 'br0', address: '02:00:00:00:00:10' });
 
-      nl.addAddress('v1', '192.168.77.2/24');
-      nl.addAddress('v1', 'fd00:77::2/64', { nodad: true });
-      expect(
-        isNetlinkError(
-          thrown(() => nl.addAddress('v1', '192.168.77.2/24')),
-          'EEXIST',
-        ),
-      ).toBe(true);
-      nl.setUp('v1');
-      const mine = nl.listAddresses('v1').filter((x) => !x.address.startsWith('fe80'));
+      await nl.addAddress('v1', '192.168.77.2/24');
+      await nl.addAddress('v1', 'fd00:77::2/64', { nodad: true });
+      expect(isNetlinkError(await rejected(nl.addAddress('v1', '192.168.77.2/24')), 'EEXIST')).toBe(true);
+      await nl.setUp('v1');
+      const mine = (await nl.listAddresses('v1')).filter((x) => !x.address.startsWith('fe80'));
       expect(mine.map((x) => x.cidr)).toEqual(['192.168.77.2/24', 'fd00:77::2/64']);
-      nl.addRoute('10.50.0.0/16', '192.168.77.1', 'v1');
-      nl.addRoute('10.60.0.0/16', null, 'v1');
-      nl.addDefaultRoute('fd00:77::1', 'v1');
+      await nl.addRoute('10.50.0.0/16', '192.168.77.1', 'v1');
+      await nl.addRoute('10.60.0.0/16', null, 'v1');
+      await nl.addDefaultRoute('fd00:77::1', 'v1');
       expect(ipJson(nsA, 'route')).toEqual(
         expect.arrayContaining([
           expect.objectContaining({ dst: '10.50.0.0/16', gateway: '192.168.77.1', dev: 'v1' }),
           expect.objectContaining({ dst: '10.60.0.0/16', dev: 'v1', scope: 'link' }),
         ]),
       );
-      const v1 = nl.linkIndex('v1');
-      expect(nl.listRoutes(4)).toEqual(
+      const v1 = await nl.linkIndex('v1');
+      expect(await nl.listRoutes(4)).toEqual(
         expect.arrayContaining([
           expect.objectContaining({ dst: '10.50.0.0/16', gateway: '192.168.77.1', devIndex: v1 }),
           expect.objectContaining({ dst: '192.168.77.0/24', gateway: null, devIndex: v1 }),
         ]),
       );
-      expect(nl.listRoutes(6)).toEqual(
+      expect(await nl.listRoutes(6)).toEqual(
         expect.arrayContaining([expect.objectContaining({ dst: 'default', gateway: 'fd00:77::1' })]),
       );
-      expect(thrown(() => nl.addRoute('10.70.0.0/16', 'fd00:77::1', 'v1')).message).toMatch(/differ in family/);
+      expect((await rejected(nl.addRoute('10.70.0.0/16', 'fd00:77::1', 'v1'))).message).toMatch(/differ in family/);
 
-      nl.setMaster('v0', null);
-      expect(nl.link('v0')?.master).toBeNull();
-      nl.setDown('br0');
-      expect(nl.link('br0')?.up).toBe(false);
-      expect(nl.deleteLink('v0')).toBe(true);
-      expect(nl.link('v1')).toBeNull(); // the peer went with it
-      expect(
-        isNetlinkError(
-          thrown(() => nl.deleteLink('v0')),
-          'ENODEV',
-        ),
-      ).toBe(true);
-      expect(nl.deleteLink('v0', { missingOk: true })).toBe(false);
-      expect(nl.deleteLink('br0')).toBe(true);
+      await nl.setMaster('v0', null);
+      expect((await nl.link('v0'))?.master).toBeNull();
+      await nl.setDown('br0');
+      expect((await nl.link('br0'))?.up).toBe(false);
+      expect(await nl.deleteLink('v0')).toBe(true);
+      expect(await nl.link('v1')).toBeNull(); // the peer went with it
+      expect(isNetlinkError(await rejected(nl.deleteLink('v0')), 'ENODEV')).toBe(true);
+      expect(await nl.deleteLink('v0', { missingOk: true })).toBe(false);
+      expect(await nl.deleteLink('br0')).toBe(true);
       expect(linkNames(nsA)).toEqual(['lo']);
     } finally {
       nl.close();
     }
   });
 
-  it('names what it was asked when the kernel refuses, with the errno and the kernel’s reason', () => {
+  it('names what it was asked when the kernel refuses, with the errno and the kernel’s reason', async () => {
     const nl = Netlink.open(nsA);
     try {
-      const e = thrown(() => nl.setUp('nothing'));
+      const e = await rejected(nl.setUp('nothing'));
       expect(e).toMatchObject({ name: 'NetlinkError', code: 'ENODEV', errno: -19 });
       expect(e.message).toBe('bring "nothing" up: No such device');
-      const route = thrown(() => nl.addRoute('default', '10.1.1.1', 'lo'));
+      const route = await rejected(nl.addRoute('default', '10.1.1.1', 'lo'));
       expect(route.code).toBe('ENETUNREACH');
+      expect(route.detail).toMatch(/gateway/i); // the kernel's reason, from its extended ack
       expect(route.message).toMatch(/^add route to default via 10.1.1.1 on "lo": Network is unreachable/);
-      expect(thrown(() => nl.addBridge('a:b')).message).toBe(
+      expect((await rejected(nl.addBridge('a:b'))).message).toBe(
         `create bridge "a:b": "a:b" is not a valid interface name: it contains '/', ':' or whitespace`,
       );
     } finally {
       nl.close();
     }
-    expect(thrown(() => nl.listLinks()).code).toBe('EBADF');
+    expect((await rejected(nl.listLinks())).code).toBe('EBADF');
     const notNet = thrown(() => Netlink.open('/proc/self/ns/mnt'));
     expect(notNet).toMatchObject({ code: 'EINVAL' });
     expect(notNet.message).toMatch(/setns '\/proc\/self\/ns\/mnt'/);
     expect(thrown(() => Netlink.open('/nonexistent/ns')).code).toBe('ENOENT');
   });
 
-  it('a socket opened in a namespace sees that namespace only; without one, berthd’s own', () => {
+  it('a socket opened in a namespace sees that namespace only; without one, berthd’s own', async () => {
     const inA = Netlink.open(nsA);
     const own = Netlink.open();
     try {
-      inA.addBridge('only-in-a');
-      expect(inA.linkIndex('only-in-a')).not.toBeNull();
-      expect(own.linkIndex('only-in-a')).toBeNull();
-      expect(own.listLinks().map((l) => l.name)).toEqual(linkNames('/proc/self/ns/net'));
-      inA.deleteLink('only-in-a');
+      await inA.addBridge('only-in-a');
+      expect(await inA.linkIndex('only-in-a')).not.toBeNull();
+      expect(await own.linkIndex('only-in-a')).toBeNull();
+      expect((await own.listLinks()).map((l) => l.name)).toEqual(linkNames('/proc/self/ns/net'));
+      await inA.deleteLink('only-in-a');
     } finally {
       inA.close();
       own.close();
     }
   });
 
-  it('leaves no descriptor open, whether calls succeed or fail', () => {
-    ensureBridge({ name: BRIDGE, gatewayCidr: '10.231.0.1/24', hostNs });
+  it('answers requests asked together one at a time, in order; close waits for those under way', async () => {
+    const nl = Netlink.open(nsA);
+    const asked = [nl.addBridge('q0'), nl.addBridge('q1', { mtu: 1400 }), nl.link('q1'), nl.listLinks()] as const;
+    // Many at once: answers to one request never reach another.
+    const many = Array.from({ length: 40 }, (_, i) => (i % 2 ? nl.listLinks() : nl.link(i % 4 ? 'q0' : 'q1')));
+    nl.close();
+    const [q0, q1, link, links] = await Promise.all(asked);
+    expect([q0, q1]).toEqual([true, true]);
+    expect(link).toMatchObject({ name: 'q1', kind: 'bridge', mtu: 1400 });
+    expect(links.map((l) => l.name)).toEqual(['lo', 'q0', 'q1']);
+    for (const [i, answer] of (await Promise.all(many)).entries()) {
+      if (Array.isArray(answer)) expect(answer.map((l) => l.name)).toEqual(['lo', 'q0', 'q1']);
+      else expect(answer?.name).toBe(i % 4 ? 'q0' : 'q1');
+    }
+    await new Promise((r) => setImmediate(r));
+    expect((await rejected(nl.link('q0'))).code).toBe('EBADF');
+    const other = Netlink.open(nsA);
+    await Promise.all([other.deleteLink('q0'), other.deleteLink('q1')]);
+    other.close();
+    expect(linkNames(nsA)).toEqual(['lo']);
+  });
+
+  it('leaves no descriptor open, whether calls succeed or fail', async () => {
+    await ensureBridge({ name: BRIDGE, gatewayCidr: '10.231.0.1/24', hostNs });
     const attach = () =>
       attachContainer({
         nsPath: nsA,
@@ -354,22 +384,22 @@ describe('Netlink, the requests underneath', () => {
         gateway: '10.231.0.1',
         hostNs,
       });
-    attach(); // warm: whatever the first calls open for good (none expected)
-    detachContainer(VETH_A, hostNs);
+    await attach(); // warm: whatever the first calls open for good (none expected)
+    await detachContainer(VETH_A, hostNs);
     const before = openFds();
     for (let i = 0; i < 20; i++) {
-      attach();
-      thrown(attach);
-      thrown(() =>
+      await attach();
+      await rejected(attach());
+      await rejected(
         attachContainer({ nsPath: nsA, bridge: 'absent', hostIfName: VETH_A, cidr: '10.231.0.2/24', hostNs }),
       );
-      detachContainer(VETH_A, hostNs);
+      await detachContainer(VETH_A, hostNs);
     }
     expect(openFds()).toBe(before);
-    removeBridge(BRIDGE, hostNs);
+    await removeBridge(BRIDGE, hostNs);
   });
 
-  it('leaves the machine’s own namespace as it was', () => {
+  it('leaves the machine’s own namespace as it was', async () => {
     expect(linkNames('/proc/self/ns/net').filter((n) => n.includes(TAG))).toEqual([]);
   });
 });

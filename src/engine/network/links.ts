@@ -4,8 +4,8 @@
 // namespace with its address, MAC and default route. Firewall rules and DNS
 // are not here.
 //
-// API (names are interface names, at most 15 bytes; `hostNs` is the path of the
-// namespace the bridge lives in, berthd's own when absent):
+// API (each returns a Promise; names are interface names, at most 15 bytes;
+// `hostNs` is the path of the namespace the bridge lives in, berthd's own when absent):
 //   ensureBridge({name, gatewayCidr?, mtu?, mac?, hostNs?}): {created, index, mac, mtu}
 //       creates the bridge when absent (with a fixed MAC: a bridge without one takes
 //       its ports' lowest, which changes as containers come and go), adds the gateway
@@ -19,7 +19,7 @@
 //       given), up, and a default route through each gateway. Undone when a step fails.
 //   detachContainer(hostIfName, hostNs?): boolean   deletes the host end (its peer goes
 //       with it); false: there was none
-//   macForIPv4(ip): string                     dockerd's 02:42:<the 4 bytes>
+//   macForIPv4(ip): string                     dockerd's 02:42:<the 4 bytes> (not a Promise)
 // cidr and gateway take one address or a list (IPv4 and IPv6; one default route per
 // gateway). Errors are EngineErrors: invalid input, a missing bridge (not found), a
 // name in use (conflict); what the kernel refuses otherwise is a system error whose
@@ -69,48 +69,50 @@ export interface Attachment {
   mtu: number;
 }
 
-export function ensureBridge(spec: BridgeSpec): BridgeState {
+export async function ensureBridge(spec: BridgeSpec): Promise<BridgeState> {
   checkName(spec.name);
   const cidrs = checkCidrs(list(spec.gatewayCidr), 'gateway');
   if (spec.mac !== undefined) checkMac(spec.mac);
   if (spec.mtu !== undefined) checkMtu(spec.mtu);
-  return withNetlink(spec.hostNs, `set up bridge ${spec.name}`, (nl) => {
-    const other = nl.link(spec.name);
-    if (other && other.kind !== 'bridge') throw conflict(isNot(other, 'bridge'));
-    const created = nl.addBridge(spec.name, { mtu: spec.mtu, mac: spec.mac ?? randomMac(), existOk: true });
+  return withNetlink(spec.hostNs, `set up bridge ${spec.name}`, async (nl) => {
+    const existing = await nl.link(spec.name);
+    if (existing && existing.kind !== 'bridge') throw conflict(isNot(existing, 'bridge'));
+    // existOk: made meanwhile by another call is as good.
+    const created =
+      !existing && (await nl.addBridge(spec.name, { mtu: spec.mtu, mac: spec.mac ?? randomMac(), existOk: true }));
     try {
-      return configureBridge(nl, spec, cidrs, created);
+      return await configureBridge(nl, spec, cidrs, created);
     } catch (e) {
-      if (created) nl.deleteLink(spec.name, { missingOk: true });
+      if (created) await undo(() => nl.deleteLink(spec.name, { missingOk: true }));
       throw e;
     }
   });
 }
 
 /** What an existing bridge may lack: the asked MTU and MAC, route_localnet, the addresses, up. */
-function configureBridge(nl: Netlink, spec: BridgeSpec, cidrs: string[], created: boolean): BridgeState {
+async function configureBridge(nl: Netlink, spec: BridgeSpec, cidrs: string[], created: boolean) {
   const { name, mtu, mac } = spec;
-  const before = nl.link(name)!;
-  if (mtu !== undefined && before.mtu !== mtu) nl.setMtu(name, mtu);
-  if (mac !== undefined && before.mac !== formatMac(parseMac(mac)!)) nl.setMac(name, mac);
-  nl.setIPv4Conf(name, { routeLocalnet: 1 });
-  for (const cidr of cidrs) addAddressOnce(nl, name, cidr);
-  nl.setUp(name);
-  const after = nl.link(name)!;
+  const before = (await nl.link(name))!;
+  if (mtu !== undefined && before.mtu !== mtu) await nl.setMtu(name, mtu);
+  if (mac !== undefined && before.mac !== formatMac(parseMac(mac)!)) await nl.setMac(name, mac);
+  await nl.setIPv4Conf(name, { routeLocalnet: 1 });
+  for (const cidr of cidrs) await addAddressOnce(nl, name, cidr);
+  await nl.setUp(name);
+  const after = (await nl.link(name))!;
   return { created, index: after.index, mac: after.mac!, mtu: after.mtu };
 }
 
-export function removeBridge(name: string, hostNs?: string): boolean {
+export async function removeBridge(name: string, hostNs?: string): Promise<boolean> {
   checkName(name);
-  return withNetlink(hostNs, `remove bridge ${name}`, (nl) => {
-    const link = nl.link(name);
+  return withNetlink(hostNs, `remove bridge ${name}`, async (nl) => {
+    const link = await nl.link(name);
     if (!link) return false;
     if (link.kind !== 'bridge') throw conflict(`cannot remove ${isNot(link, 'bridge')}`);
     return nl.deleteLink(name, { missingOk: true });
   });
 }
 
-export function attachContainer(spec: AttachSpec): Attachment {
+export async function attachContainer(spec: AttachSpec): Promise<Attachment> {
   const ifName = spec.ifName ?? 'eth0';
   for (const name of [spec.bridge, spec.hostIfName, ifName]) checkName(name);
   const cidrs = checkCidrs(list(spec.cidr), 'container');
@@ -119,19 +121,19 @@ export function attachContainer(spec: AttachSpec): Attachment {
   const mac = spec.mac ?? defaultMac(cidrs);
   if (mac !== undefined) checkMac(mac);
   if (spec.mtu !== undefined) checkMtu(spec.mtu);
-  return withNetlink(spec.hostNs, `attach ${spec.hostIfName} to ${spec.bridge}`, (host) => {
-    const bridge = host.link(spec.bridge);
+  return withNetlink(spec.hostNs, `attach ${spec.hostIfName} to ${spec.bridge}`, async (host) => {
+    const bridge = await host.link(spec.bridge);
     if (!bridge) throw notFound(`bridge ${spec.bridge} not found`);
     if (bridge.kind !== 'bridge') throw invalidParameter(isNot(bridge, 'bridge'));
     const mtu = spec.mtu ?? bridge.mtu;
     // Opened first: a bad namespace fails here, before anything is made.
     const inside = Netlink.open(spec.nsPath);
     try {
-      createVeth(host, spec, ifName, { mtu, peerMac: mac, master: bridge.index, up: true });
+      await createVeth(host, spec, ifName, { mtu, peerMac: mac, master: bridge.index, up: true });
       try {
-        return configureInside(inside, ifName, cidrs, gateways, mtu);
+        return await configureInside(inside, ifName, cidrs, gateways, mtu);
       } catch (e) {
-        host.deleteLink(spec.hostIfName, { missingOk: true });
+        await undo(() => host.deleteLink(spec.hostIfName, { missingOk: true }));
         throw e;
       }
     } finally {
@@ -140,10 +142,10 @@ export function attachContainer(spec: AttachSpec): Attachment {
   });
 }
 
-export function detachContainer(hostIfName: string, hostNs?: string): boolean {
+export async function detachContainer(hostIfName: string, hostNs?: string): Promise<boolean> {
   checkName(hostIfName);
-  return withNetlink(hostNs, `detach ${hostIfName}`, (nl) => {
-    const link = nl.link(hostIfName);
+  return withNetlink(hostNs, `detach ${hostIfName}`, async (nl) => {
+    const link = await nl.link(hostIfName);
     if (!link) return false;
     if (link.kind !== 'veth') throw conflict(`cannot detach ${isNot(link, 'veth')}`);
     return nl.deleteLink(hostIfName, { missingOk: true });
@@ -159,45 +161,54 @@ export function macForIPv4(ip: string): string {
 
 const dockerMac = (ipv4: Buffer): string => formatMac(Buffer.from([0x02, 0x42, ...ipv4]));
 
-function createVeth(
+async function createVeth(
   host: Netlink,
   spec: AttachSpec,
   ifName: string,
   o: { mtu: number; peerMac: string | undefined; master: number; up: boolean },
-): void {
+): Promise<void> {
   try {
-    host.addVeth(spec.hostIfName, ifName, spec.nsPath, o);
+    await host.addVeth(spec.hostIfName, ifName, spec.nsPath, o);
   } catch (e) {
     if (!isNetlinkError(e, 'EEXIST')) throw e;
     // The kernel does not say which end's name is taken.
-    if (host.linkIndex(spec.hostIfName) !== null) throw conflict(`interface ${spec.hostIfName} already exists`);
+    if ((await host.linkIndex(spec.hostIfName)) !== null) throw conflict(`interface ${spec.hostIfName} already exists`);
     throw conflict(`interface ${ifName} already exists in ${spec.nsPath}`);
   }
 }
 
-function configureInside(nl: Netlink, ifName: string, cidrs: string[], gateways: string[], mtu: number): Attachment {
-  for (const cidr of cidrs) nl.addAddress(ifName, cidr, { nodad: true });
-  nl.setUp(ifName);
-  for (const gateway of gateways) nl.addDefaultRoute(gateway, ifName);
-  const link = nl.link(ifName)!;
+async function configureInside(nl: Netlink, ifName: string, cidrs: string[], gateways: string[], mtu: number) {
+  const link = await nl.link(ifName);
+  if (!link) throw systemError(`${ifName} is missing from the container's namespace right after it was made`);
+  for (const cidr of cidrs) await nl.addAddress(link, cidr, { nodad: true });
+  await nl.setUp(ifName);
+  for (const gateway of gateways) await nl.addDefaultRoute(gateway, link);
   return { mac: link.mac!, mtu };
 }
 
+/**
+ * Undoes what a failed call made. The call's own error is what the caller needs;
+ * a failure to undo leaves a link that the next attempt reports by name.
+ */
+async function undo(fn: () => Promise<unknown>): Promise<void> {
+  await fn().catch(() => {});
+}
+
 /** Adds an address unless the link has it already. */
-function addAddressOnce(nl: Netlink, name: string, cidr: string): void {
+async function addAddressOnce(nl: Netlink, name: string, cidr: string): Promise<void> {
   try {
-    nl.addAddress(name, cidr, { nodad: true });
+    await nl.addAddress(name, cidr, { nodad: true });
   } catch (e) {
     if (!isNetlinkError(e, 'EEXIST')) throw e;
   }
 }
 
 /** Runs `fn` with a socket in `nsPath`, closed after; kernel refusals become system errors saying what failed. */
-function withNetlink<T>(nsPath: string | undefined, what: string, fn: (nl: Netlink) => T): T {
+async function withNetlink<T>(nsPath: string | undefined, what: string, fn: (nl: Netlink) => Promise<T>): Promise<T> {
   let nl: Netlink | undefined;
   try {
     nl = Netlink.open(nsPath);
-    return fn(nl);
+    return await fn(nl);
   } catch (e) {
     if (e instanceof EngineError) throw e;
     throw systemError(`${what}: ${(e as Error).message}`, e);

@@ -64,8 +64,8 @@ export interface Native {
   seqpacketClose(handle: SeqpacketHandle): void;
   /** A close-on-exec NETLINK_ROUTE socket in the network namespace at nsPath, or berthd's own (null). See os/netlink.ts. */
   netlinkOpen(nsPath: string | null): number;
-  /** One request, answered synchronously: the reply messages, without the closing ack. Throws errno errors. */
-  netlinkRequest(fd: number, message: Buffer): Buffer[];
+  /** One request, on a thread of its own: the reply messages, without the closing ack. Rejects with errno errors. */
+  netlinkRequest(fd: number, message: Buffer): Promise<Buffer[]>;
 }
 
 declare const seqpacketBrand: unique symbol;

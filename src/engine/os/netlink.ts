@@ -1,15 +1,22 @@
 // Links, addresses and routes over rtnetlink, in-process: one request is a
-// send and a receive on a NETLINK_ROUTE socket, microseconds, where spawning
-// `ip` (or a CNI plugin, or netavark) costs tens to hundreds of milliseconds
-// on a small machine. The socket is made by src/native/netlink.c, in berthd's
-// own network namespace or in another one (a container's); the messages are
-// encoded in netlink-wire.ts. Requests are synchronous: the kernel answers at
-// once, and a lost answer times out (ETIMEDOUT) rather than hanging.
+// send and a receive on a NETLINK_ROUTE socket, well under a millisecond
+// where spawning `ip` (or a CNI plugin, or netavark) costs tens to hundreds of
+// milliseconds on a small machine. The socket is made by src/native/netlink.c,
+// in berthd's own network namespace or in another one (a container's); the
+// messages are encoded in netlink-wire.ts.
 //
-// API (errors are NetlinkError: `code` is the errno name, EEXIST, ENODEV…):
+// Requests are asynchronous, each on a thread of its own: the kernel answers
+// most at once, but every request takes its one rtnl lock, which deleting a
+// link or tearing down a namespace (any container's exit) holds for
+// milliseconds. A socket's requests run one at a time, in call order. A lost
+// answer times out (ETIMEDOUT) rather than hanging.
+//
+// API (every method but open and close returns a Promise; errors are
+// NetlinkError, `code` the errno name: EEXIST, ENODEV…; addAddress's link and
+// addRoute's dev may be an index or a Link, which saves a lookup):
 //   const nl = Netlink.open(nsPath?)   socket in the namespace at nsPath (/proc/<pid>/ns/net,
 //                                      a bind-mounted ns file), or in berthd's own
-//   nl.close()
+//   nl.close()                         at once, or once the requests under way are answered
 //   nl.link(name): Link | null          nl.linkIndex(name): number | null
 //   nl.listLinks(): Link[]              Link = {index, name, kind, master, masterIndex, mac, mtu, up}
 //   nl.addBridge(name, {mtu?, mac?, existOk?}): boolean          false: existed (existOk), else EEXIST
@@ -19,11 +26,12 @@
 //   nl.setMaster(name, bridge | null)   nl.setUp(name)   nl.setDown(name)
 //   nl.setMac(name, mac)                nl.setMtu(name, mtu)
 //   nl.setIPv4Conf(name, {routeLocalnet: 1, …})  /proc/sys/net/ipv4/conf/<name>/*, in the socket's namespace
-//   nl.addAddress(name, cidr, {nodad?})           IPv4 or IPv6; EEXIST when present
+//   nl.addAddress(link, cidr, {nodad?})           IPv4 or IPv6; EEXIST when present
 //   nl.listAddresses(name?): Address[]            Address = {index, family, address, prefixLength, cidr}
 //   nl.addRoute(dst, gateway, dev)                dst: 'default' or a CIDR; gateway may be null
 //   nl.addDefaultRoute(gateway, dev)
 //   nl.listRoutes(family?): Route[]               the main table
+//   nl.request(what, type, flags, header, attrs): Message[]   any other rtnetlink request
 import { closeSync, constants, openSync } from 'node:fs';
 import { native } from './native.js';
 import {
@@ -73,6 +81,8 @@ export interface Link extends LinkMessage {
   master: string | null;
 }
 export type Address = AddressMessage;
+/** A link by name, by index, or as link() found it (its index is used, its name in errors). */
+export type LinkRef = string | number | { index: number; name: string };
 export type Route = RouteMessage;
 
 /** A refused request: `code` is the errno name (EEXIST, ENODEV, EINVAL…), `detail` the kernel's reason when it gave one. */
@@ -97,6 +107,11 @@ const DUMP_TRIES = 5;
 
 export class Netlink {
   private fd: number;
+  private closing = false;
+  /** Requests asked and not answered yet. */
+  private pending = 0;
+  /** The last request asked: the next waits for it (the native side takes one at a time per socket). */
+  private tail: Promise<unknown> = Promise.resolve();
 
   private constructor(fd: number) {
     this.fd = fd;
@@ -111,55 +126,80 @@ export class Netlink {
     }
   }
 
+  /**
+   * Closes the socket now, or, when requests are under way, once they and those they
+   * lead to (a method may ask several) are answered. A request after that is refused (EBADF).
+   */
   close(): void {
+    this.closing = true;
+    if (this.pending === 0) this.closeNow();
+    // A method's next request follows its last answer within the same turn of the loop.
+    else setImmediate(() => this.closeWhenIdle());
+  }
+
+  private closeWhenIdle(): void {
+    if (this.pending === 0) this.closeNow();
+  }
+
+  private closeNow(): void {
     if (this.fd < 0) return;
     closeSync(this.fd);
     this.fd = -1;
   }
 
   /** One request; the answers (without the closing ack). Errors name `what` was asked. */
-  request(what: string, type: number, flags: number, fixed: Buffer, attrs: Attr[] = []): Message[] {
-    if (this.fd < 0) throw new NetlinkError(`${what}: the netlink socket is closed`, 'EBADF', -9);
+  request(what: string, type: number, flags: number, fixed: Buffer, attrs: Attr[] = []): Promise<Message[]> {
+    if (this.fd < 0) return Promise.reject(new NetlinkError(`${what}: the netlink socket is closed`, 'EBADF', -9));
+    const message = encodeMessage(type, flags, fixed, attrs);
     const dump = (flags & NLM_F.DUMP) === NLM_F.DUMP;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return native.netlinkRequest(this.fd, encodeMessage(type, flags, fixed, attrs)).map(decodeMessage);
-      } catch (e) {
-        if (!(dump && attempt < DUMP_TRIES && (e as { code?: string }).code === 'EINTR')) throw wrap(e, what);
+    const ask = async (): Promise<Message[]> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return (await native.netlinkRequest(this.fd, message)).map(decodeMessage);
+        } catch (e) {
+          if (!(dump && attempt < DUMP_TRIES && (e as { code?: string }).code === 'EINTR')) throw wrap(e, what);
+        }
       }
-    }
+    };
+    this.pending++;
+    const answer = this.tail.then(ask).finally(() => {
+      if (--this.pending === 0 && this.closing) setImmediate(() => this.closeWhenIdle());
+    });
+    this.tail = answer.catch(() => {});
+    return answer;
   }
 
   // ───────────────────────────────── links ─────────────────────────────────
 
   /** The link called `name`, or null. */
-  link(name: string): Link | null {
-    const found = this.linkMessage(name);
+  async link(name: string): Promise<Link | null> {
+    const found = await this.linkMessage(name);
     if (!found) return null;
-    const master = found.masterIndex === null ? null : this.linkByIndex(found.masterIndex);
+    const master = found.masterIndex === null ? null : await this.linkByIndex(found.masterIndex);
     return { ...found, master: master?.name ?? null };
   }
 
-  linkIndex(name: string): number | null {
-    return this.linkMessage(name)?.index ?? null;
+  async linkIndex(name: string): Promise<number | null> {
+    return (await this.linkMessage(name))?.index ?? null;
   }
 
-  listLinks(): Link[] {
-    const links = this.request('list links', RTM.GETLINK, NLM_F.DUMP, ifinfomsg(), [skipStats()]).map(decodeLink);
+  async listLinks(): Promise<Link[]> {
+    const answers = await this.request('list links', RTM.GETLINK, NLM_F.DUMP, ifinfomsg(), [skipStats()]);
+    const links = answers.map(decodeLink);
     const names = new Map(links.map((l) => [l.index, l.name]));
     return links.map((l) => ({ ...l, master: l.masterIndex === null ? null : (names.get(l.masterIndex) ?? null) }));
   }
 
   /** Creates a bridge, down. With existOk, an existing bridge of that name is not an error (false). */
-  addBridge(name: string, o: { mtu?: number; mac?: string; existOk?: boolean } = {}): boolean {
+  async addBridge(name: string, o: { mtu?: number; mac?: string; existOk?: boolean } = {}): Promise<boolean> {
     const what = `create bridge ${quote(name)}`;
     const attrs = [attr(IFLA.IFNAME, checkName(name, what)), ...linkSettings(o, what), kind('bridge')];
     try {
-      this.request(what, RTM.NEWLINK, CREATE, ifinfomsg(), attrs);
+      await this.request(what, RTM.NEWLINK, CREATE, ifinfomsg(), attrs);
       return true;
     } catch (e) {
       if (!o.existOk || !isNetlinkError(e, 'EEXIST')) throw e;
-      const other = this.link(name);
+      const other = await this.link(name);
       if (other?.kind === 'bridge') return false;
       throw new NetlinkError(`${what}: a ${other?.kind ?? 'device'} of that name exists`, 'EEXIST', -17);
     }
@@ -171,17 +211,18 @@ export class Netlink {
    * `master` puts the host end on a bridge and `up` brings it up in the same request;
    * the peer stays down.
    */
-  addVeth(
+  async addVeth(
     hostName: string,
     peerName: string,
     peerNs: string | number,
     o: { mtu?: number; mac?: string; peerMac?: string; master?: string | number; up?: boolean } = {},
-  ): void {
+  ): Promise<void> {
     const what = `create veth ${quote(hostName)} with peer ${quote(peerName)} in ${peerNs}`;
     checkName(hostName, what);
     checkName(peerName, what);
     const peerSettings = linkSettings({ mtu: o.mtu, mac: o.peerMac }, what);
-    const master = o.master === undefined ? [] : [attr(IFLA.MASTER, this.indexOf(o.master, what))];
+    const hostSettings = linkSettings(o, what);
+    const master = o.master === undefined ? [] : [attr(IFLA.MASTER, await this.indexOf(o.master, what))];
     const fd = typeof peerNs === 'number' ? peerNs : openNs(peerNs, what);
     try {
       // The peer is an ifinfomsg and its attributes, as a link of its own would be.
@@ -189,21 +230,21 @@ export class Netlink {
       const peer = Buffer.concat([ifinfomsg(), encodeAttrs(peerAttrs)]);
       const attrs = [
         attr(IFLA.IFNAME, hostName),
-        ...linkSettings(o, what),
+        ...hostSettings,
         ...master,
         kind('veth', [attr(VETH_INFO_PEER, peer)]),
       ];
-      this.request(what, RTM.NEWLINK, CREATE, upFlags(o.up ?? false), attrs);
+      await this.request(what, RTM.NEWLINK, CREATE, upFlags(o.up ?? false), attrs);
     } finally {
       if (typeof peerNs !== 'number') closeSync(fd);
     }
   }
 
   /** Deletes a link (a veth's peer goes with it). With missingOk, an absent link is not an error (false). */
-  deleteLink(name: string, o: { missingOk?: boolean } = {}): boolean {
+  async deleteLink(name: string, o: { missingOk?: boolean } = {}): Promise<boolean> {
     const what = `delete link ${quote(name)}`;
     try {
-      this.request(what, RTM.DELLINK, 0, ifinfomsg(), [attr(IFLA.IFNAME, checkName(name, what))]);
+      await this.request(what, RTM.DELLINK, 0, ifinfomsg(), [attr(IFLA.IFNAME, checkName(name, what))]);
       return true;
     } catch (e) {
       if (o.missingOk && isNetlinkError(e, 'ENODEV')) return false;
@@ -212,74 +253,77 @@ export class Netlink {
   }
 
   /** Makes `name` a port of `bridge`, or of nothing (null). */
-  setMaster(name: string, bridge: string | null): void {
+  async setMaster(name: string, bridge: string | null): Promise<void> {
     const what =
       bridge === null ? `detach ${quote(name)} from its bridge` : `attach ${quote(name)} to ${quote(bridge)}`;
-    this.setLink(name, what, ifinfomsg(), [attr(IFLA.MASTER, bridge === null ? 0 : this.indexOf(bridge, what))]);
+    const master = bridge === null ? 0 : await this.indexOf(bridge, what);
+    await this.setLink(name, what, ifinfomsg(), [attr(IFLA.MASTER, master)]);
   }
 
-  setUp(name: string): void {
-    this.setLink(name, `bring ${quote(name)} up`, upFlags(true));
+  setUp(name: string): Promise<void> {
+    return this.setLink(name, `bring ${quote(name)} up`, upFlags(true));
   }
 
-  setDown(name: string): void {
-    this.setLink(name, `bring ${quote(name)} down`, upFlags(false));
+  setDown(name: string): Promise<void> {
+    return this.setLink(name, `bring ${quote(name)} down`, upFlags(false));
   }
 
-  setMac(name: string, mac: string): void {
+  setMac(name: string, mac: string): Promise<void> {
     const what = `set the MAC address of ${quote(name)}`;
-    this.setLink(name, what, ifinfomsg(), linkSettings({ mac }, what));
+    return this.setLink(name, what, ifinfomsg(), linkSettings({ mac }, what));
   }
 
-  setMtu(name: string, mtu: number): void {
+  setMtu(name: string, mtu: number): Promise<void> {
     const what = `set the MTU of ${quote(name)}`;
-    this.setLink(name, what, ifinfomsg(), linkSettings({ mtu }, what));
+    return this.setLink(name, what, ifinfomsg(), linkSettings({ mtu }, what));
   }
 
   /** Per-device IPv4 settings (net/ipv4/conf/<name>/…) of this socket's namespace, whichever it is. */
-  setIPv4Conf(name: string, conf: Partial<Record<keyof typeof IPV4_DEVCONF, number>>): void {
+  setIPv4Conf(name: string, conf: Partial<Record<keyof typeof IPV4_DEVCONF, number>>): Promise<void> {
     const what = `set IPv4 settings of ${quote(name)}`;
     const values = Object.entries(conf).map(([k, v]) => attr(IPV4_DEVCONF[k as keyof typeof IPV4_DEVCONF], v));
     const inet = [attr(AF_INET, [attr(IFLA.INET_CONF, values)])];
-    this.setLink(name, what, ifinfomsg(), [attr(IFLA.AF_SPEC, inet)]);
+    return this.setLink(name, what, ifinfomsg(), [attr(IFLA.AF_SPEC, inet)]);
   }
 
   // ─────────────────────────────── addresses ───────────────────────────────
 
   /**
-   * Adds `cidr` (10.0.0.2/24, fd00::2/64) to `name`. IPv4 gets its broadcast address,
+   * Adds `cidr` (10.0.0.2/24, fd00::2/64) to a link, by name or index. IPv4 gets its broadcast address,
    * as `ip addr add … brd +` would. nodad: an IPv6 address usable at once, without
    * duplicate address detection.
    */
-  addAddress(name: string, cidr: string, o: { nodad?: boolean } = {}): void {
-    const what = `add address ${cidr} to ${quote(name)}`;
+  async addAddress(link: LinkRef, cidr: string, o: { nodad?: boolean } = {}): Promise<void> {
+    const what = `add address ${cidr} to ${label(link)}`;
     const c = parseCidr(cidr);
     if (!c) throw invalid(what, `${quote(cidr)} is not an IP address with a prefix length`);
     const family = c.family === 4 ? AF_INET : AF_INET6;
     const attrs = [attr(IFA.LOCAL, c.address), attr(IFA.ADDRESS, c.address)];
     if (c.family === 4 && c.prefixLength < 31) attrs.push(attr(IFA.BROADCAST, broadcast(c.address, c.prefixLength)));
     const flags = o.nodad ? IFA_F_NODAD : 0;
-    const header = ifaddrmsg({ family, prefixLength: c.prefixLength, flags, index: this.indexOf(name, what) });
-    this.request(what, RTM.NEWADDR, CREATE, header, attrs);
+    const index = await this.indexOf(link, what);
+    await this.request(
+      what,
+      RTM.NEWADDR,
+      CREATE,
+      ifaddrmsg({ family, prefixLength: c.prefixLength, flags, index }),
+      attrs,
+    );
   }
 
   /** The addresses of `name`, or of every link. */
-  listAddresses(name?: string): Address[] {
-    const index = name === undefined ? null : this.indexOf(name, `list the addresses of ${quote(name)}`);
-    const all = this.request(
-      'list addresses',
-      RTM.GETADDR,
-      NLM_F.DUMP,
-      ifaddrmsg({ family: AF_UNSPEC, prefixLength: 0, index: 0 }),
-    );
+  async listAddresses(name?: string): Promise<Address[]> {
+    const index = name === undefined ? null : await this.indexOf(name, `list the addresses of ${quote(name)}`);
+    const header = ifaddrmsg({ family: AF_UNSPEC, prefixLength: 0, index: 0 });
+    const all = await this.request('list addresses', RTM.GETADDR, NLM_F.DUMP, header);
     return all.map(decodeAddress).filter((a) => index === null || a.index === index);
   }
 
   // ──────────────────────────────── routes ─────────────────────────────────
 
   /** A route in the main table to `dst` ('default' or a CIDR), through `gateway` or directly on `dev`. */
-  addRoute(dst: string, gateway: string | null | undefined, dev: string): void {
-    const what = `add route to ${dst}${gateway ? ` via ${gateway}` : ''} on ${quote(dev)}`;
+  async addRoute(dst: string, gateway: string | null | undefined, dev: LinkRef): Promise<void> {
+    const what = `add route to ${dst}${gateway ? ` via ${gateway}` : ''} on ${label(dev)}`;
     const to = dst === 'default' ? null : parseCidr(dst);
     if (dst !== 'default' && !to) throw invalid(what, `${quote(dst)} is not 'default' or a network in CIDR form`);
     const via = gateway ? parseIP(gateway) : null;
@@ -290,7 +334,7 @@ export class Netlink {
     const attrs: Attr[] = [];
     if (to && to.prefixLength > 0) attrs.push(attr(RTA.DST, to.address));
     if (via) attrs.push(attr(RTA.GATEWAY, via));
-    attrs.push(attr(RTA.OIF, this.indexOf(dev, what)));
+    attrs.push(attr(RTA.OIF, await this.indexOf(dev, what)));
     // As `ip route add`: a route without a gateway is on-link (scope link), except in IPv6.
     const scope = !via && family === 4 ? RT_SCOPE_LINK : RT_SCOPE_UNIVERSE;
     const header = rtmsg({
@@ -301,39 +345,35 @@ export class Netlink {
       scope,
       type: RTN_UNICAST,
     });
-    this.request(what, RTM.NEWROUTE, CREATE, header, attrs);
+    await this.request(what, RTM.NEWROUTE, CREATE, header, attrs);
   }
 
-  addDefaultRoute(gateway: string, dev: string): void {
-    this.addRoute('default', gateway, dev);
+  addDefaultRoute(gateway: string, dev: LinkRef): Promise<void> {
+    return this.addRoute('default', gateway, dev);
   }
 
   /** The main table's routes, of one family or both. */
-  listRoutes(family?: 4 | 6): Route[] {
+  async listRoutes(family?: 4 | 6): Promise<Route[]> {
     const af = family === 4 ? AF_INET : family === 6 ? AF_INET6 : AF_UNSPEC;
-    const all = this.request('list routes', RTM.GETROUTE, NLM_F.DUMP, rtmsg({ family: af })).map(decodeRoute);
-    return all.filter((r) => r.table === RT_TABLE_MAIN);
+    const all = await this.request('list routes', RTM.GETROUTE, NLM_F.DUMP, rtmsg({ family: af }));
+    return all.map(decodeRoute).filter((r) => r.table === RT_TABLE_MAIN);
   }
 
   // ──────────────────────────────── helpers ────────────────────────────────
 
-  private linkMessage(name: string): LinkMessage | null {
+  private linkMessage(name: string): Promise<LinkMessage | null> {
     const what = `look up link ${quote(name)}`;
-    try {
-      const [m] = this.request(what, RTM.GETLINK, 0, ifinfomsg(), [
-        attr(IFLA.IFNAME, checkName(name, what)),
-        skipStats(),
-      ]);
-      return m ? decodeLink(m) : null;
-    } catch (e) {
-      if (isNetlinkError(e, 'ENODEV')) return null;
-      throw e;
-    }
+    return this.getLink(what, ifinfomsg(), [attr(IFLA.IFNAME, checkName(name, what))]);
   }
 
-  private linkByIndex(index: number): LinkMessage | null {
+  private linkByIndex(index: number): Promise<LinkMessage | null> {
+    return this.getLink(`look up link ${index}`, ifinfomsg({ index }), []);
+  }
+
+  /** RTM_GETLINK for one link; null when there is none. */
+  private async getLink(what: string, header: Buffer, attrs: Attr[]): Promise<LinkMessage | null> {
     try {
-      const [m] = this.request(`look up link ${index}`, RTM.GETLINK, 0, ifinfomsg({ index }), [skipStats()]);
+      const [m] = await this.request(what, RTM.GETLINK, 0, header, [...attrs, skipStats()]);
       return m ? decodeLink(m) : null;
     } catch (e) {
       if (isNetlinkError(e, 'ENODEV')) return null;
@@ -342,20 +382,24 @@ export class Netlink {
   }
 
   /** The index of a link named (or numbered) so; ENODEV naming it when there is none. */
-  private indexOf(link: string | number, what: string): number {
+  private async indexOf(link: LinkRef, what: string): Promise<number> {
     if (typeof link === 'number') return link;
-    const index = this.linkIndex(link);
+    if (typeof link === 'object') return link.index;
+    const index = await this.linkIndex(link);
     if (index === null) throw new NetlinkError(`${what}: there is no link ${quote(link)}`, 'ENODEV', -19);
     return index;
   }
 
   /** RTM_SETLINK on the link called `name`. */
-  private setLink(name: string, what: string, header: Buffer, attrs: Attr[] = []): void {
-    this.request(what, RTM.SETLINK, 0, header, [attr(IFLA.IFNAME, checkName(name, what)), ...attrs]);
+  private async setLink(name: string, what: string, header: Buffer, attrs: Attr[] = []): Promise<void> {
+    await this.request(what, RTM.SETLINK, 0, header, [attr(IFLA.IFNAME, checkName(name, what)), ...attrs]);
   }
 }
 
 const quote = (s: string) => JSON.stringify(s);
+/** A link as errors name it: "eth0", or link 5. */
+const label = (link: LinkRef) =>
+  typeof link === 'number' ? `link ${link}` : quote(typeof link === 'string' ? link : link.name);
 
 function invalid(what: string, why: string): NetlinkError {
   return new NetlinkError(`${what}: ${why}`, 'EINVAL', -22);
