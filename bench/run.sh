@@ -30,3 +30,6 @@ node bench/commit.mjs 7
 echo
 echo "== health checks: berthd's CPU with 100 containers checked every second"
 node bench/health.mjs 100 20
+echo
+echo "== DNS on user networks: one change, 20 at once, questions during reloads (issue 14)"
+node bench/dns.mjs 30
