@@ -4,7 +4,8 @@
 // it starts, how berthd finds the one it started before a restart, how a
 // reload is known to be done, how it stops. What goes in the files is dns.ts's.
 //
-// Facts of aardvark-dns 1.4.0 this relies on (checked by test/engine/dns.test.ts):
+// Facts of aardvark-dns 1.4.0 this relies on (found by experiment; what berth
+// makes of them is tested in test/engine/dns.test.ts):
 // - `run` forks; the parent exits once the child wrote <dir>/aardvark.pid, which
 //   is before the child listens. So start and reload are done only when its
 //   sockets are bound: read from /proc (its fds and its netns's UDP table).
@@ -75,7 +76,14 @@ export class Aardvark {
     const before = await listening(pid, this.o.port);
     const expected = [...new Set([...changed, ...all.filter((ip) => before.has(ip))])];
     const stale = (await this.reloadKeepsSockets()) ? new Set<number>() : new Set(before.values());
-    process.kill(pid, 'SIGHUP');
+    try {
+      process.kill(pid, 'SIGHUP');
+    } catch {
+      // It ended since (ESRCH): a new one reads the directory anyway.
+      this.pid = null;
+      await this.start(all);
+      return;
+    }
     await this.ready(pid, stale, expected);
   }
 
@@ -217,6 +225,7 @@ async function terminate(pid: number): Promise<void> {
   signalled('SIGTERM');
   for (let waited = 0; !processEnded(pid); waited += 5) {
     if (waited === 2000) signalled('SIGKILL');
+    if (waited === 5000) throw systemError(`aardvark-dns (pid ${pid}) does not end`);
     await sleep(5);
   }
   await threadsEnded(pid);
