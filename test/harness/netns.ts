@@ -141,6 +141,19 @@ export class Topology {
     throw new Error(`httpd in ${ns} did not answer`);
   }
 
+  /** A UDP server on `port` in the namespace, answering each datagram with `<name> <sender address>`. */
+  async serveWhoUdp(ns: string, name: string, port: number): Promise<void> {
+    const code = `const s=require('node:dgram').createSocket('udp4');s.on('message',(m,r)=>s.send(process.argv[1]+' '+r.address,r.port,r.address));s.bind(${port},()=>console.log('up'))`;
+    const server = spawn('nsenter', [`--net=${nsPath(ns)}`, '--', process.execPath, '-e', code, name], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    this.servers.push(server);
+    await new Promise<void>((resolve, reject) => {
+      server.stdout!.once('data', () => resolve());
+      server.once('exit', () => reject(new Error(`UDP server in ${ns} ended`)));
+    });
+  }
+
   cleanUp(): void {
     for (const s of this.servers.splice(0)) s.kill('SIGKILL');
     for (const ns of this.namespaces.splice(0)) spawnSync('ip', ['netns', 'del', ns]);
@@ -163,6 +176,16 @@ export function who(ns: string | null, addr: string, port: number, waitSeconds =
     const body = out.trim().split('\n').pop()?.trim() ?? '';
     // httpd listens on IPv6 too: IPv4 clients show as [::ffff:a.b.c.d].
     return body.replace(/\[::ffff:([\d.]+)\]/, '$1') || null;
+  } catch {
+    return null;
+  }
+}
+
+/** One datagram from inside `ns` to addr:port: the answer, or null when none came within a second. */
+export function whoUdp(ns: string, addr: string, port: number): string | null {
+  const code = `const s=require('node:dgram').createSocket('udp4');s.on('message',(m)=>{console.log(String(m));process.exit(0)});setTimeout(()=>process.exit(1),1000);s.send('who',${port},'${addr}')`;
+  try {
+    return inNs(ns, [process.execPath, '-e', code]).trim();
   } catch {
     return null;
   }
