@@ -36,3 +36,6 @@ node bench/firewall.mjs 20
 echo
 echo "== network links over rtnetlink: attach and detach a container (issue 14)"
 node bench/netlink.mjs 50 10
+echo
+echo "== DNS on user networks: one change, 20 at once, questions during reloads (issue 14)"
+node bench/dns.mjs 30

@@ -244,6 +244,18 @@ describe('the daemon', () => {
     expect(await lookup(c1.ns, 'web', GW_A)).toEqual([c2.ip]);
   });
 
+  it('replaces a daemon a former berthd ran on the directory with other arguments (another port)', async () => {
+    await dns.reconcile([]);
+    const other = new Dns({ configDir, binary: AARDVARK, logger, netns: topo.host, port: 5353 });
+    await other.reconcile([networkA()]);
+    const old = other.pid!;
+    dns = newDns();
+    await dns.reconcile([networkA()]);
+    expect(processEnded(old)).toBe(true);
+    expect(aardvarks()).toEqual([dns.pid]);
+    expect(await lookup(c1.ns, 'web', GW_A)).toEqual([c2.ip]);
+  });
+
   it('does not take a pid file naming another process for its daemon', async () => {
     await dns.reconcile([]);
     expect(aardvarks()).toEqual([]);

@@ -5,9 +5,9 @@
 //     prints each question (`<name> <type>`) on stdout.
 //   node dns-tool.mjs ask
 //     A client that stays up, so a question goes out the moment it is asked:
-//     reads `<name> <server>` lines, sends each one A question, once, and prints
-//     a JSON line {name, rcode, answers} or {name, error} (ECONNREFUSED when
-//     nothing listens, timeout after 2 s).
+//     reads `<name> <server> [timeout ms]` lines, sends each one A question,
+//     once, and prints a JSON line {name, rcode, answers} or {name, error}
+//     (ECONNREFUSED when nothing listens, timeout after 2 s unless told).
 import dgram from 'node:dgram';
 import { createInterface } from 'node:readline';
 
@@ -66,7 +66,7 @@ function answersOf(msg) {
   return found;
 }
 
-function ask(name, server) {
+function ask(name, server, timeoutMs) {
   return new Promise((resolve) => {
     const socket = dgram.createSocket('udp4');
     const id = Math.floor(Math.random() * 0xffff);
@@ -75,7 +75,7 @@ function ask(name, server) {
       socket.close();
       resolve({ name, ...result });
     };
-    const timer = setTimeout(() => done({ error: 'timeout' }), 2000);
+    const timer = setTimeout(() => done({ error: 'timeout' }), timeoutMs);
     socket.on('error', (e) => done({ error: e.code }));
     socket.on('message', (msg) => {
       if (msg.readUInt16BE(0) === id) done({ rcode: msg[3] & 0xf, answers: answersOf(msg) });
@@ -95,8 +95,8 @@ if (role === 'serve') serve(args[0], args[1]);
 else if (role === 'ask') {
   const lines = createInterface({ input: process.stdin });
   lines.on('line', async (line) => {
-    const [name, server] = line.trim().split(/\s+/);
-    process.stdout.write(`${JSON.stringify(await ask(name, server))}\n`);
+    const [name, server, timeoutMs] = line.trim().split(/\s+/);
+    process.stdout.write(`${JSON.stringify(await ask(name, server, Number(timeoutMs ?? 2000)))}\n`);
   });
   process.stdout.write('ready\n');
 } else {

@@ -4,7 +4,8 @@
 // it starts, how berthd finds the one it started before a restart, how a
 // reload is known to be done, how it stops. What goes in the files is dns.ts's.
 //
-// Facts of aardvark-dns 1.4.0 this relies on (checked by test/engine/dns.test.ts):
+// Facts of aardvark-dns 1.4.0 this relies on (found by experiment; what berth
+// makes of them is tested in test/engine/dns.test.ts):
 // - `run` forks; the parent exits once the child wrote <dir>/aardvark.pid, which
 //   is before the child listens. So start and reload are done only when its
 //   sockets are bound: read from /proc (its fds and its netns's UDP table).
@@ -25,7 +26,7 @@ import { finished } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import { spawnDetached } from '../os/spawn.js';
+import { type ExitStatus, spawnDetached } from '../os/spawn.js';
 import { CONMON_ENV_PATH, collectText, processEnded, readPidFile } from '../runtime/proc.js';
 
 export const PID_FILE = 'aardvark.pid';
@@ -51,6 +52,7 @@ const IP = '/usr/bin/ip';
 
 export class Aardvark {
   private pid: number | null = null;
+  private keepsSockets: boolean | undefined;
 
   constructor(private readonly o: AardvarkOptions) {}
 
@@ -73,8 +75,16 @@ export class Aardvark {
     }
     const before = await listening(pid, this.o.port);
     const expected = [...new Set([...changed, ...all.filter((ip) => before.has(ip))])];
-    process.kill(pid, 'SIGHUP');
-    await this.ready(pid, new Set(before.values()), expected);
+    const stale = (await this.reloadKeepsSockets()) ? new Set<number>() : new Set(before.values());
+    try {
+      process.kill(pid, 'SIGHUP');
+    } catch {
+      // It ended since (ESRCH): a new one reads the directory anyway.
+      this.pid = null;
+      await this.start(all);
+      return;
+    }
+    await this.ready(pid, stale, expected);
   }
 
   /** Ends the daemon (the pid file's too, when it is ours); nothing when none runs. */
@@ -126,22 +136,13 @@ export class Aardvark {
   }
 
   private async start(gateways: string[]): Promise<void> {
+    // One that died (a crash, a kill) may still be closing its sockets.
+    const previous = this.pid ?? (await readPidFile(path.join(this.o.configDir, PID_FILE)));
+    if (previous !== null) await threadsEnded(previous);
     const [file, args] = this.o.netns
       ? [IP, ['netns', 'exec', this.o.netns, this.o.binary, ...this.args()]]
       : [this.o.binary, this.args()];
-    const child = spawnDetached(file, args, {
-      cwd: '/',
-      env: { PATH: CONMON_ENV_PATH },
-      pipes: [
-        { fd: 1, direction: 'from-child' },
-        { fd: 2, direction: 'from-child' },
-      ],
-    });
-    const streams = [child.pipes.get(1)!, child.pipes.get(2)!];
-    const texts = streams.map((s) => collectText(s));
-    // The output ends when the parent has exited and the daemon has put /dev/null on its stdio.
-    const [status] = await Promise.all([child.exited, ...streams.map((s) => finished(s).catch(() => undefined))]);
-    const output = texts.map((t) => t()).join('\n');
+    const { status, output } = await run(file, args);
     const pid = await readPidFile(path.join(this.o.configDir, PID_FILE));
     if (status.code !== 0 || pid === null || processEnded(pid)) {
       throw systemError(`aardvark-dns did not start (exit ${status.code ?? `signal ${status.signal}`}): ${output}`);
@@ -149,6 +150,21 @@ export class Aardvark {
     this.o.logger.debug({ pid, output }, 'started aardvark-dns');
     this.pid = pid;
     await this.ready(pid, new Set(), gateways);
+  }
+
+  /**
+   * From aardvark-dns 1.11 (its commit 1f96f76) a reload keeps the sockets of
+   * the gateways it still serves: new sockets cannot tell that it is done, and
+   * waiting for them would never end. It re-reads in a few milliseconds.
+   */
+  private async reloadKeepsSockets(): Promise<boolean> {
+    if (this.keepsSockets === undefined) {
+      const { output } = await run(this.o.binary, ['--version']);
+      const [major = 0, minor = 0] = /aardvark-dns (\d+)\.(\d+)/.exec(output)?.slice(1).map(Number) ?? [];
+      this.keepsSockets = major > 1 || (major === 1 && minor >= 11);
+      this.o.logger.debug({ version: output.split('\n')[0] }, 'aardvark-dns version');
+    }
+    return this.keepsSockets;
   }
 
   private args(): string[] {
@@ -162,7 +178,7 @@ export class Aardvark {
    */
   private async ready(pid: number, stale: Set<number>, expected: string[]): Promise<void> {
     const deadline = Date.now() + this.o.readyTimeoutMs;
-    for (let delay = 1; ; delay = Math.min(delay * 2, 25)) {
+    for (let delay = 1; ; delay = Math.min(delay * 2, 4)) {
       if (processEnded(pid)) {
         this.pid = null;
         throw systemError(`aardvark-dns (pid ${pid}) exited; its log is in syslog`);
@@ -181,7 +197,23 @@ export class Aardvark {
   }
 }
 
-/** SIGTERM, then SIGKILL if it lingers; resolves once `pid` has ended. */
+/** Runs `file` to its end (and its daemon's stdio closed): its status and its output, stdout then stderr. */
+async function run(file: string, args: string[]): Promise<{ status: ExitStatus; output: string }> {
+  const child = spawnDetached(file, args, {
+    cwd: '/',
+    env: { PATH: CONMON_ENV_PATH },
+    pipes: [
+      { fd: 1, direction: 'from-child' },
+      { fd: 2, direction: 'from-child' },
+    ],
+  });
+  const streams = [child.pipes.get(1)!, child.pipes.get(2)!];
+  const texts = streams.map((s) => collectText(s));
+  const [status] = await Promise.all([child.exited, ...streams.map((s) => finished(s).catch(() => undefined))]);
+  return { status, output: texts.map((t) => t()).join('\n') };
+}
+
+/** SIGTERM, then SIGKILL if it lingers; resolves once every thread of `pid` has ended. */
 async function terminate(pid: number): Promise<void> {
   const signalled = (signal: NodeJS.Signals) => {
     try {
@@ -193,6 +225,21 @@ async function terminate(pid: number): Promise<void> {
   signalled('SIGTERM');
   for (let waited = 0; !processEnded(pid); waited += 5) {
     if (waited === 2000) signalled('SIGKILL');
+    if (waited === 5000) throw systemError(`aardvark-dns (pid ${pid}) does not end`);
+    await sleep(5);
+  }
+  await threadsEnded(pid);
+}
+
+/**
+ * Waits until a process whose main thread has ended has no thread left. Its
+ * sockets are closed only then (the threads share them), and a new daemon
+ * could not bind the gateways before. Bounded: the pid may be reused.
+ */
+async function threadsEnded(pid: number): Promise<void> {
+  for (let waited = 0; waited < 2000 && processEnded(pid); waited += 5) {
+    const threads = await readdir(`/proc/${pid}/task`).catch(() => []);
+    if (threads.length <= 1) return;
     await sleep(5);
   }
 }

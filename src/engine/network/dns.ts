@@ -108,7 +108,7 @@ export class Dns {
     checkedNetwork({ name: network, gatewayIp, entries: [entry] });
     const records = this.networks.get(network) ?? { gatewayIp, entries: new Map() };
     records.gatewayIp = gatewayIp;
-    records.entries.set(entry.containerId, entry);
+    records.entries.set(entry.containerId, copied(entry));
     this.networks.set(network, records);
     return this.commit([network]);
   }
@@ -235,8 +235,15 @@ function checkedNetwork(n: DnsNetwork): NetworkRecords {
   }
   if (!isIP(n.gatewayIp)) throw invalidParameter(`invalid gateway address for DNS: "${n.gatewayIp}"`);
   for (const e of n.entries) checkEntry(e);
-  return { gatewayIp: n.gatewayIp, entries: new Map(n.entries.map((e) => [e.containerId, e])) };
+  return { gatewayIp: n.gatewayIp, entries: new Map(n.entries.map((e) => [e.containerId, copied(e)])) };
 }
+
+/** The caller's entry as it is now: a later change to its arrays is not a change of the records. */
+const copied = (e: DnsEntry): DnsEntry => ({
+  ...e,
+  names: [...e.names],
+  dnsServers: e.dnsServers && [...e.dnsServers],
+});
 
 function checkEntry(e: DnsEntry): void {
   if (!FIELD.test(e.containerId)) throw invalidParameter(`invalid container id for DNS: "${e.containerId}"`);

@@ -64,11 +64,11 @@ export function parseResolvConf(text: string, source = ''): ResolvConf {
  * own list when /etc/resolv.conf names only its stub (127.0.0.53). A missing
  * file is an empty one.
  */
-export async function readHostResolvConf(): Promise<ResolvConf> {
-  const read = async (file: string) => parseResolvConf(await readFile(file, 'utf8').catch(() => ''), file);
-  const rc = await read(HOST_PATH);
+export async function readHostResolvConf(file = HOST_PATH, resolvedFile = SYSTEMD_RESOLVED_PATH): Promise<ResolvConf> {
+  const read = async (f: string) => parseResolvConf(await readFile(f, 'utf8').catch(() => ''), f);
+  const rc = await read(file);
   const stubOnly = rc.nameservers.length === 1 && rc.nameservers[0] === '127.0.0.53';
-  return stubOnly ? read(SYSTEMD_RESOLVED_PATH) : rc;
+  return stubOnly ? read(resolvedFile) : rc;
 }
 
 /** A user network's resolv.conf: the network's DNS server (aardvark-dns on `gatewayIp`) and nothing else. */
