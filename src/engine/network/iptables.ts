@@ -20,12 +20,17 @@ export interface Iptables {
 
 const SYSTEM_DIRS = ['/usr/sbin', '/sbin', '/usr/bin', '/bin'];
 
-/** The absolute path of a tool (posix_spawn does not search PATH). */
+const found = new Map<string, string>();
+
+/** The absolute path of a tool (posix_spawn does not search PATH), looked up once. */
 function findTool(name: string): string {
+  const known = found.get(name);
+  if (known) return known;
   const dirs = [...(process.env.PATH ?? '').split(':').filter((d) => d.startsWith('/')), ...SYSTEM_DIRS];
-  const found = dirs.map((d) => path.join(d, name)).find((p) => existsSync(p));
-  if (!found) throw unavailable(`${name} not found (looked in ${[...new Set(dirs)].join(', ')})`);
-  return found;
+  const file = dirs.map((d) => path.join(d, name)).find((p) => existsSync(p));
+  if (!file) throw unavailable(`${name} not found (looked in ${[...new Set(dirs)].join(', ')})`);
+  found.set(name, file);
+  return file;
 }
 
 interface Result {
