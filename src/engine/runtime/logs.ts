@@ -250,8 +250,13 @@ class GzipSource implements LogSource {
 
   async *batches(): AsyncGenerator<Buffer[]> {
     const splitter = new LineSplitter();
-    const stream = this.fh.createReadStream({ autoClose: false, start: 0 }).pipe(createGunzip());
-    for await (const chunk of stream) yield splitter.push(chunk as Buffer);
+    const file = this.fh.createReadStream({ autoClose: false, start: 0 });
+    const stream = file.pipe(createGunzip());
+    try {
+      for await (const chunk of stream) yield splitter.push(chunk as Buffer);
+    } finally {
+      file.destroy();
+    }
   }
 
   async tail(n: number, continued?: LogStream[]): Promise<Tail> {
