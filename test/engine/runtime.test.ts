@@ -420,6 +420,36 @@ describe('containers through conmon and runc', () => {
   });
 });
 
+/** A container (created, not started) running `script`, its log capped by conmon at logSizeMax (0: never). */
+async function createLogging(
+  script: string,
+  logSizeMax: number,
+): Promise<{ id: string; dir: string; logPath: string }> {
+  const id = newId();
+  const { dir } = await bundle(id, { args: sh(script) });
+  cleanups.push(() => runtime.delete(id, true));
+  cleanups.push(() => killConmon(dir));
+  const logPath = path.join(dir, 'ctr.log');
+  await runtime.create({ id, bundleDir: dir, logPath, exitDir: exits.exitDir, logSizeMax });
+  return { id, dir, logPath };
+}
+
+/** Follows the log, each line into `seen`, until stop(). */
+function follow(logPath: string): { seen: string[]; stop: () => Promise<void> } {
+  const ctl = new AbortController();
+  const seen: string[] = [];
+  const reading = (async () => {
+    for await (const e of readLog(logPath, { follow: true, signal: ctl.signal })) seen.push(e.line.toString());
+  })();
+  return {
+    seen,
+    stop: async () => {
+      ctl.abort();
+      await reading;
+    },
+  };
+}
+
 describe('log reader', () => {
   const ts = (s: number) => `2024-05-01T10:00:${String(s).padStart(2, '0')}.000000001+02:00`;
   const rec = (s: number, stream: string, tag: string, content: string) => `${ts(s)} ${stream} ${tag} ${content}\n`;
@@ -508,22 +538,12 @@ describe('log reader', () => {
   });
 
   it("rotates a real container's log by renaming and asking conmon to reopen: nothing lost, in order", async () => {
-    const id = newId();
-    const { dir } = await bundle(id, {
+    const { id, dir, logPath } = await createLogging(
       // Slowed now and then, so that rotations come while it writes.
-      args: sh(
-        'i=0; while [ $i -lt 20000 ]; do echo "line $i"; i=$((i+1)); [ $((i % 400)) -eq 0 ] && sleep 0.05; done; echo last',
-      ),
-    });
-    cleanups.push(() => runtime.delete(id, true));
-    cleanups.push(() => killConmon(dir));
-    const logPath = path.join(dir, 'ctr.log');
-    await runtime.create({ id, bundleDir: dir, logPath, exitDir: exits.exitDir, logSizeMax: 0 });
-    const ctl = new AbortController();
-    const seen: string[] = [];
-    const reading = (async () => {
-      for await (const e of readLog(logPath, { follow: true, signal: ctl.signal })) seen.push(e.line.toString());
-    })();
+      'i=0; while [ $i -lt 20000 ]; do echo "line $i"; i=$((i+1)); [ $((i % 400)) -eq 0 ] && sleep 0.05; done; echo last',
+      0,
+    );
+    const { seen, stop } = follow(logPath);
     const exited = exits.waitExit(id);
     await runtime.start(id);
     let done = false;
@@ -538,8 +558,7 @@ describe('log reader', () => {
       await new Promise((r) => setTimeout(r, 30));
     }
     expect(await exited).toBe(0);
-    ctl.abort();
-    await reading;
+    await stop();
     const expected = [...Array.from({ length: 20000 }, (_, i) => `line ${i}\n`), 'last\n'];
     expect(seen.length).toBe(expected.length);
     expect(seen.every((l, i) => l === expected[i])).toBe(true);
@@ -554,25 +573,16 @@ describe('log reader', () => {
   });
 
   it('follows a real container log through conmon rotations (--log-size-max)', async () => {
-    const id = newId();
-    const { dir } = await bundle(id, {
-      args: sh('i=0; while [ $i -lt 300 ]; do echo "line $i ................................"; i=$((i+1)); done'),
-    });
-    cleanups.push(() => runtime.delete(id, true));
-    cleanups.push(() => killConmon(dir));
-    const logPath = path.join(dir, 'ctr.log');
-    await runtime.create({ id, bundleDir: dir, logPath, exitDir: exits.exitDir, logSizeMax: 4096 });
-    const ctl = new AbortController();
-    const seen: number[] = [];
-    const reading = (async () => {
-      for await (const e of readLog(logPath, { follow: true, signal: ctl.signal }))
-        seen.push(Number(/line (\d+)/.exec(e.line.toString())![1]));
-    })();
+    const { id, logPath } = await createLogging(
+      'i=0; while [ $i -lt 300 ]; do echo "line $i ................................"; i=$((i+1)); done',
+      4096,
+    );
+    const followed = follow(logPath);
     const exited = exits.waitExit(id);
     await runtime.start(id);
     expect(await exited).toBe(0);
-    ctl.abort();
-    await reading;
+    await followed.stop();
+    const seen = followed.seen.map((l) => Number(/line (\d+)/.exec(l)![1]));
     expect(seen.at(-1)).toBe(299);
     expect(seen.every((n, i) => i === 0 || n > seen[i - 1]!)).toBe(true);
     expect(readFileSync(logPath).length).toBeLessThanOrEqual(4096);
