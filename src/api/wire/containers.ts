@@ -1,5 +1,5 @@
 // Docker's container shapes as the API answers them: list entries and inspect.
-import { type Container, isoOrZero, statusText } from '../../engine/index.js';
+import { type Container, isoOrZero, statusText, visibleLogPath } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
 
 // ------------------------------------------------------------------ responses
@@ -116,7 +116,7 @@ export function containerInspect(
     ResolvConfPath: `${b}/resolv.conf`,
     HostnamePath: `${b}/hostname`,
     HostsPath: `${b}/hosts`,
-    LogPath: `${b}/ctr.log`,
+    LogPath: visibleLogPath(c),
     Name: `/${c.name}`,
     RestartCount: c.restartCount,
     Driver: 'overlay2',

@@ -27,11 +27,12 @@ import {
 import { checkDevice } from './devices.js';
 import { checkNamespaceModes } from './namespaces.js';
 import { checkResources } from './resources.js';
+import { checkLogConfig } from './logconfig.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { type BindMount, deviceCgroupRule, type Propagation } from './spec.js';
 import { checkSysctls } from './sysctls.js';
 import { checkUlimits } from './ulimits.js';
-import { checkLogConfig, refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
+import { refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
 
 /** What `--security-opt` asks of the process, parsed once at create. */
 export interface SecurityOptions {
@@ -192,7 +193,6 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
   if (!['default', 'bridge', 'none', 'host'].includes(mode)) throw invalidParameter(`network ${mode} not found`);
   refuseUnhonoured(h);
   checkLogConfig(h.LogConfig);
-  if (h.LogConfig?.Config?.['max-size']) parseSize(h.LogConfig.Config['max-size']);
   for (const rule of h.DeviceCgroupRules ?? []) deviceCgroupRule(rule);
   for (const device of h.Devices ?? []) checkDevice(device);
   checkUlimits(h.Ulimits ?? []);
@@ -217,8 +217,7 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
     NanoCpus: h.NanoCpus ?? 0,
     CpuShares: h.CpuShares ?? 0,
     CpusetCpus: h.CpusetCpus ?? '',
-    // json-file: the driver whose behaviour berth's logs have (max-size, max-file, readable
-    // through the API); clients such as docker-py read logs only for it or journald.
+    // As given, json-file when none is named (dockerd's default driver); logconfig.ts reads it.
     LogConfig: { Type: h.LogConfig?.Type || 'json-file', Config: h.LogConfig?.Config ?? {} },
   };
   return { hostConfig, security };
@@ -286,16 +285,6 @@ export function parseExtraHost(spec: string): { name: string; ip: string } {
     throw invalidParameter(`invalid IP address in add-host: ${JSON.stringify(ip)}`);
   }
   return { name, ip };
-}
-
-/** Parses sizes like `10m`, `1g`, `512k` (log-opts max-size). */
-export function parseSize(s: string): number {
-  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$/i.exec(s.trim());
-  if (!m) throw invalidParameter(`invalid size: '${s}'`);
-  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 }[
-    m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g' | 't'
-  ];
-  return Math.floor(Number(m[1]) * mult);
 }
 
 // ------------------------------------------------------------------ mounts
