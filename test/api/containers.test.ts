@@ -691,11 +691,13 @@ describe('namespaces, groups, devices and limits', () => {
     );
   });
 
-  it('log drivers: json-file only, other drivers and options refused, never dropped', async () => {
+  it('log drivers: json-file, local and none; other drivers and options refused, never dropped', async () => {
     const lc = (Type: string, Config: Record<string, string> = {}) => ({ LogConfig: { Type, Config } });
     expect(await refused(lc('nope'))).toBe("logger: no log driver named 'nope' is registered");
     expect(await refused(lc('syslog'))).toMatch(/^the syslog log driver is not supported by berth yet/);
-    expect(await refused(lc('json-file', { 'max-file': '3' }))).toMatch(/^log opt 'max-file' is not supported/);
+    expect(await refused(lc('json-file', { 'env-regex': '^A' }))).toBe(
+      "log opt 'env-regex' is not supported by berth yet",
+    );
     expect(await refused(lc('json-file', { colour: 'red' }))).toBe("unknown log opt 'colour' for json-file log driver");
     const kept = await output(['echo', 'kept'], lc('json-file', { 'max-size': '1m', 'max-file': '1' }));
     expect(kept.out).toBe('kept');

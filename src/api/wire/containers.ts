@@ -1,5 +1,5 @@
 // Docker's container shapes as the API answers them: list entries and inspect.
-import { type Container, type ContainerNetworking, isoOrZero, statusText } from '../../engine/index.js';
+import { type Container, type ContainerNetworking, isoOrZero, statusText, visibleLogPath } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
 import { containerNetworks, listedPorts, portMap } from './networks.js';
 
@@ -101,7 +101,7 @@ export function containerInspect(
     ResolvConfPath: `${b}/resolv.conf`,
     HostnamePath: `${b}/hostname`,
     HostsPath: `${b}/hosts`,
-    LogPath: `${b}/ctr.log`,
+    LogPath: visibleLogPath(c),
     Name: `/${c.name}`,
     RestartCount: c.restartCount,
     Driver: 'overlay2',

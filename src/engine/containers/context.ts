@@ -11,6 +11,7 @@ import type { Attachments } from './attach.js';
 import type { Bundles } from './bundle.js';
 import type { RealtimeBudget } from './realtime.js';
 import type { HealthMonitor } from './health.js';
+import type { LogRotation } from './logrotation.js';
 import type { Container, ContainerLookup } from './lookup.js';
 import type { Waits } from './waits.js';
 
@@ -42,6 +43,8 @@ export interface Shared {
   attachments: Attachments;
   /** Health checks of the running containers (health.ts). */
   health: HealthMonitor;
+  /** Rotation of the running containers' logs (logrotation.ts). */
+  logRotation: LogRotation;
 }
 
 /** Publishes a container event with dockerd's attributes (its labels, image, name). */

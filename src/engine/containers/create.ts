@@ -28,11 +28,12 @@ import {
 import { checkDevice } from './devices.js';
 import { checkNamespaceModes } from './namespaces.js';
 import { checkResources } from './resources.js';
+import { checkLogConfig } from './logconfig.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { type BindMount, deviceCgroupRule, type Propagation } from './spec.js';
 import { checkSysctls } from './sysctls.js';
 import { checkUlimits } from './ulimits.js';
-import { checkLogConfig, refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
+import { refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
 
 /** What `--security-opt` asks of the process, parsed once at create. */
 export interface SecurityOptions {
@@ -193,7 +194,6 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
   refuseUnhonoured(h);
   parsePortBindings(h.PortBindings, null); // dockerd's "invalid port specification" at create
   checkLogConfig(h.LogConfig);
-  if (h.LogConfig?.Config?.['max-size']) parseSize(h.LogConfig.Config['max-size']);
   for (const rule of h.DeviceCgroupRules ?? []) deviceCgroupRule(rule);
   for (const device of h.Devices ?? []) checkDevice(device);
   checkUlimits(h.Ulimits ?? []);
@@ -218,8 +218,7 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
     NanoCpus: h.NanoCpus ?? 0,
     CpuShares: h.CpuShares ?? 0,
     CpusetCpus: h.CpusetCpus ?? '',
-    // json-file: the driver whose behaviour berth's logs have (max-size, max-file, readable
-    // through the API); clients such as docker-py read logs only for it or journald.
+    // As given, json-file when none is named (dockerd's default driver); logconfig.ts reads it.
     LogConfig: { Type: h.LogConfig?.Type || 'json-file', Config: h.LogConfig?.Config ?? {} },
   };
   return { hostConfig, security };
@@ -287,16 +286,6 @@ export function parseExtraHost(spec: string): { name: string; ip: string } {
     throw invalidParameter(`invalid IP address in add-host: ${JSON.stringify(ip)}`);
   }
   return { name, ip };
-}
-
-/** Parses sizes like `10m`, `1g`, `512k` (log-opts max-size). */
-export function parseSize(s: string): number {
-  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$/i.exec(s.trim());
-  if (!m) throw invalidParameter(`invalid size: '${s}'`);
-  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 }[
-    m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g' | 't'
-  ];
-  return Math.floor(Number(m[1]) * mult);
 }
 
 // ------------------------------------------------------------------ mounts

@@ -156,6 +156,7 @@ export class ExitHandler {
     });
     log.debug({ id, exitCode, restart: decision.restart }, 'container exited');
     this.s.health.stopped(id);
+    this.s.logRotation.stopped(id);
     this.settle(c);
     publish(deps.events, c, 'die', { exitCode: String(exitCode) });
     waits.notify(id, ['not-running', 'next-exit'], exitCode);

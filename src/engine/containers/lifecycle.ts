@@ -7,8 +7,8 @@ import { RuntimeCreateError } from '../runtime/errors.js';
 import { normalizeSignal, SIGNALS } from '../signals.js';
 import { markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
 import { publish, type Shared } from './context.js';
-import { parseSize } from './create.js';
 import type { ExitHandler } from './exits.js';
+import { conmonLogSizeMax, logPolicy } from './logconfig.js';
 import { type Container, isActive, isRunning } from './lookup.js';
 import type { WaitCondition, WaitResult } from './waits.js';
 
@@ -84,16 +84,16 @@ export class Lifecycle {
     if (!c) throw noSuchContainer(id);
     await this.s.bundles.ready(c);
     try {
-      const maxSize = c.hostConfig.LogConfig?.Config?.['max-size'];
+      const logs = logPolicy(c.hostConfig.LogConfig);
       const created = await runtime.create({
         id,
         bundleDir: c.bundleDir,
-        logPath: c.logPath,
+        logPath: logs.driver === 'none' ? null : c.logPath,
         exitDir: exits.exitDir,
         tty: c.config.Tty,
         stdin: c.config.OpenStdin,
         stdinOnce: c.config.StdinOnce,
-        logSizeMax: maxSize ? parseSize(maxSize) : deps.logSizeMax,
+        logSizeMax: conmonLogSizeMax(logs, deps.logSizeMax),
       });
       // The loopback of the container's own network namespace is up already: runc
       // brings it up in every network namespace it creates (libcontainer's "loopback" network).
@@ -127,6 +127,7 @@ export class Lifecycle {
       attachments.connect(id, runtime.attachSocket(id));
       publish(deps.events, c, 'start');
       this.s.health.started(id);
+      this.s.logRotation.started(id);
     } catch (e) {
       attachments.fail(id);
       await runtime.delete(id, true).catch(() => undefined);

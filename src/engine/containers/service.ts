@@ -8,6 +8,7 @@
 //   io.ts         logs, attach, resize, top, stats, sizes
 //   waits.ts      waits for an exit or removal
 //   health.ts     health checks of the running containers
+//   logconfig.ts  LogConfig's drivers and options; logrotation.ts rotates the running containers' logs
 // State lives in SQLite; processes live under conmon, which outlives berthd.
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
@@ -27,8 +28,9 @@ import { ExitHandler } from './exits.js';
 import { HealthMonitor, type Prober } from './health.js';
 import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
-import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
 import type { ContainerNetworking } from '../network/endpoints.js';
+import { LogRotation } from './logrotation.js';
+import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
 import { checkName, generateName } from './names.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
@@ -62,6 +64,11 @@ export class ContainerService {
       }),
       attachments: new Attachments(log),
       health,
+      logRotation: new LogRotation({
+        lookup,
+        reopenLog: (dir) => deps.runtime.reopenLog(dir),
+        log: log.child({ logRotation: true }),
+      }),
     };
     const autoRemove = (id: string) =>
       this.remove(id, { force: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
@@ -74,9 +81,10 @@ export class ContainerService {
     this.io = new ContainerIo(this.s, (id) => this.lifecycle.startOf(id));
   }
 
-  /** Subscribes to exits and reconciles what happened while berthd was down. */
-  recover(): Promise<void> {
-    return this.exits.recover();
+  /** Subscribes to exits and reconciles what happened while berthd was down; rotates the running ones' logs again. */
+  async recover(): Promise<void> {
+    await this.exits.recover();
+    for (const c of this.s.lookup.withStatus(['running', 'paused'])) this.s.logRotation.started(c.id);
   }
 
   /**
@@ -90,6 +98,7 @@ export class ContainerService {
   /** berthd stops: health checks stop (their results kept in the records). */
   close(): void {
     this.s.health.close();
+    this.s.logRotation.close();
   }
 
   // ------------------------------------------------------------------ lookup
@@ -267,6 +276,7 @@ export class ContainerService {
     // A bundle still being prepared after create must finish before it is torn down.
     await bundles.forget(id);
     this.s.health.removed(id);
+    this.s.logRotation.removed(id, c.logPath);
     deps.repo.remove(id);
     // Gone from the API from here on: waiters (docker run --rm) need not wait for the
     // tear-down. A crash before it ends leaves a directory that recover() sweeps away.
