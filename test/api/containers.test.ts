@@ -437,7 +437,8 @@ describe('host config', () => {
     const bad = await d.request('POST', '/containers/create', {
       body: { Image: env.busybox, HostConfig: { NetworkMode: 'nonet' } },
     });
-    expect(bad.status).toBe(400);
+    expect(bad.status).toBe(404);
+    expect(bad.json.message).toBe('network nonet not found');
   });
 
   it('caps the log size with LogConfig max-size so a noisy container cannot fill the disk', async () => {

@@ -215,6 +215,44 @@ describe('a container on the default bridge', () => {
   });
 });
 
+describe("a container joining another's network (container:<id>)", () => {
+  it('shares its interfaces, address, hosts and resolv.conf', async () => {
+    const sandbox = await run({});
+    const ip = (await inspect(sandbox)).NetworkSettings.IPAddress;
+    const joiner = await run({ HostConfig: { NetworkMode: `container:${sandbox}` } });
+    expect((await exec(joiner, ['ip', '-4', 'addr', 'show', 'eth0'])).out).toContain(ip);
+    expect((await exec(joiner, ['cat', '/etc/hosts'])).out).toContain(ip);
+    const refused = await d.request('POST', '/containers/create', {
+      body: {
+        Image: env.busybox,
+        HostConfig: { NetworkMode: `container:${sandbox}`, PortBindings: { '80/tcp': [{}] } },
+      },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.json.message).toBe('conflicting options: port publishing and the container type network mode');
+    for (const id of [joiner, sandbox]) await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+
+  it('gives the MAC asked for, container-wide before API 1.44 and per endpoint after', async () => {
+    const wide = await d.request('POST', '/v1.43/containers/create', {
+      body: { Image: env.busybox, Cmd: ['cat', '/sys/class/net/eth0/address'], MacAddress: '02:42:0a:00:00:99' },
+    });
+    expect(wide.status, wide.text).toBe(201);
+    const ep = await d.request('POST', '/v1.47/containers/create', {
+      body: {
+        Image: env.busybox,
+        Cmd: ['sleep', '60'],
+        NetworkingConfig: { EndpointsConfig: { bridge: { MacAddress: '02:42:0a:00:00:98' } } },
+      },
+    });
+    expect(ep.status, ep.text).toBe(201);
+    await d.request('POST', `/containers/${ep.json.Id}/start`);
+    expect((await exec(ep.json.Id, ['cat', '/sys/class/net/eth0/address'])).out.trim()).toBe('02:42:0a:00:00:98');
+    expect((await inspect(ep.json.Id)).NetworkSettings.Networks.bridge.MacAddress).toBe('02:42:0a:00:00:98');
+    for (const id of [wide.json.Id, ep.json.Id]) await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+});
+
 describe('containers on one user network', () => {
   it('reach each other by name, alias and short id', async () => {
     await d.request('POST', '/networks/create', { body: { Name: 'app' } });

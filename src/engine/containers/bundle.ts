@@ -137,7 +137,7 @@ export class Bundles {
       hostname: c.config.Hostname,
       rootfsPath: c.rootfs,
       mounts: bindMounts(h, c.recursiveReadonlyBinds),
-      hostsFiles: await writeEtcFiles(c, this.deps.endpoints),
+      hostsFiles: await this.etcFilesOf(c),
       networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
       namespaces: namespacePlan(h, shmDir(c.bundleDir), (ref) => {
         const d = this.deps.lookup.find(ref);
@@ -154,6 +154,22 @@ export class Bundles {
       ...(this.deps.initPath ? { initPath: this.deps.initPath } : {}),
       cgroupsPath: cgroupPath(c.id),
     });
+  }
+
+  /**
+   * Its /etc files; a container in another's network namespace (NetworkMode
+   * container:<id>) has that one's hosts and resolv.conf, as with dockerd.
+   */
+  private async etcFilesOf(c: Container): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
+    const own = await writeEtcFiles(c, this.deps.endpoints);
+    const mode = c.hostConfig.NetworkMode;
+    if (!mode.startsWith('container:')) return own;
+    const donor = this.deps.lookup.find(mode.slice('container:'.length));
+    return {
+      ...own,
+      hosts: path.join(donor.bundleDir, 'hosts'),
+      resolvConf: path.join(donor.bundleDir, 'resolv.conf'),
+    };
   }
 
   private securityOf(c: Container): SecurityOptions {

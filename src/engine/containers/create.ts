@@ -97,7 +97,7 @@ export function createSettings(
   id: string,
 ): CreateSettings {
   const { hostConfig, security } = checkHostConfig(h);
-  checkNamespaceModes(h, c.Hostname ?? undefined);
+  checkNamespaceModes(h, { hostname: c.Hostname ?? undefined, exposedPorts: c.ExposedPorts });
   const config = mergeConfig(c, image.ref, image.config ?? {});
   if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
   // Checked now; how read-only ones are made is decided at each start.

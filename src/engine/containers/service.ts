@@ -146,10 +146,17 @@ export class ContainerService {
       if (isUniqueViolation(e) && name) this.checkNameFree(name);
       throw e;
     }
+    let warnings: string[];
     try {
-      deps.endpoints.createEndpoints(id, hostConfig.NetworkMode, req.networkingConfig?.EndpointsConfig ?? {}, {
-        macAddress: req.config.MacAddress ?? '',
-      });
+      warnings = deps.endpoints.createEndpoints(
+        id,
+        hostConfig.NetworkMode,
+        req.networkingConfig?.EndpointsConfig ?? {},
+        {
+          macAddress: req.config.MacAddress ?? '',
+          publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
+        },
+      );
     } catch (e) {
       deps.repo.remove(id);
       await rm(bundleDir, { recursive: true, force: true });
@@ -158,7 +165,7 @@ export class ContainerService {
     const c = lookup.byId(id)!;
     publish(deps.events, c, 'create');
     this.s.bundles.prepareEarly(c, security);
-    return { Id: id, Warnings: null };
+    return { Id: id, Warnings: warnings.length ? warnings : null };
   }
 
   private checkNameFree(name: string): void {

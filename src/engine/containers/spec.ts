@@ -313,7 +313,7 @@ function namespaces(networkMode: SpecInput['networkMode'], plan: NamespacePlan =
   const out: OciLinux['namespaces'] = [];
   for (const type of types) {
     const source =
-      type === 'network' ? (networkMode === 'host' ? 'host' : undefined) : plan[type as keyof NamespacePlan];
+      type === 'network' ? (networkMode === 'host' ? 'host' : plan.network) : plan[type as keyof NamespacePlan];
     if (source === 'host') continue;
     out.push(source && typeof source === 'object' && 'path' in source ? { type, path: source.path } : { type });
   }

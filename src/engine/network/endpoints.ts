@@ -94,15 +94,15 @@ export class Endpoints {
     containerId: string,
     mode: string,
     configs: Record<string, unknown | null>,
-    opts: { macAddress: string },
-  ): void {
+    opts: { macAddress: string; publishes: boolean },
+  ): string[] {
     if (isContainerMode(mode)) {
       if (Object.keys(configs).length) {
         throw invalidParameter("conflicting options: container type network can't be used with NetworkingConfig");
       }
       if (opts.macAddress)
         throw invalidParameter("conflicting options: container type network can't be used with mac-address");
-      return;
+      return [];
     }
     const first = this.deps.networks.find(this.networkOfMode(mode));
     const wanted = new Map<string, { network: Network; settings: EndpointSettings }>();
@@ -124,6 +124,10 @@ export class Endpoints {
       containerId,
       all.map((w) => [w.network, w.settings]),
     );
+    // dockerd takes them, says so, and publishes nothing: a host-network container has no network of its own.
+    if (opts.publishes && first.driver === 'host')
+      return ['Published ports are discarded when using host network mode'];
+    return [];
   }
 
   /** Records endpoints, each given its address; a static address already taken is refused. */

@@ -41,7 +41,7 @@ export class HostPlumbing implements Plumbing {
    * as the containers are restored (Endpoints.restore).
    */
   async init(networks: Network[]): Promise<void> {
-    for (const n of networks) this.makeBridge(n);
+    for (const n of networks) await this.makeBridge(n);
     // A daemon with no bridge network (`--bridge none`, none created) leaves the firewall alone.
     if (networks.length) await this.deps.firewall.replace({ networks: networks.map(firewallNetwork), ports: [] });
     await this.deps.dns.reconcile(
@@ -49,16 +49,16 @@ export class HostPlumbing implements Plumbing {
     );
   }
 
-  private makeBridge(n: Network): void {
-    ensureBridge({ name: n.bridge, gatewayCidr: `${n.gateway}/${prefixOf(n)}` });
+  private async makeBridge(n: Network): Promise<void> {
+    await ensureBridge({ name: n.bridge, gatewayCidr: `${n.gateway}/${prefixOf(n)}` });
   }
 
   async addNetwork(n: Network): Promise<void> {
-    this.makeBridge(n);
+    await this.makeBridge(n);
     try {
       await this.deps.firewall.setNetwork(firewallNetwork(n));
     } catch (e) {
-      removeBridge(n.bridge);
+      await removeBridge(n.bridge);
       throw e;
     }
   }
@@ -66,7 +66,7 @@ export class HostPlumbing implements Plumbing {
   async removeNetwork(n: Network): Promise<void> {
     await this.deps.firewall.removeNetwork(n.bridge);
     if (hasDns(n)) await this.deps.dns.removeNetwork(n.id);
-    removeBridge(n.bridge);
+    await removeBridge(n.bridge);
   }
 
   async attach(a: Attachment): Promise<void> {
@@ -74,7 +74,7 @@ export class HostPlumbing implements Plumbing {
     const { network, row } = endpoint;
     const veth = hostIfName(row.id);
     if (!member.restoring) {
-      attachContainer({
+      await attachContainer({
         nsPath: member.nsPath!,
         bridge: network.bridge,
         hostIfName: veth,
@@ -112,7 +112,7 @@ export class HostPlumbing implements Plumbing {
     await this.deps.firewall.removePorts(member.id);
     await this.deps.ports.release(member.id);
     if (hasDns(endpoint.network)) await this.deps.dns.removeEntry(endpoint.network.id, member.id);
-    detachContainer(hostIfName(endpoint.row.id));
+    await detachContainer(hostIfName(endpoint.row.id));
   }
 
   async close(): Promise<void> {
