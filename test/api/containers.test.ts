@@ -705,9 +705,7 @@ describe('namespaces, groups, devices and limits', () => {
   });
 
   it('refuses what it does not apply yet, and takes the zeros and defaults clients send', async () => {
-    expect(await refused({ PortBindings: { '80/tcp': [{ HostPort: '8080' }] } })).toMatch(
-      /^HostConfig.PortBindings is not supported by berth yet/,
-    );
+    expect(await refused({ Links: ['other:db'] })).toMatch(/^HostConfig.Links is not supported by berth yet/);
     expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
     expect(await refused({}, { NetworkDisabled: true })).toMatch(/^Config.NetworkDisabled is not supported/);
     const bind = (BindOptions: Record<string, unknown>) => ({

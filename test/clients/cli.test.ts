@@ -342,8 +342,8 @@ describe('docker run flags for namespaces, groups, devices, logs and signals', (
     expect(tag.stderr).toContain("log opt 'tag' is not supported by berth yet");
     const driver = await docker(['run', '--rm', '--log-driver', 'nope', image, 'true']);
     expect(driver.stderr).toContain("logger: no log driver named 'nope' is registered");
-    const ports = await docker(['run', '--rm', '-p', '8080:80', image, 'true']);
-    expect(ports.stderr).toContain('HostConfig.PortBindings is not supported by berth yet');
+    const links = await docker(['run', '--rm', '--link', 'other:db', image, 'true']);
+    expect(links.stderr).toContain('HostConfig.Links is not supported by berth yet');
     expect(await ok(['ps', '-aq', '--no-trunc'])).toBe(before);
   });
 
