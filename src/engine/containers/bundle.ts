@@ -172,6 +172,15 @@ export class Bundles {
     };
   }
 
+  /**
+   * After a running container joined or left a network: its /etc files say so
+   * (they are bind-mounted files, written in place, so it reads the new text),
+   * as dockerd rewrites resolv.conf when a container gains a DNS server.
+   */
+  async networksChanged(c: Container): Promise<void> {
+    await writeEtcFiles(c, this.deps.endpoints);
+  }
+
   private securityOf(c: Container): SecurityOptions {
     let security = this.security.get(c.id);
     if (!security) {

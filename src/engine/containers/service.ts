@@ -255,12 +255,14 @@ export class ContainerService {
   async connectNetwork(networkRef: string, ref: string, settings: unknown): Promise<void> {
     const c = this.s.lookup.find(ref);
     await this.s.deps.endpoints.connect(networkRef, { ...memberOf(c), mode: c.hostConfig.NetworkMode }, settings);
+    await this.s.bundles.networksChanged(c);
   }
 
   /** `POST /networks/{id}/disconnect`. */
   async disconnectNetwork(networkRef: string, ref: string, _force: boolean): Promise<void> {
     const c = this.s.lookup.find(ref);
     await this.s.deps.endpoints.disconnect(networkRef, memberOf(c));
+    await this.s.bundles.networksChanged(c);
   }
 
   // ------------------------------------------------------------------ remove
