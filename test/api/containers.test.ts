@@ -43,7 +43,7 @@ describe('the foreground sequence', () => {
       host: 'anything.example',
     });
     expect(c.status).toBe(201);
-    expect(c.json).toEqual({ Id: expect.stringMatching(/^[0-9a-f]{64}$/), Warnings: null });
+    expect(c.json).toEqual({ Id: expect.stringMatching(/^[0-9a-f]{64}$/), Warnings: [] });
     const id = c.json.Id;
     expect((await d.request('POST', `/v1.40/containers/${id}/start`)).status).toBe(204);
     const w = await d.request('POST', `/v1.40/containers/${id}/wait`);

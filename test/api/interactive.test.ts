@@ -206,8 +206,9 @@ describe('docker exec', () => {
       stdout: 'o\n',
       stderr: 'e\n',
     });
+    // Docker 27 (API 1.47) records 126 for an exec that cannot start, a missing command included.
     const missing = await docker(['exec', 'ex', 'no-such-command']);
-    expect(missing.code).toBe(127);
+    expect(missing.code).toBe(126);
     expect(missing.stdout).toMatch(
       /^OCI runtime exec failed: exec failed: .*"no-such-command": executable file not found in \$PATH: unknown\r?\n$/,
     );
