@@ -262,7 +262,11 @@ describe('docker exec', () => {
     const ttyFramed = await start(true, {});
     expect(ttyFramed.type).toBe('application/vnd.docker.multiplexed-stream');
     expect(demux(ttyFramed.body).flatMap(([s]) => s)).not.toContain(2);
-    expect(demux(ttyFramed.body).map(([, t]) => t).join('')).toBe('out\r\nerr\r\n');
+    expect(
+      demux(ttyFramed.body)
+        .map(([, t]) => t)
+        .join(''),
+    ).toBe('out\r\nerr\r\n');
     // Both with Tty: raw.
     const ttyRaw = await start(true, { Tty: true });
     expect([ttyRaw.type, ttyRaw.body.toString()]).toEqual(['application/vnd.docker.raw-stream', 'out\r\nerr\r\n']);
