@@ -16,7 +16,10 @@ const MAX_CPU = 8192;
 
 /** dockerd's checks of a create's or an update's limits (an update may give a swap limit alone). */
 export function checkResources(
-  h: Pick<Given<HostConfigBody>, 'Memory' | 'MemorySwap' | 'NanoCpus' | 'CpusetCpus' | 'OomScoreAdj'>,
+  h: Pick<
+    Given<HostConfigBody>,
+    'Memory' | 'MemorySwap' | 'NanoCpus' | 'CpusetCpus' | 'CpuRealtimePeriod' | 'CpuRealtimeRuntime' | 'OomScoreAdj'
+  >,
   o: { update?: boolean } = {},
 ): void {
   const memory = h.Memory ?? 0;
