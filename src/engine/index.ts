@@ -23,7 +23,7 @@ export interface Engine {
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/attach.js';
 export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';
-export { CreateBodySchema, ExecCreateSchema } from './containers/config.js';
+export { CreateBodySchema, ExecCreateSchema, UpdateBodySchema } from './containers/config.js';
 export type { ExecInstance, ExecService } from './containers/exec.js';
 export type { Container } from './containers/lookup.js';
 export type { ContainerService } from './containers/service.js';

@@ -43,7 +43,7 @@ describe('the foreground sequence', () => {
       host: 'anything.example',
     });
     expect(c.status).toBe(201);
-    expect(c.json).toEqual({ Id: expect.stringMatching(/^[0-9a-f]{64}$/), Warnings: null });
+    expect(c.json).toEqual({ Id: expect.stringMatching(/^[0-9a-f]{64}$/), Warnings: [] });
     const id = c.json.Id;
     expect((await d.request('POST', `/v1.40/containers/${id}/start`)).status).toBe(204);
     const w = await d.request('POST', `/v1.40/containers/${id}/wait`);
@@ -707,6 +707,13 @@ describe('namespaces, groups, devices and limits', () => {
   it('refuses what it does not apply yet, and takes the zeros and defaults clients send', async () => {
     expect(await refused({ Links: ['other:db'] })).toMatch(/^HostConfig.Links is not supported by berth yet/);
     expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
+    // A port with no host port given still asks for one (a random one), and a tmpfs with no options for a tmpfs.
+    expect(await refused({ PortBindings: { '2222/tcp': [{ HostIp: '', HostPort: '' }] } })).toMatch(
+      /^HostConfig.PortBindings is not supported by berth yet/,
+    );
+    expect(await refused({ Tmpfs: { '/scratch': '' } })).toMatch(/^HostConfig.Tmpfs is not supported by berth yet/);
+    // dockerd reads a field's name in any case.
+    expect(await refused({ tmpfs: { '/scratch': 'size=1m' } })).toMatch(/^HostConfig.Tmpfs is not supported/);
     expect(await refused({}, { NetworkDisabled: true })).toMatch(/^Config.NetworkDisabled is not supported/);
     const bind = (BindOptions: Record<string, unknown>) => ({
       Mounts: [{ Type: 'bind', Source: os.tmpdir(), Target: '/mnt', BindOptions }],
@@ -736,6 +743,42 @@ describe('namespaces, groups, devices and limits', () => {
       Links: null,
     });
     expect(plain.out).toBe('fine');
+  });
+});
+
+describe("a body's field names", () => {
+  it("match in any case, as dockerd's decoder matches them; map keys stay as given", async () => {
+    const r = await d.request('POST', '/containers/create', {
+      body: {
+        image: env.busybox,
+        CMD: ['sh', '-c', 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes; echo $Mixed'],
+        env: ['Mixed=case'],
+        labels: { 'Key.Case': 'kept' },
+        hostconfig: { memory: 32 * 1024 * 1024, restartpolicy: { name: 'no' } },
+      },
+    });
+    expect(r.status, r.text).toBe(201);
+    const id = r.json.Id;
+    expect((await d.request('POST', `/containers/${id}/start`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(0);
+    expect(await stdoutOf(id)).toBe(`${32 * 1024 * 1024}\ncase\n`);
+    const inspect = (await d.request('GET', `/containers/${id}/json`)).json;
+    expect(inspect.Config.Labels).toEqual({ 'Key.Case': 'kept' });
+    expect(inspect.HostConfig).toMatchObject({ Memory: 32 * 1024 * 1024, RestartPolicy: { Name: 'no' } });
+  });
+});
+
+describe('prune', () => {
+  it('removes the stopped containers and reports the space they had written', async () => {
+    const wrote = await run(['sh', '-c', 'head -c 300000 /dev/zero > /data']);
+    const live = await create({ Cmd: ['sleep', '100'] });
+    expect((await d.request('POST', `/containers/${live}/start`)).status).toBe(204);
+    const r = await d.request('POST', '/containers/prune');
+    expect(r.status, r.text).toBe(200);
+    expect(r.json.ContainersDeleted).toContain(wrote.id);
+    expect(r.json.ContainersDeleted).not.toContain(live);
+    expect(r.json.SpaceReclaimed).toBeGreaterThanOrEqual(300_000);
+    await d.request('DELETE', `/containers/${live}?force=1`);
   });
 });
 

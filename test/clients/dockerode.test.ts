@@ -265,10 +265,11 @@ describe('exec', () => {
     await c.remove({ force: true });
   });
 
-  it('a missing command exits 127, one that is not executable 126', async () => {
+  // Docker 27 (API 1.47) records 126 for any exec that cannot start, a missing command included.
+  it('a command that cannot start exits 126: missing, or not executable', async () => {
     const c = await started();
     const missing = await execRun(c, ['no-such-command'], false);
-    expect(missing).toMatchObject({ ExitCode: 127, Running: false });
+    expect(missing).toMatchObject({ ExitCode: 126, Running: false });
     expect(missing.stdout).toMatch(/"no-such-command": executable file not found in \$PATH/);
     const notExecutable = await execRun(c, ['/etc/passwd'], false);
     expect(notExecutable).toMatchObject({ ExitCode: 126, Running: false });

@@ -1,6 +1,6 @@
 // /containers/*: thin translations between Docker's wire shapes and the container service.
 import type { FastifyInstance } from 'fastify';
-import { CreateBodySchema, type Engine } from '../../engine/index.js';
+import { CreateBodySchema, type Engine, UpdateBodySchema } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../headers.js';
 import { streamContentType } from '../streams/mux.js';
@@ -10,7 +10,7 @@ import { versionBelow } from '../version.js';
 import { containerInspect, containerSummary, listedSizes } from '../wire/containers.js';
 import { createRequest } from '../wire/create.js';
 import { parseFilters } from '../wire/filters.js';
-import { boolValue, intValue, parseJsonBody, query } from '../wire/forms.js';
+import { boolValue, intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 
 type IdParams = { Params: { id: string } };
 
@@ -65,6 +65,13 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const body = await parseJsonBody(req, CreateBodySchema);
     const created = await containers.create(createRequest(body, query(req).name, req.apiVersion));
     return reply.code(201).send(created);
+  });
+
+  // docker update. PidsLimit came with API 1.40: dockerd does not read an older client's.
+  app.post<IdParams>('/containers/:id/update', async (req) => {
+    const body = withoutNulls(await parseJsonBody(req, UpdateBodySchema));
+    if (versionBelow(req.apiVersion, '1.40')) delete body.PidsLimit;
+    return containers.update(req.params.id, body);
   });
 
   app.post('/containers/prune', async (req) => containers.prune(parseFilters(query(req).filters)));

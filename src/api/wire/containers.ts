@@ -134,6 +134,7 @@ export function containerInspect(
       Runtime: 'runc',
       Isolation: c.hostConfig.Isolation ?? '',
       PidsLimit: c.hostConfig.PidsLimit ?? null,
+      MemorySwappiness: c.hostConfig.MemorySwappiness ?? null,
       OomKillDisable: false,
       Init: c.hostConfig.Init ?? null,
       MaskedPaths: [],

@@ -89,6 +89,12 @@ export class Bundles {
     if (!done) await this.prepare(c);
   }
 
+  /** Its HostConfig changed (an update): a bundle prepared early is written again by the start. */
+  async reconfigured(id: string): Promise<void> {
+    await this.early.get(id)?.catch(() => undefined);
+    this.early.delete(id);
+  }
+
   /** A removed container's: a preparation under way ends before its directory is torn down. */
   async forget(id: string): Promise<void> {
     await this.early.get(id)?.catch(() => undefined);

@@ -120,6 +120,8 @@ export const HostConfigSchema = z.looseObject({
   Init: z.boolean().nullish(),
   Memory: int,
   MemorySwap: int,
+  /** null: the kernel's (dockerd's nil; -1 from a client means that too). */
+  MemorySwappiness: int.nullish(),
   NanoCpus: int,
   CpuShares: int,
   CpusetCpus: z.string(),
@@ -180,6 +182,26 @@ export const ConfigBodySchema = z.looseObject({
   MacAddress: z.string().nullish(),
 });
 export type ConfigBody = z.output<typeof ConfigBodySchema>;
+
+/**
+ * `POST /containers/{id}/update`'s body (Docker's UpdateConfig: its Resources
+ * and a RestartPolicy): the fields berth changes; unsupported.ts refuses the
+ * rest of Docker's when they ask for something.
+ */
+export const UpdateBodySchema = z.looseObject({
+  ...nullish(
+    HostConfigSchema.pick({
+      Memory: true,
+      MemorySwap: true,
+      NanoCpus: true,
+      CpuShares: true,
+      CpusetCpus: true,
+      PidsLimit: true,
+    }).shape,
+  ),
+  RestartPolicy: HostConfigBodySchema.shape.RestartPolicy,
+});
+export type UpdateBody = z.output<typeof UpdateBodySchema>;
 
 /** NetworkingConfig: the settings of each network's endpoint, by network name (an entry may be null). */
 const NetworkingConfigSchema = z.looseObject({

@@ -27,8 +27,8 @@ import {
 } from './config.js';
 import { checkDevice } from './devices.js';
 import { checkNamespaceModes } from './namespaces.js';
-import { checkResources } from './resources.js';
 import { checkLogConfig } from './logconfig.js';
+import { checkResources, memorySwappiness } from './resources.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { type BindMount, deviceCgroupRule, type Propagation } from './spec.js';
 import { checkSysctls } from './sysctls.js';
@@ -42,11 +42,12 @@ export interface SecurityOptions {
   seccomp?: 'unconfined' | SeccompProfile;
 }
 
-/** A new container's stored Config and HostConfig, and its security options. */
+/** A new container's stored Config and HostConfig, its security options, and dockerd's warnings about them. */
 export interface CreateSettings {
   config: ContainerConfig;
   hostConfig: HostConfig;
   security: SecurityOptions;
+  warnings: string[];
 }
 
 /** The Config checks dockerd makes before it looks up the image (validateContainerConfig). */
@@ -96,7 +97,7 @@ export function createSettings(
   image: { ref: string; config: ImageConfig['config'] },
   id: string,
 ): CreateSettings {
-  const { hostConfig, security } = checkHostConfig(h);
+  const { hostConfig, security, warnings } = checkHostConfig(h);
   checkNamespaceModes(h, { hostname: c.Hostname ?? undefined, exposedPorts: c.ExposedPorts });
   const config = mergeConfig(c, image.ref, image.config ?? {});
   if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
@@ -105,7 +106,7 @@ export function createSettings(
   // dockerd: a container in the host's network or UTS namespace takes the host's name, others their short id.
   const hostName = hostConfig.NetworkMode === 'host' || hostConfig.UTSMode === 'host';
   if (!config.Hostname) config.Hostname = hostName ? os.hostname() : id.slice(0, 12);
-  return { config, hostConfig, security };
+  return { config, hostConfig, security, warnings };
 }
 
 /** The container's effective config: the request over the image's defaults, as dockerd merges them. */
@@ -172,7 +173,8 @@ export function mergeEnv(image: string[] | null | undefined, user: string[] | nu
   return [...out.values()];
 }
 
-function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; security: SecurityOptions } {
+function checkHostConfig(h: Given<HostConfigBody>): Omit<CreateSettings, 'config'> {
+  const warnings: string[] = [];
   const restartPolicy = checkRestartPolicy(h);
   if (h.AutoRemove && restartPolicy.Name !== '' && restartPolicy.Name !== 'no') {
     throw invalidParameter("can't create 'AutoRemove' container with restart policy");
@@ -199,6 +201,7 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
   checkUlimits(h.Ulimits ?? []);
   checkSysctls(h.Sysctls ?? {}, { network: mode, ipc: h.IpcMode ?? '' });
   checkResources(h);
+  const swappiness = memorySwappiness(h.MemorySwappiness, warnings);
   if (h.ShmSize && h.ShmSize < 0) throw invalidParameter('SHM size can not be less than 0');
   refuseUnappliedSecurityOptions(h.SecurityOpt ?? []);
   const security = securityOptions(h.SecurityOpt ?? []);
@@ -214,17 +217,19 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
     CapDrop: h.CapDrop ?? null,
     SecurityOpt: h.SecurityOpt ?? null,
     Memory: h.Memory ?? 0,
-    MemorySwap: h.MemorySwap ?? 0,
+    // dockerd's default swap limit: twice the memory limit (adaptContainerSettings).
+    MemorySwap: h.Memory && h.Memory > 0 && !h.MemorySwap ? h.Memory * 2 : (h.MemorySwap ?? 0),
+    MemorySwappiness: swappiness,
     NanoCpus: h.NanoCpus ?? 0,
     CpuShares: h.CpuShares ?? 0,
     CpusetCpus: h.CpusetCpus ?? '',
     // As given, json-file when none is named (dockerd's default driver); logconfig.ts reads it.
     LogConfig: { Type: h.LogConfig?.Type || 'json-file', Config: h.LogConfig?.Config ?? {} },
   };
-  return { hostConfig, security };
+  return { hostConfig, security, warnings };
 }
 
-function checkRestartPolicy(h: Given<HostConfigBody>): RestartPolicy {
+export function checkRestartPolicy(h: Pick<Given<HostConfigBody>, 'RestartPolicy'>): RestartPolicy {
   const name = h.RestartPolicy?.Name ?? '';
   const count = h.RestartPolicy?.MaximumRetryCount ?? 0;
   if (!isPolicyName(name)) throw invalidParameter(`invalid restart policy '${name}'`);

@@ -51,7 +51,7 @@ export interface OciDeviceRule {
 
 export interface OciResources {
   devices: OciDeviceRule[];
-  memory?: { limit: number; swap?: number };
+  memory?: { limit?: number; swap?: number; swappiness?: number };
   cpu?: {
     shares?: number;
     quota?: number;
@@ -62,6 +62,9 @@ export interface OciResources {
   };
   pids?: { limit: number };
 }
+
+/** What `runc update` changes of a running container. */
+export type OciResourcesUpdate = Omit<OciResources, 'devices'>;
 
 export type OciNamespaceType = 'pid' | 'network' | 'mount' | 'ipc' | 'uts' | 'user' | 'cgroup';
 

@@ -9,6 +9,7 @@
 //   waits.ts      waits for an exit or removal
 //   health.ts     health checks of the running containers
 //   logconfig.ts  LogConfig's drivers and options; logrotation.ts rotates the running containers' logs
+//   update.ts     docker update: limits and restart policy changed after create
 // State lives in SQLite; processes live under conmon, which outlives berthd.
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
@@ -21,7 +22,7 @@ import type { LogEntry, ReadLogOptions } from '../runtime/logs.js';
 import { isUniqueViolation } from '../store/containers.js';
 import { Attachments, type AttachSession } from './attach.js';
 import { Bundles, releaseMounts } from './bundle.js';
-import type { CreateRequest } from './config.js';
+import type { CreateRequest, Given, UpdateBody } from './config.js';
 import { type ContainerDeps, publish, type Shared } from './context.js';
 import { checkConfig, createSettings } from './create.js';
 import { ExitHandler } from './exits.js';
@@ -32,6 +33,7 @@ import type { ContainerNetworking } from '../network/endpoints.js';
 import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
 import { checkName, generateName } from './names.js';
+import { updateContainer } from './update.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
 export class ContainerService {
@@ -114,7 +116,7 @@ export class ContainerService {
 
   // ------------------------------------------------------------------ create
 
-  async create(req: CreateRequest): Promise<{ Id: string; Warnings: string[] | null }> {
+  async create(req: CreateRequest): Promise<{ Id: string; Warnings: string[] }> {
     const { deps, lookup } = this.s;
     const imageRef = checkConfig(req.config);
     const name = req.name ? checkName(req.name) : undefined;
@@ -122,7 +124,7 @@ export class ContainerService {
     const image = deps.images.find(imageRef);
     const imageConfig = (JSON.parse(image.config) as ImageConfig).config;
     const id = randomBytes(32).toString('hex');
-    const { config, hostConfig, security } = createSettings(
+    const { config, hostConfig, security, warnings } = createSettings(
       req.config,
       req.hostConfig,
       { ref: imageRef, config: imageConfig },
@@ -146,9 +148,9 @@ export class ContainerService {
       if (isUniqueViolation(e) && name) this.checkNameFree(name);
       throw e;
     }
-    let warnings: string[];
+    let networkWarnings: string[];
     try {
-      warnings = deps.endpoints.createEndpoints(
+      networkWarnings = deps.endpoints.createEndpoints(
         id,
         hostConfig.NetworkMode,
         req.networkingConfig?.EndpointsConfig ?? {},
@@ -165,7 +167,8 @@ export class ContainerService {
     const c = lookup.byId(id)!;
     publish(deps.events, c, 'create');
     this.s.bundles.prepareEarly(c, security);
-    return { Id: id, Warnings: warnings.length ? warnings : null };
+    // dockerd answers [] rather than null when there is nothing to warn of.
+    return { Id: id, Warnings: [...warnings, ...networkWarnings] };
   }
 
   private checkNameFree(name: string): void {
@@ -225,6 +228,13 @@ export class ContainerService {
 
   thaw(ref: string): Promise<void> {
     return this.lifecycle.thaw(ref);
+  }
+
+  // ------------------------------------------------------------------ update (update.ts)
+
+  /** `POST /containers/{id}/update`. */
+  update(ref: string, body: Given<UpdateBody>): Promise<{ Warnings: string[] | null }> {
+    return updateContainer(this.s, ref, body, (id) => this.lifecycle.startOf(id));
   }
 
   // ------------------------------------------------------------------ wait
@@ -317,13 +327,20 @@ export class ContainerService {
   async prune(filters: Filters = {}): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }> {
     checkFilters(filters, ['label', 'label!', 'until']);
     const deleted: string[] = [];
+    let reclaimed = 0;
     for (const c of this.s.lookup.withStatus(['created', 'exited', 'dead'])) {
       if (!matchLabels(filters, c.config.Labels)) continue;
       if (filters.until?.[0] && c.created >= Date.parse(filters.until[0])) continue;
+      // dockerd counts what each container wrote (its layer's size), measured before it goes.
+      const written = await this.io.sizes(c).then(
+        (s) => s.SizeRw,
+        () => 0,
+      );
       await this.remove(c.id, {});
       deleted.push(c.id);
+      reclaimed += written;
     }
-    return { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: 0 };
+    return { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
   }
 
   // ------------------------------------------------------------------ io (io.ts)

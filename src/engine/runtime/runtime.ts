@@ -431,6 +431,11 @@ export class Runtime {
     await this.runcFor(id, ['resume', id]);
   }
 
+  /** Changes a running container's cgroup limits (`runc update`: OCI LinuxResources, what is left out stays). */
+  async update(id: string, resources: object): Promise<void> {
+    await this.runcFor(id, ['update', '--resources', '-', id], JSON.stringify(resources));
+  }
+
   /** The container's conmon pid from its pidfile, if that process still runs conmon (a zombie does not). */
   async conmonPid(bundleDir: string): Promise<number | null> {
     const pid = await readPidFile(path.join(bundleDir, BUNDLE_FILES.conmonPid));
@@ -581,15 +586,13 @@ export class Runtime {
     });
   }
 
-  private async runc(args: string[]): Promise<string> {
+  private async runc(args: string[], input?: string): Promise<string> {
     try {
-      const { stdout } = await execFileAsync(
-        this.opts.runcPath,
-        ['--root', this.runcRoot, '--log-format', 'json', ...args],
-        {
-          maxBuffer: 16 * 1024 * 1024,
-        },
-      );
+      const running = execFileAsync(this.opts.runcPath, ['--root', this.runcRoot, '--log-format', 'json', ...args], {
+        maxBuffer: 16 * 1024 * 1024,
+      });
+      if (input !== undefined) running.child.stdin?.end(input);
+      const { stdout } = await running;
       return stdout;
     } catch (e) {
       const err = e as { stderr?: string; message: string };
@@ -598,10 +601,10 @@ export class Runtime {
   }
 
   /** runc on one container, its errors turned into engine errors. */
-  private async runcFor(id: string, args: string[]): Promise<void> {
+  private async runcFor(id: string, args: string[], input?: string): Promise<void> {
     checkId(id);
     try {
-      await this.runc(args);
+      await this.runc(args, input);
     } catch (e) {
       throw this.translate(id, e);
     }

@@ -8,7 +8,7 @@
 //	client pull REF                  pull (progress stream to its end), image list
 //	client health IMAGE              a passing and a failing Healthcheck, until healthy / unhealthy
 //	client kill IMAGE                SIGKILL a container; SIGTERM a shell that traps it
-//	client exec IMAGE                an exec with a TTY; execs that cannot start (126, 127)
+//	client exec IMAGE                an exec with a TTY; execs that cannot start (126)
 //	client pidmode IMAGE             /proc/1/comm with PidMode host and with its own
 //	client groupadd IMAGE            id -G with GroupAdd
 //	client devicerules IMAGE         a device node made and opened, with and without a DeviceCgroupRules rule
