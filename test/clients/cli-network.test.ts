@@ -19,11 +19,7 @@ beforeAll(() => {
   image = ctx.env.busybox;
 });
 
-async function ok(args: string[]): Promise<string> {
-  const r = await docker(args);
-  expect(r.code, `docker ${args.join(' ')}: ${r.stderr}`).toBe(0);
-  return r.stdout;
-}
+const ok = (args: string[]) => docker.ok(args);
 
 const get = (port: number) =>
   new Promise<string>((resolve, reject) => {

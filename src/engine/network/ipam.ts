@@ -2,6 +2,7 @@
 // berth is the IPAM: it chooses every subnet and address and keeps them in
 // SQLite; the links and the firewall are told what was chosen.
 import { invalidParameter } from '../../errors.js';
+import { ipv4Number } from './ipv4.js';
 
 /** A subnet: its first address (host bits clear) and prefix length. */
 export interface Subnet {
@@ -9,16 +10,8 @@ export interface Subnet {
   prefix: number;
 }
 
-const IPV4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
-
 /** Dotted quad → unsigned 32-bit number; null when it is not one. */
-export function parseIp(text: string): number | null {
-  const m = IPV4.exec(text.trim());
-  if (!m) return null;
-  const parts = m.slice(1).map(Number);
-  if (parts.some((p) => p > 255)) return null;
-  return ((parts[0]! << 24) | (parts[1]! << 16) | (parts[2]! << 8) | parts[3]!) >>> 0;
-}
+export const parseIp = (text: string): number | null => ipv4Number(text.trim());
 
 export function formatIp(n: number): string {
   return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
