@@ -30,3 +30,12 @@ node bench/commit.mjs 7
 echo
 echo "== health checks: berthd's CPU with 100 containers checked every second"
 node bench/health.mjs 100 20
+echo
+echo "== firewall: one change, 20 containers publishing at once (issue 14)"
+node bench/firewall.mjs 20
+echo
+echo "== network links over rtnetlink: attach and detach a container (issue 14)"
+node bench/netlink.mjs 50 10
+echo
+echo "== DNS on user networks: one change, 20 at once, questions during reloads (issue 14)"
+node bench/dns.mjs 30

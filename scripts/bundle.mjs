@@ -48,6 +48,10 @@ const child = spawn(
     '/dev/null',
     '--log-level',
     'error',
+    // Nothing on the host's network for a warm-up: no default bridge, no firewall chains.
+    '--bridge',
+    'none',
+    '--iptables=false',
   ],
   { stdio: 'inherit' },
 );

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   runc conmon catatonit            # the OCI runtime, its monitor, and the init for --init
+  aardvark-dns                     # the DNS server of user networks (names, aliases, short ids)
   iproute2 util-linux              # loopback up in a container's network namespace (ip, nsenter)
   docker-registry                  # CNCF distribution: the registry the tests and quickstart run
   busybox-static                   # the test images' userland

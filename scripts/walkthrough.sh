@@ -29,6 +29,25 @@ echo; echo "# Commit the ticker's filesystem into a new image"
 show POST "/v1.43/commit?container=ticker&repo=quickstart/ticker&tag=v1&comment=from+the+walkthrough"
 show GET "/v1.43/images/json?filters=%7B%22reference%22%3A%5B%22quickstart%2F*%22%5D%7D"
 
-echo; echo "# Clean up the containers"
+echo; echo "# Networks: a user network, a web server on it with a published port, a client reaching it by name"
+show GET /v1.43/networks
+show POST /v1.43/networks/create '{"Name":"quickstart-net"}'
+show POST "/v1.43/containers/create?name=qs-web" '{"Image":"'"$REG"'/busybox:latest","Cmd":["sh","-c","mkdir -p /www && echo hello from qs-web > /www/index.html && exec httpd -f -p 80 -h /www"],"ExposedPorts":{"80/tcp":{}},"HostConfig":{"NetworkMode":"quickstart-net","PortBindings":{"80/tcp":[{"HostIp":"127.0.0.1","HostPort":""}]}}}'
+show POST /v1.43/containers/qs-web/start
+show GET /v1.43/containers/qs-web/json
+PORT=$(echo "$LAST" | node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>console.log(JSON.parse(s).NetworkSettings.Ports["80/tcp"][0].HostPort))')
+echo; echo "\$ curl http://127.0.0.1:$PORT/    # the published port, from the host"
+for _ in 1 2 3 4 5 6 7 8 9 10; do curl -sf "http://127.0.0.1:$PORT/" && break; sleep 0.2; done
+show POST /v1.43/containers/create '{"Image":"'"$REG"'/busybox:latest","Cmd":["wget","-q","-O","-","http://qs-web/"],"HostConfig":{"NetworkMode":"quickstart-net"}}'
+NID=$(echo "$LAST" | json_field Id)
+show POST "/v1.43/containers/$NID/start"
+show POST "/v1.43/containers/$NID/wait"
+echo; echo "\$ curl --unix-socket $SOCK 'http://localhost/v1.43/containers/$NID/logs?stdout=1'   # qs-web, reached by name"
+api "http://localhost/v1.43/containers/$NID/logs?stdout=1" | tr -d '\000\001\002' ; echo
+
+echo; echo "# Clean up the containers and the network"
 show DELETE "/v1.43/containers/$ID"
 show DELETE "/v1.43/containers/ticker?force=1"
+show DELETE "/v1.43/containers/$NID"
+show DELETE "/v1.43/containers/qs-web?force=1"
+show DELETE /v1.43/networks/quickstart-net

@@ -15,11 +15,18 @@ import { Extractor } from './engine/layers/extractor.js';
 import { LayerStore } from './engine/layers/layer-store.js';
 import { backgroundDeletions, spreadChildren } from './engine/os/dirs.js';
 import { RegistryClient } from './engine/registry/client.js';
+import { Dns } from './engine/network/dns.js';
+import { Endpoints } from './engine/network/endpoints.js';
+import { Firewall } from './engine/network/firewall.js';
+import { HostPlumbing } from './engine/network/host.js';
+import { HostPorts } from './engine/network/ports.js';
+import { NetworkService } from './engine/network/service.js';
 import { ExitWatcher } from './engine/runtime/exits.js';
 import { DEFAULT_LOG_SIZE_MAX, Runtime } from './engine/runtime/runtime.js';
 import { ContainerRepository } from './engine/store/containers.js';
 import { guardFullDisk, openDb, type Db } from './engine/store/db.js';
 import { ImageRepository } from './engine/store/images.js';
+import { NetworkRepository } from './engine/store/networks.js';
 import { SystemService } from './engine/system.js';
 import type { Logger } from './log.js';
 
@@ -55,6 +62,44 @@ function which(prog: string): string {
     }
   }
   return prog; // reported when first used
+}
+
+/** Podman's DNS server, as Debian installs it: names on user networks. */
+const AARDVARK_DNS = '/usr/lib/podman/aardvark-dns';
+
+/** Networks: their records, the host's side of them (bridges, firewall, host ports, DNS), and endpoints. */
+async function buildNetworks(config: Config, db: Db, events: EventBus, logger: Logger) {
+  const n = config.network;
+  const log = logger.child({ component: 'networks' });
+  if (n.ipForward) enableIpForwarding(log);
+  const repo = new NetworkRepository(db);
+  const plumbing = new HostPlumbing({
+    firewall: new Firewall({ prefix: n.iptablesChainPrefix, enabled: n.iptables, log }),
+    ports: new HostPorts(),
+    dns: new Dns({ configDir: path.join(config.execRoot, 'dns'), binary: AARDVARK_DNS, logger: log }),
+    log,
+  });
+  const settings = {
+    defaultBridge: n.bridge,
+    pools: n.defaultAddressPools,
+    ...(n.bip ? { bip: n.bip } : {}),
+    ...(n.fixedCidr ? { fixedCidr: n.fixedCidr } : {}),
+  };
+  const networks = new NetworkService({ repo, events, logger, settings, plumbing });
+  await networks.init();
+  const dnsDefaults = { dns: n.dns, search: n.dnsSearch, options: n.dnsOptions };
+  const endpoints = new Endpoints({ repo, networks, plumbing, events, logger, dnsDefaults });
+  return { networks, endpoints, plumbing };
+}
+
+/** dockerd turns on IPv4 forwarding: without it no container traffic leaves the host. */
+function enableIpForwarding(log: Logger): void {
+  const file = '/proc/sys/net/ipv4/ip_forward';
+  try {
+    if (readFileSync(file, 'utf8').trim() !== '1') writeFileSync(file, '1\n');
+  } catch (err) {
+    log.warn({ err }, 'could not turn on IPv4 forwarding: containers may not reach outside the host');
+  }
 }
 
 export async function buildEngine(config: Config, logger: Logger): Promise<Built> {
@@ -121,6 +166,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   await runtime.prepare();
   const exits = new ExitWatcher(path.join(config.execRoot, 'exits'));
   const containerRepo = new ContainerRepository(db);
+  const { networks, endpoints, plumbing } = await buildNetworks(config, db, events, logger);
   const containers = new ContainerService({
     repo: containerRepo,
     images,
@@ -130,7 +176,10 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     root: spreadDir('containers'),
     logSizeMax: DEFAULT_LOG_SIZE_MAX,
     events,
+    realtime: { period: config.cpuRtPeriod, runtime: config.cpuRtRuntime },
+    endpoints,
   });
+  networks.knowContainers((id) => containerRepo.find(id)?.name ?? id.slice(0, 12));
   await containers.recover();
   const execs = new ExecService({ containers, runtime, events, logger });
   containers.monitorHealth(execProber(execs));
@@ -146,13 +195,14 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     events,
     logger,
   });
-  const engine: Engine = { system, images, containers, execs, events, commits };
+  const engine: Engine = { system, images, containers, execs, events, commits, networks };
   return {
     engine,
     db,
     async close() {
       containers.close();
       exits.close();
+      await plumbing.close();
       await extractor.close();
       await backgroundDeletions(); // a clean stop leaves nothing half deleted
       reserve.close();

@@ -28,6 +28,31 @@ export interface Config {
   registryStallTimeoutMs: number;
   conmonPath: string;
   certsDirs: string[];
+  /**
+   * The real-time budget (µs) written to the parent cgroup of all containers
+   * before each start, as dockerd's --cpu-rt-period/--cpu-rt-runtime; 0 writes nothing.
+   */
+  cpuRtPeriod: number;
+  cpuRtRuntime: number;
+  network: NetworkConfig;
+}
+
+/** dockerd's bridge-network options, and the chains berth keeps its firewall rules in. */
+export interface NetworkConfig {
+  /** The default bridge's interface name; null: no default network (`bridge: none`). */
+  bridge: string | null;
+  bip?: string;
+  fixedCidr?: string;
+  defaultAddressPools: { base: string; size: number }[];
+  /** false: berth leaves the firewall alone (no NAT, no published-port rules). */
+  iptables: boolean;
+  /** Whether berthd turns on the host's IPv4 forwarding (needed for outbound traffic). */
+  ipForward: boolean;
+  /** berth's own: the prefix of its iptables chains (BERTH-FORWARD…), so that daemons side by side keep apart. */
+  iptablesChainPrefix: string;
+  dns: string[];
+  dnsSearch: string[];
+  dnsOptions: string[];
 }
 
 const DEFAULTS = {
@@ -63,6 +88,18 @@ const DaemonJson = z.looseObject({
   // berth's own: dockerd waits for a stalled registry until the client gives up.
   'registry-stall-timeout': z.number().positive().optional(),
   'conmon-path': z.string().optional(),
+  'cpu-rt-period': z.number().int().nonnegative().optional(),
+  'cpu-rt-runtime': z.number().int().nonnegative().optional(),
+  bridge: z.string().optional(),
+  bip: z.string().optional(),
+  'fixed-cidr': z.string().optional(),
+  'default-address-pools': z.array(z.object({ base: z.string(), size: z.number().int() })).optional(),
+  iptables: z.boolean().optional(),
+  'ip-forward': z.boolean().optional(),
+  'iptables-chain-prefix': z.string().optional(),
+  dns: z.array(z.string()).optional(),
+  'dns-search': z.array(z.string()).optional(),
+  'dns-opts': z.array(z.string()).optional(),
 });
 type DaemonJson = z.infer<typeof DaemonJson>;
 
@@ -86,15 +123,77 @@ Options:
       --default-runtime string     Default OCI runtime for containers (default "runc")
       --max-concurrent-downloads int  Max concurrent layer downloads per pull (default 3)
       --registry-stall-timeout seconds  Fail a registry request that sends nothing for this long (default 60)
+      --cpu-rt-period int          Limit the CPU real-time period in microseconds for the parent cgroup for all containers
+      --cpu-rt-runtime int         Limit the CPU real-time runtime in microseconds for the parent cgroup for all containers
+  -b, --bridge string              The default network's bridge interface; "none" for no default network (default "berth0")
+      --bip string                 The default bridge's address and prefix (default: the first free pool's)
+      --fixed-cidr string          Where the default bridge gives addresses from
+      --default-address-pool list  A pool networks get subnets from: base=10.10.0.0/16,size=24
+      --iptables=false             Leave the firewall alone (no NAT, no published-port rules)
+      --ip-forward=false           Leave the host's IPv4 forwarding as it is
+      --iptables-chain-prefix string  Prefix of berth's iptables chains (default "BERTH")
+      --dns list                   DNS servers for containers
+      --dns-search list            DNS search domains for containers
+      --dns-opt list               DNS options for containers
   -v, --version                    Print version information and quit
 `;
+
+/** dockerd's boolean flags that take `=false`; given bare, they mean true. */
+const BOOLEAN_VALUE_FLAGS = ['--iptables', '--ip-forward'];
+
+function boolFlag(name: string, v: string | undefined): boolean | undefined {
+  if (v === undefined) return undefined;
+  if (v === 'true' || v === '1') return true;
+  if (v === 'false' || v === '0') return false;
+  throw new ConfigError(`invalid value for --${name}: ${v}`);
+}
+
+/** `base=10.10.0.0/16,size=24`, dockerd's --default-address-pool. */
+function parsePool(text: string): { base: string; size: number } {
+  const kv = Object.fromEntries(text.split(',').map((p) => p.split('=') as [string, string]));
+  if (!kv.base || !/^\d+$/.test(kv.size ?? '')) {
+    throw new ConfigError(`invalid --default-address-pool ${text}: want base=<CIDR>,size=<prefix length>`);
+  }
+  return { base: kv.base, size: Number(kv.size) };
+}
+
+function networkConfig(
+  values: Record<string, string | string[] | boolean | undefined>,
+  file: DaemonJson,
+): NetworkConfig {
+  const str = (k: string) => values[k] as string | undefined;
+  const list = (k: string) => values[k] as string[] | undefined;
+  const bridge = str('bridge') ?? file.bridge ?? 'berth0';
+  const pools = list('default-address-pool')?.map(parsePool) ?? file['default-address-pools'];
+  const prefix = str('iptables-chain-prefix') ?? file['iptables-chain-prefix'] ?? 'BERTH';
+  if (!/^[A-Za-z0-9_-]{1,12}$/.test(prefix)) {
+    throw new ConfigError(`invalid iptables chain prefix ${prefix}: 1 to 12 letters, digits, '_' or '-'`);
+  }
+  const bip = str('bip') ?? file.bip;
+  const fixedCidr = str('fixed-cidr') ?? file['fixed-cidr'];
+  return {
+    bridge: bridge === 'none' ? null : bridge,
+    ...(bip ? { bip } : {}),
+    ...(fixedCidr ? { fixedCidr } : {}),
+    defaultAddressPools: pools ?? [
+      { base: '172.17.0.0/12', size: 16 },
+      { base: '192.168.0.0/16', size: 20 },
+    ],
+    iptables: boolFlag('iptables', str('iptables')) ?? file.iptables ?? true,
+    ipForward: boolFlag('ip-forward', str('ip-forward')) ?? file['ip-forward'] ?? true,
+    iptablesChainPrefix: prefix,
+    dns: list('dns') ?? file.dns ?? [],
+    dnsSearch: list('dns-search') ?? file['dns-search'] ?? [],
+    dnsOptions: list('dns-opt') ?? file['dns-opts'] ?? [],
+  };
+}
 
 export type ParsedArgs = { help: boolean; version: boolean; config: Config };
 
 /** Parses argv (without node and script) and the daemon.json it names. */
 export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): ParsedArgs {
   const { values } = parseArgs({
-    args: argv,
+    args: argv.map((a) => (BOOLEAN_VALUE_FLAGS.includes(a) ? `${a}=true` : a)),
     strict: true,
     allowPositionals: false,
     options: {
@@ -111,6 +210,18 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       'default-runtime': { type: 'string' },
       'max-concurrent-downloads': { type: 'string' },
       'registry-stall-timeout': { type: 'string' },
+      'cpu-rt-period': { type: 'string' },
+      'cpu-rt-runtime': { type: 'string' },
+      bridge: { type: 'string', short: 'b' },
+      bip: { type: 'string' },
+      'fixed-cidr': { type: 'string' },
+      'default-address-pool': { type: 'string', multiple: true },
+      iptables: { type: 'string' },
+      'ip-forward': { type: 'string' },
+      'iptables-chain-prefix': { type: 'string' },
+      dns: { type: 'string', multiple: true },
+      'dns-search': { type: 'string', multiple: true },
+      'dns-opt': { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
@@ -129,6 +240,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
   if (stall !== undefined && !(/^\d+(\.\d+)?$/.test(stall) && Number(stall) > 0)) {
     throw new ConfigError(`invalid value for --registry-stall-timeout: ${stall}`);
   }
+  const rtPeriod = microseconds(values, 'cpu-rt-period');
+  const rtRuntime = microseconds(values, 'cpu-rt-runtime');
   const runtimes: Record<string, RuntimeConfig> = { runc: { path: 'runc', runtimeArgs: [] } };
   for (const [name, r] of Object.entries(file.runtimes ?? {}))
     runtimes[name] = { path: r.path, runtimeArgs: r.runtimeArgs ?? [] };
@@ -157,8 +270,19 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       1000 * (stall ? Number(stall) : (file['registry-stall-timeout'] ?? DEFAULTS.registryStallTimeoutSec)),
     conmonPath: file['conmon-path'] ?? 'conmon',
     certsDirs: ['/etc/berth/certs.d', '/etc/docker/certs.d'],
+    cpuRtPeriod: rtPeriod ?? file['cpu-rt-period'] ?? 0,
+    cpuRtRuntime: rtRuntime ?? file['cpu-rt-runtime'] ?? 0,
+    network: networkConfig(values, file),
   };
   return { help: values.help ?? false, version: values.version ?? false, config: Object.freeze(config) };
+}
+
+/** A flag of whole microseconds, or undefined when not given. */
+function microseconds(values: Record<string, unknown>, flag: 'cpu-rt-period' | 'cpu-rt-runtime'): number | undefined {
+  const v = values[flag] as string | undefined;
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) throw new ConfigError(`invalid value for --${flag}: ${v}`);
+  return Number(v);
 }
 
 function readDaemonJson(file: string, explicit: boolean): DaemonJson {
@@ -200,6 +324,8 @@ const FLAG_TO_KEY: Record<string, string> = {
   'default-runtime': 'default-runtime',
   'max-concurrent-downloads': 'max-concurrent-downloads',
   'registry-stall-timeout': 'registry-stall-timeout',
+  'cpu-rt-period': 'cpu-rt-period',
+  'cpu-rt-runtime': 'cpu-rt-runtime',
 };
 
 function refuseConflicts(flags: Record<string, unknown>, file: DaemonJson): void {

@@ -19,6 +19,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './api/server.js';
 import { buildEngine, type Built } from './compose.js';
 import { parseHost, type Config, type Listen } from './config.js';
+import { realtimeBudgetProblem } from './engine/containers/realtime.js';
 import { lockExclusive } from './engine/os/files.js';
 import type { Logger } from './log.js';
 
@@ -102,6 +103,8 @@ function listen(app: FastifyInstance, l: Listen, first: boolean): Promise<net.Se
 
 export async function startDaemon(config: Config, logger: Logger): Promise<Daemon> {
   const listens = config.hosts.map(parseHost);
+  const realtime = realtimeBudgetProblem({ period: config.cpuRtPeriod, runtime: config.cpuRtRuntime });
+  if (realtime) throw new StartError(realtime);
   const lockFd = lockDataRoot(config.dataRoot);
   mkdirSync(config.execRoot, { recursive: true, mode: 0o700 });
   for (const l of listens) if (l.kind === 'unix') await prepareUnixSocket(l.path);

@@ -5,7 +5,7 @@ import type { Filters } from './filters.js';
 import { checkFilters, matchLabels } from './filters.js';
 
 export interface EngineEvent {
-  Type: 'container' | 'image';
+  Type: 'container' | 'image' | 'network';
   Action: string;
   Actor: { ID: string; Attributes: Record<string, string> };
   scope: 'local';

@@ -53,3 +53,22 @@ export function globMatch(pattern: string, s: string): boolean {
   }
   return new RegExp(`${re}$`).test(s);
 }
+
+/** Seconds in a Go duration (`10m`, `1h30m`, `1.5h`), or undefined when it is not one. */
+function goDurationSeconds(v: string): number | undefined {
+  if (!/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/.test(v)) return undefined;
+  const unit: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
+  let total = 0;
+  for (const m of v.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) total += Number(m[1]) * unit[m[2]!]!;
+  return total;
+}
+
+/** `until`: a unix timestamp, an RFC 3339 time, or a Go duration before now; in seconds. */
+export function parseUntil(v: string): number {
+  if (/^\d+(\.\d+)?$/.test(v)) return Number(v);
+  const d = goDurationSeconds(v);
+  if (d !== undefined) return Date.now() / 1000 - d;
+  const t = Date.parse(v);
+  if (Number.isNaN(t)) throw invalidParameter(`invalid filter 'until=${v}'`);
+  return t / 1000;
+}

@@ -7,6 +7,7 @@ import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
 import type { EventBus } from './events.js';
 import type { ImageService } from './images/service.js';
+import type { NetworkService } from './network/service.js';
 import type { SystemService } from './system.js';
 
 export interface Engine {
@@ -16,12 +17,13 @@ export interface Engine {
   execs: ExecService;
   events: EventBus;
   commits: CommitService;
+  networks: NetworkService;
 }
 
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/attach.js';
 export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';
-export { CreateBodySchema, ExecCreateSchema } from './containers/config.js';
+export { CreateBodySchema, ExecCreateSchema, UpdateBodySchema } from './containers/config.js';
 export type { ExecInstance, ExecService } from './containers/exec.js';
 export type { Container } from './containers/lookup.js';
 export type { ContainerService } from './containers/service.js';
@@ -36,9 +38,14 @@ export type { AuthConfig } from './registry/auth.js';
 export type { LogEntry } from './runtime/logs.js';
 export type { SystemService } from './system.js';
 
+export { visibleLogPath } from './containers/logconfig.js';
 export { isoOrZero, statusText } from './containers/status.js';
 export { BEHIND_EVENTS } from './events.js';
 export { createdSeconds, dockerConfig } from './images/config.js';
 export { peerClosed, unreadBytes } from './os/sockets.js';
 export { decodeRegistryAuth } from './registry/auth.js';
 export { formatTimestamp } from './runtime/logs.js';
+export type { ContainerNetworking, Endpoint as ContainerEndpoint, EndpointSettings } from './network/endpoints.js';
+export type { PortBinding } from './network/ports.js';
+export type { CreateNetworkRequest, Network, NetworkEndpoint } from './network/service.js';
+export { NetworkCreateSchema } from './network/service.js';

@@ -1,10 +1,11 @@
 // Facts about the daemon and its host, for /version, /info and /_ping.
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { promisify } from 'node:util';
 import type { Config } from '../config.js';
 import { VERSION } from '../config.js';
+import { cgroupVersion } from './os/kernel.js';
 import type { ContainerRepository, ContainerStatus } from './store/containers.js';
 import type { ImageRepository } from './store/images.js';
 
@@ -55,8 +56,7 @@ function hostFacts(): HostFacts {
     ncpu: os.availableParallelism(),
     memTotal: os.totalmem(),
     hostname: os.hostname(),
-    // A pure v2 host has cgroup.controllers at the root; hybrid and v1 hosts do not.
-    cgroupVersion: existsSync('/sys/fs/cgroup/cgroup.controllers') ? '2' : '1',
+    cgroupVersion: cgroupVersion(),
     arch: goArch(),
   };
 }

@@ -1,6 +1,7 @@
 // berth's native addon: the few system calls Node lacks (mount, mknod, the
-// l*xattr family, statx, flock, posix_spawn with a pidfd, SOCK_SEQPACKET) and a
-// sha256 that runs off the event loop. Each concern has its file; this one
+// l*xattr family, statx, flock, posix_spawn with a pidfd, SOCK_SEQPACKET,
+// rtnetlink sockets in another network namespace) and a sha256 that runs off
+// the event loop. Each concern has its file; this one
 // names what JS sees. Errors are JS errors carrying the errno name in `code`,
 // like Node's own fs errors, so callers can branch on it (args.c).
 #include "addon.h"
@@ -36,6 +37,8 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("seqpacketWrite", js_seqpacket_write),
     EXPORT("seqpacketShutdown", js_seqpacket_shutdown),
     EXPORT("seqpacketClose", js_seqpacket_close),
+    EXPORT("netlinkOpen", js_netlink_open),
+    EXPORT("netlinkRequest", js_netlink_request),
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   napi_value fields;

@@ -40,5 +40,8 @@ BINDING(js_seqpacket_set_reading);
 BINDING(js_seqpacket_write);
 BINDING(js_seqpacket_shutdown);
 BINDING(js_seqpacket_close);
+// netlink.c
+BINDING(js_netlink_open);
+BINDING(js_netlink_request);
 
 #endif

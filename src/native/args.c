@@ -1,6 +1,7 @@
 #include "args.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,18 @@ const char *errno_code(int e) {
     case ENOTTY: return "ENOTTY";
     case ENOMEM: return "ENOMEM";
     case EIO: return "EIO";
+    case EINTR: return "EINTR";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case EBADMSG: return "EBADMSG";
+    case ESRCH: return "ESRCH";
+    case ENETDOWN: return "ENETDOWN";
+    case ENETUNREACH: return "ENETUNREACH";
+    case EHOSTUNREACH: return "EHOSTUNREACH";
+    case EADDRINUSE: return "EADDRINUSE";
+    case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
+    case EAFNOSUPPORT: return "EAFNOSUPPORT";
+    case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
+    case ENOBUFS: return "ENOBUFS";
     default: return "EUNKNOWN";
   }
 }
@@ -192,6 +205,61 @@ void callback_call(callback_t *cb, size_t argc, napi_value *argv) {
 void callback_release(callback_t *cb) {
   napi_delete_reference(cb->env, cb->ref);
   napi_async_destroy(cb->env, cb->async);
+}
+
+typedef struct {
+  napi_deferred deferred;
+  napi_threadsafe_function done;
+  thread_work_t work;
+  thread_settle_t settle;
+  void *data;
+} thread_call_t;
+
+static void thread_call_settle(napi_env env, napi_value js_cb, void *context, void *call) {
+  (void)js_cb;
+  (void)context;
+  thread_call_t *c = call;
+  c->settle(env, env ? c->deferred : NULL, c->data);
+  free(c);
+}
+
+static void *thread_call_main(void *call) {
+  thread_call_t *c = call;
+  c->work(c->data);
+  napi_threadsafe_function done = c->done;
+  napi_call_threadsafe_function(done, c, napi_tsfn_blocking);
+  napi_release_threadsafe_function(done, napi_tsfn_release);
+  return NULL;
+}
+
+napi_value promise_on_thread(napi_env env, const char *name, thread_work_t work, thread_settle_t settle, void *data) {
+  thread_call_t *c = calloc(1, sizeof *c);
+  napi_value promise, resource;
+  if (!c || napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource) != napi_ok ||
+      napi_create_promise(env, &c->deferred, &promise) != napi_ok ||
+      napi_create_threadsafe_function(env, NULL, NULL, resource, 0, 1, NULL, NULL, NULL, thread_call_settle, &c->done) !=
+        napi_ok) {
+    free(c);
+    settle(NULL, NULL, data);
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s: cannot set up the call", name);
+    return throw_message(env, NULL, msg);
+  }
+  c->work = work;
+  c->settle = settle;
+  c->data = data;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int e = pthread_create(&t, &attr, thread_call_main, c);
+  pthread_attr_destroy(&attr);
+  if (e != 0) { // no thread: do it here
+    work(data);
+    napi_release_threadsafe_function(c->done, napi_tsfn_release);
+    thread_call_settle(env, NULL, NULL, c);
+  }
+  return promise;
 }
 
 napi_value js_fd_pair(napi_env env, const int fds[2]) {

@@ -73,4 +73,15 @@ void callback_init(callback_t *cb, napi_env env, napi_value fn, const char *name
 void callback_call(callback_t *cb, size_t argc, napi_value *argv);
 void callback_release(callback_t *cb);
 
+// A call done on a thread of its own, its promise settled on the loop. Not the
+// libuv pool: a call that waits long there (a sync, a kernel lock) holds up
+// what is queued behind it, such as the blocking fifo open that starts a container.
+// work(data) runs on the thread; settle(env, deferred, data) then runs on the
+// loop, resolves or rejects, and frees data (with env NULL, when the environment
+// is going away: it only frees). Returns the promise; when the call cannot be set
+// up, data is settled with env NULL and NULL is returned with an error pending.
+typedef void (*thread_work_t)(void *data);
+typedef void (*thread_settle_t)(napi_env env, napi_deferred deferred, void *data);
+napi_value promise_on_thread(napi_env env, const char *name, thread_work_t work, thread_settle_t settle, void *data);
+
 #endif

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -35,32 +34,24 @@ BINDING(js_umount2) {
 // container that wrote much). Not the libuv pool: a slow sync there would hold
 // up the blocking fifo open that starts a container.
 typedef struct {
-  napi_deferred deferred;
-  napi_threadsafe_function done;
   char *target;
   int flags;
   int err;
 } umount_job_t;
 
-static void umount_settle(napi_env env, napi_value js_cb, void *context, void *data) {
-  (void)js_cb;
-  (void)context;
+static void umount_work(void *data) {
+  umount_job_t *j = data;
+  j->err = umount2(j->target, j->flags) == 0 ? 0 : errno;
+}
+
+static void umount_settle(napi_env env, napi_deferred deferred, void *data) {
   umount_job_t *j = data;
   if (env != NULL) {
-    if (j->err == 0) napi_resolve_deferred(env, j->deferred, js_undefined(env));
-    else napi_reject_deferred(env, j->deferred, errno_error(env, "umount2", j->target, j->err));
+    if (j->err == 0) napi_resolve_deferred(env, deferred, js_undefined(env));
+    else napi_reject_deferred(env, deferred, errno_error(env, "umount2", j->target, j->err));
   }
   free(j->target);
   free(j);
-}
-
-static void *umount_thread(void *data) {
-  umount_job_t *j = data;
-  j->err = umount2(j->target, j->flags) == 0 ? 0 : errno;
-  napi_threadsafe_function done = j->done;
-  napi_call_threadsafe_function(done, j, napi_tsfn_blocking);
-  napi_release_threadsafe_function(done, napi_tsfn_release);
-  return NULL;
 }
 
 BINDING(js_umount2_async) {
@@ -74,27 +65,7 @@ BINDING(js_umount2_async) {
   j->target = strdup(target);
   j->flags = args_int32(&a, 1);
   args_done(&a, NULL);
-  napi_value promise, name;
-  napi_create_string_utf8(env, "berth.umount", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_promise(env, &j->deferred, &promise) != napi_ok ||
-      napi_create_threadsafe_function(env, NULL, NULL, name, 0, 1, NULL, NULL, NULL, umount_settle, &j->done) !=
-        napi_ok) {
-    free(j->target);
-    free(j);
-    return throw_message(env, NULL, "umount2Async: cannot set up the call");
-  }
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int e = pthread_create(&t, &attr, umount_thread, j);
-  pthread_attr_destroy(&attr);
-  if (e != 0) { // no thread: do it here
-    j->err = umount2(j->target, j->flags) == 0 ? 0 : errno;
-    napi_release_threadsafe_function(j->done, napi_tsfn_release);
-    umount_settle(env, NULL, NULL, j);
-  }
-  return promise;
+  return promise_on_thread(env, "umount2Async", umount_work, umount_settle, j);
 }
 
 // isMountRoot(path) -> true/false, or null where the kernel cannot say (statx's

@@ -43,7 +43,7 @@ describe('the foreground sequence', () => {
       host: 'anything.example',
     });
     expect(c.status).toBe(201);
-    expect(c.json).toEqual({ Id: expect.stringMatching(/^[0-9a-f]{64}$/), Warnings: null });
+    expect(c.json).toEqual({ Id: expect.stringMatching(/^[0-9a-f]{64}$/), Warnings: [] });
     const id = c.json.Id;
     expect((await d.request('POST', `/v1.40/containers/${id}/start`)).status).toBe(204);
     const w = await d.request('POST', `/v1.40/containers/${id}/wait`);
@@ -437,7 +437,8 @@ describe('host config', () => {
     const bad = await d.request('POST', '/containers/create', {
       body: { Image: env.busybox, HostConfig: { NetworkMode: 'nonet' } },
     });
-    expect(bad.status).toBe(400);
+    expect(bad.status).toBe(404);
+    expect(bad.json.message).toBe('network nonet not found');
   });
 
   it('caps the log size with LogConfig max-size so a noisy container cannot fill the disk', async () => {
@@ -501,7 +502,24 @@ describe('host config', () => {
     const sized = (await d.request('GET', '/containers/json?size=1')).json.find((c: { Id: string }) => c.Id === id);
     expect(sized.SizeRw).toBeGreaterThanOrEqual(300 * 1024);
     expect(sized.SizeRootFs).toBeGreaterThan(sized.SizeRw);
+    // Inspect counts them only when asked, as dockerd does.
+    expect((await d.request('GET', `/containers/${id}/json`)).json).not.toHaveProperty('SizeRw');
+    const inspected = (await d.request('GET', `/containers/${id}/json?size=1`)).json;
+    expect([inspected.SizeRw, inspected.SizeRootFs]).toEqual([sized.SizeRw, sized.SizeRootFs]);
     await d.request('DELETE', `/containers/${id}?force=1`);
+
+    // A container that wrote nothing: the list omits its zero SizeRw (dockerd's omitempty), inspect shows it.
+    const quiet = (await run(['true'])).id;
+    const image = (await d.request('GET', `/images/${env.busybox}/json`)).json.Size;
+    const listed = (await d.request('GET', '/containers/json?all=1&size=1')).json.find(
+      (c: { Id: string }) => c.Id === quiet,
+    );
+    expect(listed).not.toHaveProperty('SizeRw');
+    expect(listed.SizeRootFs).toBe(image);
+    expect((await d.request('GET', `/containers/${quiet}/json?size=true`)).json).toMatchObject({
+      SizeRw: 0,
+      SizeRootFs: image,
+    });
   });
 
   it('pauses and unpauses, renames, and restarts', async () => {
@@ -674,21 +692,25 @@ describe('namespaces, groups, devices and limits', () => {
     );
   });
 
-  it('log drivers: json-file only, other drivers and options refused, never dropped', async () => {
+  it('log drivers: json-file, local and none; other drivers and options refused, never dropped', async () => {
     const lc = (Type: string, Config: Record<string, string> = {}) => ({ LogConfig: { Type, Config } });
     expect(await refused(lc('nope'))).toBe("logger: no log driver named 'nope' is registered");
     expect(await refused(lc('syslog'))).toMatch(/^the syslog log driver is not supported by berth yet/);
-    expect(await refused(lc('json-file', { 'max-file': '3' }))).toMatch(/^log opt 'max-file' is not supported/);
+    expect(await refused(lc('json-file', { 'env-regex': '^A' }))).toBe(
+      "log opt 'env-regex' is not supported by berth yet",
+    );
     expect(await refused(lc('json-file', { colour: 'red' }))).toBe("unknown log opt 'colour' for json-file log driver");
     const kept = await output(['echo', 'kept'], lc('json-file', { 'max-size': '1m', 'max-file': '1' }));
     expect(kept.out).toBe('kept');
   });
 
   it('refuses what it does not apply yet, and takes the zeros and defaults clients send', async () => {
-    expect(await refused({ PortBindings: { '80/tcp': [{ HostPort: '8080' }] } })).toMatch(
-      /^HostConfig.PortBindings is not supported by berth yet/,
-    );
+    expect(await refused({ Links: ['other:db'] })).toMatch(/^HostConfig.Links is not supported by berth yet/);
     expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
+    // A tmpfs with no options still asks for a tmpfs.
+    expect(await refused({ Tmpfs: { '/scratch': '' } })).toMatch(/^HostConfig.Tmpfs is not supported by berth yet/);
+    // dockerd reads a field's name in any case.
+    expect(await refused({ tmpfs: { '/scratch': 'size=1m' } })).toMatch(/^HostConfig.Tmpfs is not supported/);
     expect(await refused({}, { NetworkDisabled: true })).toMatch(/^Config.NetworkDisabled is not supported/);
     const bind = (BindOptions: Record<string, unknown>) => ({
       Mounts: [{ Type: 'bind', Source: os.tmpdir(), Target: '/mnt', BindOptions }],
@@ -718,6 +740,42 @@ describe('namespaces, groups, devices and limits', () => {
       Links: null,
     });
     expect(plain.out).toBe('fine');
+  });
+});
+
+describe("a body's field names", () => {
+  it("match in any case, as dockerd's decoder matches them; map keys stay as given", async () => {
+    const r = await d.request('POST', '/containers/create', {
+      body: {
+        image: env.busybox,
+        CMD: ['sh', '-c', 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes; echo $Mixed'],
+        env: ['Mixed=case'],
+        labels: { 'Key.Case': 'kept' },
+        hostconfig: { memory: 32 * 1024 * 1024, restartpolicy: { name: 'no' } },
+      },
+    });
+    expect(r.status, r.text).toBe(201);
+    const id = r.json.Id;
+    expect((await d.request('POST', `/containers/${id}/start`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(0);
+    expect(await stdoutOf(id)).toBe(`${32 * 1024 * 1024}\ncase\n`);
+    const inspect = (await d.request('GET', `/containers/${id}/json`)).json;
+    expect(inspect.Config.Labels).toEqual({ 'Key.Case': 'kept' });
+    expect(inspect.HostConfig).toMatchObject({ Memory: 32 * 1024 * 1024, RestartPolicy: { Name: 'no' } });
+  });
+});
+
+describe('prune', () => {
+  it('removes the stopped containers and reports the space they had written', async () => {
+    const wrote = await run(['sh', '-c', 'head -c 300000 /dev/zero > /data']);
+    const live = await create({ Cmd: ['sleep', '100'] });
+    expect((await d.request('POST', `/containers/${live}/start`)).status).toBe(204);
+    const r = await d.request('POST', '/containers/prune');
+    expect(r.status, r.text).toBe(200);
+    expect(r.json.ContainersDeleted).toContain(wrote.id);
+    expect(r.json.ContainersDeleted).not.toContain(live);
+    expect(r.json.SpaceReclaimed).toBeGreaterThanOrEqual(300_000);
+    await d.request('DELETE', `/containers/${live}?force=1`);
   });
 });
 

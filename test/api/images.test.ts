@@ -369,6 +369,44 @@ describe('tag, inspect, history, remove, prune', () => {
   });
 });
 
+describe('list', () => {
+  it('counts the bytes each image shares with others when asked (shared-size)', async () => {
+    const base = await busyboxLayer();
+    const own = async (name: string) => buildLayer([{ path: `etc/${name}`, content: `${name}\n`.repeat(500) }]);
+    const refs: Record<string, string> = {};
+    for (const [name, layers] of [
+      ['shares-a', [base, await own('a')]],
+      ['shares-b', [base, await own('b')]],
+      ['alone', [await own('alone')]],
+    ] as const) {
+      await pushImage(plain, name, 'v1', buildImage({ layers: [...layers] }));
+      refs[name] = `${plain.host}/${name}:v1`;
+      await pull(d, refs[name]);
+    }
+    await pull(d, `${plain.host}/busybox:latest`);
+    refs.busybox = `${plain.host}/busybox:latest`;
+    const list = async (url: string) => {
+      const all = (await d.request('GET', url)).json as { RepoTags: string[]; Size: number; SharedSize: number }[];
+      return Object.fromEntries(
+        Object.entries(refs).map(([k, ref]) => [k, all.find((i) => i.RepoTags.includes(ref))!]),
+      );
+    };
+
+    const counted = await list('/images/json?shared-size=1');
+    // busybox's one layer is in all three of busybox, shares-a and shares-b.
+    expect(counted.busybox!.SharedSize).toBe(counted.busybox!.Size);
+    expect(counted['shares-a']!.SharedSize).toBe(counted.busybox!.Size);
+    expect(counted['shares-b']!.SharedSize).toBe(counted.busybox!.Size);
+    expect(counted['shares-a']!.Size).toBeGreaterThan(counted['shares-a']!.SharedSize);
+    expect(counted.alone!.SharedSize).toBe(0);
+
+    // -1 when not asked, and below API 1.42, which has no shared-size.
+    for (const url of ['/images/json', '/v1.41/images/json?shared-size=1']) {
+      for (const img of Object.values(await list(url))) expect(img.SharedSize).toBe(-1);
+    }
+  });
+});
+
 describe('docker CLI', () => {
   it('pulls by tag and digest, and lists, tags and removes', async () => {
     const docker = dockerCli(d);

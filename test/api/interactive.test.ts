@@ -206,8 +206,9 @@ describe('docker exec', () => {
       stdout: 'o\n',
       stderr: 'e\n',
     });
+    // Docker 27 (API 1.47) records 126 for an exec that cannot start, a missing command included.
     const missing = await docker(['exec', 'ex', 'no-such-command']);
-    expect(missing.code).toBe(127);
+    expect(missing.code).toBe(126);
     expect(missing.stdout).toMatch(
       /^OCI runtime exec failed: exec failed: .*"no-such-command": executable file not found in \$PATH: unknown\r?\n$/,
     );
@@ -246,6 +247,32 @@ describe('docker exec', () => {
     await untilSize(t, /^20 70$/m);
     await t.keys('exit 9', 'Enter');
     await t.waitFor(/\[exit 9\]$/m);
+  });
+
+  it("has a TTY if created with one; the start's Tty only makes the stream raw, as dockerd", async () => {
+    const d = env.daemon;
+    const start = async (tty: boolean, startBody: Record<string, unknown>) => {
+      const x = await d.request('POST', '/containers/ex/exec', {
+        body: { Cmd: ['sh', '-c', 'echo out; echo err >&2'], AttachStdout: true, AttachStderr: true, Tty: tty },
+      });
+      const r = await d.request('POST', `/exec/${x.json.Id}/start`, { body: startBody });
+      return { type: r.headers['content-type'], body: r.body };
+    };
+    // A TTY exec started without Tty (docker-py): framed, the terminal's output all on stdout.
+    const ttyFramed = await start(true, {});
+    expect(ttyFramed.type).toBe('application/vnd.docker.multiplexed-stream');
+    expect(demux(ttyFramed.body).flatMap(([s]) => s)).not.toContain(2);
+    expect(
+      demux(ttyFramed.body)
+        .map(([, t]) => t)
+        .join(''),
+    ).toBe('out\r\nerr\r\n');
+    // Both with Tty: raw.
+    const ttyRaw = await start(true, { Tty: true });
+    expect([ttyRaw.type, ttyRaw.body.toString()]).toEqual(['application/vnd.docker.raw-stream', 'out\r\nerr\r\n']);
+    // No TTY but a raw stream: stdout alone, plain newlines; dockerd has nowhere to send stderr.
+    const pipeRaw = await start(false, { Tty: true });
+    expect([pipeRaw.type, pipeRaw.body.toString()]).toEqual(['application/vnd.docker.raw-stream', 'out\n']);
   });
 
   it("answers dockerd's errors, and inspect shows the exec", async () => {

@@ -93,34 +93,33 @@ describe('API 1.44', () => {
   });
 
   it('gives each network endpoint its DNSNames from 1.44, in inspect and in the list', async () => {
+    // This daemon runs without a default bridge (the harness's --bridge none): a plain container is on none.
     const id = await created('1.44', {});
     const at = async (v: string) => (await d.request('GET', `/v${v}/containers/${id}/json`)).json;
-    expect((await at('1.43')).NetworkSettings.Networks.bridge).not.toHaveProperty('DNSNames');
-    expect((await at('1.44')).NetworkSettings.Networks.bridge.DNSNames).toBeNull();
+    expect((await at('1.43')).NetworkSettings.Networks.none).not.toHaveProperty('DNSNames');
+    expect((await at('1.44')).NetworkSettings.Networks.none.DNSNames).toBeNull();
     const listed = async (v: string) =>
       ((await d.request('GET', `/v${v}/containers/json?all=1`)).json as { Id: string; NetworkSettings: any }[]).find(
         (c) => c.Id === id,
-      )!.NetworkSettings.Networks.bridge;
+      )!.NetworkSettings.Networks.none;
     expect(await listed('1.43')).not.toHaveProperty('DNSNames');
     expect((await listed('1.47')).DNSNames).toBeNull();
   });
 
-  it('refuses several endpoints as dockerd does before 1.44; from 1.44 only the container’s one network', async () => {
-    const two = { NetworkingConfig: { EndpointsConfig: { bridge: {}, host: {} } } };
+  it('refuses several endpoints before 1.44; from 1.44 several bridge networks only', async () => {
+    const two = { NetworkingConfig: { EndpointsConfig: { none: {}, host: {} } } };
     const old = await createAt('1.43', two);
     expect(old.status).toBe(400);
-    expect(old.json.message).toBe('Container cannot be created with multiple network endpoints: bridge, host');
+    expect(old.json.message).toBe('Container cannot be created with multiple network endpoints: none, host');
     const now = await createAt('1.44', two);
     expect(now.status).toBe(400);
-    expect(now.json.message).toBe(
-      "berth connects a container to one network only, its NetworkMode's (default), not also to host",
-    );
+    expect(now.json.message).toBe('Container cannot be connected to network endpoints: none, host');
     const unknown = await createAt('1.44', { NetworkingConfig: { EndpointsConfig: { backend: {} } } });
-    expect(unknown.status).toBe(400);
+    expect(unknown.status).toBe(404);
     expect(unknown.json.message).toBe('network backend not found');
   });
 
-  it('accepts the empty endpoint the docker CLI sends from 1.44, and refuses MAC addresses at every version', async () => {
+  it('accepts the empty endpoint the docker CLI sends from 1.44; a MAC or alias only on a bridge network', async () => {
     // The endpoint the CLI 28 sends for a plain `docker run`, as captured (operational fields and all).
     const empty = JSON.parse(
       '{"IPAMConfig":null,"Links":null,"Aliases":null,"MacAddress":"","DriverOpts":null,"GwPriority":0,"NetworkID":"","EndpointID":"","Gateway":"","IPAddress":"","IPPrefixLen":0,"IPv6Gateway":"","GlobalIPv6Address":"","GlobalIPv6PrefixLen":0,"DNSNames":null}',
@@ -129,26 +128,17 @@ describe('API 1.44', () => {
     expect(await exitCodeAt('1.47', body)).toBe(0);
     const host = { HostConfig: { NetworkMode: 'host' }, NetworkingConfig: { EndpointsConfig: { host: empty } } };
     expect(await exitCodeAt('1.44', host)).toBe(0);
-    // 1.44 on: the endpoint's MAC (the CLI's --mac-address).
+    // A MAC (the endpoint's from 1.44, container-wide before) has no interface to go to on none.
     const mac = '02:42:ac:11:00:04';
     const endpoint = await createAt('1.47', {
       NetworkingConfig: { EndpointsConfig: { default: { ...empty, MacAddress: mac } } },
     });
     expect(endpoint.status).toBe(400);
-    expect(endpoint.json.message).toBe(
-      `NetworkingConfig.EndpointsConfig.default.MacAddress is not supported by berth yet (asked: "${mac}")`,
-    );
-    // Before 1.44: the container-wide one (deprecated, still read by dockerd from 1.44).
-    for (const v of ['1.43', '1.44']) {
-      const wide = await createAt(v, { MacAddress: mac });
-      expect(wide.status).toBe(400);
-      expect(wide.json.message).toBe(
-        `a MAC address (${mac}) is not supported by berth yet: its containers have no network interface to give one`,
-      );
-    }
-    const aliases = await createAt('1.44', { NetworkingConfig: { EndpointsConfig: { bridge: { Aliases: ['web'] } } } });
+    expect(endpoint.json.message).toBe('network-scoped aliases, addresses and MACs apply to bridge networks, not none');
+    const wide = await createAt('1.43', { MacAddress: mac });
+    expect(wide.status).toBe(400);
+    const aliases = await createAt('1.44', { NetworkingConfig: { EndpointsConfig: { none: { Aliases: ['web'] } } } });
     expect(aliases.status).toBe(400);
-    expect(aliases.json.message).toMatch(/^NetworkingConfig\.EndpointsConfig\.bridge\.Aliases is not supported/);
   });
 
   describe('read-only binds', () => {

@@ -337,14 +337,46 @@ describe('docker run flags for namespaces, groups, devices, logs and signals', (
 
   it('refuses what berth does not apply, with the reason, and leaves nothing behind', async () => {
     const before = await ok(['ps', '-aq', '--no-trunc']);
-    const maxFile = await docker(['run', '--rm', '--log-opt', 'max-size=1m', '--log-opt', 'max-file=3', image, 'true']);
-    expect(maxFile.code).toBe(125);
-    expect(maxFile.stderr).toContain("log opt 'max-file' is not supported by berth yet");
+    const tag = await docker(['run', '--rm', '--log-opt', 'tag={{.Name}}', image, 'true']);
+    expect(tag.code).toBe(125);
+    expect(tag.stderr).toContain("log opt 'tag' is not supported by berth yet");
     const driver = await docker(['run', '--rm', '--log-driver', 'nope', image, 'true']);
     expect(driver.stderr).toContain("logger: no log driver named 'nope' is registered");
-    const ports = await docker(['run', '--rm', '-p', '8080:80', image, 'true']);
-    expect(ports.stderr).toContain('HostConfig.PortBindings is not supported by berth yet');
+    const links = await docker(['run', '--rm', '--link', 'other:db', image, 'true']);
+    expect(links.stderr).toContain('HostConfig.Links is not supported by berth yet');
     expect(await ok(['ps', '-aq', '--no-trunc'])).toBe(before);
+  });
+
+  it('--log-opt max-size and max-file rotate the log: docker logs gives the recent lines, in order', async () => {
+    const numbered = 'i=0; while true; do echo "line $i"; i=$((i+1)); sleep 0.01; done';
+    const id = (
+      await ok(['run', '-d', '--log-opt', 'max-size=1k', '--log-opt', 'max-file=3', image, 'sh', '-c', numbered])
+    ).trim();
+    const lines = async (...flags: string[]) => (await ok(['logs', ...flags, id])).split('\n').filter(Boolean);
+    // The oldest lines go once three files' worth has been written.
+    await waitFor(
+      async () => /^line [1-9]/.test((await lines())[0] ?? ''),
+      'the oldest lines rotated out',
+      60_000,
+      200,
+    );
+    await ok(['kill', id]);
+    const kept = await lines();
+    const first = Number(kept[0]!.split(' ')[1]);
+    expect(kept.filter((l, k) => l !== `line ${first + k}`)).toEqual([]);
+    expect(await lines('--tail', String(kept.length - 1))).toEqual(kept.slice(1));
+    expect((await ok(['inspect', '-f', '{{json .HostConfig.LogConfig}}', id])).trim()).toBe(
+      '{"Type":"json-file","Config":{"max-file":"3","max-size":"1k"}}',
+    );
+    await ok(['rm', id]);
+  });
+
+  it('--log-driver none: the output reaches the attached CLI, and docker logs says it cannot read', async () => {
+    expect(await ok(['run', '--name', 'no-log', '--log-driver', 'none', image, 'echo', 'attached'])).toBe('attached\n');
+    const logs = await docker(['logs', 'no-log']);
+    expect(logs.code).toBe(1);
+    expect(logs.stderr).toContain('configured logging driver does not support reading');
+    await ok(['rm', 'no-log']);
   });
 
   it('docker kill -s sends the signal; a plain kill leaves it exited 137 at once', async () => {

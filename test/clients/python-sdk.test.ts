@@ -1,6 +1,8 @@
 // Debian's python3-docker (5.0.3, run by /usr/bin/python3) against berthd:
 // containers.run in the foreground and detached, list, stop, logs, the errors
-// it raises, and images.pull / images.list.
+// it raises, images.pull / images.list, and what docker-py's own integration
+// tests rely on (exec framing and detach keys, update_container, prune).
+import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { pushFreshImage, runPython } from '../harness/clients.js';
 import { useEnv } from '../harness/env.js';
@@ -103,5 +105,121 @@ emit('ran', client.containers.run(img, ["cat", "/etc/berth-image"], remove=True)
     expect(v.byName).toEqual([id]);
     expect(v.digest).toEqual([`${repo}@${digest}`]);
     expect(v.ran).toEqual(bytes('python-pull\n'));
+  });
+});
+
+// What docker-py 5.0.3's own integration tests rely on, in scripts of our own.
+describe('exec, update and prune as docker-py uses them', () => {
+  it('exec: a TTY exec started without Tty is framed, on stdout; a missing command is 126', async () => {
+    const v = await python(`
+api = client.api
+c = client.containers.run(${JSON.stringify(ctx.env.busybox)}, "sleep 600", detach=True)
+cmd = 'sh -c "echo out; echo err >&2"'
+emit('tty', api.exec_start(api.exec_create(c.id, cmd, tty=True), demux=True))
+chunks = list(api.exec_start(api.exec_create(c.id, cmd, tty=True), stream=True, demux=True))
+emit('ttyStream', [b"".join(o for o, _ in chunks), [e for _, e in chunks if e is not None]])
+emit('plain', api.exec_start(api.exec_create(c.id, cmd), demux=True))
+x = api.exec_create(c.id, "no-such-command")
+api.exec_start(x)
+emit('missing', api.exec_inspect(x)["ExitCode"])
+emit('run', c.exec_run("no-such-command").exit_code)
+c.remove(force=True)
+`);
+    // docker-py starts with Tty false: dockerd frames the stream, the TTY's output all on stdout.
+    expect(v.tty).toEqual([bytes('out\r\nerr\r\n'), null]);
+    expect(v.ttyStream).toEqual([bytes('out\r\nerr\r\n'), []]);
+    expect(v.plain).toEqual([bytes('out\n'), bytes('err\n')]);
+    expect([v.missing, v.run]).toEqual([126, 126]);
+  });
+
+  it("exec: detach keys from the client's config file (sent as detachKeys) detach", async () => {
+    const v = await python(`
+import socket
+api = client.api
+api._general_configs["detachKeys"] = "ctrl-x,y"
+c = client.containers.run(${JSON.stringify(ctx.env.busybox)}, "sleep 600", detach=True)
+x = api.exec_create(c.id, "cat", stdin=True, tty=True)
+emit('keys', api.exec_inspect(x)["DetachKeys"])
+sock = api.exec_start(x, tty=True, socket=True)._sock
+sock.settimeout(20)
+sock.sendall(b"typed\\n")
+seen = b""
+while b"typed" not in seen:
+    seen += sock.recv(4096)
+sock.sendall(b"\\x18y")
+rest = b""
+while True:
+    chunk = sock.recv(4096)
+    if not chunk:
+        break
+    rest += chunk
+emit('ended', True)
+emit('running', api.exec_inspect(x)["Running"])
+c.remove(force=True)
+`);
+    expect(v.keys).toBe('ctrl-x,y');
+    // The stream ended on the keys; the exec itself goes on.
+    expect([v.ended, v.running]).toEqual([true, true]);
+  });
+
+  it('update_container changes limits and the restart policy, refused where dockerd refuses', async () => {
+    const v = await python(`
+api = client.api
+c = client.containers.run(${JSON.stringify(ctx.env.busybox)}, "sleep 600", detach=True, mem_limit="64m",
+                          cpu_shares=2, restart_policy={"Name": "always"})
+emit('warnings', api.update_container(c.id, mem_limit="32m",
+     restart_policy={"Name": "on-failure", "MaximumRetryCount": 3}))
+c.update(cpu_shares=3)
+c.reload()
+hc = c.attrs["HostConfig"]
+emit('hostConfig', [hc["Memory"], hc["MemorySwap"], hc["CpuShares"], hc["RestartPolicy"]])
+emit('cgroup', c.exec_run("cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpu/cpu.shares").output)
+try:
+    api.update_container(c.id, mem_limit="512m")
+except docker.errors.APIError as e:
+    emit('conflict', [e.status_code, e.explanation])
+c.remove(force=True)
+later = client.containers.create(${JSON.stringify(ctx.env.busybox)}, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes")
+later.update(mem_limit="48m", memswap_limit="96m")
+later.start()
+later.wait()
+emit('atStart', later.logs())
+`);
+    const MB = 1024 * 1024;
+    expect(v.warnings).toEqual({ Warnings: null });
+    expect(v.hostConfig).toEqual([32 * MB, 128 * MB, 3, { Name: 'on-failure', MaximumRetryCount: 3 }]);
+    expect(v.cgroup).toEqual(bytes(`${32 * MB}\n3\n`));
+    expect(v.conflict[0]).toBe(409);
+    expect(v.conflict[1]).toMatch(/^Cannot update container [0-9a-f]{64}: Memory limit should be smaller than/);
+    expect(v.atStart).toEqual(bytes(`${48 * MB}\n`));
+  });
+
+  it('mem_swappiness is applied on cgroup v1 and dropped with a warning on v2; prune reports the space it freed', async () => {
+    const v = await python(`
+api = client.api
+img = ${JSON.stringify(ctx.env.busybox)}
+created = api.create_container(img, "cat /sys/fs/cgroup/memory/memory.swappiness",
+                               host_config=api.create_host_config(mem_swappiness=40))
+emit('warnings', created["Warnings"])
+emit('inspected', api.inspect_container(created)["HostConfig"]["MemorySwappiness"])
+api.start(created)
+api.wait(created)
+emit('swappiness', api.logs(created))
+wrote = client.containers.run(img, "sh -c 'head -c 200000 /dev/zero > /data'", detach=True)
+wrote.wait()
+pruned = client.containers.prune()
+emit('pruned', [created["Id"] in pruned["ContainersDeleted"], wrote.id in pruned["ContainersDeleted"]])
+emit('reclaimed', pruned["SpaceReclaimed"])
+`);
+    if (existsSync('/sys/fs/cgroup/cgroup.controllers')) {
+      expect(v.warnings).toEqual([
+        'Your kernel does not support memory swappiness capabilities or the cgroup is not mounted. Memory swappiness discarded.',
+      ]);
+      expect(v.inspected).toBeNull();
+    } else {
+      expect([v.warnings, v.inspected, v.swappiness]).toEqual([[], 40, bytes('40\n')]);
+    }
+    expect(v.pruned).toEqual([true, true]);
+    expect(v.reclaimed).toBeGreaterThanOrEqual(200_000);
   });
 });

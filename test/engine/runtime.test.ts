@@ -19,12 +19,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import ts from 'typescript';
+import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildSpec, type SpecInput } from '../../src/engine/containers/spec.js';
 import { prepareRootfs, releaseRootfs } from '../../src/engine/layers/rootfs-mounts.js';
 import { isMountPoint } from '../../src/engine/os/mount.js';
 import { RuntimeCreateError } from '../../src/engine/runtime/errors.js';
 import { ExitWatcher } from '../../src/engine/runtime/exits.js';
+import { compressRotated, lockLog, shiftLogs } from '../../src/engine/runtime/logfiles.js';
 import { readLog, type LogEntry, type ReadLogOptions } from '../../src/engine/runtime/logs.js';
 import { Runtime } from '../../src/engine/runtime/runtime.js';
 import { isEngineError } from '../../src/errors.js';
@@ -418,6 +420,36 @@ describe('containers through conmon and runc', () => {
   });
 });
 
+/** A container (created, not started) running `script`, its log capped by conmon at logSizeMax (0: never). */
+async function createLogging(
+  script: string,
+  logSizeMax: number,
+): Promise<{ id: string; dir: string; logPath: string }> {
+  const id = newId();
+  const { dir } = await bundle(id, { args: sh(script) });
+  cleanups.push(() => runtime.delete(id, true));
+  cleanups.push(() => killConmon(dir));
+  const logPath = path.join(dir, 'ctr.log');
+  await runtime.create({ id, bundleDir: dir, logPath, exitDir: exits.exitDir, logSizeMax });
+  return { id, dir, logPath };
+}
+
+/** Follows the log, each line into `seen`, until stop(). */
+function follow(logPath: string): { seen: string[]; stop: () => Promise<void> } {
+  const ctl = new AbortController();
+  const seen: string[] = [];
+  const reading = (async () => {
+    for await (const e of readLog(logPath, { follow: true, signal: ctl.signal })) seen.push(e.line.toString());
+  })();
+  return {
+    seen,
+    stop: async () => {
+      ctl.abort();
+      await reading;
+    },
+  };
+}
+
 describe('log reader', () => {
   const ts = (s: number) => `2024-05-01T10:00:${String(s).padStart(2, '0')}.000000001+02:00`;
   const rec = (s: number, stream: string, tag: string, content: string) => `${ts(s)} ${stream} ${tag} ${content}\n`;
@@ -481,26 +513,76 @@ describe('log reader', () => {
     expect(seen).toEqual(['a\n', 'b1b2\n', 'c\n', 'd\n', 'e\n']);
   });
 
+  it('reads rotated files oldest first (gzipped or not), tails across them, joins a line cut by a rotation', async () => {
+    const file = path.join(root, 'rotated/ctr.log');
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFile(`${file}.2.gz`, gzipSync(rec(1, 'stdout', 'F', 'one') + rec(2, 'stdout', 'F', 'two')));
+    await writeFile(`${file}.1`, rec(3, 'stdout', 'F', 'three') + rec(4, 'stdout', 'P', 'fo'));
+    // A plain file wins over its .gz (which may be half written).
+    await writeFile(`${file}.1.gz`, 'not gzip');
+    await writeFile(file, rec(5, 'stdout', 'F', 'ur') + rec(6, 'stderr', 'F', 'five'));
+    const lines = async (o: ReadLogOptions) => (await collect(file, o)).map((e) => e.line.toString());
+    expect(await lines({})).toEqual(['one\n', 'two\n', 'three\n', 'four\n', 'five\n']);
+    expect(await lines({ tail: 1 })).toEqual(['five\n']);
+    expect(await lines({ tail: 4 })).toEqual(['two\n', 'three\n', 'four\n', 'five\n']);
+    expect(await lines({ tail: 10 })).toEqual(['one\n', 'two\n', 'three\n', 'four\n', 'five\n']);
+    expect(await lines({ since: new Date(Date.UTC(2024, 4, 1, 8, 0, 2)) })).toEqual([
+      'two\n',
+      'three\n',
+      'four\n',
+      'five\n',
+    ]);
+    // While the live file is renamed away (conmon not yet reopened), the newest rotated one is the live one.
+    await rm(file);
+    expect(await lines({ tail: 2 })).toEqual(['three\n', 'fo']);
+  });
+
+  it("rotates a real container's log by renaming and asking conmon to reopen: nothing lost, in order", async () => {
+    const { id, dir, logPath } = await createLogging(
+      // Slowed now and then, so that rotations come while it writes.
+      'i=0; while [ $i -lt 20000 ]; do echo "line $i"; i=$((i+1)); [ $((i % 400)) -eq 0 ] && sleep 0.05; done; echo last',
+      0,
+    );
+    const { seen, stop } = follow(logPath);
+    const exited = exits.waitExit(id);
+    await runtime.start(id);
+    let done = false;
+    void exited.then(() => (done = true));
+    let rotations = 0;
+    while (!done) {
+      // As logrotation.ts: compressed only once conmon has reopened (it writes into none of them then).
+      if (existsSync(logPath) && rotations % 2) await compressRotated(logPath);
+      await lockLog(logPath, () => shiftLogs(logPath, 4));
+      rotations++;
+      await runtime.reopenLog(dir);
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    expect(await exited).toBe(0);
+    await stop();
+    const expected = [...Array.from({ length: 20000 }, (_, i) => `line ${i}\n`), 'last\n'];
+    expect(seen.length).toBe(expected.length);
+    expect(seen.every((l, i) => l === expected[i])).toBe(true);
+    expect(rotations).toBeGreaterThan(3);
+    // Three rotated files at most beside the live one (max-file 4), the newest lines among them.
+    const files = readdirSync(dir).filter((n) => n.startsWith('ctr.log'));
+    expect(files.filter((n) => n !== 'ctr.log').length).toBeLessThanOrEqual(3);
+    const kept = (await collect(logPath)).map((e) => e.line.toString());
+    expect(kept.at(-1)).toBe('last\n');
+    const first = expected.indexOf(kept[0]!);
+    expect(kept.every((l, i) => l === expected[first + i])).toBe(true);
+  });
+
   it('follows a real container log through conmon rotations (--log-size-max)', async () => {
-    const id = newId();
-    const { dir } = await bundle(id, {
-      args: sh('i=0; while [ $i -lt 300 ]; do echo "line $i ................................"; i=$((i+1)); done'),
-    });
-    cleanups.push(() => runtime.delete(id, true));
-    cleanups.push(() => killConmon(dir));
-    const logPath = path.join(dir, 'ctr.log');
-    await runtime.create({ id, bundleDir: dir, logPath, exitDir: exits.exitDir, logSizeMax: 4096 });
-    const ctl = new AbortController();
-    const seen: number[] = [];
-    const reading = (async () => {
-      for await (const e of readLog(logPath, { follow: true, signal: ctl.signal }))
-        seen.push(Number(/line (\d+)/.exec(e.line.toString())![1]));
-    })();
+    const { id, logPath } = await createLogging(
+      'i=0; while [ $i -lt 300 ]; do echo "line $i ................................"; i=$((i+1)); done',
+      4096,
+    );
+    const followed = follow(logPath);
     const exited = exits.waitExit(id);
     await runtime.start(id);
     expect(await exited).toBe(0);
-    ctl.abort();
-    await reading;
+    await followed.stop();
+    const seen = followed.seen.map((l) => Number(/line (\d+)/.exec(l)![1]));
     expect(seen.at(-1)).toBe(299);
     expect(seen.every((n, i) => i === 0 || n > seen[i - 1]!)).toBe(true);
     expect(readFileSync(logPath).length).toBeLessThanOrEqual(4096);

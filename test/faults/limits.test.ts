@@ -324,7 +324,7 @@ describe('hostile input', () => {
       [...create(`{"Image":"${bb}","Labels":{"a\\u0000":"b"}}`), 400, /NUL byte/],
       [...create(`{"Image":"${bb}","HostConfig":{"Binds":["/tmp/x\\u0000:/y"]}}`), 400, /NUL byte/],
       [...create(`{"Image":"${bb}","HostConfig":{"Binds":["/tmp:../y"]}}`), 400, /invalid volume specification/],
-      [...create(`{"Image":"${bb}","HostConfig":{"NetworkMode":"../../x"}}`), 400, /network \.\.\/\.\.\/x not found/],
+      [...create(`{"Image":"${bb}","HostConfig":{"NetworkMode":"../../x"}}`), 404, /network \.\.\/\.\.\/x not found/],
       [...create(`{"Image":"${bb}","HostConfig":{"SecurityOpt":["seccomp=../../../etc/shadow"]}}`), 400, /seccomp/],
       [...create('{"Image":"../../etc/passwd"}'), 404, /No such image/],
       [...create('{"Image":"bus\\u0000box"}'), 400, /NUL byte/],

@@ -13,6 +13,8 @@ export interface CliResult {
 
 export interface Cli {
   (args: string[], opts?: { input?: string; timeoutMs?: number }): Promise<CliResult>;
+  /** Runs docker; rejects with its stderr unless it exits 0; resolves with stdout. */
+  ok(args: string[]): Promise<string>;
   configDir: string;
 }
 
@@ -29,5 +31,10 @@ export function dockerCli(d: Daemon): Cli {
       );
       child.stdin?.end(opts.input ?? '');
     });
-  return Object.assign(cli, { configDir });
+  const ok = async (args: string[]) => {
+    const r = await cli(args);
+    if (r.code !== 0) throw new Error(`docker ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
+    return r.stdout;
+  };
+  return Object.assign(cli, { ok, configDir });
 }

@@ -168,6 +168,11 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
       'debug',
       ...(opts.args ?? []),
     ];
+    // No default bridge unless a test asks for networking (network.ts): daemons side by side
+    // would otherwise each make one on the host, all named alike.
+    if (!args.some((a) => a === '--bridge' || a === '-b' || a.startsWith('--bridge='))) {
+      args.push('--bridge', 'none', '--iptables=false');
+    }
     if (!args.includes('--config-file')) {
       // Hermetic: never read the machine's /etc/berth/daemon.json.
       const file = path.join(dir, 'daemon.json');

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { toHttpError } from '../../src/api/errors.js';
 import { checkVersion, compareVersions, splitVersion } from '../../src/api/version.js';
+import { foldFieldNames } from '../../src/api/wire/fieldnames.js';
 import { boolValue, intValue } from '../../src/api/wire/forms.js';
 import { conflict, EngineError, noSuchContainer, notModified, systemError, type Kind } from '../../src/errors.js';
 
@@ -67,5 +68,40 @@ describe('forms', () => {
     expect(intValue(undefined, 't', 5)).toBe(5);
     expect(intValue('-1', 't')).toBe(-1);
     expect(() => intValue('1x', 't')).toThrow(/invalid value for t/);
+  });
+});
+
+describe("a body's field names, as Go's decoder matches them", () => {
+  const schema = z.looseObject({
+    Image: z.string().nullish(),
+    Labels: z.record(z.string(), z.string()).nullish(),
+    HostConfig: z
+      .looseObject({
+        Memory: z.number().nullish(),
+        Devices: z.array(z.looseObject({ PathOnHost: z.string().nullish() })).nullish(),
+      })
+      .nullish(),
+    Cmd: z.union([z.array(z.string()), z.string().transform((s) => [s])]).nullish(),
+  });
+
+  it('puts struct fields in the schema’s spelling, nested and in arrays', () => {
+    expect(
+      foldFieldNames(schema, {
+        image: 'x',
+        HOSTCONFIG: { memory: 5, devices: [{ pathonhost: '/dev/null' }] },
+        cmd: 'true',
+      }),
+    ).toEqual({ Image: 'x', HostConfig: { Memory: 5, Devices: [{ PathOnHost: '/dev/null' }] }, Cmd: 'true' });
+  });
+
+  it('keeps map keys and unknown names as given; a name given twice takes the later value', () => {
+    expect(foldFieldNames(schema, { labels: { Some: 'Key' }, Unknown: 1, image: 'a', Image: 'b' })).toEqual({
+      Labels: { Some: 'Key' },
+      Unknown: 1,
+      Image: 'b',
+    });
+    const proto = foldFieldNames(schema, JSON.parse('{"__proto__": {"polluted": true}}')) as object;
+    expect(Object.keys(proto)).toEqual(['__proto__']);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 });

@@ -85,6 +85,25 @@ describe('loadConfig', () => {
     expect(config.defaultRuntime).toBe('other');
   });
 
+  it("takes dockerd's cpu-rt-period and cpu-rt-runtime (µs, default 0) from flags or daemon.json", () => {
+    const none = loadConfig(['--config-file', file('rt0.json', {})], {}).config;
+    expect([none.cpuRtPeriod, none.cpuRtRuntime]).toEqual([0, 0]);
+    const flags = loadConfig(
+      ['--cpu-rt-period', '1000000', '--cpu-rt-runtime', '950000', '--config-file', file('rt1.json', {})],
+      {},
+    ).config;
+    expect([flags.cpuRtPeriod, flags.cpuRtRuntime]).toEqual([1_000_000, 950_000]);
+    const json = loadConfig(['--config-file', file('rt2.json', { 'cpu-rt-runtime': 500000 })], {}).config;
+    expect([json.cpuRtPeriod, json.cpuRtRuntime]).toEqual([0, 500_000]);
+    expect(() => loadConfig(['--cpu-rt-runtime', 'lots', '--config-file', file('rt3.json', {})], {})).toThrow(
+      'invalid value for --cpu-rt-runtime: lots',
+    );
+    expect(() => loadConfig(['--config-file', file('rt4.json', { 'cpu-rt-period': -1 })], {})).toThrow(/cpu-rt-period/);
+    expect(() =>
+      loadConfig(['--cpu-rt-runtime', '1', '--config-file', file('rt5.json', { 'cpu-rt-runtime': 2 })], {}),
+    ).toThrow(/specified both as a flag and in the configuration file/);
+  });
+
   it('refuses a directive given as a flag and in the file', () => {
     const f = file('c.json', { 'data-root': '/x' });
     expect(() => loadConfig(['--config-file', f, '--data-root', '/y'], {})).toThrow(

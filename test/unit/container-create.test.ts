@@ -1,5 +1,6 @@
 // What a create is refused with, in dockerd's words, before anything is
 // written; and what it defaults. (The API's 400s: test/api/containers.test.ts.)
+import { existsSync } from 'node:fs';
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ALL_CAPABILITIES, grantableCapabilities } from '../../src/engine/containers/capabilities.js';
@@ -80,6 +81,7 @@ describe('create refuses what dockerd refuses at create', () => {
       "can't create 'AutoRemove' container with restart policy",
     ],
     ['a negative /dev/shm', { ShmSize: -1 }, 'SHM size can not be less than 0'],
+
     ['an unknown security option', { SecurityOpt: ['selinux=x'] }, 'Invalid --security-opt: "selinux=x"'],
     [
       'a bind mount with an unknown propagation',
@@ -93,6 +95,20 @@ describe('create refuses what dockerd refuses at create', () => {
   it('refuses a CPU the host does not offer', () => {
     expect(refusal(() => settings({ CpusetCpus: '4096' }))).toMatch(
       /^Requested CPUs are not available - requested 4096, available: [\d,-]+$/,
+    );
+  });
+
+  // Real-time group scheduling: cgroup v1 with CONFIG_RT_GROUP_SCHED (this host has it).
+  const realtime = existsSync('/sys/fs/cgroup/cpu/cpu.rt_period_us');
+  it.skipIf(!realtime)("refuses a real-time runtime above its period, or above a new cgroup's (the kernel's)", () => {
+    for (const h of [{ CpuRealtimePeriod: 100_000, CpuRealtimeRuntime: 200_000 }, { CpuRealtimeRuntime: 1_000_001 }]) {
+      expect(refusal(() => settings(h))).toBe('cpu real-time runtime cannot be higher than cpu real-time period');
+    }
+    expect(settings({ CpuRealtimeRuntime: 10_000 }).hostConfig.CpuRealtimeRuntime).toBe(10_000);
+  });
+  it.skipIf(realtime)('refuses real-time scheduling where the kernel has none', () => {
+    expect(refusal(() => settings({ CpuRealtimeRuntime: 10_000 }))).toBe(
+      'Your kernel does not support CPU real-time scheduler',
     );
   });
 

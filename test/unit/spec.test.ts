@@ -264,4 +264,10 @@ describe('buildSpec: resources', () => {
     expect(r.pids).toEqual({ limit: 100 });
     expect(spec({ PidsLimit: -1 }).linux.resources.pids).toBeUndefined();
   });
+
+  it('passes the real-time period and runtime to runc', () => {
+    const r = spec({ CpuRealtimePeriod: 1_000_000, CpuRealtimeRuntime: 10_000 }).linux.resources;
+    expect(r.cpu).toEqual({ realtimePeriod: 1_000_000, realtimeRuntime: 10_000 });
+    expect(spec({ CpuRealtimeRuntime: 0 }).linux.resources.cpu).toBeUndefined();
+  });
 });

@@ -3,6 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { type ContainerConfigFields, CreateBodySchema, type Engine } from '../../engine/index.js';
 import { boolValue, query, readJson, withoutNulls } from '../wire/forms.js';
+import { foldFieldNames } from '../wire/fieldnames.js';
 import { invalidParameter } from '../../errors.js';
 
 type IdParams = { Params: { id: string } };
@@ -25,7 +26,11 @@ export function commitRoutes(app: FastifyInstance, engine: Engine): void {
     if (body !== undefined && body !== null) {
       if (typeof body !== 'object' || Array.isArray(body))
         throw invalidParameter('invalid JSON in request body: expected an object');
-      const { HostConfig: _h, NetworkingConfig: _n, ...rest } = CreateBodySchema.parse(body);
+      const {
+        HostConfig: _h,
+        NetworkingConfig: _n,
+        ...rest
+      } = CreateBodySchema.parse(foldFieldNames(CreateBodySchema, body));
       config = withoutNulls(rest) as ContainerConfigFields;
     }
     const id = await commits.commit({

@@ -1,16 +1,16 @@
 // /containers/*: thin translations between Docker's wire shapes and the container service.
 import type { FastifyInstance } from 'fastify';
-import { CreateBodySchema, type Engine } from '../../engine/index.js';
+import { CreateBodySchema, type Engine, UpdateBodySchema } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../headers.js';
 import { streamContentType } from '../streams/mux.js';
 import { closeOnShutdown, hijack, runSession } from '../streams/hijack.js';
 import { drained, writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
-import { containerInspect, containerSummary } from '../wire/containers.js';
+import { containerInspect, containerSummary, listedSizes } from '../wire/containers.js';
 import { createRequest } from '../wire/create.js';
 import { parseFilters } from '../wire/filters.js';
-import { boolValue, intValue, parseJsonBody, query } from '../wire/forms.js';
+import { boolValue, intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 
 type IdParams = { Params: { id: string } };
 
@@ -55,8 +55,8 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     };
     return Promise.all(
       list.map(async (c) => ({
-        ...containerSummary(c, nameOf(c.imageRef, c.imageId), req.apiVersion),
-        ...(withSize ? await containers.sizes(c) : {}),
+        ...containerSummary(c, nameOf(c.imageRef, c.imageId), containers.networkingOf(c), req.apiVersion),
+        ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
       })),
     );
   });
@@ -65,6 +65,13 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const body = await parseJsonBody(req, CreateBodySchema);
     const created = await containers.create(createRequest(body, query(req).name, req.apiVersion));
     return reply.code(201).send(created);
+  });
+
+  // docker update. PidsLimit came with API 1.40: dockerd does not read an older client's.
+  app.post<IdParams>('/containers/:id/update', async (req) => {
+    const body = withoutNulls(await parseJsonBody(req, UpdateBodySchema));
+    if (versionBelow(req.apiVersion, '1.40')) delete body.PidsLimit;
+    return containers.update(req.params.id, body);
   });
 
   app.post('/containers/prune', async (req) => containers.prune(parseFilters(query(req).filters)));
@@ -76,7 +83,12 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       .map((l) => engine.images.layerDir(l))
       .reverse();
     const execIds = engine.execs.idsOf(c.id);
-    return { ...containerInspect(c, { lowerDirs }, req.apiVersion), ExecIDs: execIds.length ? execIds : null };
+    return {
+      ...containerInspect(c, { lowerDirs }, containers.networkingOf(c), req.apiVersion),
+      ExecIDs: execIds.length ? execIds : null,
+      // Counted only when asked (`size=1`), and then shown even when 0, as dockerd's pointers are.
+      ...(boolValue(query(req).size) ? await containers.sizes(c) : {}),
+    };
   });
 
   app.get<IdParams>('/containers/:id/top', async (req) => containers.top(req.params.id, query(req).ps_args));

@@ -29,27 +29,28 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
   // Detached: answers once the process runs. Attached: the connection is
   // hijacked first; a process that cannot start is reported in the stream
   // (dockerd writes the error to stdout), its exit code in the exec's inspect.
+  // The process has a TTY if the exec was created with one; the start's own
+  // Tty only says whether the stream is raw or framed (and whether its
+  // ConsoleSize counts), as in dockerd: docker-py creates with Tty and starts
+  // without, and reads a framed stream.
   app.post<IdParams>('/exec/:id/start', async (req, reply) => {
     const body = await parseJsonBody(req, ExecStartSchema);
     const detach = body.Detach ?? false;
-    const start = execs.start(req.params.id, {
-      detach,
-      ...(body.Tty != null ? { tty: body.Tty } : {}),
-      consoleSize: body.ConsoleSize ?? null,
-    });
+    const raw = body.Tty ?? false;
+    const start = execs.start(req.params.id, { detach, consoleSize: raw ? (body.ConsoleSize ?? null) : null });
     if (detach) {
       await start.run();
       return reply.code(200).send();
     }
-    const { tty, session } = start;
-    const sock = hijack(req, reply, streamContentType(tty, req.apiVersion, versionBelow));
+    const { session } = start;
+    const sock = hijack(req, reply, streamContentType(raw, req.apiVersion, versionBelow));
     const run = async () => {
       try {
         await start.run();
         return null;
       } catch (e) {
         const text = Buffer.from(`${messageOf(e)}\r\n`);
-        return tty ? text : frame(STDOUT, text);
+        return raw ? text : frame(STDOUT, text);
       }
     };
     if (session) {
@@ -57,7 +58,7 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
       sock.once('close', () => {
         if (!ended) start.abandon();
       });
-      await runSession(req, sock, session, run);
+      await runSession(req, sock, session, run, raw);
       ended = true;
       return;
     }

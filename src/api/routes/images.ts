@@ -7,6 +7,7 @@ import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';
 import { boolValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 import { AuthBody, imageInspect, imageSummary } from '../wire/images.js';
+import { versionBelow } from '../version.js';
 
 /** `/images/<name with slashes>/<action>` → [name, action]. */
 function splitNameAction(req: FastifyRequest, actions: readonly string[]): [string, string] {
@@ -29,7 +30,12 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get('/images/json', async (req) => {
     const q = query(req);
-    const list = images.list({ all: boolValue(q.all), filters: parseFilters(q.filters) });
+    const list = images.list({
+      all: boolValue(q.all),
+      filters: parseFilters(q.filters),
+      // `shared-size` came with API 1.42; dockerd does not read it below.
+      sharedSize: !versionBelow(req.apiVersion, '1.42') && boolValue(q['shared-size']),
+    });
     // `manifests` came with API 1.47; an older client that sends it is answered as well
     // (dockerd does not read it below 1.47, but giving what was asked for harms no one).
     if (!boolValue(q.manifests)) return list.map((i) => imageSummary(i, req.apiVersion));

@@ -92,14 +92,17 @@ async function headRead(sock: Socket): Promise<void> {
 
 /**
  * Runs an attach over a hijacked socket: the client's bytes to the process's
- * stdin (if attached), its output back (framed without a TTY), until the
- * output ends; then the connection is closed.
+ * stdin (if attached), its output back, until the output ends; then the
+ * connection is closed. The output is framed unless `raw` (by default: when
+ * the process has a TTY). An exec's start picks `raw` itself: then, as with
+ * dockerd, a process without a TTY sends its stdout raw and its stderr nowhere.
  */
 export async function runSession(
   req: FastifyRequest,
   sock: Socket,
   session: AttachSession,
   prelude?: () => Promise<Buffer | null>,
+  raw = session.tty,
 ): Promise<void> {
   sock.on('close', () => session.close());
   sock.on('error', () => session.close());
@@ -107,10 +110,15 @@ export async function runSession(
   try {
     await headRead(sock);
     const failure = prelude ? await prelude() : null;
+    const output = raw && !session.tty ? stdoutOnly(session.output()) : session.output();
     if (failure) sock.write(failure);
-    else await writeOutput(sock, session.output(), { tty: session.tty });
+    else await writeOutput(sock, output, { tty: raw });
   } catch (e) {
     req.log.warn({ err: e, msg: messageOf(e) }, 'attach stream failed');
   }
   sock.end();
+}
+
+async function* stdoutOnly<T extends { stream: string }>(chunks: AsyncIterable<T>): AsyncGenerator<T> {
+  for await (const c of chunks) if (c.stream !== 'stderr') yield c;
 }

@@ -1,35 +1,12 @@
 // Docker's container shapes as the API answers them: list entries and inspect.
-import { type Container, isoOrZero, statusText } from '../../engine/index.js';
+import { type Container, type ContainerNetworking, isoOrZero, statusText, visibleLogPath } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
+import { containerNetworks, listedPorts, portMap } from './networks.js';
 
 // ------------------------------------------------------------------ responses
 
-const networkName = (mode: string) => (mode === 'default' || mode === 'bridge' ? 'bridge' : mode);
-
-function networks(c: Container, apiVersion: string): Record<string, unknown> {
-  // berth has no bridge networking yet: the default is a private namespace with
-  // loopback only, reported under Docker's default network name with no address.
-  const name = networkName(c.hostConfig.NetworkMode);
-  return {
-    [name]: {
-      IPAMConfig: null,
-      Links: null,
-      Aliases: null,
-      NetworkID: name,
-      EndpointID: '',
-      Gateway: '',
-      IPAddress: '',
-      IPPrefixLen: 0,
-      IPv6Gateway: '',
-      GlobalIPv6Address: '',
-      GlobalIPv6PrefixLen: 0,
-      MacAddress: '',
-      DriverOpts: null,
-      // API 1.44: the endpoint's DNS names; none on these networks, which have no embedded DNS.
-      ...(versionBelow(apiVersion, '1.44') ? {} : { DNSNames: null }),
-    },
-  };
-}
+/** Whether the container's process runs now (its network interfaces exist). */
+const isLive = (c: Container) => (c.status === 'running' || c.status === 'paused') && c.pid > 0;
 
 function mounts(c: Container): Record<string, unknown>[] {
   const binds = (c.hostConfig.Binds ?? []).map((b) => {
@@ -57,7 +34,12 @@ function mounts(c: Container): Record<string, unknown>[] {
 const commandLine = (c: Container) => [c.path, ...c.args].map((a) => (/\s/.test(a) ? `'${a}'` : a)).join(' ');
 
 /** One entry of `GET /containers/json`. */
-export function containerSummary(c: Container, imageName: string, apiVersion: string): Record<string, unknown> {
+export function containerSummary(
+  c: Container,
+  imageName: string,
+  net: ContainerNetworking,
+  apiVersion: string,
+): Record<string, unknown> {
   return {
     Id: c.id,
     Names: [`/${c.name}`],
@@ -65,12 +47,12 @@ export function containerSummary(c: Container, imageName: string, apiVersion: st
     ImageID: c.imageId,
     Command: commandLine(c),
     Created: Math.floor(c.created / 1000),
-    Ports: [],
+    Ports: listedPorts(c.config.ExposedPorts, isLive(c) ? net.ports : []),
     Labels: c.config.Labels ?? {},
     State: c.status,
     Status: statusText(c),
     HostConfig: { NetworkMode: c.hostConfig.NetworkMode },
-    NetworkSettings: { Networks: networks(c, apiVersion) },
+    NetworkSettings: { Networks: containerNetworks(net.endpoints, isLive(c), apiVersion) },
     Mounts: mounts(c),
     // API 1.52 added the health summary to the list.
     ...(versionBelow(apiVersion, '1.52')
@@ -80,12 +62,20 @@ export function containerSummary(c: Container, imageName: string, apiVersion: st
 }
 
 /** `GET /containers/{id}/json`. */
+/** A list entry's sizes (`size=1`): dockerd omits a zero (omitempty), e.g. the SizeRw of a container that wrote nothing. */
+export function listedSizes(sizes: { SizeRw: number; SizeRootFs: number }): Partial<typeof sizes> {
+  return Object.fromEntries(Object.entries(sizes).filter(([, v]) => v !== 0));
+}
+
 export function containerInspect(
   c: Container,
   graph: { lowerDirs: string[] },
+  net: ContainerNetworking,
   apiVersion: string,
 ): Record<string, unknown> {
   const running = c.status === 'running' || c.status === 'paused' || c.status === 'restarting';
+  // The deprecated top-level fields are the default bridge's, as dockerd fills them.
+  const bridge = isLive(c) ? net.endpoints.find((e) => e.network.name === 'bridge' && e.row.ip) : undefined;
   const b = c.bundleDir;
   return {
     Id: c.id,
@@ -111,7 +101,7 @@ export function containerInspect(
     ResolvConfPath: `${b}/resolv.conf`,
     HostnamePath: `${b}/hostname`,
     HostsPath: `${b}/hosts`,
-    LogPath: `${b}/ctr.log`,
+    LogPath: visibleLogPath(c),
     Name: `/${c.name}`,
     RestartCount: c.restartCount,
     Driver: 'overlay2',
@@ -127,8 +117,8 @@ export function containerInspect(
       VolumeDriver: '',
       VolumesFrom: null,
       Dns: c.hostConfig.Dns ?? [],
-      DnsOptions: [],
-      DnsSearch: [],
+      DnsOptions: c.hostConfig.DnsOptions ?? [],
+      DnsSearch: c.hostConfig.DnsSearch ?? [],
       ExtraHosts: c.hostConfig.ExtraHosts ?? null,
       // dockerd's default IPC mode is private; the others are echoed as given.
       IpcMode: c.hostConfig.IpcMode || 'private',
@@ -138,10 +128,13 @@ export function containerInspect(
       GroupAdd: c.hostConfig.GroupAdd ?? null,
       DeviceCgroupRules: c.hostConfig.DeviceCgroupRules ?? null,
       OomScoreAdj: c.hostConfig.OomScoreAdj ?? 0,
+      CpuRealtimePeriod: c.hostConfig.CpuRealtimePeriod ?? 0,
+      CpuRealtimeRuntime: c.hostConfig.CpuRealtimeRuntime ?? 0,
       ShmSize: c.hostConfig.ShmSize ?? 67108864,
       Runtime: 'runc',
       Isolation: c.hostConfig.Isolation ?? '',
       PidsLimit: c.hostConfig.PidsLimit ?? null,
+      MemorySwappiness: c.hostConfig.MemorySwappiness ?? null,
       OomKillDisable: false,
       Init: c.hostConfig.Init ?? null,
       MaskedPaths: [],
@@ -160,23 +153,23 @@ export function containerInspect(
     Config: c.config,
     NetworkSettings: {
       Bridge: '',
-      SandboxID: '',
+      SandboxID: isLive(c) ? c.id : '',
       HairpinMode: false,
       LinkLocalIPv6Address: '',
       LinkLocalIPv6PrefixLen: 0,
-      Ports: {},
-      SandboxKey: '',
+      Ports: portMap(c.config.ExposedPorts, isLive(c) ? net.ports : []),
+      SandboxKey: isLive(c) ? `/proc/${c.pid}/ns/net` : '',
       SecondaryIPAddresses: null,
       SecondaryIPv6Addresses: null,
-      EndpointID: '',
-      Gateway: '',
+      EndpointID: bridge?.row.id ?? '',
+      Gateway: bridge?.network.gateway ?? '',
       GlobalIPv6Address: '',
       GlobalIPv6PrefixLen: 0,
-      IPAddress: '',
-      IPPrefixLen: 0,
+      IPAddress: bridge?.row.ip ?? '',
+      IPPrefixLen: bridge?.prefixLen ?? 0,
       IPv6Gateway: '',
-      MacAddress: '',
-      Networks: networks(c, apiVersion),
+      MacAddress: bridge?.row.mac ?? '',
+      Networks: containerNetworks(net.endpoints, isLive(c), apiVersion),
     },
   };
 }

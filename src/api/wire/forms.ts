@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { z } from 'zod';
 import { invalidParameter, payloadTooLarge } from '../../errors.js';
+import { foldFieldNames } from './fieldnames.js';
 
 /** dockerd's BoolValue: everything but "", "0", "no", "false" and "none" is true. */
 export function boolValue(v: unknown, dflt = false): boolean {
@@ -57,13 +58,16 @@ export async function readJson(req: FastifyRequest): Promise<unknown> {
   return json;
 }
 
-/** Parses a JSON body against a zod schema; an absent body parses as `{}`. */
+/**
+ * Parses a JSON body against a zod schema; an absent body parses as `{}`.
+ * Field names match in any case, as Go's decoder matches them (fieldnames.ts).
+ */
 export async function parseJsonBody<T extends z.ZodType>(req: FastifyRequest, schema: T): Promise<z.infer<T>> {
   const json = (await readJson(req)) ?? {};
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw invalidParameter('invalid JSON in request body: expected an object');
   }
-  return schema.parse(json);
+  return schema.parse(foldFieldNames(schema, json));
 }
 
 /**

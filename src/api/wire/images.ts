@@ -22,7 +22,8 @@ export function imageSummary(img: Image, apiVersion: string, manifests?: ImageMa
     Labels: img.config.config?.Labels ?? {},
     ParentId: img.parent,
     ...references(img, apiVersion),
-    SharedSize: -1,
+    // -1: not counted (the list was not asked for `shared-size`).
+    SharedSize: img.sharedSize ?? -1,
     Size: img.size,
   };
   if (versionBelow(apiVersion, '1.44')) out.VirtualSize = img.size;

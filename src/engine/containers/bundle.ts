@@ -2,6 +2,7 @@
 // (overlay: rootfs, upper, work), the /etc files berth owns (hostname, hosts,
 // resolv.conf), and config.json, rewritten before each start from the stored
 // configuration. Also where a commit marks a container it paused.
+import type { Endpoints } from '../network/endpoints.js';
 import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,6 +13,7 @@ import type { ExitWatcher } from '../runtime/exits.js';
 import { bindMounts, parseExtraHost, securityOptions, type SecurityOptions } from './create.js';
 import { isRunning, type Container, type ContainerLookup } from './lookup.js';
 import { namespacePlan } from './namespaces.js';
+import { budgetParents, type RealtimeBudget } from './realtime.js';
 import { buildSpec, consoleSize, DEFAULT_SHM_SIZE, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
 
@@ -22,6 +24,10 @@ export interface BundleDeps {
   initPath?: string;
   /** Other containers, whose namespaces a container may join (PidMode, IpcMode). */
   lookup: Pick<ContainerLookup, 'find'>;
+  /** The daemon's real-time budget for the containers' parent cgroup (--cpu-rt-period, --cpu-rt-runtime). */
+  realtime?: RealtimeBudget;
+  /** What /etc/hosts and /etc/resolv.conf say of the container's networks. */
+  endpoints: Pick<Endpoints, 'etcFiles'>;
 }
 
 /** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
@@ -83,6 +89,12 @@ export class Bundles {
     if (!done) await this.prepare(c);
   }
 
+  /** Its HostConfig changed (an update): a bundle prepared early is written again by the start. */
+  async reconfigured(id: string): Promise<void> {
+    await this.early.get(id)?.catch(() => undefined);
+    this.early.delete(id);
+  }
+
   /** A removed container's: a preparation under way ends before its directory is torn down. */
   async forget(id: string): Promise<void> {
     await this.early.get(id)?.catch(() => undefined);
@@ -102,6 +114,8 @@ export class Bundles {
       target: c.rootfs,
     });
     if (c.hostConfig.IpcMode === 'shareable') await this.mountShm(c);
+    // As dockerd, before every start: the budget may have been taken from the parent since.
+    if (this.deps.realtime) await budgetParents(this.deps.realtime, cgroupPath(c.id));
     const spec = await this.spec(c);
     await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
   }
@@ -129,7 +143,7 @@ export class Bundles {
       hostname: c.config.Hostname,
       rootfsPath: c.rootfs,
       mounts: bindMounts(h, c.recursiveReadonlyBinds),
-      hostsFiles: await writeEtcFiles(c),
+      hostsFiles: await this.etcFilesOf(c),
       networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
       namespaces: namespacePlan(h, shmDir(c.bundleDir), (ref) => {
         const d = this.deps.lookup.find(ref);
@@ -148,6 +162,31 @@ export class Bundles {
     });
   }
 
+  /**
+   * Its /etc files; a container in another's network namespace (NetworkMode
+   * container:<id>) has that one's hosts and resolv.conf, as with dockerd.
+   */
+  private async etcFilesOf(c: Container): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
+    const own = await writeEtcFiles(c, this.deps.endpoints);
+    const mode = c.hostConfig.NetworkMode;
+    if (!mode.startsWith('container:')) return own;
+    const donor = this.deps.lookup.find(mode.slice('container:'.length));
+    return {
+      ...own,
+      hosts: path.join(donor.bundleDir, 'hosts'),
+      resolvConf: path.join(donor.bundleDir, 'resolv.conf'),
+    };
+  }
+
+  /**
+   * After a running container joined or left a network: its /etc files say so
+   * (they are bind-mounted files, written in place, so it reads the new text),
+   * as dockerd rewrites resolv.conf when a container gains a DNS server.
+   */
+  async networksChanged(c: Container): Promise<void> {
+    await writeEtcFiles(c, this.deps.endpoints);
+  }
+
   private securityOf(c: Container): SecurityOptions {
     let security = this.security.get(c.id);
     if (!security) {
@@ -159,27 +198,41 @@ export class Bundles {
 }
 
 /** /etc/hostname, /etc/hosts and /etc/resolv.conf: files berth owns, bind-mounted read-write. */
-async function writeEtcFiles(c: Container): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
+async function writeEtcFiles(
+  c: Container,
+  endpoints: Pick<Endpoints, 'etcFiles'>,
+): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
   const hostname = path.join(c.bundleDir, 'hostname');
   const hosts = path.join(c.bundleDir, 'hosts');
   const resolvConf = path.join(c.bundleDir, 'resolv.conf');
-  const host = c.hostConfig.NetworkMode === 'host';
+  const h = c.hostConfig;
+  const host = h.NetworkMode === 'host';
   const name = host ? os.hostname() : c.config.Hostname;
   await writeFile(hostname, `${name}\n`);
-  const extra = (c.hostConfig.ExtraHosts ?? []).map((e) => {
+  const extra = (h.ExtraHosts ?? []).map((e) => {
     const { name: n, ip } = parseExtraHost(e);
     return `${ip}\t${n}`;
   });
+  const net = await endpoints.etcFiles(c.id, {
+    dns: h.Dns ?? [],
+    search: h.DnsSearch ?? [],
+    options: h.DnsOptions ?? [],
+  });
+  // As dockerd writes it: the container's own name on its first network's address (or loopback's 127.0.1.1 without one).
   const hostsText = host
     ? await readFile('/etc/hosts', 'utf8').catch(() => '127.0.0.1\tlocalhost\n')
-    : ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', `127.0.1.1\t${name}`, ...extra, ''].join(
-        '\n',
-      );
+    : [
+        '127.0.0.1\tlocalhost',
+        '::1\tlocalhost ip6-localhost ip6-loopback',
+        'fe00::0\tip6-localnet',
+        'ff00::0\tip6-mcastprefix',
+        'ff02::1\tip6-allnodes',
+        'ff02::2\tip6-allrouters',
+        ...extra,
+        `${net.address ?? '127.0.1.1'}\t${name}`,
+        '',
+      ].join('\n');
   await writeFile(hosts, hostsText);
-  const dns = c.hostConfig.Dns ?? [];
-  const resolv = dns.length
-    ? `${dns.map((d) => `nameserver ${d}`).join('\n')}\n`
-    : await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
-  await writeFile(resolvConf, resolv);
+  await writeFile(resolvConf, host ? await readFile('/etc/resolv.conf', 'utf8').catch(() => '') : net.resolvConf);
   return { hosts, hostname, resolvConf };
 }

@@ -120,13 +120,27 @@ export const HostConfigSchema = z.looseObject({
   Init: z.boolean().nullish(),
   Memory: int,
   MemorySwap: int,
+  /** null: the kernel's (dockerd's nil; -1 from a client means that too). */
+  MemorySwappiness: int.nullish(),
   NanoCpus: int,
   CpuShares: int,
   CpusetCpus: z.string(),
+  /** Real-time scheduling of the cgroup, µs (realtime.ts). */
+  CpuRealtimePeriod: int.optional(),
+  CpuRealtimeRuntime: int.optional(),
   PidsLimit: int.nullish(),
   ShmSize: int.optional(),
   ExtraHosts: z.array(z.string()).nullish(),
   Dns: z.array(z.string()).nullish(),
+  DnsSearch: z.array(z.string()).nullish(),
+  DnsOptions: z.array(z.string()).nullish(),
+  PortBindings: z
+    .record(
+      z.string(),
+      z.array(z.looseObject({ HostIp: z.string().nullish(), HostPort: z.string().nullish() })).nullable(),
+    )
+    .nullish(),
+  PublishAllPorts: z.boolean().nullish(),
   LogConfig: z.looseObject({ Type: z.string(), Config: strMap }),
   PidMode: z.string().optional(),
   UTSMode: z.string().optional(),
@@ -164,10 +178,30 @@ export type HostConfigBody = z.output<typeof HostConfigBodySchema>;
 export const ConfigBodySchema = z.looseObject({
   ...nullish(ContainerConfigSchema.shape),
   Image: z.string({ error: 'Config.Image is required' }).nullish(),
-  // Container-wide before API 1.44, the endpoint's since: berth refuses both (networking.ts).
+  // Container-wide before API 1.44, the endpoint's since: the first network's (network/endpoints.ts).
   MacAddress: z.string().nullish(),
 });
 export type ConfigBody = z.output<typeof ConfigBodySchema>;
+
+/**
+ * `POST /containers/{id}/update`'s body (Docker's UpdateConfig: its Resources
+ * and a RestartPolicy): the fields berth changes; unsupported.ts refuses the
+ * rest of Docker's when they ask for something.
+ */
+export const UpdateBodySchema = z.looseObject({
+  ...nullish(
+    HostConfigSchema.pick({
+      Memory: true,
+      MemorySwap: true,
+      NanoCpus: true,
+      CpuShares: true,
+      CpusetCpus: true,
+      PidsLimit: true,
+    }).shape,
+  ),
+  RestartPolicy: HostConfigBodySchema.shape.RestartPolicy,
+});
+export type UpdateBody = z.output<typeof UpdateBodySchema>;
 
 /** NetworkingConfig: the settings of each network's endpoint, by network name (an entry may be null). */
 const NetworkingConfigSchema = z.looseObject({

@@ -3,12 +3,15 @@
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import type { ImageService } from '../images/service.js';
+import type { Endpoints } from '../network/endpoints.js';
 import type { ExitWatcher } from '../runtime/exits.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { ContainerRepository } from '../store/containers.js';
 import type { Attachments } from './attach.js';
 import type { Bundles } from './bundle.js';
+import type { RealtimeBudget } from './realtime.js';
 import type { HealthMonitor } from './health.js';
+import type { LogRotation } from './logrotation.js';
 import type { Container, ContainerLookup } from './lookup.js';
 import type { Waits } from './waits.js';
 
@@ -21,9 +24,13 @@ export interface ContainerDeps {
   /** <data-root>/containers */
   root: string;
   initPath?: string;
+  /** The real-time budget given to the containers' parent cgroup before each start (realtime.ts). */
+  realtime?: RealtimeBudget;
   /** Default cap on a container's log, bytes. */
   logSizeMax: number;
   events: EventBus;
+  /** The container's places on networks (network/endpoints.ts). */
+  endpoints: Endpoints;
 }
 
 export interface Shared {
@@ -36,6 +43,8 @@ export interface Shared {
   attachments: Attachments;
   /** Health checks of the running containers (health.ts). */
   health: HealthMonitor;
+  /** Rotation of the running containers' logs (logrotation.ts). */
+  logRotation: LogRotation;
 }
 
 /** Publishes a container event with dockerd's attributes (its labels, image, name). */

@@ -5,6 +5,7 @@
 // start would otherwise refuse later is refused now. The stored Config is the
 // request over the image's config, the stored HostConfig the request over
 // Docker's defaults.
+import { parsePortBindings } from '../network/ports.js';
 import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,12 +27,13 @@ import {
 } from './config.js';
 import { checkDevice } from './devices.js';
 import { checkNamespaceModes } from './namespaces.js';
-import { checkResources } from './resources.js';
+import { checkLogConfig } from './logconfig.js';
+import { checkResources, memorySwappiness } from './resources.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { type BindMount, deviceCgroupRule, type Propagation } from './spec.js';
 import { checkSysctls } from './sysctls.js';
 import { checkUlimits } from './ulimits.js';
-import { checkLogConfig, refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
+import { refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
 
 /** What `--security-opt` asks of the process, parsed once at create. */
 export interface SecurityOptions {
@@ -40,11 +42,12 @@ export interface SecurityOptions {
   seccomp?: 'unconfined' | SeccompProfile;
 }
 
-/** A new container's stored Config and HostConfig, and its security options. */
+/** A new container's stored Config and HostConfig, its security options, and dockerd's warnings about them. */
 export interface CreateSettings {
   config: ContainerConfig;
   hostConfig: HostConfig;
   security: SecurityOptions;
+  warnings: string[];
 }
 
 /** The Config checks dockerd makes before it looks up the image (validateContainerConfig). */
@@ -94,8 +97,8 @@ export function createSettings(
   image: { ref: string; config: ImageConfig['config'] },
   id: string,
 ): CreateSettings {
-  const { hostConfig, security } = checkHostConfig(h);
-  checkNamespaceModes(h, c.Hostname ?? undefined);
+  const { hostConfig, security, warnings } = checkHostConfig(h);
+  checkNamespaceModes(h, { hostname: c.Hostname ?? undefined, exposedPorts: c.ExposedPorts });
   const config = mergeConfig(c, image.ref, image.config ?? {});
   if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
   // Checked now; how read-only ones are made is decided at each start.
@@ -103,7 +106,7 @@ export function createSettings(
   // dockerd: a container in the host's network or UTS namespace takes the host's name, others their short id.
   const hostName = hostConfig.NetworkMode === 'host' || hostConfig.UTSMode === 'host';
   if (!config.Hostname) config.Hostname = hostName ? os.hostname() : id.slice(0, 12);
-  return { config, hostConfig, security };
+  return { config, hostConfig, security, warnings };
 }
 
 /** The container's effective config: the request over the image's defaults, as dockerd merges them. */
@@ -170,7 +173,8 @@ export function mergeEnv(image: string[] | null | undefined, user: string[] | nu
   return [...out.values()];
 }
 
-function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; security: SecurityOptions } {
+function checkHostConfig(h: Given<HostConfigBody>): Omit<CreateSettings, 'config'> {
+  const warnings: string[] = [];
   const restartPolicy = checkRestartPolicy(h);
   if (h.AutoRemove && restartPolicy.Name !== '' && restartPolicy.Name !== 'no') {
     throw invalidParameter("can't create 'AutoRemove' container with restart policy");
@@ -189,15 +193,15 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
     }
   }
   const mode = h.NetworkMode || 'default';
-  if (!['default', 'bridge', 'none', 'host'].includes(mode)) throw invalidParameter(`network ${mode} not found`);
   refuseUnhonoured(h);
+  parsePortBindings(h.PortBindings, null); // dockerd's "invalid port specification" at create
   checkLogConfig(h.LogConfig);
-  if (h.LogConfig?.Config?.['max-size']) parseSize(h.LogConfig.Config['max-size']);
   for (const rule of h.DeviceCgroupRules ?? []) deviceCgroupRule(rule);
   for (const device of h.Devices ?? []) checkDevice(device);
   checkUlimits(h.Ulimits ?? []);
   checkSysctls(h.Sysctls ?? {}, { network: mode, ipc: h.IpcMode ?? '' });
   checkResources(h);
+  const swappiness = memorySwappiness(h.MemorySwappiness, warnings);
   if (h.ShmSize && h.ShmSize < 0) throw invalidParameter('SHM size can not be less than 0');
   refuseUnappliedSecurityOptions(h.SecurityOpt ?? []);
   const security = securityOptions(h.SecurityOpt ?? []);
@@ -213,18 +217,19 @@ function checkHostConfig(h: Given<HostConfigBody>): { hostConfig: HostConfig; se
     CapDrop: h.CapDrop ?? null,
     SecurityOpt: h.SecurityOpt ?? null,
     Memory: h.Memory ?? 0,
-    MemorySwap: h.MemorySwap ?? 0,
+    // dockerd's default swap limit: twice the memory limit (adaptContainerSettings).
+    MemorySwap: h.Memory && h.Memory > 0 && !h.MemorySwap ? h.Memory * 2 : (h.MemorySwap ?? 0),
+    MemorySwappiness: swappiness,
     NanoCpus: h.NanoCpus ?? 0,
     CpuShares: h.CpuShares ?? 0,
     CpusetCpus: h.CpusetCpus ?? '',
-    // json-file: the driver whose behaviour berth's logs have (max-size, max-file, readable
-    // through the API); clients such as docker-py read logs only for it or journald.
+    // As given, json-file when none is named (dockerd's default driver); logconfig.ts reads it.
     LogConfig: { Type: h.LogConfig?.Type || 'json-file', Config: h.LogConfig?.Config ?? {} },
   };
-  return { hostConfig, security };
+  return { hostConfig, security, warnings };
 }
 
-function checkRestartPolicy(h: Given<HostConfigBody>): RestartPolicy {
+export function checkRestartPolicy(h: Pick<Given<HostConfigBody>, 'RestartPolicy'>): RestartPolicy {
   const name = h.RestartPolicy?.Name ?? '';
   const count = h.RestartPolicy?.MaximumRetryCount ?? 0;
   if (!isPolicyName(name)) throw invalidParameter(`invalid restart policy '${name}'`);
@@ -286,16 +291,6 @@ export function parseExtraHost(spec: string): { name: string; ip: string } {
     throw invalidParameter(`invalid IP address in add-host: ${JSON.stringify(ip)}`);
   }
   return { name, ip };
-}
-
-/** Parses sizes like `10m`, `1g`, `512k` (log-opts max-size). */
-export function parseSize(s: string): number {
-  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$/i.exec(s.trim());
-  if (!m) throw invalidParameter(`invalid size: '${s}'`);
-  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 }[
-    m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g' | 't'
-  ];
-  return Math.floor(Number(m[1]) * mult);
 }
 
 // ------------------------------------------------------------------ mounts

@@ -8,7 +8,6 @@ import path from 'node:path';
 import { conflict, invalidParameter, messageOf, noSuchExec } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
-import { RuntimeCreateError } from '../runtime/errors.js';
 import { processEnded } from '../runtime/proc.js';
 import type { ExecSeries } from '../runtime/exec.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -50,7 +49,7 @@ export interface ExecDeps {
 export interface ExecStart {
   tty: boolean;
   session: AttachSession | null;
-  /** Resolves once the process runs; rejects (after recording exit code 126/127) when it cannot start. */
+  /** Resolves once the process runs; rejects (after recording exit code 126) when it cannot start. */
   run(): Promise<void>;
   /**
    * The attached client went away before the stream ended: the process is
@@ -160,14 +159,14 @@ export class ExecService {
    * `POST /exec/{id}/start`. Checks at once (so errors come before the stream);
    * the caller then runs it. Detached, nothing is attached.
    */
-  start(id: string, o: { detach: boolean; tty?: boolean; consoleSize?: [number, number] | null }): ExecStart {
+  start(id: string, o: { detach: boolean; consoleSize?: [number, number] | null }): ExecStart {
     const e = this.find(id);
     if (e.running) throw conflict(`Error: Exec command ${id} is already running`);
     if (e.started) throw conflict(`Error: Exec command ${id} has already run`);
     const c = this.runningContainer(e.containerId);
-    const tty = o.tty ?? e.config.Tty;
+    const tty = e.config.Tty;
     const size = consoleSize(o.consoleSize ?? e.config.ConsoleSize);
-    return this.begin(e, c, { ...o, tty }, () => this.processSpec(c, e.config, tty, size));
+    return this.begin(e, c, o, () => this.processSpec(c, e.config, tty, size));
   }
 
   /**
@@ -177,13 +176,13 @@ export class ExecService {
   private begin(
     e: ExecInstance,
     c: Container,
-    o: { detach: boolean; tty?: boolean },
+    o: { detach: boolean },
     spec: () => Promise<OciProcess | ExecSeries>,
     output?: (data: Buffer) => void,
   ): ExecStart {
     const { id } = e;
     e.started = true;
-    const tty = o.tty ?? e.config.Tty;
+    const tty = e.config.Tty;
     const attached = !output && !o.detach && (e.config.AttachStdin || e.config.AttachStdout || e.config.AttachStderr);
     let exit: Promise<number> | undefined;
     let outputRead: Promise<void> = Promise.resolve();
@@ -231,7 +230,9 @@ export class ExecService {
         if (abandoned) kill();
       } catch (err) {
         this.attachments.fail(id);
-        this.exited(c, e, err instanceof RuntimeCreateError ? err.code : 126);
+        // Docker 27 (API 1.47, berth's) records 126 for any exec that could not start, a
+        // missing command included (moby's exec.go); a container's own start gives 127 for that.
+        this.exited(c, e, 126);
         throw err;
       }
     };

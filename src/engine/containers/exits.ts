@@ -7,7 +7,7 @@ import path from 'node:path';
 import { TRASH_PREFIX } from '../os/dirs.js';
 import { isMarkedFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
 import { publish, type Shared } from './context.js';
-import { ACTIVE, type Container, isActive } from './lookup.js';
+import { ACTIVE, type Container, isActive, memberOf } from './lookup.js';
 import { restartDecision } from './restart.js';
 
 /** What exits need of the lifecycle (lifecycle.ts) and of removal (service.ts). */
@@ -57,6 +57,9 @@ export class ExitHandler {
       if (st && (st.status === 'running' || st.status === 'paused')) {
         const status = await this.thawAfterCrash(c, st.status);
         if (status !== c.status) repo.update(c.id, { status });
+        await this.s.deps.endpoints
+          .restore(memberOf(c))
+          .catch((err) => log.error({ err, id: c.id }, "could not restore a running container's ports and names"));
         continue;
       }
       // Neither running nor an exit recorded (the machine rebooted, conmon was killed).
@@ -95,6 +98,10 @@ export class ExitHandler {
         stopped_by_user: 0,
       });
       log.info({ id: c.id }, 'a start cut short by a crash had started the container: it runs on');
+      // Its interfaces were made before its process was let go; its ports and names are held again.
+      await this.s.deps.endpoints
+        .restore({ ...memberOf(c), nsPath: `/proc/${st.pid}/ns/net` })
+        .catch((err) => log.error({ err, id: c.id }, "could not restore a running container's ports and names"));
       return;
     }
     if (st?.status === 'stopped') {
@@ -149,7 +156,8 @@ export class ExitHandler {
     });
     log.debug({ id, exitCode, restart: decision.restart }, 'container exited');
     this.s.health.stopped(id);
-    this.settle(id);
+    this.s.logRotation.stopped(id);
+    this.settle(c);
     publish(deps.events, c, 'die', { exitCode: String(exitCode) });
     waits.notify(id, ['not-running', 'next-exit'], exitCode);
     if (decision.restart) this.scheduleRestart(id, decision.delayMs);
@@ -164,8 +172,12 @@ export class ExitHandler {
    * flush would land on whatever comes next (a commit of what the container
    * wrote, say) instead of the kernel's own pace of writeback.
    */
-  private settle(id: string): void {
-    const job = this.s.deps.runtime.delete(id, true).catch((err) => this.s.log.debug({ err, id }, 'runc delete'));
+  private settle(c: Container): void {
+    const { id } = c;
+    const job = Promise.all([
+      this.s.deps.runtime.delete(id, true).catch((err) => this.s.log.debug({ err, id }, 'runc delete')),
+      this.s.deps.endpoints.detach({ id, name: c.name }),
+    ]).then(() => undefined);
     this.settling.set(id, job);
     void job.finally(() => {
       if (this.settling.get(id) === job) this.settling.delete(id);

@@ -2,12 +2,13 @@
 // top, stats and sizes.
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict } from '../../errors.js';
+import { conflict, notImplemented } from '../../errors.js';
 import { processEnded } from '../runtime/proc.js';
 import { readLog, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
 import { DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
 import { cgroupPath } from './bundle.js';
 import type { Shared } from './context.js';
+import { logDriver } from './logconfig.js';
 import { type Container, isActive, isRunning } from './lookup.js';
 import { cgroupStats, top } from './stats.js';
 
@@ -31,8 +32,17 @@ export class ContainerIo {
    * The container's output from its log file. With follow, it goes on until the
    * container stops (or `signal` aborts).
    */
-  async *logs(ref: string, o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal }): AsyncGenerator<LogEntry> {
+  logs(ref: string, o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal }): AsyncGenerator<LogEntry> {
     const c = this.s.lookup.find(ref);
+    // Refused before anything is streamed, as dockerd (501).
+    if (logDriver(c) === 'none') throw notImplemented('configured logging driver does not support reading');
+    return this.readLogs(c, o);
+  }
+
+  private async *readLogs(
+    c: Container,
+    o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal },
+  ): AsyncGenerator<LogEntry> {
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     o.signal?.addEventListener('abort', onAbort, { once: true });

@@ -1,13 +1,14 @@
 // A container's process from start to end: start, stop, kill, restart, pause
 // and unpause (and a commit's freeze and thaw). The process runs under conmon,
 // which outlives berthd; its exit is recorded by exits.ts.
+import { parsePortBindings } from '../network/ports.js';
 import { conflict, isEngineError, messageOf, noSuchContainer, notModified } from '../../errors.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
 import { normalizeSignal, SIGNALS } from '../signals.js';
 import { markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
 import { publish, type Shared } from './context.js';
-import { parseSize } from './create.js';
 import type { ExitHandler } from './exits.js';
+import { conmonLogSizeMax, logPolicy } from './logconfig.js';
 import { type Container, isActive, isRunning } from './lookup.js';
 import type { WaitCondition, WaitResult } from './waits.js';
 
@@ -83,19 +84,30 @@ export class Lifecycle {
     if (!c) throw noSuchContainer(id);
     await this.s.bundles.ready(c);
     try {
-      const maxSize = c.hostConfig.LogConfig?.Config?.['max-size'];
+      const logs = logPolicy(c.hostConfig.LogConfig);
       const created = await runtime.create({
         id,
         bundleDir: c.bundleDir,
-        logPath: c.logPath,
+        logPath: logs.driver === 'none' ? null : c.logPath,
         exitDir: exits.exitDir,
         tty: c.config.Tty,
         stdin: c.config.OpenStdin,
         stdinOnce: c.config.StdinOnce,
-        logSizeMax: maxSize ? parseSize(maxSize) : deps.logSizeMax,
+        logSizeMax: conmonLogSizeMax(logs, deps.logSizeMax),
       });
       // The loopback of the container's own network namespace is up already: runc
       // brings it up in every network namespace it creates (libcontainer's "loopback" network).
+      // Its other interfaces are made now, before its process runs.
+      await deps.endpoints.attach({
+        id,
+        name: c.name,
+        nsPath: `/proc/${created.pid}/ns/net`,
+        ports: parsePortBindings(
+          c.hostConfig.PortBindings,
+          c.config.ExposedPorts,
+          c.hostConfig.PublishAllPorts ?? false,
+        ),
+      });
       // Clients attached before the start join now, before the process runs.
       attachments.connect(id, runtime.attachSocket(id));
       await runtime.start(id);
@@ -115,6 +127,7 @@ export class Lifecycle {
       attachments.connect(id, runtime.attachSocket(id));
       publish(deps.events, c, 'start');
       this.s.health.started(id);
+      this.s.logRotation.started(id);
     } catch (e) {
       attachments.fail(id);
       await runtime.delete(id, true).catch(() => undefined);

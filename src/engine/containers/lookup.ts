@@ -1,6 +1,7 @@
 // A container as the engine hands it out: its record in camelCase, its Config
 // and HostConfig, and where its files are. Found by id, unique id prefix or
 // name; listed with Docker's filters. The database row stays in here.
+import type { Member } from '../network/endpoints.js';
 import path from 'node:path';
 import { invalidParameter, noSuchContainer, notFound } from '../../errors.js';
 import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
@@ -51,6 +52,13 @@ export const ACTIVE: readonly ContainerStatus[] = ['running', 'paused', 'restart
 export const isActive = (c: Container) => ACTIVE.includes(c.status);
 /** A process runs (maybe frozen). */
 export const isRunning = (c: Container) => c.status === 'running' || c.status === 'paused';
+
+/** What the container's networks are told of it; its namespace while its process runs. */
+export const memberOf = (c: Container): Member => ({
+  id: c.id,
+  name: c.name,
+  ...(isRunning(c) && c.pid ? { nsPath: `/proc/${c.pid}/ns/net` } : {}),
+});
 
 const LIST_FILTERS = [
   'id',

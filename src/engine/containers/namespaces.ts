@@ -10,6 +10,8 @@ export type NamespaceSource = 'host' | { path: string };
 
 /** The namespaces a container does not create for itself, and where /dev/shm comes from. */
 export interface NamespacePlan {
+  /** NetworkMode container:<id>: the donor's network namespace (host and none are the spec's networkMode). */
+  network?: NamespaceSource;
   pid?: NamespaceSource;
   uts?: NamespaceSource;
   ipc?: NamespaceSource;
@@ -21,7 +23,12 @@ const CONTAINER = 'container:';
 const IPC_MODES = ['', 'private', 'shareable', 'host', 'none'];
 
 /** The checks dockerd makes of the modes at create (runconfig validation, daemon verifyPlatformContainerSettings). */
-export function checkNamespaceModes(h: Given<HostConfigBody>, hostname: string | undefined): void {
+export function checkNamespaceModes(
+  h: Given<HostConfigBody>,
+  c: { hostname?: string; exposedPorts?: Record<string, unknown> | null },
+): void {
+  checkNetworkContainerMode(h, c);
+  const hostname = c.hostname;
   const pid = h.PidMode ?? '';
   if (!(pid === '' || pid === 'host' || joined(pid))) throw invalidParameter(`invalid PID mode: ${pid}`);
   const uts = h.UTSMode ?? '';
@@ -35,6 +42,31 @@ export function checkNamespaceModes(h: Given<HostConfigBody>, hostname: string |
   const isolation = h.Isolation ?? '';
   if (!(isolation === '' || isolation === 'default')) {
     throw invalidParameter(`Invalid isolation: "${isolation}" - linux only supports 'default'`);
+  }
+}
+
+/** NetworkMode container:<id> shares the donor's network and what describes it (runconfig's validateNetContainerMode). */
+function checkNetworkContainerMode(
+  h: Given<HostConfigBody>,
+  c: { hostname?: string; exposedPorts?: Record<string, unknown> | null },
+): void {
+  const mode = h.NetworkMode ?? '';
+  if (!mode.startsWith(CONTAINER)) return;
+  if (!joined(mode)) throw invalidParameter('invalid network mode: invalid container format container:<name|id>');
+  if (c.hostname) throw invalidParameter('conflicting options: hostname and the network mode');
+  if (Array.isArray(h.Links) && h.Links.length) {
+    throw invalidParameter(
+      "conflicting options: container type network can't be used with links. This would result in undefined behavior",
+    );
+  }
+  if (h.Dns?.length) throw invalidParameter('conflicting options: dns and the network mode');
+  if (h.ExtraHosts?.length)
+    throw invalidParameter('conflicting options: custom host-to-IP mapping and the network mode');
+  if (Object.keys(h.PortBindings ?? {}).length || h.PublishAllPorts) {
+    throw invalidParameter('conflicting options: port publishing and the container type network mode');
+  }
+  if (Object.keys(c.exposedPorts ?? {}).length) {
+    throw invalidParameter('conflicting options: port exposing and the container type network mode');
   }
 }
 
@@ -58,11 +90,13 @@ export interface Donor {
  * container up by name or id (throwing dockerd's 404 when there is none).
  */
 export function namespacePlan(
-  h: { PidMode?: unknown; UTSMode?: unknown; IpcMode?: unknown },
+  h: { NetworkMode?: unknown; PidMode?: unknown; UTSMode?: unknown; IpcMode?: unknown },
   ownShm: string,
   find: (ref: string) => Donor,
 ): NamespacePlan {
   const plan: NamespacePlan = {};
+  const netOf = joined(String(h.NetworkMode ?? ''));
+  if (netOf) plan.network = { path: `/proc/${runningDonor(find(netOf), 'network namespace').pid}/ns/net` };
   const pid = String(h.PidMode ?? '');
   if (pid === 'host') plan.pid = 'host';
   const pidOf = joined(pid);
@@ -84,7 +118,7 @@ export function namespacePlan(
   return plan;
 }
 
-function runningDonor(d: Donor, what: 'PID' | 'IPC'): Donor {
+function runningDonor(d: Donor, what: 'PID' | 'IPC' | 'network namespace'): Donor {
   if (!d.running || d.pid <= 0) throw conflict(`cannot join ${what} of a non running container: ${d.id}`);
   return d;
 }

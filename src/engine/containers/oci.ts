@@ -51,10 +51,20 @@ export interface OciDeviceRule {
 
 export interface OciResources {
   devices: OciDeviceRule[];
-  memory?: { limit: number; swap?: number };
-  cpu?: { shares?: number; quota?: number; period?: number; cpus?: string };
+  memory?: { limit?: number; swap?: number; swappiness?: number };
+  cpu?: {
+    shares?: number;
+    quota?: number;
+    period?: number;
+    realtimePeriod?: number;
+    realtimeRuntime?: number;
+    cpus?: string;
+  };
   pids?: { limit: number };
 }
+
+/** What `runc update` changes of a running container. */
+export type OciResourcesUpdate = Omit<OciResources, 'devices'>;
 
 export type OciNamespaceType = 'pid' | 'network' | 'mount' | 'ipc' | 'uts' | 'user' | 'cgroup';
 

@@ -4,15 +4,24 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { invalidParameter, messageOf } from '../../errors.js';
+import { cgroupVersion } from '../os/kernel.js';
 import { canRaiseLimits } from './capabilities.js';
 import type { Given, HostConfigBody } from './config.js';
+import { checkRealtime } from './realtime.js';
 
 /** dockerd's floor for a memory limit, room for a container's own start-up (moby linuxMinMemory). */
 const MIN_MEMORY = 6 * 1024 * 1024;
 /** The highest CPU number a cpuset may name, unless the host has higher ones (moby's defaultMaxCPUs). */
 const MAX_CPU = 8192;
 
-export function checkResources(h: Given<HostConfigBody>): void {
+/** dockerd's checks of a create's or an update's limits (an update may give a swap limit alone). */
+export function checkResources(
+  h: Pick<
+    Given<HostConfigBody>,
+    'Memory' | 'MemorySwap' | 'NanoCpus' | 'CpusetCpus' | 'CpuRealtimePeriod' | 'CpuRealtimeRuntime' | 'OomScoreAdj'
+  >,
+  o: { update?: boolean } = {},
+): void {
   const memory = h.Memory ?? 0;
   const swap = h.MemorySwap ?? 0;
   // A limit below 6 MB (or negative) would otherwise run unlimited.
@@ -20,7 +29,7 @@ export function checkResources(h: Given<HostConfigBody>): void {
   if (memory > 0 && swap > 0 && swap < memory) {
     throw invalidParameter('Minimum memoryswap limit should be larger than memory limit, see usage');
   }
-  if (memory === 0 && swap > 0) {
+  if (memory === 0 && swap > 0 && !o.update) {
     throw invalidParameter('You should always set the Memory limit when using Memoryswap limit, see usage');
   }
   const nanoCpus = h.NanoCpus ?? 0;
@@ -29,7 +38,28 @@ export function checkResources(h: Given<HostConfigBody>): void {
     throw invalidParameter(`Range of CPUs is from 0.01 to ${cpus}.00, as there are only ${cpus} CPUs available`);
   }
   if (h.CpusetCpus) checkCpuset(h.CpusetCpus);
+  checkRealtime(h);
   if (h.OomScoreAdj) checkOomScoreAdj(h.OomScoreAdj);
+}
+
+/**
+ * MemorySwappiness as dockerd keeps it (fixMemorySwappiness, then
+ * verifyPlatformContainerResources): -1, the docker CLI's "not set", is null;
+ * a cgroup v2 host has no swappiness, so a value is dropped with dockerd's
+ * warning (it is not applied, and the answer says so); else 0 to 100.
+ */
+export function memorySwappiness(value: number | undefined, warnings: string[]): number | null {
+  if (value === undefined || value === -1) return null;
+  if (cgroupVersion() === '2') {
+    warnings.push(
+      'Your kernel does not support memory swappiness capabilities or the cgroup is not mounted. Memory swappiness discarded.',
+    );
+    return null;
+  }
+  if (value < 0 || value > 100) {
+    throw invalidParameter(`Invalid value: ${value}, valid memory swappiness range is 0-100`);
+  }
+  return value;
 }
 
 function checkCpuset(requested: string): void {

@@ -8,6 +8,8 @@
 //   io.ts         logs, attach, resize, top, stats, sizes
 //   waits.ts      waits for an exit or removal
 //   health.ts     health checks of the running containers
+//   logconfig.ts  LogConfig's drivers and options; logrotation.ts rotates the running containers' logs
+//   update.ts     docker update: limits and restart policy changed after create
 // State lives in SQLite; processes live under conmon, which outlives berthd.
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
@@ -20,16 +22,18 @@ import type { LogEntry, ReadLogOptions } from '../runtime/logs.js';
 import { isUniqueViolation } from '../store/containers.js';
 import { Attachments, type AttachSession } from './attach.js';
 import { Bundles, releaseMounts } from './bundle.js';
-import type { CreateRequest } from './config.js';
+import type { CreateRequest, Given, UpdateBody } from './config.js';
 import { type ContainerDeps, publish, type Shared } from './context.js';
 import { checkConfig, createSettings } from './create.js';
 import { ExitHandler } from './exits.js';
 import { HealthMonitor, type Prober } from './health.js';
 import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
-import { type Container, ContainerLookup, isRunning } from './lookup.js';
+import type { ContainerNetworking } from '../network/endpoints.js';
+import { LogRotation } from './logrotation.js';
+import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
 import { checkName, generateName } from './names.js';
-import { checkNetworking } from './networking.js';
+import { updateContainer } from './update.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
 export class ContainerService {
@@ -52,9 +56,21 @@ export class ContainerService {
       log,
       lookup,
       waits: new Waits(),
-      bundles: new Bundles({ images: deps.images, exits: deps.exits, initPath: deps.initPath, lookup }),
+      bundles: new Bundles({
+        images: deps.images,
+        exits: deps.exits,
+        initPath: deps.initPath,
+        realtime: deps.realtime,
+        lookup,
+        endpoints: deps.endpoints,
+      }),
       attachments: new Attachments(log),
       health,
+      logRotation: new LogRotation({
+        lookup,
+        reopenLog: (dir) => deps.runtime.reopenLog(dir),
+        log: log.child({ logRotation: true }),
+      }),
     };
     const autoRemove = (id: string) =>
       this.remove(id, { force: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
@@ -67,9 +83,10 @@ export class ContainerService {
     this.io = new ContainerIo(this.s, (id) => this.lifecycle.startOf(id));
   }
 
-  /** Subscribes to exits and reconciles what happened while berthd was down. */
-  recover(): Promise<void> {
-    return this.exits.recover();
+  /** Subscribes to exits and reconciles what happened while berthd was down; rotates the running ones' logs again. */
+  async recover(): Promise<void> {
+    await this.exits.recover();
+    for (const c of this.s.lookup.withStatus(['running', 'paused'])) this.s.logRotation.started(c.id);
   }
 
   /**
@@ -83,6 +100,7 @@ export class ContainerService {
   /** berthd stops: health checks stop (their results kept in the records). */
   close(): void {
     this.s.health.close();
+    this.s.logRotation.close();
   }
 
   // ------------------------------------------------------------------ lookup
@@ -98,7 +116,7 @@ export class ContainerService {
 
   // ------------------------------------------------------------------ create
 
-  async create(req: CreateRequest): Promise<{ Id: string; Warnings: string[] | null }> {
+  async create(req: CreateRequest): Promise<{ Id: string; Warnings: string[] }> {
     const { deps, lookup } = this.s;
     const imageRef = checkConfig(req.config);
     const name = req.name ? checkName(req.name) : undefined;
@@ -106,13 +124,12 @@ export class ContainerService {
     const image = deps.images.find(imageRef);
     const imageConfig = (JSON.parse(image.config) as ImageConfig).config;
     const id = randomBytes(32).toString('hex');
-    const { config, hostConfig, security } = createSettings(
+    const { config, hostConfig, security, warnings } = createSettings(
       req.config,
       req.hostConfig,
       { ref: imageRef, config: imageConfig },
       id,
     );
-    checkNetworking(hostConfig.NetworkMode, req.networkingConfig, req.config.MacAddress);
     const bundleDir = path.join(deps.root, id);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
     try {
@@ -131,10 +148,27 @@ export class ContainerService {
       if (isUniqueViolation(e) && name) this.checkNameFree(name);
       throw e;
     }
+    let networkWarnings: string[];
+    try {
+      networkWarnings = deps.endpoints.createEndpoints(
+        id,
+        hostConfig.NetworkMode,
+        req.networkingConfig?.EndpointsConfig ?? {},
+        {
+          macAddress: req.config.MacAddress ?? '',
+          publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
+        },
+      );
+    } catch (e) {
+      deps.repo.remove(id);
+      await rm(bundleDir, { recursive: true, force: true });
+      throw e;
+    }
     const c = lookup.byId(id)!;
     publish(deps.events, c, 'create');
     this.s.bundles.prepareEarly(c, security);
-    return { Id: id, Warnings: null };
+    // dockerd answers [] rather than null when there is nothing to warn of.
+    return { Id: id, Warnings: [...warnings, ...networkWarnings] };
   }
 
   private checkNameFree(name: string): void {
@@ -196,6 +230,13 @@ export class ContainerService {
     return this.lifecycle.thaw(ref);
   }
 
+  // ------------------------------------------------------------------ update (update.ts)
+
+  /** `POST /containers/{id}/update`. */
+  update(ref: string, body: Given<UpdateBody>): Promise<{ Warnings: string[] | null }> {
+    return updateContainer(this.s, ref, body, (id) => this.lifecycle.startOf(id));
+  }
+
   // ------------------------------------------------------------------ wait
 
   /** Waits not yet answered (the wait route's, log followers', internal ones). */
@@ -211,6 +252,27 @@ export class ContainerService {
   wait(ref: string, condition = 'not-running', signal?: AbortSignal): Promise<WaitResult> {
     const cond = waitCondition(condition);
     return this.lifecycle.waitFor(this.s.lookup.find(ref), cond, signal);
+  }
+
+  // ------------------------------------------------------------------ networks
+
+  /** The container's endpoints and the host ports it publishes, for inspect and the list. */
+  networkingOf(c: Container): ContainerNetworking {
+    return { endpoints: this.s.deps.endpoints.of(c.id, c.name), ports: this.s.deps.endpoints.published(c.id) };
+  }
+
+  /** `POST /networks/{id}/connect`: a running container gets its interface at once. */
+  async connectNetwork(networkRef: string, ref: string, settings: unknown): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    await this.s.deps.endpoints.connect(networkRef, { ...memberOf(c), mode: c.hostConfig.NetworkMode }, settings);
+    await this.s.bundles.networksChanged(c);
+  }
+
+  /** `POST /networks/{id}/disconnect`. */
+  async disconnectNetwork(networkRef: string, ref: string, _force: boolean): Promise<void> {
+    const c = this.s.lookup.find(ref);
+    await this.s.deps.endpoints.disconnect(networkRef, memberOf(c));
+    await this.s.bundles.networksChanged(c);
   }
 
   // ------------------------------------------------------------------ remove
@@ -233,6 +295,7 @@ export class ContainerService {
     // A bundle still being prepared after create must finish before it is torn down.
     await bundles.forget(id);
     this.s.health.removed(id);
+    this.s.logRotation.removed(id, c.logPath);
     deps.repo.remove(id);
     // Gone from the API from here on: waiters (docker run --rm) need not wait for the
     // tear-down. A crash before it ends leaves a directory that recover() sweeps away.
@@ -264,13 +327,20 @@ export class ContainerService {
   async prune(filters: Filters = {}): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }> {
     checkFilters(filters, ['label', 'label!', 'until']);
     const deleted: string[] = [];
+    let reclaimed = 0;
     for (const c of this.s.lookup.withStatus(['created', 'exited', 'dead'])) {
       if (!matchLabels(filters, c.config.Labels)) continue;
       if (filters.until?.[0] && c.created >= Date.parse(filters.until[0])) continue;
+      // dockerd counts what each container wrote (its layer's size), measured before it goes.
+      const written = await this.io.sizes(c).then(
+        (s) => s.SizeRw,
+        () => 0,
+      );
       await this.remove(c.id, {});
       deleted.push(c.id);
+      reclaimed += written;
     }
-    return { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: 0 };
+    return { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
   }
 
   // ------------------------------------------------------------------ io (io.ts)

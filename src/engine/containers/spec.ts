@@ -19,6 +19,7 @@ import type {
   OciNamespaceType,
   OciProcess,
   OciResources,
+  OciResourcesUpdate,
   OciSpec,
   OciUser,
 } from './oci.js';
@@ -41,7 +42,8 @@ export interface BindMount {
 /**
  * The HostConfig fields the spec reads, as Docker names and means them; absent
  * means Docker's default. Memory: bytes, 0 unlimited. MemorySwap: memory+swap,
- * -1 unlimited, 0 twice Memory. PidsLimit: 0 or negative unlimited. Init: run
+ * -1 unlimited, 0 twice Memory. MemorySwappiness: 0-100 (cgroup v1), null the
+ * kernel's. PidsLimit: 0 or negative unlimited. Init: run
  * catatonit as pid 1, the command as its child. ShmSize: /dev/shm, 64 MiB when 0.
  */
 export type SpecHostConfig = Partial<
@@ -53,9 +55,12 @@ export type SpecHostConfig = Partial<
     | 'CapDrop'
     | 'Memory'
     | 'MemorySwap'
+    | 'MemorySwappiness'
     | 'NanoCpus'
     | 'CpuShares'
     | 'CpusetCpus'
+    | 'CpuRealtimePeriod'
+    | 'CpuRealtimeRuntime'
     | 'PidsLimit'
     | 'Init'
     | 'ShmSize'
@@ -264,14 +269,20 @@ export function deviceCgroupRule(rule: string): OciDeviceRule {
   };
 }
 
-function memoryResources(memory?: number, memorySwap?: number): OciResources['memory'] {
-  if (!memory || memory <= 0) return undefined;
-  if (memorySwap === -1) return { limit: memory, swap: -1 };
-  // A swap below the memory limit is refused at create (create.ts).
-  return { limit: memory, swap: memorySwap && memorySwap > 0 ? memorySwap : memory * 2 };
+function memoryResources(input: SpecHostConfig): OciResources['memory'] {
+  const swappiness = input.MemorySwappiness ?? undefined;
+  const memory = input.Memory ?? 0;
+  const limits = memory > 0 ? { limit: memory, swap: swapLimit(memory, input.MemorySwap) } : {};
+  return memory > 0 || swappiness !== undefined
+    ? { ...limits, ...(swappiness === undefined ? {} : { swappiness }) }
+    : undefined;
 }
 
-function cpuResources(input: SpecInput): OciResources['cpu'] {
+/** A swap below the memory limit is refused at create and update; 0 (containers made before berth stored dockerd's default) is twice the memory. */
+const swapLimit = (memory: number, memorySwap?: number) =>
+  memorySwap === -1 ? -1 : memorySwap && memorySwap > 0 ? memorySwap : memory * 2;
+
+function cpuResources(input: SpecHostConfig): OciResources['cpu'] {
   const cpu: NonNullable<OciResources['cpu']> = {};
   if (input.CpuShares && input.CpuShares > 0) cpu.shares = input.CpuShares;
   if (input.NanoCpus && input.NanoCpus > 0) {
@@ -279,18 +290,36 @@ function cpuResources(input: SpecInput): OciResources['cpu'] {
     cpu.quota = Math.round((input.NanoCpus * CPU_PERIOD) / 1e9);
   }
   if (input.CpusetCpus) cpu.cpus = input.CpusetCpus;
+  if (input.CpuRealtimePeriod) cpu.realtimePeriod = input.CpuRealtimePeriod;
+  if (input.CpuRealtimeRuntime) cpu.realtimeRuntime = input.CpuRealtimeRuntime;
   return Object.keys(cpu).length ? cpu : undefined;
 }
 
 function resources(input: SpecInput, devices: ReturnType<typeof deviceOf>[]): OciResources {
   const rules = deviceRules(input.Privileged ?? false, input.DeviceCgroupRules ?? []);
   const res: OciResources = { devices: [...rules, ...devices.map((d) => d.rule)] };
-  const memory = memoryResources(input.Memory, input.MemorySwap);
+  const memory = memoryResources(input);
   if (memory) res.memory = memory;
   const cpu = cpuResources(input);
   if (cpu) res.cpu = cpu;
   if (input.PidsLimit && input.PidsLimit > 0) res.pids = { limit: input.PidsLimit };
   return res;
+}
+
+/**
+ * The limits `runc update` sets on a running container, from its updated
+ * HostConfig: each one the update may change, with "unlimited" spelled out
+ * where a limit is lifted (runc keeps what it is not told).
+ */
+export function updatedResources(h: SpecHostConfig): OciResourcesUpdate {
+  const out: OciResourcesUpdate = {};
+  const memory = memoryResources(h);
+  if (memory) out.memory = memory;
+  const cpu = cpuResources(h);
+  if (cpu) out.cpu = cpu;
+  // moby's getPidsLimit: runc needs -1 to lift a limit set before.
+  if (h.PidsLimit !== undefined && h.PidsLimit !== null) out.pids = { limit: h.PidsLimit > 0 ? h.PidsLimit : -1 };
+  return out;
 }
 
 // -------------------------------------------------------------- host facts
@@ -309,7 +338,7 @@ function namespaces(networkMode: SpecInput['networkMode'], plan: NamespacePlan =
   const out: OciLinux['namespaces'] = [];
   for (const type of types) {
     const source =
-      type === 'network' ? (networkMode === 'host' ? 'host' : undefined) : plan[type as keyof NamespacePlan];
+      type === 'network' ? (networkMode === 'host' ? 'host' : plan.network) : plan[type as keyof NamespacePlan];
     if (source === 'host') continue;
     out.push(source && typeof source === 'object' && 'path' in source ? { type, path: source.path } : { type });
   }

@@ -7,7 +7,7 @@
 // that are not Docker's are ignored, as dockerd's JSON decoding ignores them
 // (dockerode, for one, leaves `name` in the body).
 import { invalidParameter } from '../../errors.js';
-import { ContainerConfigSchema, HostConfigSchema } from './config.js';
+import { ContainerConfigSchema, HostConfigSchema, UpdateBodySchema } from './config.js';
 
 /**
  * Fields not in the stored schema that are fine to take: ConsoleSize is read
@@ -18,7 +18,6 @@ const READ_ELSEWHERE = new Set(['ConsoleSize', 'ContainerIDFile']);
 
 /** Docker's defaults that are not "empty": a client may send them, and they ask nothing. */
 const DOCKER_DEFAULTS: Record<string, readonly unknown[]> = {
-  MemorySwappiness: [-1],
   // berth's containers have no cgroup namespace of their own: the host's, dockerd's default on cgroup v1.
   CgroupnsMode: ['host'],
   VolumeDriver: ['local'],
@@ -32,6 +31,41 @@ export function asksNothing(v: unknown): boolean {
   if (typeof v === 'object') return Object.values(v).every(asksNothing);
   return false;
 }
+
+/** Docker's Resources (API 1.47): part of a HostConfig, and what an update may carry. */
+const DOCKER_RESOURCES = [
+  'CpuShares',
+  'Memory',
+  'CgroupParent',
+  'BlkioWeight',
+  'BlkioWeightDevice',
+  'BlkioDeviceReadBps',
+  'BlkioDeviceWriteBps',
+  'BlkioDeviceReadIOps',
+  'BlkioDeviceWriteIOps',
+  'CpuPeriod',
+  'CpuQuota',
+  'CpuRealtimePeriod',
+  'CpuRealtimeRuntime',
+  'CpusetCpus',
+  'CpusetMems',
+  'Devices',
+  'DeviceCgroupRules',
+  'DeviceRequests',
+  'KernelMemory',
+  'KernelMemoryTCP',
+  'MemoryReservation',
+  'MemorySwap',
+  'MemorySwappiness',
+  'NanoCpus',
+  'OomKillDisable',
+  'PidsLimit',
+  'Ulimits',
+  'CpuCount',
+  'CpuPercent',
+  'IOMaximumIOps',
+  'IOMaximumBandwidth',
+];
 
 /** Docker's HostConfig (API 1.47), Resources included. */
 const DOCKER_HOST_CONFIG = [
@@ -74,38 +108,8 @@ const DOCKER_HOST_CONFIG = [
   'Isolation',
   'MaskedPaths',
   'ReadonlyPaths',
-  'CpuShares',
-  'Memory',
-  'CgroupParent',
-  'BlkioWeight',
-  'BlkioWeightDevice',
-  'BlkioDeviceReadBps',
-  'BlkioDeviceWriteBps',
-  'BlkioDeviceReadIOps',
-  'BlkioDeviceWriteIOps',
-  'CpuPeriod',
-  'CpuQuota',
-  'CpuRealtimePeriod',
-  'CpuRealtimeRuntime',
-  'CpusetCpus',
-  'CpusetMems',
-  'Devices',
-  'DeviceCgroupRules',
-  'DeviceRequests',
-  'KernelMemory',
-  'KernelMemoryTCP',
-  'MemoryReservation',
-  'MemorySwap',
-  'MemorySwappiness',
-  'NanoCpus',
-  'OomKillDisable',
   'Init',
-  'PidsLimit',
-  'Ulimits',
-  'CpuCount',
-  'CpuPercent',
-  'IOMaximumIOps',
-  'IOMaximumBandwidth',
+  ...DOCKER_RESOURCES,
 ];
 
 /**
@@ -148,6 +152,20 @@ export function refuseUnhonoured(h: Record<string, unknown>): void {
   );
 }
 
+/**
+ * Refuses the first field of an update (Docker's UpdateConfig: Resources and
+ * RestartPolicy) that berth does not change. dockerd takes some of them and
+ * changes nothing (Devices, Ulimits, MemorySwappiness…): berth says so instead.
+ */
+export function refuseUnhonouredUpdate(body: Record<string, unknown>): void {
+  const applied = new Set(Object.keys(UpdateBodySchema.shape));
+  refuseFields(
+    'UpdateConfig',
+    body,
+    DOCKER_RESOURCES.filter((f) => !applied.has(f)),
+  );
+}
+
 /** Refuses the first field of a create's Config berth would otherwise accept and not apply. */
 export function refuseUnhonouredConfig(c: Record<string, unknown>): void {
   const applied = new Set(Object.keys(ContainerConfigSchema.shape));
@@ -158,54 +176,22 @@ export function refuseUnhonouredConfig(c: Record<string, unknown>): void {
   );
 }
 
+/** Docker's fields whose value is a map: any key in it asks for something (a port, a tmpfs, an option). */
+const MAP_FIELDS = new Set(['PortBindings', 'Tmpfs', 'StorageOpt', 'Annotations']);
+
 function refuseFields(where: string, body: Record<string, unknown>, unapplied: readonly string[]): void {
-  for (const field of unapplied) {
-    const value = body[field];
-    if (asksNothing(value)) continue;
-    if (DOCKER_DEFAULTS[field]?.includes(value)) continue;
+  // dockerd's decoder takes a field's name in any case ("tmpfs" is Tmpfs): so is it refused.
+  const byLowerName = new Map(unapplied.map((f) => [f.toLowerCase(), f]));
+  for (const [key, value] of Object.entries(body)) {
+    const field = byLowerName.get(key.toLowerCase());
+    if (field === undefined || asksNothingOf(field, value)) continue;
     throw invalidParameter(`${where}.${field} is not supported by berth yet (asked: ${JSON.stringify(value)})`);
   }
 }
 
-/** The log drivers dockerd ships; berth has json-file only. */
-const DOCKER_LOG_DRIVERS = [
-  'none',
-  'local',
-  'syslog',
-  'journald',
-  'gelf',
-  'fluentd',
-  'awslogs',
-  'splunk',
-  'etwlogs',
-  'gcplogs',
-  'logentries',
-];
-
-/**
- * LogConfig: json-file (berth's logs are that driver's: readable through the
- * API, rotated by max-size). Another driver is refused as dockerd refuses an
- * unknown one, or as not here yet for those dockerd has; an option json-file
- * has that berth does not apply is refused too.
- */
-export function checkLogConfig(
-  lc: { Type?: string | null; Config?: Record<string, string> | null } | null | undefined,
-): void {
-  const type = lc?.Type || 'json-file';
-  if (type !== 'json-file') {
-    if (DOCKER_LOG_DRIVERS.includes(type)) {
-      throw invalidParameter(`the ${type} log driver is not supported by berth yet (it has json-file)`);
-    }
-    throw invalidParameter(`logger: no log driver named '${type}' is registered`);
+function asksNothingOf(field: string, value: unknown): boolean {
+  if (MAP_FIELDS.has(field) && typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    return Object.keys(value).length === 0;
   }
-  for (const [opt, value] of Object.entries(lc?.Config ?? {})) {
-    if (opt === 'max-size') continue;
-    if (opt === 'max-file' && value === '1') continue;
-    if (['max-file', 'compress', 'labels', 'labels-regex', 'env', 'env-regex', 'tag'].includes(opt)) {
-      throw invalidParameter(
-        `log opt '${opt}' is not supported by berth yet (its json-file log is one file, rotated by max-size)`,
-      );
-    }
-    throw invalidParameter(`unknown log opt '${opt}' for json-file log driver`);
-  }
+  return asksNothing(value) || (DOCKER_DEFAULTS[field]?.includes(value) ?? false);
 }

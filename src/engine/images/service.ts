@@ -2,7 +2,7 @@
 // prune, and pull (its work is in pull.ts).
 import { conflict, invalidParameter, noSuchImage, notFound, systemError } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
-import { boolFilter, checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
+import { boolFilter, checkFilters, globMatch, matchLabels, parseUntil, type Filters } from '../filters.js';
 import type { LayerStore } from '../layers/layer-store.js';
 import { sniffMediaType } from '../layers/unpack.js';
 import type { Extractor } from '../layers/extractor.js';
@@ -27,6 +27,8 @@ export interface Image {
   repoTags: string[];
   repoDigests: string[];
   containers: number;
+  /** Bytes of its layers other images have too, when the list was asked to count them. */
+  sharedSize?: number;
 }
 
 /** An image as inspect shows it. */
@@ -179,13 +181,15 @@ export class ImageService {
     return this.deps.repo.layersOf(imageId);
   }
 
-  list(opts: { all?: boolean; filters?: Filters } = {}): Image[] {
+  /** The images, as `GET /images/json` lists them; with `sharedSize`, each one's sharedSize counted. */
+  list(opts: { all?: boolean; filters?: Filters; sharedSize?: boolean } = {}): Image[] {
     const filters = opts.filters ?? {};
     // `until` (API 1.44, unversioned in dockerd): created before that time.
     checkFilters(filters, ['dangling', 'label', 'reference', 'before', 'since', 'until']);
     const { repo } = this.deps;
     const refs = repo.refsByImage();
     const counts = repo.containerCounts();
+    const shared = opts.sharedSize ? repo.sharedSizes() : undefined;
     const dangling = boolFilter(filters, 'dangling');
     const before = filters.before?.[0] ? this.find(filters.before[0]) : undefined;
     const since = filters.since?.[0] ? this.find(filters.since[0]) : undefined;
@@ -201,6 +205,7 @@ export class ImageService {
       if (dangling === true && !untagged) continue;
       if (dangling === false && untagged) continue;
       let img = this.present(row, r, counts.get(row.id) ?? 0);
+      if (shared) img.sharedSize = shared.get(row.id) ?? 0;
       if (!matchLabels(filters, img.config.config?.Labels)) continue;
       if (!untils.every((u) => createdBefore(img.config, u))) continue;
       if (before && !(row.created < before.created)) continue;
@@ -445,23 +450,4 @@ function matchesReference(pattern: string, repoTags: string[]): boolean {
 function createdBefore(config: ImageConfig, seconds: number, orAt = false): boolean {
   const t = config.created ? Date.parse(config.created) / 1000 : Number.NaN;
   return t < seconds || (orAt && t === seconds);
-}
-
-/** Seconds in a Go duration (`10m`, `1h30m`, `1.5h`), or undefined when it is not one. */
-function goDurationSeconds(v: string): number | undefined {
-  if (!/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/.test(v)) return undefined;
-  const unit: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
-  let total = 0;
-  for (const m of v.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) total += Number(m[1]) * unit[m[2]!]!;
-  return total;
-}
-
-/** `until`: a unix timestamp, an RFC 3339 time, or a Go duration before now; in seconds. */
-function parseUntil(v: string): number {
-  if (/^\d+(\.\d+)?$/.test(v)) return Number(v);
-  const d = goDurationSeconds(v);
-  if (d !== undefined) return Date.now() / 1000 - d;
-  const t = Date.parse(v);
-  if (Number.isNaN(t)) throw invalidParameter(`invalid filter 'until=${v}'`);
-  return t / 1000;
 }

@@ -66,6 +66,10 @@ export interface Native {
   seqpacketWrite(handle: SeqpacketHandle, packet: Buffer): boolean;
   seqpacketShutdown(handle: SeqpacketHandle): void;
   seqpacketClose(handle: SeqpacketHandle): void;
+  /** A close-on-exec NETLINK_ROUTE socket in the network namespace at nsPath, or berthd's own (null). See os/netlink.ts. */
+  netlinkOpen(nsPath: string | null): number;
+  /** One request, on a thread of its own: the reply messages, without the closing ack. Rejects with errno errors. */
+  netlinkRequest(fd: number, message: Buffer): Promise<Buffer[]>;
 }
 
 declare const seqpacketBrand: unique symbol;

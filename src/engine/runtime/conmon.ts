@@ -31,12 +31,23 @@ export const BUNDLE_FILES = {
 // packet). When we shut our write side down (or close), conmon closes the
 // container's stdin unless it runs with --leave-stdin-open.
 export const ATTACH_STDERR = 3;
+
+// Messages on the ctl FIFO (config.h): "<type> <height> <width>\n".
+/** Resizes the terminal. */
+export const CTL_RESIZE = 1;
+/**
+ * Reopens the log (ctr_logging.c reopen_k8s_file): conmon closes its file,
+ * opens "<log>.tmp" truncated and renames it over the log path. A log renamed
+ * away before is thereby complete, nothing lost: conmon wrote into it until then.
+ */
+export const CTL_REOPEN_LOG = 2;
 export const ATTACH_MAX_PACKET = 32 * 1024;
 
 export interface ConmonOptions {
   id: string;
   bundleDir: string;
-  logPath: string;
+  /** The k8s-file log; null: none (output goes to attached clients only). */
+  logPath: string | null;
   exitDir: string;
   /** Also write <persistDir>/exit (and /oom) for this container. */
   persistDir?: string;
@@ -46,7 +57,12 @@ export interface ConmonOptions {
   stdin?: boolean;
   /** Close the container's stdin when the first attached client detaches (docker's StdinOnce). */
   stdinOnce?: boolean;
-  /** Bytes; conmon starts an empty log file when the next record would pass it. 0 or less = no cap. */
+  /**
+   * Bytes; conmon starts an empty log file when the next record would pass it
+   * (the old one is lost). 0 or less = no cap. Its count of bytes goes on
+   * across reopenings asked through the ctl FIFO (conmon 2.1.6 resets it only
+   * when the cap is hit), so the cap cannot back up a rotation done outside.
+   */
   logSizeMax?: number;
 }
 
@@ -84,7 +100,7 @@ function sharedArgs(
 export function conmonArgs(env: ConmonEnvironment, o: ConmonOptions): string[] {
   const args = [
     ...sharedArgs(env, { ...o, uuid: o.id }),
-    ...['-l', `k8s-file:${o.logPath}`, '--exit-dir', o.exitDir],
+    ...['-l', o.logPath === null ? 'none' : `k8s-file:${o.logPath}`, '--exit-dir', o.exitDir],
     // The log is not fsync'd at exit (dockerd's json-file never syncs either): it
     // would delay the exit file, and with it every `docker run`.
     '--no-sync-log',

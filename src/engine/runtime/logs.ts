@@ -5,13 +5,17 @@
 // Pieces are joined back, so an entry is one line of output as the container
 // wrote it, with its newline (only the very last output may lack one).
 //
-// Rotation: with --log-size-max, conmon opens "<log>.tmp" truncated and
-// renames it over the log before the record that would pass the cap; the old
-// file's contents are complete at that point. Following notices the new inode,
-// drains the old file and continues at offset 0 of the new one.
+// Rotation: the log is read as its rotated files, oldest first, then the live
+// one (logfiles.ts), a .gz gunzipped. A new file at the log's path (a
+// reopening by conmon: berth's rotation, or conmon's own cap, which throws the
+// old file away) is a new inode: following drains the old file, reads the
+// rotated files newer than it, and continues at offset 0 of the new one.
 import { watch, type FSWatcher } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import { promisify } from 'node:util';
+import { createGunzip, gunzip } from 'node:zlib';
+import { lockLog, rotatedAfter, rotatedFiles } from './logfiles.js';
 
 export type LogStream = 'stdout' | 'stderr';
 
@@ -161,14 +165,31 @@ class LineSplitter {
   }
 }
 
-/** An open log file and how far into it we have read. */
-class Cursor {
+/** One of a log's files, to read whole or the end of. */
+interface LogSource {
+  /** Complete lines from where reading is to the end of the file, a chunk's worth at a time. */
+  batches(): AsyncGenerator<Buffer[]>;
+  /** The lines of the last n records, and how many records they are; `continued` as tailLines takes it. */
+  tail(n: number, continued?: LogStream[]): Promise<Tail>;
+  close(): Promise<void>;
+}
+
+interface Tail {
+  lines: Buffer[];
+  count: number;
+  /** Streams whose oldest kept record reaches the start of the file: it may have begun in the file before. */
+  open: LogStream[];
+}
+
+/** An open plain log file and how far into it we have read. */
+class Cursor implements LogSource {
   private readonly splitter = new LineSplitter();
   private readonly buf = Buffer.allocUnsafe(CHUNK);
 
   private constructor(
     private fh: FileHandle,
-    private ino: number,
+    /** The file's inode: where it went after a rotation is found by it. */
+    public ino: number,
     private offset: number,
   ) {}
 
@@ -192,26 +213,23 @@ class Cursor {
     }
   }
 
-  /** The lines of the last n entries; reading continues after them. */
-  async tail(n: number): Promise<Buffer[]> {
-    const { lines, end } = await tailLines(this.fh, n);
+  /** The lines of the last n records; reading continues after them. */
+  async tail(n: number, continued?: LogStream[]): Promise<Tail> {
+    const fh = this.fh;
+    const size = (await fh.stat()).size;
+    const { end, ...tail } = await tailLines({ size, read: (b, len, pos) => fh.read(b, 0, len, pos) }, n, continued);
     this.offset = end;
-    return lines;
+    return tail;
   }
 
-  /** Whether the path now names another file than the one open (conmon rotated it). */
-  async replaced(file: string): Promise<boolean> {
+  /**
+   * Whether the log goes on past this file: the path names another file (a
+   * rotation, and conmon has reopened), or, once the writer is gone, no file
+   * (renamed by a rotation that conmon did not live to follow).
+   */
+  async movedOn(file: string, writerGone: boolean): Promise<boolean> {
     const st = await stat(file).catch(() => null);
-    return st !== null && st.ino !== this.ino;
-  }
-
-  async reopen(file: string): Promise<void> {
-    const next = await Cursor.open(file);
-    if (!next) return;
-    await this.fh.close();
-    this.fh = next.fh;
-    this.ino = next.ino;
-    this.restart();
+    return st ? st.ino !== this.ino : writerGone;
   }
 
   close(): Promise<void> {
@@ -224,18 +242,84 @@ class Cursor {
   }
 }
 
+const gunzipAsync = promisify(gunzip);
+
+/** A rotated file, gzipped: read by streaming through gunzip; its end by gunzipping it whole (it is one file's size). */
+class GzipSource implements LogSource {
+  constructor(private readonly fh: FileHandle) {}
+
+  async *batches(): AsyncGenerator<Buffer[]> {
+    const splitter = new LineSplitter();
+    const file = this.fh.createReadStream({ autoClose: false, start: 0 });
+    const stream = file.pipe(createGunzip());
+    try {
+      for await (const chunk of stream) yield splitter.push(chunk as Buffer);
+    } finally {
+      file.destroy();
+    }
+  }
+
+  async tail(n: number, continued?: LogStream[]): Promise<Tail> {
+    const data = await gunzipAsync(await this.fh.readFile());
+    const read = async (b: Buffer, len: number, pos: number) => data.copy(b, 0, pos, pos + len);
+    const { end: _, ...tail } = await tailLines({ size: data.length, read }, n, continued);
+    return tail;
+  }
+
+  close(): Promise<void> {
+    return this.fh.close().catch(() => undefined);
+  }
+}
+
+/** A rotated file, opened as what it is. */
+async function openRotated(f: { path: string; compressed: boolean }): Promise<LogSource | null> {
+  if (!f.compressed) return Cursor.open(f.path);
+  const fh = await open(f.path, 'r').catch(() => null);
+  return fh && new GzipSource(fh);
+}
+
 /**
- * The lines of the last n records and the offset just past the last complete
- * line. Reads backwards; a record's P pieces may interleave with the other
+ * The log's files, open: the rotated ones (only those newer than the file of
+ * inode `after`, when given), oldest first, and the live one. While the live
+ * file is renamed away and conmon has not yet reopened, the newest rotated
+ * file is still being written: it is the live one.
+ */
+async function openLogs(file: string, after?: number): Promise<{ older: LogSource[]; live: Cursor | null }> {
+  return lockLog(file, async () => {
+    const all = await rotatedFiles(file);
+    const rotated = after === undefined ? all : rotatedAfter(file, after, all);
+    const older = (await Promise.all(rotated.map(openRotated))).filter((s): s is LogSource => s !== null);
+    let live = await Cursor.open(file);
+    const newest = older.at(-1);
+    if (!live && newest instanceof Cursor) {
+      older.pop();
+      live = newest;
+    }
+    return { older, live };
+  });
+}
+
+/** What tailLines reads: a file, or a gunzipped one in memory. */
+interface Positional {
+  size: number;
+  read(buf: Buffer, len: number, pos: number): Promise<unknown>;
+}
+
+/**
+ * The lines of the last n records (count: how many records they are, fewer
+ * than n when the file has fewer) and the offset just past the last complete
+ * line. `continued`: the streams whose record at the start of the next file
+ * may have begun here (its pieces here are kept, and not counted again). Reads backwards; a record's P pieces may interleave with the other
  * stream's lines, so reading goes on until every kept record has its start
  * (an earlier F of its stream, or the beginning of the file). Records count
  * in the order of their last line, an unfinished one included.
  */
-async function tailLines(fh: FileHandle, n: number): Promise<{ lines: Buffer[]; end: number }> {
-  const size = (await fh.stat()).size;
+async function tailLines(src: Positional, n: number, continued: Tail['open'] = []): Promise<Tail & { end: number }> {
+  const size = src.size;
   const buf = Buffer.allocUnsafe(CHUNK);
   const kept: Buffer[] = [];
-  const state = new Map<LogStream, 'open' | 'done'>();
+  // A stream whose oldest kept record in the next file may have begun in this one: its pieces here are that record's.
+  const state = new Map<LogStream, 'open' | 'done'>(continued.map((s) => [s, 'open']));
   let started = 0;
   let pos = size;
   let carry = Buffer.alloc(0);
@@ -255,7 +339,7 @@ async function tailLines(fh: FileHandle, n: number): Promise<{ lines: Buffer[]; 
   while (pos > 0) {
     const len = Math.min(CHUNK, pos);
     pos -= len;
-    await fh.read(buf, 0, len, pos);
+    await src.read(buf, len, pos);
     const data = Buffer.concat([buf.subarray(0, len), carry]);
     const parts = splitAll(data);
     // parts[0] may continue in the previous chunk; the last part follows the last newline.
@@ -268,10 +352,13 @@ async function tailLines(fh: FileHandle, n: number): Promise<{ lines: Buffer[]; 
       }
       end = size - trailing.length;
     }
-    for (let i = parts.length - 1; i >= 0; i--) if (visit(parts[i]!)) return { lines: kept.reverse(), end };
+    for (let i = parts.length - 1; i >= 0; i--) {
+      if (visit(parts[i]!)) return { lines: kept.reverse(), count: started, open: [], end };
+    }
   }
   if (end >= 0 && carry.length) visit(carry);
-  return { lines: kept.reverse(), end: Math.max(end, 0) };
+  const open = [...state].filter(([, st]) => st === 'open').map(([stream]) => stream);
+  return { lines: kept.reverse(), count: started, open, end: Math.max(end, 0) };
 }
 
 function splitAll(data: Buffer): Buffer[] {
@@ -372,16 +459,52 @@ function* entries(lines: Buffer[], joiner: Joiner, keep: (e: LogEntry) => boolea
   }
 }
 
-/** Everything from the cursor to the end of its file. */
-async function* drain(cursor: Cursor, joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry> {
-  for await (const batch of cursor.batches()) yield* entries(batch, joiner, keep);
+/** Everything from where the source is to the end of its file. */
+async function* drain(src: LogSource, joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry> {
+  for await (const batch of src.batches()) yield* entries(batch, joiner, keep);
 }
 
-/** Where reading starts: the whole file, or the lines of its last `tail` entries. */
-async function start(file: string, tail: number | undefined): Promise<{ cursor: Cursor | null; initial: Buffer[] }> {
-  const cursor = await Cursor.open(file);
-  if (!cursor || tail === undefined || tail < 0) return { cursor, initial: [] };
-  return { cursor, initial: await cursor.tail(Math.floor(tail)) };
+/** Rotated files, whole, oldest first; each closed once read. */
+async function* drainAll(older: LogSource[], joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry> {
+  try {
+    for (const src of older) yield* drain(src, joiner, keep);
+  } finally {
+    await Promise.all(older.map((src) => src.close()));
+  }
+}
+
+/**
+ * The log as it is: the rotated files then the live one, whole, or the lines
+ * of the last `tail` records across them. The live file (if any) reads on
+ * after.
+ */
+async function* readAll(
+  older: LogSource[],
+  live: Cursor | null,
+  tail: number | undefined,
+  joiner: Joiner,
+  keep: (e: LogEntry) => boolean,
+): AsyncGenerator<LogEntry> {
+  if (tail === undefined || tail < 0) {
+    yield* drainAll(older, joiner, keep);
+  } else {
+    const parts: Buffer[][] = [];
+    try {
+      let wanted = Math.floor(tail);
+      let open: LogStream[] = [];
+      for (const src of [...(live ? [live] : []), ...[...older].reverse()]) {
+        if (wanted <= 0 && !open.length && src !== live) break;
+        const t = await src.tail(wanted, open);
+        parts.unshift(t.lines);
+        wanted -= t.count;
+        open = t.open;
+      }
+    } finally {
+      await Promise.all(older.map((src) => src.close()));
+    }
+    yield* entries(parts.flat(), joiner, keep);
+  }
+  if (live) yield* drain(live, joiner, keep);
 }
 
 /**
@@ -399,21 +522,25 @@ export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGener
   const stop = o.follow ? stopSignal(o.signal, toNano(o.until)) : null;
   let cursor: Cursor | null = null;
   try {
-    const begun = await start(file, o.tail);
-    cursor = begun.cursor;
-    yield* entries(begun.initial, joiner, keep);
-    if (cursor) yield* drain(cursor, joiner, keep);
+    const begun = await openLogs(file);
+    cursor = begun.live;
+    yield* readAll(begun.older, cursor, o.tail, joiner, keep);
     while (notifier && stop && !stop.signal.aborted) {
       await notifier.wait(stop.signal);
       if (!cursor) cursor = await Cursor.open(file);
       if (!cursor) continue;
       yield* drain(cursor, joiner, keep);
-      if (await cursor.replaced(file)) {
-        // conmon may have written more to the old file between that drain and its
-        // rename (the start of a line, maybe): nothing is written to it after.
+      // After the end (the container exited), the files this reader has yet to reach are read too.
+      while (cursor && (await cursor.movedOn(file, stop.signal.aborted))) {
+        // conmon closes the old file before the new one takes its name, but may
+        // have written more to it since that drain (the start of a line, maybe).
         yield* drain(cursor, joiner, keep);
-        await cursor.reopen(file);
-        yield* drain(cursor, joiner, keep);
+        // Rotated files newer than it: rotations that came quicker than this reader.
+        const next = await openLogs(file, cursor.ino);
+        await cursor.close();
+        cursor = next.live;
+        yield* drainAll(next.older, joiner, keep);
+        if (cursor) yield* drain(cursor, joiner, keep);
       }
     }
     // The last output may lack its newline; it is the end of the log now.

@@ -9,7 +9,15 @@ import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { conflict, EngineError, invalidParameter, isEngineError, noSuchContainer, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import { BUNDLE_FILES, conmonArgs, readSyncMessage, type ConmonOptions, type SyncMessage } from './conmon.js';
+import {
+  BUNDLE_FILES,
+  CTL_REOPEN_LOG,
+  CTL_RESIZE,
+  conmonArgs,
+  readSyncMessage,
+  type ConmonOptions,
+  type SyncMessage,
+} from './conmon.js';
 import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
 import { ExecSeries, runExec, type ExecProcess, type ExecProcessOptions } from './exec.js';
 import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
@@ -51,8 +59,8 @@ export interface RuntimeState {
 
 /** Default cap on a container's log file: conmon then starts it afresh, so a flood cannot fill the disk. */
 export const DEFAULT_LOG_SIZE_MAX = 100 * 1024 * 1024;
-/** Gap between two resizes of one terminal (see resize()). */
-const RESIZE_SPACING_MS = 50;
+/** Gap between two messages on one conmon's ctl FIFO (see sendCtl()). */
+const CTL_SPACING_MS = 50;
 const DEFAULT_CREATE_TIMEOUT_MS = 240_000;
 /** How long a failed create waits for the conmon it killed to be gone. */
 const ABANDON_WAIT_MS = 2000;
@@ -102,6 +110,8 @@ export class Runtime {
   private readonly log: Logger;
   /** Resizes being written per terminal (bundle or exec dir). */
   private readonly resizes = new Map<string, ResizeQueue>();
+  /** The last message under way per ctl FIFO (bundle or exec dir), the next one goes after it. */
+  private readonly ctlLanes = new Map<string, Promise<void>>();
   private prepared: Promise<void> | undefined;
   /** What conmon runs as runc (see sealed.ts); berthd's own runc commands run runcPath. */
   private readonly conmonRunc: SealedExecutable;
@@ -169,12 +179,11 @@ export class Runtime {
     ) {
       throw invalidParameter(`invalid terminal size ${height}x${width}`);
     }
-    // conmon acts on only the first message of those it reads at once, so a burst
-    // of resizes (a window being dragged) could leave a stale size. Messages are
-    // spaced apart per terminal, and the latest size is always the one written last.
-    // A caller is answered as soon as a message with its size (or a later one) is
-    // written: the docker CLI watches for window changes only once its first resize
-    // is answered.
+    // A burst of resizes (a window being dragged) is written one at a time
+    // (sendCtl()), the latest size always the one written last. A caller is
+    // answered as soon as a message with its size (or a later one) is written:
+    // the docker CLI watches for window changes only once its first resize is
+    // answered.
     const size = { height, width };
     const running = this.resizes.get(dir);
     const q = running ?? { latest: size, waiting: [] };
@@ -193,7 +202,7 @@ export class Runtime {
       while (q.latest !== written) {
         written = q.latest;
         const answered = q.waiting.splice(0);
-        await this.writeCtl(dir, `1 ${written.height} ${written.width}\n`).then(
+        await this.sendCtl(dir, `${CTL_RESIZE} ${written.height} ${written.width}\n`).then(
           () => {
             for (const w of answered) w.resolve();
           },
@@ -201,25 +210,58 @@ export class Runtime {
             for (const w of answered) w.reject(e);
           },
         );
-        await new Promise((r) => setTimeout(r, RESIZE_SPACING_MS));
       }
     } finally {
       this.resizes.delete(dir);
     }
   }
 
-  /** One message on conmon's control FIFO. */
+  /**
+   * Asks the container's conmon to reopen its log (conmon.ts CTL_REOPEN_LOG).
+   * False when no conmon reads its ctl FIFO (the container has exited).
+   */
+  async reopenLog(bundleDir: string): Promise<boolean> {
+    return this.sendCtl(bundleDir, `${CTL_REOPEN_LOG} 0 0\n`).then(
+      () => true,
+      (e: unknown) => {
+        if (isEngineError(e, 'conflict')) return false;
+        throw e;
+      },
+    );
+  }
+
+  /**
+   * One message on conmon's ctl FIFO, after the messages before it. conmon
+   * acts on only the first line of what it reads at once, so messages are
+   * spaced apart: two in one read would lose the second.
+   */
+  private sendCtl(dir: string, message: string): Promise<void> {
+    const written = (this.ctlLanes.get(dir) ?? Promise.resolve()).then(() => this.writeCtl(dir, message));
+    const lane = written.then(
+      () => new Promise<void>((r) => setTimeout(r, CTL_SPACING_MS)),
+      () => undefined,
+    );
+    this.ctlLanes.set(dir, lane);
+    void lane.then(() => {
+      if (this.ctlLanes.get(dir) === lane) this.ctlLanes.delete(dir);
+    });
+    return written;
+  }
+
   private async writeCtl(dir: string, message: string): Promise<void> {
     // Non-blocking: with no reader (conmon gone) the open fails with ENXIO instead of waiting.
     const fh = await open(path.join(dir, BUNDLE_FILES.ctl), constants.O_WRONLY | constants.O_NONBLOCK).catch(
       (e: NodeJS.ErrnoException) => {
         if (e.code === 'ENXIO' || e.code === 'ENOENT') return null;
-        throw systemError(`cannot resize: ${e.message}`, e);
+        throw systemError(`cannot reach the container's monitor: ${e.message}`, e);
       },
     );
-    if (!fh) throw conflict('cannot resize: the process is not running');
+    const gone = () => conflict('cannot resize: the process is not running');
+    if (!fh) throw gone();
     try {
-      await fh.write(message);
+      await fh.write(message).catch((e: NodeJS.ErrnoException) => {
+        throw e.code === 'EPIPE' ? gone() : e; // conmon exited since the open
+      });
     } finally {
       await fh.close();
     }
@@ -398,6 +440,11 @@ export class Runtime {
     await this.runcFor(id, ['resume', id]);
   }
 
+  /** Changes a running container's cgroup limits (`runc update`: OCI LinuxResources, what is left out stays). */
+  async update(id: string, resources: object): Promise<void> {
+    await this.runcFor(id, ['update', '--resources', '-', id], JSON.stringify(resources));
+  }
+
   /** The container's conmon pid from its pidfile, if that process still runs conmon (a zombie does not). */
   async conmonPid(bundleDir: string): Promise<number | null> {
     const pid = await readPidFile(path.join(bundleDir, BUNDLE_FILES.conmonPid));
@@ -548,15 +595,13 @@ export class Runtime {
     });
   }
 
-  private async runc(args: string[]): Promise<string> {
+  private async runc(args: string[], input?: string): Promise<string> {
     try {
-      const { stdout } = await execFileAsync(
-        this.opts.runcPath,
-        ['--root', this.runcRoot, '--log-format', 'json', ...args],
-        {
-          maxBuffer: 16 * 1024 * 1024,
-        },
-      );
+      const running = execFileAsync(this.opts.runcPath, ['--root', this.runcRoot, '--log-format', 'json', ...args], {
+        maxBuffer: 16 * 1024 * 1024,
+      });
+      if (input !== undefined) running.child.stdin?.end(input);
+      const { stdout } = await running;
       return stdout;
     } catch (e) {
       const err = e as { stderr?: string; message: string };
@@ -565,10 +610,10 @@ export class Runtime {
   }
 
   /** runc on one container, its errors turned into engine errors. */
-  private async runcFor(id: string, args: string[]): Promise<void> {
+  private async runcFor(id: string, args: string[], input?: string): Promise<void> {
     checkId(id);
     try {
-      await this.runc(args);
+      await this.runc(args, input);
     } catch (e) {
       throw this.translate(id, e);
     }

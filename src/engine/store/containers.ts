@@ -42,6 +42,7 @@ export type StatePatch = Partial<
     | 'oom_killed'
     | 'stopped_by_user'
     | 'health'
+    | 'host_config'
   >
 >;
 

@@ -80,6 +80,12 @@ const statements = (db: Db) => ({
   heldBlobs: db.prepare('SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL'),
   containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = ? ORDER BY created'),
   containerCounts: db.prepare('SELECT image_id, count(*) AS n FROM containers GROUP BY image_id'),
+  // A chain id names a layer with all below it, so a layer two images list is one they share.
+  sharedSizes: db.prepare(
+    `SELECT il.image_id, sum(l.size) AS shared FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id
+     WHERE il.chain_id IN (SELECT chain_id FROM image_layers GROUP BY chain_id HAVING count(DISTINCT image_id) > 1)
+     GROUP BY il.image_id`,
+  ),
 });
 
 export class ImageRepository {
@@ -251,6 +257,13 @@ export class ImageRepository {
 
   containerCounts(): Map<string, number> {
     return new Map((this.q.containerCounts.all() as { image_id: string; n: number }[]).map((r) => [r.image_id, r.n]));
+  }
+
+  /** Per image, the bytes of its layers that other images have too (images sharing none are absent). */
+  sharedSizes(): Map<string, number> {
+    return new Map(
+      (this.q.sharedSizes.all() as { image_id: string; shared: number }[]).map((r) => [r.image_id, r.shared]),
+    );
   }
 
   transaction<T>(fn: () => T): T {

@@ -1,0 +1,93 @@
+// `POST /containers/{id}/update` (docker update): a container's limits and
+// restart policy changed after create, as dockerd changes them (moby
+// daemon/update.go, container.UpdateContainer): each field given (non-zero)
+// replaces the stored one; a running or paused container's cgroups take the
+// new limits at once (runc update), any other's at its next start; the restart
+// policy counts from its next exit.
+import { conflict, EngineError, isEngineError, messageOf, systemError } from '../../errors.js';
+import type { Given, HostConfig, RestartPolicy, UpdateBody } from './config.js';
+import { publish, type Shared } from './context.js';
+import { checkRestartPolicy } from './create.js';
+import { type Container, isRunning } from './lookup.js';
+import { checkResources } from './resources.js';
+import { updatedResources } from './spec.js';
+import { refuseUnhonouredUpdate } from './unsupported.js';
+
+export async function updateContainer(
+  s: Shared,
+  ref: string,
+  body: Given<UpdateBody>,
+  startOf: (id: string) => Promise<unknown> | undefined,
+): Promise<{ Warnings: string[] | null }> {
+  refuseUnhonouredUpdate(body);
+  checkResources(body, { update: true });
+  const policy = body.RestartPolicy ? checkRestartPolicy({ RestartPolicy: body.RestartPolicy }) : undefined;
+  // A start under way has read the configuration already: the update comes after it.
+  await startOf(s.lookup.find(ref).id)?.catch(() => undefined);
+  const c = s.lookup.find(ref);
+  if (c.status === 'removing' || c.status === 'dead') {
+    throw cannotUpdate(c, systemError('container is marked for removal and cannot be "update"'));
+  }
+  const hostConfig = updatedHostConfig(c, body, policy);
+  const { repo, runtime, events } = s.deps;
+  repo.update(c.id, { host_config: JSON.stringify(hostConfig) });
+  await s.bundles.reconfigured(c.id);
+  publish(events, c, 'update');
+  if (isRunning(c)) {
+    try {
+      await runtime.update(c.id, updatedResources(hostConfig));
+    } catch (e) {
+      // Gone meanwhile: its next start takes the stored limits, as a stopped one's does.
+      const now = s.lookup.byId(c.id);
+      if (now && isRunning(now)) {
+        repo.update(c.id, { host_config: JSON.stringify(c.hostConfig) });
+        throw cannotUpdate(c, isEngineError(e) ? e : systemError(messageOf(e), e));
+      }
+    }
+  }
+  // dockerd answers null when there is nothing to warn of (here: never).
+  return { Warnings: null };
+}
+
+/** The stored HostConfig with the update's fields over it, refused where dockerd refuses the mix. */
+function updatedHostConfig(c: Container, u: Given<UpdateBody>, policy: RestartPolicy | undefined): HostConfig {
+  const h: HostConfig = { ...c.hostConfig };
+  if (u.CpuShares) h.CpuShares = u.CpuShares;
+  if (u.NanoCpus) h.NanoCpus = u.NanoCpus;
+  if (u.CpusetCpus) h.CpusetCpus = u.CpusetCpus;
+  if (u.Memory) {
+    if (u.Memory > swapLimit(c.hostConfig) && !u.MemorySwap) {
+      throw cannotUpdate(
+        c,
+        conflict(
+          'Memory limit should be smaller than already set memoryswap limit, update the memoryswap at the same time',
+        ),
+      );
+    }
+    h.Memory = u.Memory;
+  }
+  if (u.MemorySwap) h.MemorySwap = u.MemorySwap;
+  // dockerd's router: 0 and any negative value both mean unlimited.
+  if (u.PidsLimit !== undefined) h.PidsLimit = Math.max(u.PidsLimit, 0);
+  if (policy && policy.Name !== '') {
+    if (h.AutoRemove && policy.Name !== 'no') {
+      throw cannotUpdate(
+        c,
+        conflict('Restart policy cannot be updated because AutoRemove is enabled for the container'),
+      );
+    }
+    h.RestartPolicy = policy;
+  }
+  return h;
+}
+
+/**
+ * The memory+swap limit as dockerd stores it. berth kept 0 for a memory limit
+ * without one before it stored dockerd's default; twice the memory, as applied.
+ */
+const swapLimit = (h: HostConfig) => (h.Memory > 0 && h.MemorySwap === 0 ? h.Memory * 2 : h.MemorySwap);
+
+/** dockerd's wrapping of an update's failure; the kind (status) is the cause's. */
+function cannotUpdate(c: Container, cause: EngineError): EngineError {
+  return new EngineError(cause.kind, `Cannot update container ${c.id}: ${cause.message}`, { cause });
+}

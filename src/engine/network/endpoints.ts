@@ -1,0 +1,369 @@
+// A container's endpoints: its place on each network it joins, from create
+// (NetworkMode and NetworkingConfig) or connect until disconnect or removal,
+// and the host's side of them while it runs (attach at start, detach at exit).
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { conflict, forbidden, invalidParameter, notFound } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import type { EventBus } from '../events.js';
+import { isUniqueViolation } from '../store/containers.js';
+import type { EndpointRow, NetworkRepository } from '../store/networks.js';
+import { contains, formatIp, macFor, nextFreeAddress, parseCidr, parseIp, subnetOf, userSubnet } from './ipam.js';
+import type { Plumbing } from './plumbing.js';
+import type { PortBinding, PortRequest } from './ports.js';
+import { bridgeResolvConf, type DnsOverrides, readHostResolvConf, resolvConf } from './resolvconf.js';
+import type { Network, NetworkService } from './service.js';
+
+/** An endpoint's settings as a client gives them (Docker's EndpointSettings); the output fields are read as absent. */
+export const EndpointSettingsSchema = z.looseObject({
+  IPAMConfig: z
+    .looseObject({
+      IPv4Address: z.string().nullish(),
+      IPv6Address: z.string().nullish(),
+      LinkLocalIPs: z.array(z.string()).nullish(),
+    })
+    .nullish(),
+  Links: z.array(z.string()).nullish(),
+  Aliases: z.array(z.string()).nullish(),
+  MacAddress: z.string().nullish(),
+  DriverOpts: z.record(z.string(), z.string()).nullish(),
+  GwPriority: z.number().nullish(),
+});
+export type EndpointSettings = z.output<typeof EndpointSettingsSchema>;
+
+/** What a container tells its networks about itself. */
+export interface Member {
+  id: string;
+  name: string;
+  /** The container's network namespace while it runs (/proc/<pid>/ns/net). */
+  nsPath?: string;
+  /** The host ports it publishes (HostConfig.PortBindings, PublishAllPorts). */
+  ports?: PortRequest[];
+  /** After a berthd restart: its interfaces exist; its ports, rules and names are held again. */
+  restoring?: boolean;
+}
+
+/** An endpoint with its network, as inspect shows it. */
+export interface Endpoint {
+  network: Network;
+  row: EndpointRow;
+  aliases: string[];
+  /** The subnet's prefix length (0 on host and none). */
+  prefixLen: number;
+  /** The names the endpoint answers to on a user network: the container's name, its aliases, its short id. */
+  dnsNames: string[];
+}
+
+/** A container's networking as inspect and the list show it. */
+export interface ContainerNetworking {
+  endpoints: Endpoint[];
+  ports: PortBinding[];
+}
+
+/** NetworkMode values that are not networks. */
+const isContainerMode = (mode: string) => mode.startsWith('container:');
+
+export class Endpoints {
+  /** The last address given on each network: the next is given after it (see nextFreeAddress). */
+  private readonly lastGiven = new Map<string, number>();
+
+  constructor(
+    private readonly deps: {
+      repo: NetworkRepository;
+      networks: NetworkService;
+      plumbing: Plumbing;
+      events: EventBus;
+      logger: Logger;
+      /** The daemon's --dns, --dns-search, --dns-opt: what a container without its own gets. */
+      dnsDefaults: DnsOverrides;
+    },
+  ) {}
+
+  /** `default` is the default bridge, or none when berthd runs without one (`--bridge none`). */
+  private networkOfMode(mode: string): string {
+    if (mode !== 'default') return mode;
+    return this.deps.networks.list({ name: ['bridge'] }).some((n) => n.name === 'bridge') ? 'bridge' : 'none';
+  }
+
+  /**
+   * Checks a create's networks and records the container's endpoints on them
+   * (the container's row exists already). NetworkMode names the first network;
+   * NetworkingConfig may add settings for it and, from API 1.44, more networks.
+   */
+  createEndpoints(
+    containerId: string,
+    mode: string,
+    configs: Record<string, unknown | null>,
+    opts: { macAddress: string; publishes: boolean },
+  ): string[] {
+    if (isContainerMode(mode)) {
+      if (Object.keys(configs).length) {
+        throw invalidParameter("conflicting options: container type network can't be used with NetworkingConfig");
+      }
+      if (opts.macAddress)
+        throw invalidParameter("conflicting options: container type network can't be used with mac-address");
+      return [];
+    }
+    const first = this.deps.networks.find(this.networkOfMode(mode));
+    const wanted = new Map<string, { network: Network; settings: EndpointSettings }>();
+    // The container-wide MacAddress (deprecated in API 1.44) is its first network's.
+    wanted.set(first.id, { network: first, settings: opts.macAddress ? { MacAddress: opts.macAddress } : {} });
+    for (const [name, raw] of Object.entries(configs)) {
+      const network = this.deps.networks.find(this.networkOfMode(name));
+      const settings = parseSettings(raw, name);
+      if (network.id === first.id && opts.macAddress && !settings.MacAddress) settings.MacAddress = opts.macAddress;
+      wanted.set(network.id, { network, settings });
+    }
+    const all = [...wanted.values()];
+    if (all.length > 1 && all.some((w) => w.network.driver !== 'bridge')) {
+      throw invalidParameter(
+        `Container cannot be connected to network endpoints: ${all.map((w) => w.network.name).join(', ')}`,
+      );
+    }
+    this.insert(
+      containerId,
+      all.map((w) => [w.network, w.settings]),
+    );
+    // dockerd takes them, says so, and publishes nothing: a host-network container has no network of its own.
+    if (opts.publishes && first.driver === 'host')
+      return ['Published ports are discarded when using host network mode'];
+    return [];
+  }
+
+  /** Records endpoints, each given its address; a static address already taken is refused. */
+  private insert(containerId: string, entries: [Network, EndpointSettings][]): void {
+    const rows = entries.map(([network, settings]) => this.newRow(containerId, network, settings));
+    try {
+      this.deps.repo.insertEndpoints(rows);
+    } catch (e) {
+      if (isUniqueViolation(e)) throw conflict('Address already in use');
+      throw e;
+    }
+  }
+
+  private newRow(containerId: string, network: Network, settings: EndpointSettings): Omit<EndpointRow, 'seq'> {
+    checkSettings(network, settings);
+    const row = {
+      id: randomBytes(32).toString('hex'),
+      network_id: network.id,
+      container_id: containerId,
+      ip: '',
+      mac: settings.MacAddress ?? '',
+      static_ip: 0,
+      aliases: JSON.stringify(settings.Aliases ?? []),
+      links: '[]',
+    };
+    if (network.driver !== 'bridge') return row;
+    const asked = settings.IPAMConfig?.IPv4Address;
+    const ip = asked ? this.staticAddress(network, asked) : this.freeAddress(network);
+    return { ...row, ip: formatIp(ip), mac: row.mac || macFor(ip), static_ip: asked ? 1 : 0 };
+  }
+
+  private staticAddress(network: Network, text: string): number {
+    if (!network.ipamGiven) {
+      throw forbidden(
+        'user specified IP address is supported only when connecting to networks with user configured subnets',
+      );
+    }
+    const ip = parseIp(text);
+    const subnet = subnetOf(parseCidr(network.subnet)!);
+    if (ip === null) throw invalidParameter(`invalid IPv4 address: ${text}`);
+    if (!contains(subnet, ip) || ip === parseIp(network.gateway)) {
+      throw invalidParameter(`no configured subnet or ip-range contain the IP address ${text}`);
+    }
+    return ip;
+  }
+
+  private freeAddress(network: Network): number {
+    const subnet = subnetOf(parseCidr(network.subnet)!);
+    const range = network.ipRange ? userSubnet(network.ipRange, 'ip-range') : subnet;
+    const taken = new Set(
+      this.deps.repo
+        .endpointsOfNetwork(network.id)
+        .map((e) => parseIp(e.ip))
+        .filter((n): n is number => n !== null),
+    );
+    taken.add(parseIp(network.gateway)!);
+    const ip = nextFreeAddress(subnet, range, taken, this.lastGiven.get(network.id) ?? 0);
+    if (ip === null) throw forbidden(`no available IPv4 addresses on network ${network.name}`);
+    this.lastGiven.set(network.id, ip);
+    return ip;
+  }
+
+  /** The container's endpoints, in connection order (the first is eth0). */
+  of(containerId: string, name = ''): Endpoint[] {
+    return this.deps.repo.endpointsOfContainer(containerId).map((row) => {
+      const network = this.deps.networks.find(row.network_id);
+      const aliases = JSON.parse(row.aliases) as string[];
+      return {
+        network,
+        row,
+        aliases,
+        prefixLen: network.subnet ? Number(network.subnet.split('/')[1]) : 0,
+        dnsNames: [...(name ? [name] : []), ...aliases, containerId.slice(0, 12)],
+      };
+    });
+  }
+
+  // ------------------------------------------------------------------ the host's side
+
+  /**
+   * At start, before the process runs: the container's interfaces, rules and
+   * names on each bridge network; its published ports on the first.
+   */
+  async attach(member: Member): Promise<void> {
+    const eps = this.of(member.id, member.name).filter((e) => e.network.driver === 'bridge');
+    let done = 0;
+    try {
+      for (const [i, ep] of eps.entries()) {
+        await this.deps.plumbing.attach({
+          member,
+          endpoint: ep,
+          ifName: `eth${i}`,
+          first: i === 0,
+          ...(i === 0 && member.ports?.length
+            ? {
+                publish: member.ports,
+                published: (b) => this.deps.repo.setPublished(member.id, JSON.stringify(b)),
+              }
+            : {}),
+        });
+        done++;
+      }
+    } catch (e) {
+      for (const ep of eps.slice(0, done)) await this.detachOne(member, ep);
+      this.deps.repo.clearPublished(member.id);
+      throw e;
+    }
+  }
+
+  /** After a berthd restart, for a container that runs on: the same host ports, rules and names again. */
+  async restore(member: Member): Promise<void> {
+    const ports = this.published(member.id).map((b) => ({
+      proto: b.proto,
+      containerPort: b.containerPort,
+      hostIp: b.hostIp,
+      hostPort: b.hostPort,
+      hostPortEnd: b.hostPort,
+    }));
+    await this.attach({ ...member, ports, restoring: true });
+  }
+
+  /**
+   * What the container's /etc/hosts and /etc/resolv.conf say of its networks:
+   * its first network's address, and the DNS server of its first user network
+   * (aardvark-dns on the gateway) or, without one, the host's reachable servers.
+   */
+  async etcFiles(containerId: string, own: DnsOverrides): Promise<{ address: string | null; resolvConf: string }> {
+    const eps = this.of(containerId).filter((e) => e.network.driver === 'bridge');
+    const d = this.deps.dnsDefaults;
+    const overrides = {
+      dns: own.dns?.length ? own.dns : d.dns,
+      search: own.search?.length ? own.search : d.search,
+      options: own.options?.length ? own.options : d.options,
+    };
+    const host = await readHostResolvConf();
+    const named = eps.find((e) => !e.network.predefined);
+    return {
+      address: eps[0]?.row.ip || null,
+      resolvConf: named ? resolvConf(named.network.gateway, overrides, host) : bridgeResolvConf(overrides, host),
+    };
+  }
+
+  /** The host ports the container publishes now. */
+  published(containerId: string): PortBinding[] {
+    const text = this.deps.repo.published(containerId);
+    return text ? (JSON.parse(text) as PortBinding[]) : [];
+  }
+
+  /** At exit: what attach made goes (the veth goes with the namespace; its host end is removed now). */
+  async detach(member: Member): Promise<void> {
+    for (const ep of this.of(member.id, member.name).filter((e) => e.network.driver === 'bridge')) {
+      await this.detachOne(member, ep);
+    }
+    this.deps.repo.clearPublished(member.id);
+  }
+
+  private async detachOne(member: Member, endpoint: Endpoint): Promise<void> {
+    await this.deps.plumbing.detach({ member, endpoint, ifName: '', first: false }).catch((e) => {
+      this.deps.logger.warn({ err: e, id: member.id, network: endpoint.network.name }, 'network detach failed');
+    });
+  }
+
+  // ------------------------------------------------------------------ connect, disconnect
+
+  /** `POST /networks/{id}/connect`: a created or running container joins one more network. */
+  async connect(networkRef: string, member: Member & { mode: string }, raw: unknown): Promise<void> {
+    const network = this.deps.networks.find(networkRef);
+    if (
+      network.driver !== 'bridge' ||
+      member.mode === 'host' ||
+      member.mode === 'none' ||
+      isContainerMode(member.mode)
+    ) {
+      throw forbidden(`container cannot be disconnected from host network or connected to host network`);
+    }
+    const current = this.of(member.id, member.name);
+    if (current.some((e) => e.network.id === network.id)) {
+      throw forbidden(`endpoint with name ${member.name} already exists in network ${network.name}`);
+    }
+    this.insert(member.id, [[network, parseSettings(raw, network.name)]]);
+    const ep = this.of(member.id, member.name).find((e) => e.network.id === network.id)!;
+    if (member.nsPath) {
+      try {
+        await this.deps.plumbing.attach({
+          member,
+          endpoint: ep,
+          ifName: `eth${current.length}`,
+          first: current.length === 0,
+        });
+      } catch (e) {
+        this.deps.repo.removeEndpoint(network.id, member.id);
+        throw e;
+      }
+    }
+    this.deps.events.publish('network', 'connect', network.id, {
+      container: member.id,
+      name: network.name,
+      type: 'bridge',
+    });
+  }
+
+  /** `POST /networks/{id}/disconnect`. */
+  async disconnect(networkRef: string, member: Member): Promise<void> {
+    const network = this.deps.networks.find(networkRef);
+    const ep = this.of(member.id, member.name).find((e) => e.network.id === network.id);
+    if (!ep) throw notFound(`container ${member.id} is not connected to network ${network.name}`);
+    if (member.nsPath && network.driver === 'bridge') await this.detachOne(member, ep);
+    this.deps.repo.removeEndpoint(network.id, member.id);
+    this.deps.events.publish('network', 'disconnect', network.id, {
+      container: member.id,
+      name: network.name,
+      type: network.driver,
+    });
+  }
+}
+
+function parseSettings(raw: unknown, network: string): EndpointSettings {
+  const r = EndpointSettingsSchema.safeParse(raw ?? {});
+  if (!r.success) throw invalidParameter(`invalid endpoint settings for network ${network}: ${r.error.message}`);
+  return r.data;
+}
+
+/** What berth does not apply yet is refused, not dropped. */
+function checkSettings(network: Network, s: EndpointSettings): void {
+  const refuse = (what: string) => {
+    throw invalidParameter(`${what} (network ${network.name}) is not supported by berth yet`);
+  };
+  if (s.IPAMConfig?.IPv6Address) refuse('an IPv6 address');
+  if (s.IPAMConfig?.LinkLocalIPs?.length) refuse('link-local addresses');
+  if (s.Links?.length) refuse('links on a network');
+  if (s.DriverOpts && Object.keys(s.DriverOpts).length) refuse('endpoint driver options');
+  if (s.GwPriority) refuse('a gateway priority');
+  if (network.driver !== 'bridge' && (s.Aliases?.length || s.IPAMConfig?.IPv4Address || s.MacAddress)) {
+    throw invalidParameter(`network-scoped aliases, addresses and MACs apply to bridge networks, not ${network.name}`);
+  }
+  if (s.Aliases?.length && network.predefined) {
+    throw invalidParameter('network-scoped alias is supported only for containers in user defined networks');
+  }
+}

@@ -1,0 +1,121 @@
+// The Plumbing berthd uses: the host's own side of networks, made of the
+// parts beside this file — links.ts (bridges and veths over rtnetlink),
+// firewall.ts (iptables: NAT, isolation, published ports), ports.ts (the host
+// ports held, and the proxy behind them) and dns.ts (aardvark-dns, names on
+// user networks). Told by the network service; keeps nothing the database
+// does not (the host ports chosen for a container are recorded by the caller).
+import { writeFileSync } from 'node:fs';
+import type { Logger } from '../../log.js';
+import type { Dns } from './dns.js';
+import type { Firewall, FirewallNetwork } from './firewall.js';
+import { attachContainer, detachContainer, ensureBridge, removeBridge } from './links.js';
+import type { Attachment, Plumbing } from './plumbing.js';
+import { type HostPorts, mappingsOf } from './ports.js';
+import type { Network } from './service.js';
+
+export interface HostPlumbingDeps {
+  firewall: Firewall;
+  ports: HostPorts;
+  dns: Dns;
+  log: Logger;
+}
+
+const prefixOf = (n: Network) => n.subnet.split('/')[1]!;
+const firewallNetwork = (n: Network): FirewallNetwork => ({
+  bridge: n.bridge,
+  subnet: n.subnet,
+  internal: n.internal,
+  masquerade: !n.internal,
+});
+/** The host end of an endpoint's veth: named from the endpoint, so it is known again after a restart. */
+export const hostIfName = (endpointId: string) => `vb${endpointId.slice(0, 12)}`;
+/** Docker's default bridge has no names; user networks do. */
+const hasDns = (n: Network) => !n.predefined;
+
+export class HostPlumbing implements Plumbing {
+  constructor(private readonly deps: HostPlumbingDeps) {}
+
+  /**
+   * The bridges and the firewall's networks as recorded; the names on user
+   * networks start empty, and running containers' ports and names come back
+   * as the containers are restored (Endpoints.restore).
+   */
+  async init(networks: Network[]): Promise<void> {
+    for (const n of networks) await this.makeBridge(n);
+    // A daemon with no bridge network (`--bridge none`, none created) leaves the firewall alone.
+    if (networks.length) await this.deps.firewall.replace({ networks: networks.map(firewallNetwork), ports: [] });
+    await this.deps.dns.reconcile(
+      networks.filter(hasDns).map((n) => ({ name: n.id, gatewayIp: n.gateway, entries: [] })),
+    );
+  }
+
+  private async makeBridge(n: Network): Promise<void> {
+    await ensureBridge({ name: n.bridge, gatewayCidr: `${n.gateway}/${prefixOf(n)}` });
+  }
+
+  async addNetwork(n: Network): Promise<void> {
+    await this.makeBridge(n);
+    try {
+      await this.deps.firewall.setNetwork(firewallNetwork(n));
+    } catch (e) {
+      await removeBridge(n.bridge);
+      throw e;
+    }
+  }
+
+  async removeNetwork(n: Network): Promise<void> {
+    await this.deps.firewall.removeNetwork(n.bridge);
+    if (hasDns(n)) await this.deps.dns.removeNetwork(n.id);
+    await removeBridge(n.bridge);
+  }
+
+  async attach(a: Attachment): Promise<void> {
+    const { member, endpoint } = a;
+    const { network, row } = endpoint;
+    const veth = hostIfName(row.id);
+    if (!member.restoring) {
+      await attachContainer({
+        nsPath: member.nsPath!,
+        bridge: network.bridge,
+        hostIfName: veth,
+        ifName: a.ifName,
+        cidr: `${row.ip}/${prefixOf(network)}`,
+        // The default route is through the first network's gateway only, as dockerd routes it.
+        ...(a.first ? { gateway: network.gateway } : {}),
+        mac: row.mac,
+      });
+      // A container reaching its own published port through the host comes back in by the
+      // port it left from: the bridge forwards that only in hairpin mode.
+      writeFileSync(`/sys/class/net/${veth}/brport/hairpin_mode`, '1');
+    }
+    try {
+      if (a.publish?.length) {
+        const bindings = await this.deps.ports.reserve(member.id, row.ip, a.publish);
+        await this.deps.firewall.addPorts(mappingsOf(member.id, row.ip, bindings));
+        a.published?.(bindings);
+      }
+      if (hasDns(network)) {
+        await this.deps.dns.addEntry(network.id, network.gateway, {
+          containerId: member.id,
+          ipv4: row.ip,
+          names: endpoint.dnsNames,
+        });
+      }
+    } catch (e) {
+      await this.detach(a);
+      throw e;
+    }
+  }
+
+  async detach(a: Attachment): Promise<void> {
+    const { member, endpoint } = a;
+    await this.deps.firewall.removePorts(member.id);
+    await this.deps.ports.release(member.id);
+    if (hasDns(endpoint.network)) await this.deps.dns.removeEntry(endpoint.network.id, member.id);
+    await detachContainer(hostIfName(endpoint.row.id));
+  }
+
+  async close(): Promise<void> {
+    await this.deps.ports.close();
+  }
+}

@@ -1,0 +1,31 @@
+// The host's side of networks, as the network service tells it: bridges and
+// their firewall rules for each network; a veth, an address, routes, published
+// ports and DNS names for each running container's endpoint. It keeps no
+// state of its own that the database does not: init() is given everything.
+import type { Endpoint, Member } from './endpoints.js';
+import type { PortBinding, PortRequest } from './ports.js';
+import type { Network } from './service.js';
+
+export interface Attachment {
+  member: Member;
+  endpoint: Endpoint;
+  /** The interface's name inside the container (eth0 for its first network). */
+  ifName: string;
+  /** The container's first network: its gateway is the default route. */
+  first: boolean;
+  /** The host ports to publish through this endpoint (the container's first bridge network). */
+  publish?: PortRequest[];
+  /** Told the host ports chosen, once held. */
+  published?: (bindings: PortBinding[]) => void;
+}
+
+export interface Plumbing {
+  /** At daemon start: every bridge network's bridge and rules made to match the records. */
+  init(networks: Network[]): Promise<void>;
+  addNetwork(n: Network): Promise<void>;
+  removeNetwork(n: Network): Promise<void>;
+  attach(a: Attachment): Promise<void>;
+  detach(a: Attachment): Promise<void>;
+  /** berthd stops: the ports it holds are let go (the firewall's rules stay for the next start). */
+  close(): Promise<void>;
+}

@@ -1,0 +1,138 @@
+// SQL for networks and their endpoints, for the network service.
+import type { Db } from './db.js';
+
+export interface NetworkRow {
+  id: string;
+  name: string;
+  driver: string;
+  predefined: number;
+  bridge: string;
+  subnet: string;
+  gateway: string;
+  ip_range: string;
+  ipam_given: number;
+  internal: number;
+  attachable: number;
+  labels: string;
+  options: string;
+  ipam_options: string;
+  created: number;
+}
+
+export interface EndpointRow {
+  id: string;
+  network_id: string;
+  container_id: string;
+  ip: string;
+  mac: string;
+  static_ip: number;
+  aliases: string;
+  links: string;
+  seq: number;
+}
+
+const statements = (db: Db) => ({
+  all: db.prepare('SELECT * FROM networks ORDER BY created'),
+  byId: db.prepare('SELECT * FROM networks WHERE id = ?'),
+  byName: db.prepare('SELECT * FROM networks WHERE name = ?'),
+  byPrefix: db.prepare("SELECT * FROM networks WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
+  insert: db.prepare(
+    `INSERT INTO networks (id, name, driver, predefined, bridge, subnet, gateway, ip_range, ipam_given, internal,
+       attachable, labels, options, ipam_options, created)
+     VALUES (@id, @name, @driver, @predefined, @bridge, @subnet, @gateway, @ip_range, @ipam_given, @internal,
+       @attachable, @labels, @options, @ipam_options, @created)`,
+  ),
+  remove: db.prepare('DELETE FROM networks WHERE id = ?'),
+  endpointsOfNetwork: db.prepare('SELECT * FROM endpoints WHERE network_id = ? ORDER BY seq'),
+  endpointsOfContainer: db.prepare('SELECT * FROM endpoints WHERE container_id = ? ORDER BY seq'),
+  allEndpoints: db.prepare('SELECT * FROM endpoints ORDER BY seq'),
+  endpointCount: db.prepare('SELECT count(*) AS n FROM endpoints WHERE network_id = ?'),
+  nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM endpoints'),
+  insertEndpoint: db.prepare(
+    `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, seq)
+     VALUES (@id, @network_id, @container_id, @ip, @mac, @static_ip, @aliases, @links, @seq)`,
+  ),
+  removeEndpoint: db.prepare('DELETE FROM endpoints WHERE network_id = ? AND container_id = ?'),
+  published: db.prepare('SELECT bindings FROM published_ports WHERE container_id = ?'),
+  setPublished: db.prepare('INSERT OR REPLACE INTO published_ports (container_id, bindings) VALUES (?, ?)'),
+  clearPublished: db.prepare('DELETE FROM published_ports WHERE container_id = ?'),
+});
+
+export class NetworkRepository {
+  private readonly q: ReturnType<typeof statements>;
+
+  constructor(private readonly db: Db) {
+    this.q = statements(db);
+  }
+
+  list(): NetworkRow[] {
+    return this.q.all.all() as NetworkRow[];
+  }
+
+  find(id: string): NetworkRow | undefined {
+    return this.q.byId.get(id) as NetworkRow | undefined;
+  }
+
+  findByName(name: string): NetworkRow | undefined {
+    return this.q.byName.get(name) as NetworkRow | undefined;
+  }
+
+  findByPrefix(prefix: string): NetworkRow[] {
+    return this.q.byPrefix.all(prefix, prefix) as NetworkRow[];
+  }
+
+  /** Inserts a network; a taken name surfaces as SQLite's UNIQUE error. */
+  insert(row: NetworkRow): void {
+    this.q.insert.run(row);
+  }
+
+  remove(id: string): void {
+    this.q.remove.run(id);
+  }
+
+  endpointsOfNetwork(networkId: string): EndpointRow[] {
+    return this.q.endpointsOfNetwork.all(networkId) as EndpointRow[];
+  }
+
+  endpointsOfContainer(containerId: string): EndpointRow[] {
+    return this.q.endpointsOfContainer.all(containerId) as EndpointRow[];
+  }
+
+  allEndpoints(): EndpointRow[] {
+    return this.q.allEndpoints.all() as EndpointRow[];
+  }
+
+  endpointCount(networkId: string): number {
+    return (this.q.endpointCount.get(networkId) as { n: number }).n;
+  }
+
+  /**
+   * Inserts endpoints in one transaction, each given its connection order; an
+   * address already taken on the network surfaces as SQLite's UNIQUE error.
+   */
+  insertEndpoints(rows: Omit<EndpointRow, 'seq'>[]): void {
+    this.db.transaction(() => {
+      for (const row of rows) {
+        const seq = (this.q.nextSeq.get() as { n: number }).n;
+        this.q.insertEndpoint.run({ ...row, seq });
+      }
+    })();
+  }
+
+  removeEndpoint(networkId: string, containerId: string): void {
+    this.q.removeEndpoint.run(networkId, containerId);
+  }
+
+  /** The host ports the container publishes (JSON as stored), null when none. */
+  published(containerId: string): string | null {
+    return (this.q.published.get(containerId) as { bindings: string } | undefined)?.bindings ?? null;
+  }
+
+  setPublished(containerId: string, bindings: string): void {
+    this.q.setPublished.run(containerId, bindings);
+  }
+
+  clearPublished(containerId: string): void {
+    this.q.clearPublished.run(containerId);
+  }
+}

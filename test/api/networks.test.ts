@@ -1,0 +1,313 @@
+// Networks through the API, on a berthd with its own default bridge: the
+// predefined networks, user networks (create, inspect, remove, prune), a
+// container's interface and address, published ports reached from the host,
+// names on a user network, connect and disconnect, and what a restart keeps.
+import { execFileSync } from 'node:child_process';
+import http from 'node:http';
+import os from 'node:os';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { waitFor, type Daemon } from '../harness/daemon.js';
+import { useEnv, type Env } from '../harness/env.js';
+import { networkSetup, tearDownAfterAll } from '../harness/network.js';
+
+const net = networkSetup();
+tearDownAfterAll(net);
+const ctx = useEnv({ args: net.args });
+let env: Env;
+let d: Daemon;
+beforeAll(() => {
+  ({ env, daemon: d } = ctx);
+});
+
+async function run(body: Record<string, unknown>, cmd = ['sleep', '300']): Promise<string> {
+  const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: cmd, ...body } });
+  expect(c.status, c.text).toBe(201);
+  const s = await d.request('POST', `/containers/${c.json.Id}/start`);
+  expect(s.status, s.text).toBe(204);
+  return c.json.Id;
+}
+
+/** Runs a command in the container; its output (stdout and stderr) and exit code. */
+async function exec(id: string, cmd: string[]): Promise<{ out: string; code: number }> {
+  const e = await d.request('POST', `/containers/${id}/exec`, {
+    body: { Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: true },
+  });
+  expect(e.status, e.text).toBe(201);
+  const s = await d.request('POST', `/exec/${e.json.Id}/start`, { body: { Detach: false, Tty: true } });
+  const i = await d.request('GET', `/exec/${e.json.Id}/json`);
+  return { out: s.text, code: i.json.ExitCode };
+}
+
+const inspect = async (id: string) => (await d.request('GET', `/containers/${id}/json`)).json;
+
+/** An HTTP GET from the host; the body. */
+const fetchText = (host: string, port: number) =>
+  new Promise<string>((resolve, reject) => {
+    http
+      .get({ host, port, path: '/', timeout: 5000 }, (res) => {
+        let body = '';
+        res.on('data', (c) => {
+          body += c;
+        });
+        res.on('end', () => resolve(body));
+      })
+      .on('error', reject)
+      .on('timeout', function (this: http.ClientRequest) {
+        this.destroy(new Error('timeout'));
+      });
+  });
+
+const WEB = [
+  'sh',
+  '-c',
+  'mkdir -p /www && echo hello from $(hostname) > /www/index.html && exec httpd -f -p 80 -h /www',
+];
+
+/** The host's first non-loopback IPv4 address. */
+const hostAddress = () =>
+  Object.values(os.networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === 'IPv4' && !a.internal && a.address.startsWith('192.'))?.address ??
+  Object.values(os.networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === 'IPv4' && !a.internal)!.address;
+
+describe('the predefined networks', () => {
+  it('lists bridge, host and none; the bridge with its subnet and gateway', async () => {
+    const r = await d.request('GET', '/networks');
+    expect(r.status).toBe(200);
+    const byName = Object.fromEntries((r.json as any[]).map((n) => [n.Name, n]));
+    expect(byName.bridge.Driver).toBe('bridge');
+    expect(byName.host.Driver).toBe('host');
+    expect(byName.none.Driver).toBe('null');
+    expect(byName.bridge.IPAM.Config).toEqual([
+      { Subnet: `${net.gateway.replace(/\.1$/, '.0')}/24`, Gateway: net.gateway },
+    ]);
+    expect(byName.bridge.Options['com.docker.network.bridge.name']).toBe(net.bridge);
+  });
+
+  it('answers GET /networks/bridge with the gateway (testcontainers asks it for the host)', async () => {
+    const r = await d.request('GET', '/networks/bridge');
+    expect(r.status).toBe(200);
+    expect(r.json.IPAM.Config[0].Gateway).toBe(net.gateway);
+  });
+
+  it('refuses to remove or re-create a predefined network', async () => {
+    const rm = await d.request('DELETE', '/networks/bridge');
+    expect(rm.status).toBe(403);
+    expect(rm.json.message).toBe('bridge is a pre-defined network and cannot be removed');
+    const mk = await d.request('POST', '/networks/create', { body: { Name: 'host' } });
+    expect(mk.status).toBe(403);
+  });
+});
+
+describe('user networks', () => {
+  it('are created, inspected, listed by filter, refused twice and removed', async () => {
+    const c = await d.request('POST', '/networks/create', { body: { Name: 'n1', Labels: { team: 'a' } } });
+    expect(c.status, c.text).toBe(201);
+    const id = c.json.Id as string;
+    const i = await d.request('GET', `/networks/${id.slice(0, 10)}`);
+    expect(i.json).toMatchObject({
+      Name: 'n1',
+      Id: id,
+      Driver: 'bridge',
+      Scope: 'local',
+      Containers: {},
+      Labels: { team: 'a' },
+    });
+    expect(i.json.IPAM.Config[0].Subnet).toMatch(/^10\.\d+\.\d+\.0\/24$/);
+    const f = await d.request('GET', `/networks?filters=${encodeURIComponent(JSON.stringify({ label: ['team=a'] }))}`);
+    expect((f.json as any[]).map((n) => n.Name)).toEqual(['n1']);
+    const again = await d.request('POST', '/networks/create', { body: { Name: 'n1' } });
+    expect(again.status).toBe(409);
+    expect(again.json.message).toBe('network with name n1 already exists');
+    expect((await d.request('DELETE', '/networks/n1')).status).toBe(204);
+    expect((await d.request('GET', `/networks/${id}`)).status).toBe(404);
+  });
+
+  it('takes a subnet, gateway and range as given, and refuses what it cannot apply', async () => {
+    const c = await d.request('POST', '/networks/create', {
+      body: {
+        Name: 'n2',
+        IPAM: { Config: [{ Subnet: '10.99.7.0/24', Gateway: '10.99.7.254', IPRange: '10.99.7.128/25' }] },
+      },
+    });
+    expect(c.status, c.text).toBe(201);
+    const id = await run({ HostConfig: { NetworkMode: 'n2' } });
+    const ip = (await inspect(id)).NetworkSettings.Networks.n2.IPAddress;
+    expect(ip).toMatch(/^10\.99\.7\.(12[89]|1[3-9]\d|2\d\d)$/);
+    await d.request('DELETE', `/containers/${id}?force=1`);
+    expect((await d.request('DELETE', '/networks/n2')).status).toBe(204);
+    for (const body of [
+      { Name: 'x1', Driver: 'macvlan' },
+      { Name: 'x2', EnableIPv6: true },
+      { Name: 'x3', IPAM: { Config: [{ Subnet: '10.99.8.1/24' }] } },
+      { Name: 'x4', Options: { 'com.docker.network.bridge.enable_icc': 'false' } },
+    ]) {
+      const r = await d.request('POST', '/networks/create', { body });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+    }
+  });
+
+  it('refuses removal while a container is on it; prune removes only unused ones', async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'busy' } });
+    await d.request('POST', '/networks/create', { body: { Name: 'idle' } });
+    const id = await run({ HostConfig: { NetworkMode: 'busy' } });
+    const rm = await d.request('DELETE', '/networks/busy');
+    expect(rm.status).toBe(403);
+    expect(rm.json.message).toContain('has active endpoints');
+    const p = await d.request('POST', '/networks/prune');
+    expect(p.json.NetworksDeleted).toEqual(['idle']);
+    await d.request('DELETE', `/containers/${id}?force=1`);
+    expect((await d.request('DELETE', '/networks/busy')).status).toBe(204);
+  });
+});
+
+describe('a container on the default bridge', () => {
+  it('has eth0 with its address, reaches the gateway, and leaves nothing behind when removed', async () => {
+    const id = await run({});
+    const s = (await inspect(id)).NetworkSettings;
+    expect(s.IPAddress).toMatch(/^10\./);
+    expect(s.Gateway).toBe(net.gateway);
+    expect(s.Networks.bridge.IPAddress).toBe(s.IPAddress);
+    expect(s.Networks.bridge.MacAddress).toBe(s.MacAddress);
+    const addr = await exec(id, ['ip', '-4', 'addr', 'show', 'eth0']);
+    expect(addr.out).toContain(`${s.IPAddress}/24`);
+    const ping = await exec(id, ['ping', '-c', '1', '-W', '2', net.gateway]);
+    expect(ping.code, ping.out).toBe(0);
+    const veth = `vb${s.EndpointID.slice(0, 12)}`;
+    expect(execFileSync('ip', ['-o', 'link', 'show', 'master', net.bridge], { encoding: 'utf8' })).toContain(veth);
+    expect((await d.request('DELETE', `/containers/${id}?force=1`)).status).toBe(204);
+    await waitFor(
+      () => !execFileSync('ip', ['-o', 'link', 'show'], { encoding: 'utf8' }).includes(veth),
+      'the veth to go',
+    );
+  });
+
+  it('publishes a port, reachable on 127.0.0.1 and on the host address; shown in inspect and the list', async () => {
+    const id = await run(
+      { ExposedPorts: { '80/tcp': {} }, HostConfig: { PortBindings: { '80/tcp': [{ HostPort: '' }] } } },
+      WEB,
+    );
+    const ports = (await inspect(id)).NetworkSettings.Ports;
+    const hostPort = Number(ports['80/tcp'][0].HostPort);
+    expect(hostPort).toBeGreaterThan(1024);
+    expect(ports['80/tcp'][0].HostIp).toBe('0.0.0.0');
+    const body = await waitFor(() => fetchText('127.0.0.1', hostPort).catch(() => undefined), 'the web server');
+    expect(body).toMatch(/^hello from /);
+    expect(await fetchText(hostAddress(), hostPort)).toMatch(/^hello from /);
+    const list = await d.request('GET', `/containers/json?filters=${encodeURIComponent(JSON.stringify({ id: [id] }))}`);
+    expect(list.json[0].Ports).toEqual([{ IP: '0.0.0.0', PrivatePort: 80, PublicPort: hostPort, Type: 'tcp' }]);
+    await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+
+  it('refuses a host port already published, and the second container does not run', async () => {
+    const first = await run({ HostConfig: { PortBindings: { '80/tcp': [{ HostPort: '' }] } } }, WEB);
+    const port = (await inspect(first)).NetworkSettings.Ports['80/tcp'][0].HostPort;
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: WEB, HostConfig: { PortBindings: { '80/tcp': [{ HostPort: port }] } } },
+    });
+    const s = await d.request('POST', `/containers/${c.json.Id}/start`);
+    expect(s.status).toBe(500);
+    expect(s.json.message).toContain(`Bind for 0.0.0.0:${port} failed: port is already allocated`);
+    expect((await inspect(c.json.Id)).State.Running).toBe(false);
+    for (const id of [first, c.json.Id]) await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+});
+
+describe("a container joining another's network (container:<id>)", () => {
+  it('shares its interfaces, address, hosts and resolv.conf', async () => {
+    const sandbox = await run({});
+    const ip = (await inspect(sandbox)).NetworkSettings.IPAddress;
+    const joiner = await run({ HostConfig: { NetworkMode: `container:${sandbox}` } });
+    expect((await exec(joiner, ['ip', '-4', 'addr', 'show', 'eth0'])).out).toContain(ip);
+    expect((await exec(joiner, ['cat', '/etc/hosts'])).out).toContain(ip);
+    const refused = await d.request('POST', '/containers/create', {
+      body: {
+        Image: env.busybox,
+        HostConfig: { NetworkMode: `container:${sandbox}`, PortBindings: { '80/tcp': [{}] } },
+      },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.json.message).toBe('conflicting options: port publishing and the container type network mode');
+    for (const id of [joiner, sandbox]) await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+
+  it('gives the MAC asked for, container-wide before API 1.44 and per endpoint after', async () => {
+    const wide = await d.request('POST', '/v1.43/containers/create', {
+      body: { Image: env.busybox, Cmd: ['cat', '/sys/class/net/eth0/address'], MacAddress: '02:42:0a:00:00:99' },
+    });
+    expect(wide.status, wide.text).toBe(201);
+    const ep = await d.request('POST', '/v1.47/containers/create', {
+      body: {
+        Image: env.busybox,
+        Cmd: ['sleep', '60'],
+        NetworkingConfig: { EndpointsConfig: { bridge: { MacAddress: '02:42:0a:00:00:98' } } },
+      },
+    });
+    expect(ep.status, ep.text).toBe(201);
+    await d.request('POST', `/containers/${ep.json.Id}/start`);
+    expect((await exec(ep.json.Id, ['cat', '/sys/class/net/eth0/address'])).out.trim()).toBe('02:42:0a:00:00:98');
+    expect((await inspect(ep.json.Id)).NetworkSettings.Networks.bridge.MacAddress).toBe('02:42:0a:00:00:98');
+    for (const id of [wide.json.Id, ep.json.Id]) await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+});
+
+describe('containers on one user network', () => {
+  it('reach each other by name, alias and short id', async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'app' } });
+    const web = await run(
+      {
+        HostConfig: { NetworkMode: 'app' },
+        NetworkingConfig: { EndpointsConfig: { app: { Aliases: ['www'] } } },
+      },
+      WEB,
+    );
+    const webName = (await inspect(web)).Name.slice(1);
+    const client = await run({ HostConfig: { NetworkMode: 'app' } });
+    for (const name of [webName, 'www', web.slice(0, 12)]) {
+      const r = await waitFor(async () => {
+        const e = await exec(client, ['wget', '-q', '-O', '-', `http://${name}/`]);
+        return e.code === 0 ? e : undefined;
+      }, `wget http://${name}/`);
+      expect(r.out).toMatch(/^hello from /);
+    }
+    const dnsNames = (await inspect(web)).NetworkSettings.Networks.app.DNSNames;
+    expect(dnsNames).toEqual(expect.arrayContaining([webName, 'www', web.slice(0, 12)]));
+    for (const id of [web, client]) await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/app');
+  });
+
+  it('connects and disconnects a running container', async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'extra' } });
+    const id = await run({});
+    const c = await d.request('POST', '/networks/extra/connect', { body: { Container: id } });
+    expect(c.status, c.text).toBe(200);
+    const ip = (await inspect(id)).NetworkSettings.Networks.extra.IPAddress;
+    expect((await exec(id, ['ip', '-4', 'addr', 'show', 'eth1'])).out).toContain(ip);
+    const n = await d.request('GET', '/networks/extra');
+    expect(Object.keys(n.json.Containers)).toEqual([id]);
+    const x = await d.request('POST', '/networks/extra/disconnect', { body: { Container: id } });
+    expect(x.status, x.text).toBe(200);
+    expect((await exec(id, ['ip', 'link', 'show', 'eth1'])).code).not.toBe(0);
+    expect((await inspect(id)).NetworkSettings.Networks.extra).toBeUndefined();
+    await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/extra');
+  });
+});
+
+describe("berthd's restart", () => {
+  it('keeps a running container its address and published port', async () => {
+    const id = await run({ HostConfig: { PortBindings: { '80/tcp': [{ HostPort: '' }] } } }, WEB);
+    const before = (await inspect(id)).NetworkSettings;
+    const port = Number(before.Ports['80/tcp'][0].HostPort);
+    await waitFor(() => fetchText('127.0.0.1', port).catch(() => undefined), 'the web server');
+    await d.kill();
+    await d.restart();
+    const after = (await inspect(id)).NetworkSettings;
+    expect(after.IPAddress).toBe(before.IPAddress);
+    expect(after.Ports).toEqual(before.Ports);
+    expect(await fetchText('127.0.0.1', port)).toMatch(/^hello from /);
+    await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+});
