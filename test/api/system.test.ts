@@ -129,6 +129,9 @@ describe('daemon lifecycle', () => {
       d.execRoot,
       '--config-file',
       path.join(d.dir, 'daemon.json'),
+      '--bridge',
+      'none',
+      '--iptables=false',
     ]).catch((e) => e);
     expect(err.code).toBe(1);
     expect(err.stderr).toMatch(/another berthd \(pid \d+\) is already using data root/);
@@ -146,6 +149,9 @@ describe('daemon lifecycle', () => {
       d.execRoot,
       '--config-file',
       path.join(d.dir, 'daemon.json'),
+      '--bridge',
+      'none',
+      '--iptables=false',
     ]).catch((e) => e);
     expect(err.code).toBe(1);
     expect(err.stderr).toMatch(/another daemon is already serving on/);
@@ -154,7 +160,15 @@ describe('daemon lifecycle', () => {
   it('refuses a flag given both on the command line and in daemon.json', async () => {
     const cfg = path.join(d.dir, 'both.json');
     writeFileSync(cfg, JSON.stringify({ 'data-root': '/tmp/x' }));
-    const err = await run(process.execPath, [BERTHD, '--data-root', '/tmp/y', '--config-file', cfg]).catch((e) => e);
+    const err = await run(process.execPath, [
+      BERTHD,
+      '--data-root',
+      '/tmp/y',
+      '--config-file',
+      cfg,
+      '--bridge',
+      'none',
+    ]).catch((e) => e);
     expect(err.code).toBe(1);
     expect(err.stderr).toMatch(/specified both as a flag and in the configuration file/);
   });

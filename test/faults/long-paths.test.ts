@@ -61,6 +61,10 @@ describe('paths that cannot work', () => {
         path.join(base, 'e'),
         '--config-file',
         '/dev/null',
+        // Nothing on the host's network from a daemon that is to fail its start.
+        '--bridge',
+        'none',
+        '--iptables=false',
       ],
       {
         encoding: 'utf8',
