@@ -166,7 +166,7 @@ export function containerInspect(
       GlobalIPv6Address: '',
       GlobalIPv6PrefixLen: 0,
       IPAddress: bridge?.row.ip ?? '',
-      IPPrefixLen: bridge?.prefixLen ?? 0,
+      IPPrefixLen: bridge?.network.prefixLen ?? 0,
       IPv6Gateway: '',
       MacAddress: bridge?.row.mac ?? '',
       Networks: containerNetworks(net.endpoints, isLive(c), apiVersion),

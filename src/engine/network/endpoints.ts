@@ -48,8 +48,6 @@ export interface Endpoint {
   network: Network;
   row: EndpointRow;
   aliases: string[];
-  /** The subnet's prefix length (0 on host and none). */
-  prefixLen: number;
   /** The names the endpoint answers to on a user network: the container's name, its aliases, its short id. */
   dnsNames: string[];
 }
@@ -82,7 +80,7 @@ export class Endpoints {
   /** `default` is the default bridge, or none when berthd runs without one (`--bridge none`). */
   private networkOfMode(mode: string): string {
     if (mode !== 'default') return mode;
-    return this.deps.networks.list({ name: ['bridge'] }).some((n) => n.name === 'bridge') ? 'bridge' : 'none';
+    return this.deps.repo.findByName('bridge') ? 'bridge' : 'none';
   }
 
   /**
@@ -199,7 +197,6 @@ export class Endpoints {
         network,
         row,
         aliases,
-        prefixLen: network.subnet ? Number(network.subnet.split('/')[1]) : 0,
         dnsNames: [...(name ? [name] : []), ...aliases, containerId.slice(0, 12)],
       };
     });

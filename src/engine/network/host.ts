@@ -20,7 +20,6 @@ export interface HostPlumbingDeps {
   log: Logger;
 }
 
-const prefixOf = (n: Network) => n.subnet.split('/')[1]!;
 const firewallNetwork = (n: Network): FirewallNetwork => ({
   bridge: n.bridge,
   subnet: n.subnet,
@@ -50,7 +49,7 @@ export class HostPlumbing implements Plumbing {
   }
 
   private async makeBridge(n: Network): Promise<void> {
-    await ensureBridge({ name: n.bridge, gatewayCidr: `${n.gateway}/${prefixOf(n)}` });
+    await ensureBridge({ name: n.bridge, gatewayCidr: `${n.gateway}/${n.prefixLen}` });
   }
 
   async addNetwork(n: Network): Promise<void> {
@@ -79,7 +78,7 @@ export class HostPlumbing implements Plumbing {
         bridge: network.bridge,
         hostIfName: veth,
         ifName: a.ifName,
-        cidr: `${row.ip}/${prefixOf(network)}`,
+        cidr: `${row.ip}/${network.prefixLen}`,
         // The default route is through the first network's gateway only, as dockerd routes it.
         ...(a.first ? { gateway: network.gateway } : {}),
         mac: row.mac,

@@ -57,6 +57,8 @@ export interface Network {
   subnet: string;
   gateway: string;
   ipRange: string;
+  /** The subnet's prefix length (0 on host and none). */
+  prefixLen: number;
   /** Whether IPAM.Config came from the user (dockerd shows a predefined network's too). */
   ipamGiven: boolean;
   internal: boolean;
@@ -133,6 +135,7 @@ const rowToNetwork = (r: NetworkRow): Network => ({
   subnet: r.subnet,
   gateway: r.gateway,
   ipRange: r.ip_range,
+  prefixLen: r.subnet ? Number(r.subnet.split('/')[1]) : 0,
   ipamGiven: r.ipam_given === 1,
   internal: r.internal === 1,
   attachable: r.attachable === 1,
@@ -179,7 +182,7 @@ export class NetworkService {
   private defaultBridgeMatches(r: NetworkRow): boolean {
     const { defaultBridge, bip, fixedCidr } = this.deps.settings;
     if (r.bridge !== defaultBridge) return false;
-    if (bip && `${r.gateway}/${r.subnet.split('/')[1]}` !== bip) return false;
+    if (bip && `${r.gateway}/${rowToNetwork(r).prefixLen}` !== bip) return false;
     return !fixedCidr || r.ip_range === fixedCidr;
   }
 
