@@ -1,7 +1,8 @@
 // /images/*: thin translations between Docker's wire shapes and the image service.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { decodeRegistryAuth, type Engine } from '../../engine/index.js';
-import { notImplemented } from '../../errors.js';
+import type { Readable } from 'node:stream';
+import { invalidParameter, notImplemented } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';
@@ -67,12 +68,37 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
     stream.end();
   });
 
+  // docker save: one tar of the images named (repeatable `names`), streamed.
+  app.get('/images/get', async (req, reply) => {
+    const raw = (req.query as Record<string, unknown>).names;
+    const names = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map(String).filter(Boolean);
+    if (!names.length) throw invalidParameter('no images named: set the names parameter');
+    return reply.type('application/x-tar').send(await images.save(names));
+  });
+
+  // docker load: the body is an archive of docker save (or an OCI layout).
+  app.post('/images/load', async (req, reply) => {
+    const quiet = boolValue(query(req).quiet);
+    const stream = new JsonLinesStream(reply);
+    try {
+      await images.load(req.body as Readable, (e) => {
+        if ('stream' in e) stream.write(e);
+        else if (!quiet) stream.progress(e);
+      });
+    } catch (e) {
+      if (!stream.hasStarted) throw e;
+      stream.error(e);
+    }
+    stream.end();
+  });
+
   app.post('/images/prune', async (req) => images.prune(parseFilters(query(req).filters)));
 
   app.get('/images/*', async (req, reply) => {
-    const [name, action] = splitNameAction(req, ['json', 'history']);
+    const [name, action] = splitNameAction(req, ['json', 'history', 'get']);
     if (action === 'json') return imageInspect(images.inspect(name), req.apiVersion);
     if (action === 'history') return images.history(name);
+    if (action === 'get') return reply.type('application/x-tar').send(await images.save([name]));
     return reply.callNotFound();
   });
 
