@@ -3,7 +3,10 @@
 // and in a bare OCI layout load; hostile archives are refused and leave
 // nothing listed and nothing in the content store.
 import { execFileSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createGunzip, gzipSync } from 'node:zlib';
 import path from 'node:path';
 import * as tarStream from 'tar-stream';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -346,5 +349,97 @@ describe('the docker CLI', () => {
     const shellEnv = { ...process.env, DOCKER_HOST: d.host, DOCKER_CONFIG: cli.configDir };
     const piped = execFileSync('sh', ['-c', 'docker save clitest:1 | docker load'], { env: shellEnv }).toString();
     expect(piped.trim()).toBe('Loaded image: clitest:1');
+  });
+});
+
+describe('docker import', () => {
+  /** busybox's root filesystem as a plain tar. */
+  async function rootfsTar(): Promise<Buffer> {
+    const layer = await busyboxLayer();
+    const chunks: Buffer[] = [];
+    for await (const c of layer.compressed ? layer.open().pipe(createGunzip()) : layer.open()) chunks.push(c as Buffer);
+    return Buffer.concat(chunks);
+  }
+
+  const importQuery = (q: Record<string, string | string[]>) =>
+    Object.entries(q)
+      .flatMap(([k, v]) => (Array.isArray(v) ? v : [v]).map((x) => `${k}=${encodeURIComponent(x)}`))
+      .join('&');
+
+  it('makes an image of one layer from the body, with the changes, message and tag', async () => {
+    const tar = await rootfsTar();
+    const q = importQuery({
+      fromSrc: '-',
+      repo: 'imported/one',
+      tag: 'v1',
+      message: 'from a tar',
+      changes: ['CMD ["sh", "-c", "echo $GREETING"]', 'ENV GREETING=imported'],
+    });
+    const r = await d.request('POST', `/images/create?${q}`, {
+      raw: tar,
+      headers: { 'Content-Type': 'application/x-tar' },
+    });
+    expect(r.status, r.text).toBe(200);
+    const id = JSON.parse(r.text.trim()).status;
+    const img = await inspect('imported/one:v1');
+    expect(img.Id).toBe(id);
+    expect(img.Comment).toBe('from a tar');
+    expect(img.Config.Cmd).toEqual(['sh', '-c', 'echo $GREETING']);
+    expect(img.Config.Env).toContain('GREETING=imported');
+    expect(img.RootFS.Layers).toHaveLength(1);
+    const history = (await d.request('GET', '/images/imported/one:v1/history')).json;
+    expect(history[0].Comment).toBe('from a tar');
+    const c = await d.request('POST', '/containers/create', { body: { Image: 'imported/one:v1' } });
+    await d.request('POST', `/containers/${c.json.Id}/start`);
+    await d.request('POST', `/containers/${c.json.Id}/wait`);
+    const logs = await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`);
+    expect(logs.body.subarray(8).toString()).toBe('imported\n');
+    await d.request('DELETE', `/containers/${c.json.Id}`);
+  });
+
+  it('takes a gzip body and a URL (fromSrc=http://…), giving the same layer', async () => {
+    const tar = await rootfsTar();
+    const gz = gzipSync(tar);
+    const r1 = await d.request('POST', `/images/create?${importQuery({ fromSrc: '-', repo: 'imported/gz' })}`, {
+      raw: gz,
+    });
+    expect(r1.status, r1.text).toBe(200);
+    const server = http.createServer((_req, res) => res.end(tar));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rootfs.tar`;
+      const r2 = await d.request('POST', `/images/create?${importQuery({ fromSrc: url, repo: 'imported/url' })}`);
+      expect(r2.status, r2.text).toBe(200);
+    } finally {
+      server.close();
+    }
+    const [a, b] = [await inspect('imported/gz:latest'), await inspect('imported/url:latest')];
+    expect(a.RootFS.Layers).toEqual(b.RootFS.Layers);
+  });
+
+  it('refuses a digest reference and what is not a tar, listing nothing', async () => {
+    const digestRef = await d.request(
+      'POST',
+      `/images/create?${importQuery({ fromSrc: '-', repo: `x@sha256:${'a'.repeat(64)}` })}`,
+      { raw: Buffer.alloc(0) },
+    );
+    expect([digestRef.status, digestRef.json.message]).toEqual([400, 'cannot import digest reference']);
+    const before = (await imageList()).length;
+    const junk = await d.request('POST', `/images/create?${importQuery({ fromSrc: '-', repo: 'junk' })}`, {
+      raw: Buffer.from('no tar here'.repeat(100)),
+    });
+    expect(junk.status).toBeGreaterThanOrEqual(400);
+    expect((await imageList()).length).toBe(before);
+  });
+
+  it('works from the docker CLI: docker import with --change and a message', async () => {
+    const cli = dockerCli(d);
+    const file = path.join(cli.configDir, 'rootfs.tar');
+    writeFileSync(file, await rootfsTar());
+    const id = (
+      await cli.ok(['import', '-m', 'cli import', '--change', 'CMD ["echo", "from-cli"]', file, 'imported/cli:2'])
+    ).trim();
+    expect(id).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect((await cli.ok(['run', '--rm', 'imported/cli:2'])).trim()).toBe('from-cli');
   });
 });

@@ -6,7 +6,7 @@ import { invalidParameter, notImplemented } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';
-import { boolValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
+import { allValues, boolValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 import { AuthBody, imageInspect, imageSummary } from '../wire/images.js';
 import { versionBelow } from '../version.js';
 
@@ -45,7 +45,19 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post('/images/create', async (req, reply) => {
     const q = query(req);
-    if (!q.fromImage) throw notImplemented('importing images (fromSrc) is not supported yet');
+    if (!q.fromImage && q.fromSrc) {
+      // docker import: the body (fromSrc=-) or a URL's content as one layer.
+      const id = await engine.commits.importImage({
+        source: q.fromSrc === '-' ? (req.body as Readable) : q.fromSrc,
+        repo: q.repo,
+        tag: q.tag,
+        message: q.message,
+        changes: allValues(req.query, 'changes'),
+        platform: q.platform,
+      });
+      return reply.type('application/json').send(`${JSON.stringify({ status: id })}\n`);
+    }
+    if (!q.fromImage) throw invalidParameter('fromImage or fromSrc must be given');
     const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
     const stream = new JsonLinesStream(reply);
     // A client that hangs up cancels its pull, as with dockerd (downloads other pulls share go on);
@@ -70,8 +82,7 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   // docker save: one tar of the images named (repeatable `names`), streamed.
   app.get('/images/get', async (req, reply) => {
-    const raw = (req.query as Record<string, unknown>).names;
-    const names = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map(String).filter(Boolean);
+    const names = allValues(req.query, 'names').filter(Boolean);
     if (!names.length) throw invalidParameter('no images named: set the names parameter');
     return reply.type('application/x-tar').send(await images.save(names));
   });
