@@ -97,7 +97,7 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
         else if (!quiet) stream.progress(e);
       });
     } catch (e) {
-      if (!stream.hasStarted) throw e;
+      // dockerd answers 200 at once and reports a failed load in the stream (docker-py's ImageLoadError reads it there).
       stream.error(e);
     }
     stream.end();
