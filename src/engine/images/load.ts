@@ -4,11 +4,14 @@
 // (index.json, as skopeo's oci-archive writes it).
 //
 // An archive lists its metadata last (manifest.json sorts after the layers),
-// so it is read in two passes: every file goes into the content store as it
-// streams by (hashed on the way: its digest is its name there), then the
-// metadata says which files are configs and layers, and each new layer is
-// extracted from its stored blob with its diff id checked. The blob stays as
-// the layer's (push and save send it again); files nothing uses are removed.
+// so every file goes into the content store as it streams by (hashed on the
+// way: its digest is its name there) and, when its first bytes are a tar's or
+// gzip's, is extracted at the same time into a staged tree, its diff id
+// computed on the way: the bytes are read once. Then the metadata says which
+// files are configs and layers; a new layer whose staged tree has the diff id
+// its config names is moved into place, any other is extracted again from its
+// stored blob (and refused if it is not that diff id). The blob stays as the
+// layer's (push and save send it again); files and trees nothing took go.
 //
 // A hostile archive gets what a hostile registry gets: names that leave the
 // archive, links that do, metadata that is a link, a `blobs/<alg>/<hex>` whose
@@ -16,14 +19,14 @@
 // — each refused with a clear error. An image is recorded, in one transaction,
 // only when all its layers are in place; nothing half-loaded is listed.
 import path from 'node:path';
-import { Readable } from 'node:stream';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tarStream from 'tar-stream';
 import { invalidParameter, messageOf } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';
-import type { Extractor } from '../layers/extractor.js';
-import { chainIds, LayerStore } from '../layers/layer-store.js';
+import type { Extraction, Extractor } from '../layers/extractor.js';
+import { chainIds, LayerStore, type StagedLayer } from '../layers/layer-store.js';
 import { sniffMediaType } from '../layers/unpack.js';
 import { familiarString, parseReference } from '../reference.js';
 import { hostPlatform, MediaTypes, parseManifest, selectManifest } from '../registry/manifest.js';
@@ -58,6 +61,13 @@ interface StoredFile {
   size: number;
 }
 
+/** A file's content extracted while it was stored; taken by the layer it turns out to be, or discarded. */
+interface StagedTree {
+  staged: StagedLayer;
+  diffId: string;
+  size: number;
+}
+
 /** One image the archive's metadata names. */
 interface ImageToLoad {
   config: StoredFile;
@@ -77,6 +87,8 @@ class ArchiveContents {
   readonly links = new Map<string, string>();
   /** Digests the archive's files brought into the store (removed at the end unless an image took them). */
   readonly added = new Set<string>();
+  /** Trees extracted as the files streamed by, by blob digest (see the file comment). */
+  readonly trees = new Map<string, StagedTree>();
 
   /** A metadata file: must be a regular file of the archive, never a link. */
   metadata(name: string): StoredFile | undefined {
@@ -143,7 +155,7 @@ export class Loader {
       await this.read(input, contents, releases);
       const images = await this.images(contents);
       if (!images.length) throw invalidParameter('invalid archive: it names no image');
-      for (const image of images) await this.loadImage(image, emit, releases);
+      for (const image of images) await this.loadImage(image, contents, emit, releases);
     } finally {
       for (const r of releases) r();
       await this.dropUnused(contents);
@@ -152,7 +164,7 @@ export class Loader {
 
   /** Pass one: every file into the content store, every symlink noted. */
   private async read(input: Readable, contents: ArchiveContents, releases: (() => void)[]): Promise<void> {
-    const { content, held } = this.deps;
+    const { held } = this.deps;
     const extract = tarStream.extract();
     let inputError: unknown;
     input.once('error', (e) => {
@@ -165,11 +177,13 @@ export class Loader {
         const h = entry.header;
         const name = archivePath(h.name);
         if (h.type === 'file' || h.type === 'contiguous-file') {
-          const stored = await content.create(Readable.from(entry));
+          const { stored, tree } = await this.storeFile(entry as AsyncIterable<Buffer>, h.size ?? 0);
           releases.push(held.take([stored.digest]));
           if (stored.created) contents.added.add(stored.digest);
           contents.files.set(name, { digest: stored.digest, size: stored.size });
           contents.links.delete(name);
+          if (tree && !contents.trees.has(stored.digest)) contents.trees.set(stored.digest, tree);
+          else if (tree) await tree.staged.discard();
         } else if (h.type === 'symlink') {
           contents.links.set(name, linkTarget(name, h.linkname ?? ''));
           contents.files.delete(name);
@@ -189,6 +203,67 @@ export class Loader {
       if ((e as { kind?: unknown }).kind) throw e;
       throw invalidParameter(`invalid archive: ${messageOf(e)}`);
     }
+  }
+
+  /**
+   * One file of the archive into the content store; a file that starts as a
+   * tar or gzip does is extracted on the way too (a tree, or nothing when the
+   * extraction fails: the file may be no layer at all).
+   */
+  private async storeFile(
+    entry: AsyncIterable<Buffer>,
+    size: number,
+  ): Promise<{ stored: { digest: string; size: number; created: boolean }; tree?: StagedTree }> {
+    const toStore = new PassThrough({ highWaterMark: 1 << 20 });
+    const stored = this.deps.content.create(toStore);
+    stored.catch(() => undefined); // awaited below
+    let tap: { staged: StagedLayer; job: Extraction } | undefined;
+    let head: Buffer | undefined = Buffer.alloc(0);
+    try {
+      for await (const chunk of entry) {
+        let data = chunk;
+        if (head) {
+          head = Buffer.concat([head, chunk]);
+          if (head.length < TAR_HEADER && head.length < size) continue;
+          data = head;
+          head = undefined;
+          tap = await this.tapFor(data);
+        }
+        await Promise.all([writeTo(toStore, data), tap ? writeTo(tap.job.input, data) : undefined]);
+      }
+      if (head?.length) await writeTo(toStore, head);
+      toStore.end();
+      tap?.job.input.end();
+      const result = await stored;
+      return { stored: result, tree: tap && (await this.treeOf(tap)) };
+    } catch (e) {
+      toStore.destroy();
+      tap?.job.input.destroy();
+      if (tap) await this.treeOf(tap);
+      throw e;
+    }
+  }
+
+  /** An extraction for content whose first bytes are `head`, when they look like a layer's. */
+  private async tapFor(head: Buffer): Promise<{ staged: StagedLayer; job: Extraction } | undefined> {
+    const gzip = head[0] === 0x1f && head[1] === 0x8b;
+    const tar = head.length >= TAR_HEADER && head.toString('latin1', 257, 262) === 'ustar';
+    if (!gzip && !tar) return undefined;
+    const staged = await this.deps.layers.stage('load');
+    const job = this.deps.extractor.extract(staged.diffDir, { mediaType: sniffMediaType(head), digest: true });
+    return { staged, job };
+  }
+
+  /** The tree a tap made, or undefined (and the tree discarded) when its extraction failed. */
+  private async treeOf(tap: { staged: StagedLayer; job: Extraction }): Promise<StagedTree | undefined> {
+    try {
+      const layer = await tap.job.done;
+      if (layer.diffId) return { staged: tap.staged, diffId: layer.diffId, size: layer.size };
+    } catch {
+      // not a layer after all, or a broken one: if a config names it, it is extracted again and refused then
+    }
+    await tap.staged.discard();
+    return undefined;
   }
 
   /** Pass two: what the metadata says the images are (manifest.json first, as dockerd reads it). */
@@ -253,7 +328,12 @@ export class Loader {
   }
 
   /** One image: its new layers extracted from their blobs, then the image and its tags recorded together. */
-  private async loadImage(image: ImageToLoad, emit: (e: LoadEvent) => void, releases: (() => void)[]): Promise<void> {
+  private async loadImage(
+    image: ImageToLoad,
+    contents: ArchiveContents,
+    emit: (e: LoadEvent) => void,
+    releases: (() => void)[],
+  ): Promise<void> {
     const { repo, events, held } = this.deps;
     const configBytes = await this.deps.content.readBuffer(image.config.digest);
     let config: ImageConfig;
@@ -278,11 +358,20 @@ export class Loader {
         rows.push(known);
         continue;
       }
-      const size = await this.deps.layers.extract(chainId, (dir) =>
-        this.unpack(blob, diffIds[i]!, i, dir, (current) =>
-          emit({ status: 'Loading layer', id: short(chainId), layer: true, current, total: blob.size }),
-        ),
-      );
+      const tree = contents.trees.get(blob.digest);
+      let size: number;
+      if (tree && tree.diffId === diffIds[i]) {
+        contents.trees.delete(blob.digest);
+        await this.deps.layers.adopt(chainId, tree.staged, Promise.resolve());
+        size = tree.size;
+        emit({ status: 'Loading layer', id: short(chainId), layer: true, current: blob.size, total: blob.size });
+      } else {
+        size = await this.deps.layers.extract(chainId, (dir) =>
+          this.unpack(blob, diffIds[i]!, i, dir, (current) =>
+            emit({ status: 'Loading layer', id: short(chainId), layer: true, current, total: blob.size }),
+          ),
+        );
+      }
       const row = {
         chain_id: chainId,
         diff_id: diffIds[i]!,
@@ -359,10 +448,30 @@ export class Loader {
   /** Removes what the archive brought into the store that no image took (its metadata files, unused blobs). */
   private async dropUnused(contents: ArchiveContents): Promise<void> {
     const { repo, content, held } = this.deps;
+    for (const tree of contents.trees.values()) await tree.staged.discard().catch(() => undefined);
+    contents.trees.clear();
     for (const digest of contents.added) {
       if (!repo.blobHeld(digest) && !held.has(digest)) await content.delete(digest).catch(() => undefined);
     }
   }
+}
+
+/** One tar header block: enough of a file's start to tell a tar (its `ustar` magic) or a gzip. */
+const TAR_HEADER = 512;
+
+/** Writes with backpressure; resolves at once when `w` is gone (its own failure is reported elsewhere). */
+function writeTo(w: Writable, chunk: Buffer): Promise<void> {
+  if (w.destroyed || w.writableEnded) return Promise.resolve();
+  if (w.write(chunk)) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      w.off('drain', done);
+      w.off('close', done);
+      resolve();
+    };
+    w.on('drain', done);
+    w.on('close', done);
+  });
 }
 
 /** Reads what is left of `input` and drops it (ends when it ends or fails). */
