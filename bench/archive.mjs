@@ -10,16 +10,14 @@ import { createReadStream, createWriteStream, statSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { largeImage, pushImage } from '../fixtures/images.mjs';
 import {
-  MiB,
+  largeImageRegistry,
   now,
   pull,
   ratio,
   runBench,
   startBerthd,
   startDockerd,
-  startRegistry,
   stats,
   tempDir,
   which,
@@ -90,20 +88,13 @@ async function bench(name, start, ref) {
 }
 
 await runBench(async () => {
-  const registry = await startRegistry();
-  const image = await largeImage(totalMiB, layerCount);
-  const ref = `${registry.host}/large:latest`;
-  await pushImage(registry.url, 'large', 'latest', image);
-  const bytes = image.layers.reduce((a, l) => a + l.size, 0);
-  console.log(
-    `image: ${image.layers.length} layers, ${(bytes / MiB).toFixed(1)} MiB compressed, ${(bytes / 1e6).toFixed(0)} MB`,
-  );
+  const { ref } = await largeImageRegistry(totalMiB, layerCount);
   const berth = await bench('berthd', () => startBerthd(), ref);
   if (!which('dockerd')) {
     console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
     return;
   }
-  const docker = await bench('dockerd', () => startDockerd({ args: [`--insecure-registry=${registry.host}`] }), ref);
+  const docker = await bench('dockerd', () => startDockerd(), ref);
   console.log(`save: berthd/dockerd time ${ratio(berth.save.median, docker.save.median, 0.6)}`);
   console.log(`load: berthd/dockerd time ${ratio(berth.load.median, docker.load.median, 0.6)}`);
 });

@@ -39,7 +39,7 @@ import {
   INDEX_FILE,
   MANIFEST_FILE,
 } from './archive-layout.js';
-import { diffIdsOf, type ImageConfig } from './config.js';
+import { diffIdsOf, type ImageConfig, imageRowOf } from './config.js';
 import type { Holds } from './holds.js';
 import type { PullEvent } from './pull.js';
 
@@ -389,14 +389,7 @@ export class Loader {
       return before && before !== id ? [[t, before] as const] : [];
     });
     repo.add({
-      image: {
-        id,
-        parent: '',
-        config: configBytes.toString('utf8'),
-        size: rows.reduce((a, r) => a + r.size, 0),
-        created: config.created ?? new Date(0).toISOString(),
-        added_at: Date.now(),
-      },
+      image: imageRowOf(id, configBytes, config, rows),
       layers: rows,
       blobs: [id],
       tags: image.tags,
