@@ -215,6 +215,46 @@ describe('a container on the default bridge', () => {
   });
 });
 
+describe('stats', () => {
+  it("carries each interface's counters under networks, moving with traffic; none without a network", async () => {
+    const id = await run({});
+    const ping = await exec(id, ['ping', '-c', '3', '-W', '2', net.gateway]);
+    expect(ping.code, ping.out).toBe(0);
+    for (const q of ['stream=0', 'stream=0&one-shot=1']) {
+      const stats = (await d.request('GET', `/containers/${id}/stats?${q}`)).json;
+      expect(Object.keys(stats.networks)).toEqual(['eth0']);
+      const eth0 = stats.networks.eth0;
+      expect(Object.keys(eth0).sort()).toEqual(
+        [
+          'rx_bytes',
+          'rx_dropped',
+          'rx_errors',
+          'rx_packets',
+          'tx_bytes',
+          'tx_dropped',
+          'tx_errors',
+          'tx_packets',
+        ].sort(),
+      );
+      expect(eth0.rx_packets).toBeGreaterThanOrEqual(3);
+      expect(eth0.tx_packets).toBeGreaterThanOrEqual(3);
+      expect(eth0.rx_bytes).toBeGreaterThan(0);
+      expect(eth0.tx_bytes).toBeGreaterThan(0);
+    }
+    const joiner = await run({ HostConfig: { NetworkMode: `container:${id}` } });
+    expect(
+      Object.keys((await d.request('GET', `/containers/${joiner}/stats?one-shot=1&stream=0`)).json.networks),
+    ).toEqual(['eth0']);
+    const none = await run({ HostConfig: { NetworkMode: 'none' } });
+    const host = await run({ HostConfig: { NetworkMode: 'host' } });
+    for (const other of [none, host]) {
+      const stats = (await d.request('GET', `/containers/${other}/stats?one-shot=1&stream=0`)).json;
+      expect(stats.networks).toBeUndefined();
+    }
+    for (const c of [joiner, id, none, host]) await d.request('DELETE', `/containers/${c}?force=1`);
+  });
+});
+
 describe("a container joining another's network (container:<id>)", () => {
   it('shares its interfaces, address, hosts and resolv.conf', async () => {
     const sandbox = await run({});

@@ -92,3 +92,14 @@ describe('published ports', () => {
     await ok(['rm', '-f', 'web1', 'web2', 'web3']);
   });
 });
+
+describe('docker stats', () => {
+  it('shows network I/O once traffic flowed', async () => {
+    await ok(['run', '-d', '--name', 'talker', image, 'sleep', '300']);
+    await ok(['exec', 'talker', 'ping', '-c', '3', '-W', '2', net.gateway]);
+    const io = (await ok(['stats', '--no-stream', '--format', '{{.NetIO}}', 'talker'])).trim();
+    expect(io).toMatch(/^\S+B \/ \S+B$/);
+    expect(io).not.toBe('0B / 0B');
+    await ok(['rm', '-f', 'talker']);
+  });
+});
