@@ -109,13 +109,17 @@ describe('docker run --link', () => {
     await ok(['run', '-d', '--name', 'linkdb', '-e', 'SECRET=s1', '--expose', '5432', image, 'sleep', '300']);
     const ip = (await ok(['inspect', '-f', '{{.NetworkSettings.IPAddress}}', 'linkdb'])).trim();
     await ok(['run', '-d', '--name', 'linkweb', '--link', 'linkdb:db', image, 'sleep', '300']);
-    expect(await ok(['exec', 'linkweb', 'cat', '/etc/hosts'])).toMatch(new RegExp(`^${ip.replaceAll('.', '\\.')}\\s+db\\b.*linkdb$`, 'm'));
+    expect(await ok(['exec', 'linkweb', 'cat', '/etc/hosts'])).toMatch(
+      new RegExp(`^${ip.replaceAll('.', '\\.')}\\s+db\\b.*linkdb$`, 'm'),
+    );
     expect((await docker(['exec', 'linkweb', 'ping', '-c', '1', '-W', '2', 'db'])).code).toBe(0);
     const env = await ok(['exec', 'linkweb', 'env']);
     expect(env).toContain(`DB_PORT=tcp://${ip}:5432`);
     expect(env).toContain('DB_ENV_SECRET=s1');
     expect(env).toContain('DB_NAME=/linkweb/db');
-    expect((await ok(['inspect', '-f', '{{json .HostConfig.Links}}', 'linkweb'])).trim()).toBe('["/linkdb:/linkweb/db"]');
+    expect((await ok(['inspect', '-f', '{{json .HostConfig.Links}}', 'linkweb'])).trim()).toBe(
+      '["/linkdb:/linkweb/db"]',
+    );
     expect((await ok(['ps', '--no-trunc', '--filter', 'name=linkdb', '--format', '{{.Names}}'])).trim()).toBe(
       'linkdb,linkweb/db',
     );
