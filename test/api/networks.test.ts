@@ -339,13 +339,26 @@ describe('legacy links (HostConfig.Links)', () => {
     const target = await run({ HostConfig: { NetworkMode: 'linked' } });
     const targetName = (await inspect(target)).Name.slice(1);
     const ip = (await inspect(target)).NetworkSettings.Networks.linked.IPAddress;
-    const linker = await run({ HostConfig: { NetworkMode: 'linked', Links: [`${targetName}:backend`] } });
+    const linker = await run({ HostConfig: { NetworkMode: 'linked', Links: [`${targetName}:backend`, 'later:next'] } });
     expect((await exec(linker, ['cat', '/etc/hosts'])).out).toContain(`${ip}\tbackend`);
+    // A target that starts after the linker: its line comes then.
+    const later = await d.request('POST', '/containers/create?name=later', {
+      body: { Image: env.busybox, Cmd: ['sleep', '300'], HostConfig: { NetworkMode: 'linked' } },
+    });
+    await d.request('POST', `/containers/${later.json.Id}/start`);
+    const laterIp = (await inspect(later.json.Id)).NetworkSettings.Networks.linked.IPAddress;
+    await waitFor(
+      async () => (await exec(linker, ['cat', '/etc/hosts'])).out.includes(`${laterIp}\tnext`) || undefined,
+      "the linker's hosts to name the later target",
+    );
     expect((await exec(linker, ['ping', '-c', '1', '-W', '2', 'backend'])).code).toBe(0);
-    expect((await inspect(linker)).NetworkSettings.Networks.linked.Links).toEqual([`${targetName}:backend`]);
+    expect((await inspect(linker)).NetworkSettings.Networks.linked.Links).toEqual([
+      `${targetName}:backend`,
+      'later:next',
+    ]);
     const other = await run({ HostConfig: { NetworkMode: 'linked' } });
     expect((await exec(other, ['ping', '-c', '1', '-W', '1', 'backend'])).code).not.toBe(0);
-    for (const id of [linker, target, other]) await d.request('DELETE', `/containers/${id}?force=1`);
+    for (const id of [linker, target, other, later.json.Id]) await d.request('DELETE', `/containers/${id}?force=1`);
     await d.request('DELETE', '/networks/linked');
   });
 });

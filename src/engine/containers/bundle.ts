@@ -28,7 +28,7 @@ export interface BundleDeps {
   /** The daemon's real-time budget for the containers' parent cgroup (--cpu-rt-period, --cpu-rt-runtime). */
   realtime?: RealtimeBudget;
   /** What /etc/hosts and /etc/resolv.conf say of the container's networks. */
-  endpoints: Pick<Endpoints, 'etcFiles' | 'bridgeAddress'>;
+  endpoints: Pick<Endpoints, 'etcFiles' | 'bridgeAddress' | 'linkersNear'>;
 }
 
 /** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
@@ -194,6 +194,19 @@ export class Bundles {
    */
   async networksChanged(c: Container): Promise<void> {
     await writeEtcFiles(c, this.deps.endpoints, this.linkedOf(c, false).hosts);
+  }
+
+  /**
+   * A container started or joined a network: the running containers whose
+   * links on its networks may name it get their /etc/hosts again, as
+   * dockerd's resolver would answer the link at once. A failure is logged by
+   * the caller's catch, not the start's.
+   */
+  async linkTargetChanged(c: Container): Promise<void> {
+    for (const id of this.deps.endpoints.linkersNear(c.id)) {
+      const linker = this.deps.lookup.byId(id);
+      if (linker && isRunning(linker)) await this.networksChanged(linker);
+    }
   }
 
   /** What its legacy links give a container (links.ts): at a start every child must run. */

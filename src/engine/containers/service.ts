@@ -308,6 +308,7 @@ export class ContainerService {
     const c = this.s.lookup.find(ref);
     await this.s.deps.endpoints.connect(networkRef, { ...memberOf(c), mode: c.hostConfig.NetworkMode }, settings);
     await this.s.bundles.networksChanged(c);
+    if (isRunning(c)) await this.s.bundles.linkTargetChanged(c);
   }
 
   /** `POST /networks/{id}/disconnect`. */

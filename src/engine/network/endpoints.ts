@@ -317,6 +317,19 @@ export class Endpoints {
     });
   }
 
+  /** Containers sharing a network with this one that have links there (their /etc/hosts may name it). */
+  linkersNear(containerId: string): string[] {
+    const { repo } = this.deps;
+    const nets = repo.endpointsOfContainer(containerId).map((r) => r.network_id);
+    const linkers = nets.flatMap((n) =>
+      repo
+        .endpointsOfNetwork(n)
+        .filter((r) => r.container_id !== containerId && r.links !== '[]')
+        .map((r) => r.container_id),
+    );
+    return [...new Set(linkers)];
+  }
+
   /** The container's address on the default bridge ('' until it has one); undefined when it is not on it. */
   bridgeAddress(containerId: string): string | undefined {
     const ep = this.of(containerId).find((e) => e.network.predefined && e.network.name === 'bridge');
