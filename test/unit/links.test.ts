@@ -54,12 +54,11 @@ describe('legacy links', () => {
 
 describe('network stats', () => {
   it('reads /proc/net/dev, lo left out', () => {
-    const text = [
-      'Inter-|   Receive                                                |  Transmit',
-      ' face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed',
-      '    lo:     100       2    0    0    0     0          0         0      100       2    0    0    0     0       0          0',
-      '  eth0:    1234      10    1    2    0     0          0         0     5678      20    3    4    0     0       0          0',
-    ].join('\n');
+    const text = `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:     100       2    0    0    0     0          0         0      100       2    0    0    0     0       0          0
+  eth0:    1234      10    1    2    0     0          0         0     5678      20    3    4    0     0       0          0
+`;
     expect(parseNetDev(text)).toEqual({
       eth0: {
         rx_bytes: 1234,
