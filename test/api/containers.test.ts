@@ -705,7 +705,7 @@ describe('namespaces, groups, devices and limits', () => {
   });
 
   it('refuses what it does not apply yet, and takes the zeros and defaults clients send', async () => {
-    expect(await refused({ Links: ['other:db'] })).toMatch(/^HostConfig.Links is not supported by berth yet/);
+    expect(await refused({ Links: ['other:db'] })).toBe('could not get container for other: No such container: other');
     expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
     // A tmpfs with no options still asks for a tmpfs.
     expect(await refused({ Tmpfs: { '/scratch': '' } })).toMatch(/^HostConfig.Tmpfs is not supported by berth yet/);
