@@ -55,7 +55,13 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     };
     return Promise.all(
       list.map(async (c) => ({
-        ...containerSummary(c, nameOf(c.imageRef, c.imageId), containers.networkingOf(c), req.apiVersion),
+        ...containerSummary(
+          c,
+          nameOf(c.imageRef, c.imageId),
+          containers.networkingOf(c),
+          containers.mountPoints(c),
+          req.apiVersion,
+        ),
         ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
       })),
     );
@@ -84,7 +90,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       .reverse();
     const execIds = engine.execs.idsOf(c.id);
     return {
-      ...containerInspect(c, { lowerDirs }, containers.networkingOf(c), req.apiVersion),
+      ...containerInspect(c, { lowerDirs }, containers.networkingOf(c), containers.mountPoints(c), req.apiVersion),
       ExecIDs: execIds.length ? execIds : null,
       // Counted only when asked (`size=1`), and then shown even when 0, as dockerd's pointers are.
       ...(boolValue(query(req).size) ? await containers.sizes(c) : {}),
@@ -188,7 +194,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.delete<IdParams>('/containers/:id', async (req, reply) => {
     const q = query(req);
-    await containers.remove(req.params.id, { force: boolValue(q.force) });
+    await containers.remove(req.params.id, { force: boolValue(q.force), volumes: boolValue(q.v) });
     return reply.code(204).send();
   });
 

@@ -32,6 +32,7 @@ import { Lifecycle } from './lifecycle.js';
 import type { ContainerNetworking } from '../network/endpoints.js';
 import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
+import { type ContainerMount, containerMounts, planMounts } from './mounts.js';
 import { checkName, generateName } from './names.js';
 import { updateContainer } from './update.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
@@ -63,6 +64,7 @@ export class ContainerService {
         realtime: deps.realtime,
         lookup,
         endpoints: deps.endpoints,
+        volumes: deps.volumes,
       }),
       attachments: new Attachments(log),
       health,
@@ -73,7 +75,7 @@ export class ContainerService {
       }),
     };
     const autoRemove = (id: string) =>
-      this.remove(id, { force: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
+      this.remove(id, { force: true, volumes: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
     this.exits = new ExitHandler(this.s, {
       startOf: (id) => this.lifecycle.startOf(id),
       startAgain: (id, count) => this.lifecycle.startAgain(id, count),
@@ -85,6 +87,8 @@ export class ContainerService {
 
   /** Subscribes to exits and reconciles what happened while berthd was down; rotates the running ones' logs again. */
   async recover(): Promise<void> {
+    // Volumes of the containers recorded as running stay mounted; those found ended are released by recover.
+    for (const c of this.s.lookup.withStatus(['running', 'paused'])) this.s.deps.volumes.stillActive(c.id);
     await this.exits.recover();
     for (const c of this.s.lookup.withStatus(['running', 'paused'])) this.s.logRotation.started(c.id);
   }
@@ -110,8 +114,27 @@ export class ContainerService {
     return this.s.lookup.find(ref);
   }
 
+  /** `GET /containers/json`; the `volume` filter (a volume's name, a bind's source, or a destination) is applied here. */
   list(opts: { all?: boolean; limit?: number; filters?: Filters } = {}): Container[] {
-    return this.s.lookup.list(opts);
+    const wanted = opts.filters?.volume;
+    if (!wanted?.length) return this.s.lookup.list(opts);
+    const { volume: _, ...filters } = opts.filters ?? {};
+    const limit = opts.limit ?? 0;
+    const found = this.s.lookup
+      .list({ all: opts.all || limit > 0, filters })
+      .filter((c) =>
+        this.mountPoints(c).some((m) => wanted.some((w) => w === m.name || w === m.source || w === m.destination)),
+      );
+    return limit > 0 ? found.slice(0, limit) : found;
+  }
+
+  /**
+   * Everything the container mounts (volumes, binds, tmpfs), with host paths:
+   * what inspect's Mounts shows, and where a path of the container lies on the host.
+   */
+  mountPoints(ref: string | Container): ContainerMount[] {
+    const c = typeof ref === 'string' ? this.s.lookup.find(ref) : ref;
+    return containerMounts(c.hostConfig, this.s.deps.volumes.mountsOf(c.id));
   }
 
   // ------------------------------------------------------------------ create
@@ -130,6 +153,7 @@ export class ContainerService {
       { ref: imageRef, config: imageConfig },
       id,
     );
+    const mounts = planMounts(hostConfig, config.Volumes, (ref) => this.mountPoints(ref));
     const bundleDir = path.join(deps.root, id);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
     try {
@@ -150,6 +174,7 @@ export class ContainerService {
     }
     let networkWarnings: string[];
     try {
+      await deps.volumes.recordMounts(id, mounts);
       networkWarnings = deps.endpoints.createEndpoints(
         id,
         hostConfig.NetworkMode,
@@ -277,7 +302,8 @@ export class ContainerService {
 
   // ------------------------------------------------------------------ remove
 
-  async remove(ref: string, opts: { force?: boolean } = {}): Promise<void> {
+  /** `volumes`: its anonymous volumes go too (`rm -v`); named ones never do. */
+  async remove(ref: string, opts: { force?: boolean; volumes?: boolean } = {}): Promise<void> {
     const { deps, waits, bundles } = this.s;
     const c = this.s.lookup.find(ref);
     const id = c.id;
@@ -296,6 +322,8 @@ export class ContainerService {
     await bundles.forget(id);
     this.s.health.removed(id);
     this.s.logRotation.removed(id, c.logPath);
+    const mounts = deps.volumes.mountsOf(id);
+    deps.volumes.deactivate(id);
     deps.repo.remove(id);
     // Gone from the API from here on: waiters (docker run --rm) need not wait for the
     // tear-down. A crash before it ends leaves a directory that recover() sweeps away.
@@ -305,6 +333,7 @@ export class ContainerService {
     await deps.runtime.delete(id, true).catch(() => undefined);
     await deps.exits.clear(id).catch(() => undefined);
     await this.discardDir(id, c.bundleDir);
+    await deps.volumes.removed(mounts, opts.volumes ?? false);
   }
 
   /**
