@@ -123,7 +123,10 @@ describe('volumes API', () => {
     await remove(id);
     await d.request('DELETE', '/volumes/evented');
     const until = Math.floor(Date.now() / 1000) + 1;
-    const r = await d.request('GET', `/events?since=${since}&until=${until}&filters=${q({ type: ['volume'], volume: ['evented'] })}`);
+    const r = await d.request(
+      'GET',
+      `/events?since=${since}&until=${until}&filters=${q({ type: ['volume'], volume: ['evented'] })}`,
+    );
     const events = r.text
       .trim()
       .split('\n')

@@ -8,17 +8,18 @@ import { useEnv } from '../harness/env.js';
 
 const ctx = useEnv();
 let docker: Cli;
-let image: string;
-
 beforeAll(() => {
   docker = dockerCli(ctx.daemon);
-  image = ctx.env.busybox;
 });
-
 const ok = (args: string[]) => docker.ok(args);
 const run = (args: string[]) => ok(['run', '--rm', ...args]);
 
 describe('docker volume', () => {
+  let image: string;
+  beforeAll(() => {
+    image = ctx.env.busybox;
+  });
+
   it('create, ls, inspect, rm, prune', async () => {
     expect((await ok(['volume', 'create', '--label', 'k=v', 'v1'])).trim()).toBe('v1');
     const anon = (await ok(['volume', 'create'])).trim();

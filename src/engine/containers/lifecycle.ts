@@ -6,7 +6,7 @@ import { conflict, isEngineError, messageOf, noSuchContainer, notModified } from
 import { RuntimeCreateError } from '../runtime/errors.js';
 import { normalizeSignal, SIGNALS } from '../signals.js';
 import { markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
-import { resolveInRoot } from './mounts.js';
+import { dirInRoot } from '../os/rootfs.js';
 import { publish, type Shared } from './context.js';
 import type { ExitHandler } from './exits.js';
 import { conmonLogSizeMax, logPolicy } from './logconfig.js';
@@ -86,7 +86,7 @@ export class Lifecycle {
     await this.s.bundles.ready(c);
     try {
       // Volumes with DriverOpts mounted, new empty ones filled from the image (copy-up).
-      await deps.volumes.activate(id, (destination) => resolveInRoot(c.rootfs, destination));
+      await deps.volumes.activate(id, (destination) => dirInRoot(c.rootfs, destination));
       const logs = logPolicy(c.hostConfig.LogConfig);
       const created = await runtime.create({
         id,

@@ -7,7 +7,6 @@
 // and inherited binds are recorded by the volume service; tmpfs mounts are
 // built from the HostConfig at each start.
 import { randomBytes } from 'node:crypto';
-import { lstat, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { invalidParameter } from '../../errors.js';
 import {
@@ -21,17 +20,8 @@ import type { HostConfig, Mount } from './config.js';
 import { bindMounts, parseBindSpec } from './create.js';
 import type { BindMount, Propagation, TmpfsMount } from './spec.js';
 
-/** A container's mount as inspect's `Mounts` lists it: a volume, a bind or a tmpfs, with its host path. */
-export interface ContainerMount {
-  type: 'volume' | 'bind' | 'tmpfs';
-  name?: string;
-  /** The host path (a volume's _data, a bind's source); '' for a tmpfs. */
-  source: string;
-  destination: string;
-  rw: boolean;
-  mode: string;
-  propagation: string;
-}
+/** A container's mount as inspect's `Mounts` lists it: a volume, a bind or a tmpfs ('' its source), with its host path. */
+export type ContainerMount = Omit<MountPoint, 'type' | 'copy'> & { type: MountPoint['type'] | 'tmpfs' };
 
 const clean = (p: string) => path.posix.normalize(p).replace(/(.)\/+$/, '$1');
 
@@ -284,40 +274,4 @@ export function containerMounts(h: HostConfig, recorded: MountPoint[]): Containe
         propagation: '',
       })),
   ];
-}
-
-const MAX_SYMLINKS = 40;
-
-/**
- * Where a path of the container lies in its rootfs, symlinks resolved as if
- * the rootfs were `/` (none leads out of it); null when nothing is there or it
- * is not a directory. Read before the container's process runs, so nothing in
- * the container changes it meanwhile.
- */
-export async function resolveInRoot(root: string, p: string): Promise<string | null> {
-  const parts = p.split('/').filter(Boolean);
-  const done: string[] = [];
-  let hops = 0;
-  while (parts.length) {
-    const part = parts.shift()!;
-    if (part === '.') continue;
-    if (part === '..') {
-      done.pop();
-      continue;
-    }
-    const here = path.join(root, ...done, part);
-    const st = await lstat(here).catch(() => null);
-    if (!st) return null;
-    if (st.isSymbolicLink()) {
-      if (++hops > MAX_SYMLINKS) return null;
-      const target = await readlink(here);
-      if (target.startsWith('/')) done.length = 0;
-      parts.unshift(...target.split('/').filter(Boolean));
-      continue;
-    }
-    done.push(part);
-  }
-  const full = path.join(root, ...done);
-  const st = await lstat(full).catch(() => null);
-  return st?.isDirectory() ? full : null;
 }
