@@ -206,6 +206,17 @@ describe('volumes API', () => {
     expect(await refused({ Mounts: [{ Type: 'volume', Target: '/v', BindOptions: {} }] })).toBe(
       'BindOptions must not be specified on mount type "volume"',
     );
+    // Another volume driver is looked up only when a volume would be made with it, as with dockerd.
+    const driverless = await container({ VolumeDriver: 'foo' });
+    expect((await d.request('GET', `/containers/${driverless}/json`)).json.HostConfig.VolumeDriver).toBe('foo');
+    await remove(driverless);
+    const plugin = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, HostConfig: { VolumeDriver: 'foo', Binds: ['vf:/vf'] } },
+    });
+    expect([plugin.status, plugin.json.message]).toEqual([
+      404,
+      'error looking up volume plugin foo: plugin "foo" not found',
+    ]);
     const donor = await d.request('POST', '/containers/create', {
       body: { Image: env.busybox, HostConfig: { VolumesFrom: ['nosuch'] } },
     });

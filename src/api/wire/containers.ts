@@ -101,7 +101,7 @@ export function containerInspect(
       ...c.hostConfig,
       ContainerIDFile: '',
       PortBindings: c.hostConfig.PortBindings ?? {},
-      VolumeDriver: '',
+      VolumeDriver: c.hostConfig.VolumeDriver ?? '',
       VolumesFrom: c.hostConfig.VolumesFrom ?? null,
       Dns: c.hostConfig.Dns ?? [],
       DnsOptions: c.hostConfig.DnsOptions ?? [],

@@ -127,6 +127,8 @@ export const HostConfigSchema = z.looseObject({
   Mounts: z.array(MountSchema).nullish(),
   /** Containers whose mounts this one takes, `id[:ro|rw]` (mounts.ts). */
   VolumesFrom: z.array(z.string()).nullish(),
+  /** The driver of the volumes Binds and Config.Volumes create: only local (mounts.ts refuses another when it would be used). */
+  VolumeDriver: z.string().nullish(),
   /** Destination to tmpfs options (`size=64m,mode=1777`). */
   Tmpfs: z.record(z.string(), z.string()).nullish(),
   AutoRemove: z.boolean(),

@@ -123,6 +123,7 @@ export function planMounts(
   for (const spec of h.Binds ?? []) {
     const v = parseBindSpec(spec);
     if (v.kind !== 'volume') continue;
+    checkDriver(h.VolumeDriver);
     taken(v.destination);
     plan.set(
       v.destination,
@@ -148,7 +149,9 @@ export function planMounts(
   }
   for (const d of Object.keys(configVolumes ?? {})) {
     const destination = clean(d);
-    if (!plan.has(destination) && !own.has(destination)) plan.set(destination, anonymous(destination));
+    if (plan.has(destination) || own.has(destination)) continue;
+    checkDriver(h.VolumeDriver);
+    plan.set(destination, anonymous(destination));
   }
   return [...plan.values()];
 }
