@@ -44,6 +44,11 @@ describe('docker volume', () => {
     expect((await ok(['volume', 'ls', '-q'])).trim()).toBe('');
   });
 
+  it('run --rm -v /path: the anonymous volume goes with the container', async () => {
+    expect(await run(['-v', '/scratch', image, 'sh', '-c', 'grep -c " /scratch " /proc/mounts'])).toBe('1\n');
+    expect((await ok(['volume', 'ls', '-q'])).trim()).toBe('');
+  });
+
   it('keeps a named volume across containers; refuses to remove it in use', async () => {
     await run(['-v', 'data:/data', image, 'sh', '-c', 'echo kept > /data/f']);
     expect(await run(['-v', 'data:/data:ro', image, 'cat', '/data/f'])).toBe('kept\n');

@@ -185,7 +185,10 @@ export class ContainerService {
         },
       );
     } catch (e) {
+      // The anonymous volumes made for it go with it; named ones stay, as after any removal.
+      const recorded = deps.volumes.mountsOf(id);
       deps.repo.remove(id);
+      await deps.volumes.removed(recorded, true);
       await rm(bundleDir, { recursive: true, force: true });
       throw e;
     }
@@ -325,6 +328,8 @@ export class ContainerService {
     const mounts = deps.volumes.mountsOf(id);
     deps.volumes.deactivate(id);
     deps.repo.remove(id);
+    // Before waiters hear of the removal: `docker run --rm` lists no volume of it once it returns.
+    await deps.volumes.removed(mounts, opts.volumes ?? false);
     // Gone from the API from here on: waiters (docker run --rm) need not wait for the
     // tear-down. A crash before it ends leaves a directory that recover() sweeps away.
     waits.notify(id, ['not-running', 'next-exit', 'removed'], c.exitCode);
@@ -333,7 +338,6 @@ export class ContainerService {
     await deps.runtime.delete(id, true).catch(() => undefined);
     await deps.exits.clear(id).catch(() => undefined);
     await this.discardDir(id, c.bundleDir);
-    await deps.volumes.removed(mounts, opts.volumes ?? false);
   }
 
   /**
