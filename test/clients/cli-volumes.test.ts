@@ -96,6 +96,21 @@ describe('docker volume', () => {
     await ok(['rmi', img]);
   });
 
+  it("copies up from inside the container's root, whatever symlink the image has at the path", async () => {
+    // /seed a symlink climbing out of the root: it resolves to the image's own /etc, never the host's.
+    await ok(['run', '--name', 'linker', image, 'ln', '-s', '../../../../../../../../etc', '/seed']);
+    const img = (await ok(['commit', '--change', 'VOLUME /seed', 'linker', 'berth-test/volsym:1'])).trim();
+    await ok(['rm', 'linker']);
+    await ok(['run', '--name', 'c3', img, 'true']);
+    const [m] = JSON.parse(await ok(['inspect', '-f', '{{json .Mounts}}', 'c3']));
+    const copied = await run(['-v', `${m.Name}:/v`, image, 'ls', '/v']);
+    expect(copied.split('\n')).toContain('passwd');
+    // The host's /etc has an os-release; the image's has none.
+    expect(copied.split('\n')).not.toContain('os-release');
+    await ok(['rm', '-v', 'c3']);
+    await ok(['rmi', img]);
+  });
+
   it('--mount type=volume and type=tmpfs, --tmpfs', async () => {
     const out = await run([
       '--mount',
