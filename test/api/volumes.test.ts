@@ -4,7 +4,7 @@
 // volume and tmpfs, HostConfig.Tmpfs, a volume with DriverOpts mounted at
 // start, Mounts in inspect and in the list, the volume filter, and removal
 // with v=1.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -182,12 +182,28 @@ describe('volumes API', () => {
     await d.request('DELETE', '/volumes/named');
   });
 
-  it('mounts a volume made with DriverOpts (a tmpfs) at start, not at create', async () => {
+  it('mounts a volume made with DriverOpts (a tmpfs) at start, not at create; unmounts it after the last user', async () => {
     const v = await create({ Name: 'ramvol', DriverOpts: { type: 'tmpfs', device: 'tmpfs', o: 'size=1m' } });
     expect(v.Options).toEqual({ type: 'tmpfs', device: 'tmpfs', o: 'size=1m' });
+    const mounted = () => readFileSync('/proc/self/mountinfo', 'utf8').includes(` ${v.Mountpoint} `);
     const id = await container({ Binds: ['ramvol:/r'] }, ['sh', '-c', 'grep " /r " /proc/mounts | cut -d" " -f3']);
+    expect(mounted()).toBe(false);
     expect(await runToEnd(id)).toBe('tmpfs\n');
+    expect(mounted()).toBe(false);
     await remove(id);
+    // A user running across a restart of berthd keeps it mounted until it ends.
+    const long = await container({ Binds: ['ramvol:/r'] }, [
+      'sh',
+      '-c',
+      'echo x > /r/f; trap "exit 0" TERM; while :; do sleep 1; done',
+    ]);
+    expect((await d.request('POST', `/containers/${long}/start`)).status).toBe(204);
+    expect(mounted()).toBe(true);
+    await d.restart();
+    expect(mounted()).toBe(true);
+    expect((await d.request('POST', `/containers/${long}/stop`)).status).toBe(204);
+    expect(mounted()).toBe(false);
+    await remove(long);
     expect((await d.request('DELETE', '/volumes/ramvol')).status).toBe(204);
   });
 
