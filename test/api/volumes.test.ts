@@ -207,6 +207,18 @@ describe('volumes API', () => {
     expect((await d.request('DELETE', '/volumes/ramvol')).status).toBe(204);
   });
 
+  it('binds a host directory with DriverOpts type=none o=bind; removing the volume leaves the directory', async () => {
+    const host = mkdtempSync(path.join(os.tmpdir(), 'berth-bindvol-'));
+    writeFileSync(path.join(host, 'kept'), 'host file\n');
+    await create({ Name: 'hostdir', DriverOpts: { type: 'none', device: host, o: 'bind' } });
+    const id = await container({ Binds: ['hostdir:/h'] }, ['sh', '-c', 'cat /h/kept; echo new > /h/new']);
+    expect(await runToEnd(id)).toBe('host file\n');
+    await remove(id);
+    expect((await d.request('DELETE', '/volumes/hostdir')).status).toBe(204);
+    expect(readFileSync(path.join(host, 'kept'), 'utf8')).toBe('host file\n');
+    expect(readFileSync(path.join(host, 'new'), 'utf8')).toBe('new\n');
+  });
+
   it('refuses bad mounts in dockerd words', async () => {
     const refused = async (h: Record<string, unknown>) => {
       const r = await d.request('POST', '/containers/create', { body: { Image: env.busybox, HostConfig: h } });

@@ -344,7 +344,13 @@ export class VolumeService {
       if (set.size > 0) continue;
       this.active.delete(m.name);
       const v = this.deps.repo.find(m.name);
-      if (v && needsMount(this.view(v))) unmount(this.dataDir(m.name));
+      if (!v || !needsMount(this.view(v))) continue;
+      // A failure is logged, not thrown into the exit being recorded; remove() unmounts again before deleting.
+      try {
+        unmount(this.dataDir(m.name));
+      } catch (err) {
+        this.deps.logger.warn({ err, name: m.name }, "unmounting a volume's DriverOpts mount failed");
+      }
     }
   }
 
