@@ -7,6 +7,7 @@ import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
 import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
+import { volumeRoutes } from './routes/volumes.js';
 import { commitRoutes } from './routes/commit.js';
 import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
@@ -154,6 +155,7 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   execRoutes(app, engine);
   commitRoutes(app, engine);
   networkRoutes(app, engine);
+  volumeRoutes(app, engine);
   eventRoutes(app, engine);
   return app;
 }
