@@ -12,6 +12,7 @@ import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
 import { execRoutes } from './routes/exec.js';
 import { imageRoutes } from './routes/images.js';
+import { swarmRoutes } from './routes/swarm.js';
 import { systemRoutes } from './routes/system.js';
 import { closeHijacked } from './streams/hijack.js';
 import { checkVersion, compareVersions, MAX_API_VERSION, splitVersion } from './version.js';
@@ -155,5 +156,6 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   commitRoutes(app, engine);
   networkRoutes(app, engine);
   eventRoutes(app, engine);
+  swarmRoutes(app);
   return app;
 }
