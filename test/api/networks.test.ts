@@ -3,12 +3,14 @@
 // container's interface and address, published ports reached from the host,
 // names on a user network, connect and disconnect, and what a restart keeps.
 import { execFileSync } from 'node:child_process';
+import { randomBytes, randomInt } from 'node:crypto';
 import os from 'node:os';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
 import { useEnv, type Env } from '../harness/env.js';
 import { httpGetText as fetchText } from '../harness/http.js';
 import { networkSetup, tearDownAfterAll } from '../harness/network.js';
+import { HostUplink, whoAnswer } from '../harness/netns.js';
 
 const net = networkSetup();
 tearDownAfterAll(net);
@@ -276,6 +278,47 @@ describe('containers on one user network', () => {
     expect((await inspect(id)).NetworkSettings.Networks.extra).toBeUndefined();
     await d.request('DELETE', `/containers/${id}?force=1`);
     await d.request('DELETE', '/networks/extra');
+  });
+});
+
+describe('outbound traffic', () => {
+  // A machine outside the host: a namespace on a veth from the host, on a private /30 of its own.
+  const subnet = `10.${randomInt(100, 150)}.${randomInt(0, 250)}`;
+  const [hostSide, outside] = [`${subnet}.1`, `${subnet}.2`];
+  let uplink: HostUplink;
+  beforeAll(async () => {
+    uplink = new HostUplink(randomBytes(3).toString('hex'), `${hostSide}/30`, `${outside}/30`);
+    await uplink.serveWho('outside');
+  });
+  afterAll(() => uplink?.cleanUp());
+
+  /** What the outside server answers the container: `outside <the source address it saw>`. */
+  const whoFrom = async (id: string) =>
+    whoAnswer((await exec(id, ['wget', '-q', '-O', '-', `http://${outside}/cgi-bin/who`])).out);
+
+  it("leaves masqueraded, from the default bridge and from a user network: the outside sees the host's address", async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'natted' } });
+    const onBridge = await run({});
+    const onUser = await run({ HostConfig: { NetworkMode: 'natted' } });
+    for (const id of [onBridge, onUser]) {
+      const own = Object.values(
+        (await inspect(id)).NetworkSettings.Networks as Record<string, { IPAddress: string }>,
+      )[0]!;
+      expect(own.IPAddress).not.toBe(hostSide);
+      expect(await whoFrom(id)).toBe(`outside ${hostSide}`);
+    }
+    for (const id of [onBridge, onUser]) await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/natted');
+  });
+
+  it('never leaves an internal network', async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'sealed', Internal: true } });
+    const id = await run({ HostConfig: { NetworkMode: 'sealed' } });
+    const r = await exec(id, ['timeout', '3', 'wget', '-q', '-O', '-', `http://${outside}/cgi-bin/who`]);
+    expect(r.code).not.toBe(0);
+    expect(r.out).not.toContain('outside');
+    await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/sealed');
   });
 });
 
