@@ -134,6 +134,42 @@ describe('user networks', () => {
     }
   });
 
+  it('keeps AuxiliaryAddresses out of the addresses it gives, shows them, and refuses one outside the subnet', async () => {
+    // The first two addresses after the gateway are reserved: the first container gets the third.
+    const aux = { router: '10.99.9.2', printer: '10.99.9.3' };
+    const c = await d.request('POST', '/networks/create', {
+      body: { Name: 'n3', IPAM: { Config: [{ Subnet: '10.99.9.0/24', AuxiliaryAddresses: aux }] } },
+    });
+    expect(c.status, c.text).toBe(201);
+    const ipam = (await d.request('GET', '/networks/n3')).json.IPAM;
+    // No Options given: null, as dockerd shows it (the docker CLI sends {} and gets {}).
+    expect(ipam).toEqual({
+      Driver: 'default',
+      Options: null,
+      Config: [{ Subnet: '10.99.9.0/24', Gateway: '10.99.9.1', AuxiliaryAddresses: aux }],
+    });
+    const id = await run({ HostConfig: { NetworkMode: 'n3' } });
+    expect((await inspect(id)).NetworkSettings.Networks.n3.IPAddress).toBe('10.99.9.4');
+    const taken = await d.request('POST', '/containers/create', {
+      body: {
+        Image: env.busybox,
+        HostConfig: { NetworkMode: 'n3' },
+        NetworkingConfig: { EndpointsConfig: { n3: { IPAMConfig: { IPv4Address: '10.99.9.3' } } } },
+      },
+    });
+    expect(taken.status).toBe(409);
+    expect(taken.json.message).toBe('Address already in use');
+    await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/n3');
+    const outside = await d.request('POST', '/networks/create', {
+      body: { Name: 'n4', IPAM: { Config: [{ Subnet: '10.99.10.0/24', AuxiliaryAddresses: { a: '10.99.11.1' } }] } },
+    });
+    expect(outside.status).toBe(400);
+    expect(outside.json.message).toContain(
+      "invalid auxiliary address a: parent subnet 10.99.10.0/24 doesn't contain this address",
+    );
+  });
+
   it('refuses removal while a container is on it; prune removes only unused ones', async () => {
     await d.request('POST', '/networks/create', { body: { Name: 'busy' } });
     await d.request('POST', '/networks/create', { body: { Name: 'idle' } });

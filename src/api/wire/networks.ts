@@ -20,7 +20,16 @@ export function networkShape(n: Network, apiVersion: string, endpoints?: Network
     IPAM: {
       Driver: 'default',
       Options: n.predefined ? null : n.ipamOptions,
-      Config: n.subnet ? [{ Subnet: n.subnet, Gateway: n.gateway, ...(n.ipRange ? { IPRange: n.ipRange } : {}) }] : [],
+      Config: n.subnet
+        ? [
+            {
+              Subnet: n.subnet,
+              Gateway: n.gateway,
+              ...(n.ipRange ? { IPRange: n.ipRange } : {}),
+              ...(Object.keys(n.auxAddresses).length ? { AuxiliaryAddresses: n.auxAddresses } : {}),
+            },
+          ]
+        : [],
     },
     Internal: n.internal,
     Attachable: n.attachable,

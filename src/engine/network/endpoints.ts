@@ -169,6 +169,8 @@ export class Endpoints {
     if (!contains(subnet, ip) || ip === parseIp(network.gateway)) {
       throw invalidParameter(`no configured subnet or ip-range contain the IP address ${text}`);
     }
+    // Reserved, as held by another endpoint: libnetwork's IPAM answers the same.
+    if (auxAddresses(network).includes(ip)) throw conflict('Address already in use');
     return ip;
   }
 
@@ -182,6 +184,7 @@ export class Endpoints {
         .filter((n): n is number => n !== null),
     );
     taken.add(parseIp(network.gateway)!);
+    for (const aux of auxAddresses(network)) taken.add(aux);
     const ip = nextFreeAddress(subnet, range, taken, this.lastGiven.get(network.id) ?? 0);
     if (ip === null) throw forbidden(`no available IPv4 addresses on network ${network.name}`);
     this.lastGiven.set(network.id, ip);
@@ -340,6 +343,12 @@ export class Endpoints {
     });
   }
 }
+
+/** The network's auxiliary addresses: never given to an endpoint. */
+const auxAddresses = (network: Network): number[] =>
+  Object.values(network.auxAddresses)
+    .map(parseIp)
+    .filter((n): n is number => n !== null);
 
 function parseSettings(raw: unknown, network: string): EndpointSettings {
   const r = EndpointSettingsSchema.safeParse(raw ?? {});

@@ -16,6 +16,7 @@ export interface NetworkRow {
   labels: string;
   options: string;
   ipam_options: string;
+  aux_addresses: string;
   created: number;
 }
 
@@ -38,9 +39,9 @@ const statements = (db: Db) => ({
   byPrefix: db.prepare("SELECT * FROM networks WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
   insert: db.prepare(
     `INSERT INTO networks (id, name, driver, predefined, bridge, subnet, gateway, ip_range, ipam_given, internal,
-       attachable, labels, options, ipam_options, created)
+       attachable, labels, options, ipam_options, aux_addresses, created)
      VALUES (@id, @name, @driver, @predefined, @bridge, @subnet, @gateway, @ip_range, @ipam_given, @internal,
-       @attachable, @labels, @options, @ipam_options, @created)`,
+       @attachable, @labels, @options, @ipam_options, @aux_addresses, @created)`,
   ),
   remove: db.prepare('DELETE FROM networks WHERE id = ?'),
   endpointsOfNetwork: db.prepare('SELECT * FROM endpoints WHERE network_id = ? ORDER BY seq'),
