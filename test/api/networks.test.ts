@@ -236,6 +236,25 @@ describe('a container on the default bridge', () => {
   });
 });
 
+it('adds the link-local addresses asked for beside its own, shown in IPAMConfig', async () => {
+  const id = await run({
+    NetworkingConfig: { EndpointsConfig: { bridge: { IPAMConfig: { LinkLocalIPs: ['169.254.8.8'] } } } },
+  });
+  const ep = (await inspect(id)).NetworkSettings.Networks.bridge;
+  expect(ep.IPAMConfig).toEqual({ LinkLocalIPs: ['169.254.8.8'] });
+  const addrs = (await exec(id, ['ip', '-4', '-o', 'addr', 'show', 'eth0'])).out;
+  expect(addrs).toContain('inet 169.254.8.8/16');
+  expect(addrs).toContain(`inet ${ep.IPAddress}/24`);
+  await d.request('DELETE', `/containers/${id}?force=1`);
+  const v6 = await d.request('POST', '/containers/create', {
+    body: {
+      Image: env.busybox,
+      NetworkingConfig: { EndpointsConfig: { bridge: { IPAMConfig: { LinkLocalIPs: ['fe80::8'] } } } },
+    },
+  });
+  expect(v6.status).toBe(400);
+});
+
 describe("a container joining another's network (container:<id>)", () => {
   it('shares its interfaces, address, hosts and resolv.conf', async () => {
     const sandbox = await run({});

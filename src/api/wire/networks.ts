@@ -53,6 +53,16 @@ export function networkShape(n: Network, apiVersion: string, endpoints?: Network
   };
 }
 
+/** An endpoint's IPAMConfig as asked: its static address, its link-local ones; null when neither. */
+function ipamConfig(row: ContainerEndpoint['row']): Record<string, unknown> | null {
+  const linkLocal = JSON.parse(row.link_local_ips) as string[];
+  if (!row.static_ip && !linkLocal.length) return null;
+  return {
+    ...(row.static_ip ? { IPv4Address: row.ip } : {}),
+    ...(linkLocal.length ? { LinkLocalIPs: linkLocal } : {}),
+  };
+}
+
 /** NetworkSettings.Networks of a container: one entry per endpoint; addresses while it runs. */
 export function containerNetworks(
   endpoints: ContainerEndpoint[],
@@ -65,7 +75,7 @@ export function containerNetworks(
       return [
         e.network.name,
         {
-          IPAMConfig: e.row.static_ip ? { IPv4Address: e.row.ip } : null,
+          IPAMConfig: ipamConfig(e.row),
           Links: null,
           Aliases: e.aliases.length ? e.aliases : null,
           MacAddress: live ? e.row.mac : '',

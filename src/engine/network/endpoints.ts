@@ -150,6 +150,7 @@ export class Endpoints {
       static_ip: 0,
       aliases: JSON.stringify(settings.Aliases ?? []),
       links: '[]',
+      link_local_ips: JSON.stringify(linkLocalIps(settings)),
     };
     if (network.driver !== 'bridge') return row;
     const asked = settings.IPAMConfig?.IPv4Address;
@@ -344,6 +345,25 @@ export class Endpoints {
   }
 }
 
+/**
+ * IPAMConfig.LinkLocalIPs, checked: IPv4 addresses (dockerd takes any address
+ * and gives it a /16; berth has no IPv6). Bridge networks only, as dockerd's
+ * other drivers have no interface to put them on.
+ */
+function linkLocalIps(s: EndpointSettings): string[] {
+  const ips = s.IPAMConfig?.LinkLocalIPs ?? [];
+  for (const ip of ips) {
+    if (parseIp(ip) === null) {
+      throw invalidParameter(
+        ip.includes(':')
+          ? `an IPv6 link-local address (${ip}) is not supported by berth yet`
+          : `invalid link-local IP address: ${ip}`,
+      );
+    }
+  }
+  return ips;
+}
+
 /** The network's auxiliary addresses: never given to an endpoint. */
 const auxAddresses = (network: Network): number[] =>
   Object.values(network.auxAddresses)
@@ -362,11 +382,13 @@ function checkSettings(network: Network, s: EndpointSettings): void {
     throw invalidParameter(`${what} (network ${network.name}) is not supported by berth yet`);
   };
   if (s.IPAMConfig?.IPv6Address) refuse('an IPv6 address');
-  if (s.IPAMConfig?.LinkLocalIPs?.length) refuse('link-local addresses');
   if (s.Links?.length) refuse('links on a network');
   if (s.DriverOpts && Object.keys(s.DriverOpts).length) refuse('endpoint driver options');
   if (s.GwPriority) refuse('a gateway priority');
-  if (network.driver !== 'bridge' && (s.Aliases?.length || s.IPAMConfig?.IPv4Address || s.MacAddress)) {
+  if (
+    network.driver !== 'bridge' &&
+    (s.Aliases?.length || s.IPAMConfig?.IPv4Address || s.IPAMConfig?.LinkLocalIPs?.length || s.MacAddress)
+  ) {
     throw invalidParameter(`network-scoped aliases, addresses and MACs apply to bridge networks, not ${network.name}`);
   }
   if (s.Aliases?.length && network.predefined) {

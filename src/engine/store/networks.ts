@@ -29,6 +29,8 @@ export interface EndpointRow {
   static_ip: number;
   aliases: string;
   links: string;
+  /** IPAMConfig.LinkLocalIPs, a JSON list. */
+  link_local_ips: string;
   seq: number;
 }
 
@@ -50,8 +52,8 @@ const statements = (db: Db) => ({
   endpointCount: db.prepare('SELECT count(*) AS n FROM endpoints WHERE network_id = ?'),
   nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM endpoints'),
   insertEndpoint: db.prepare(
-    `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, seq)
-     VALUES (@id, @network_id, @container_id, @ip, @mac, @static_ip, @aliases, @links, @seq)`,
+    `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, link_local_ips, seq)
+     VALUES (@id, @network_id, @container_id, @ip, @mac, @static_ip, @aliases, @links, @link_local_ips, @seq)`,
   ),
   removeEndpoint: db.prepare('DELETE FROM endpoints WHERE network_id = ? AND container_id = ?'),
   published: db.prepare('SELECT bindings FROM published_ports WHERE container_id = ?'),
