@@ -14,6 +14,7 @@ APT_PACKAGES=(
   skopeo                           # an independent client proving the test images are real
   curl jq openssl apache2-utils    # quickstart, TLS fixtures, htpasswd
   python3-docker                   # the Python SDK, as a client under test
+  docker-compose                   # Compose 1.29 (on python3-docker), as a client under test
   golang-go golang-github-docker-docker-dev  # the Go SDK (GOPATH mode), as a client under test
   make g++ python3                 # node-gyp: better-sqlite3 and berth's native addon
 )

@@ -13,6 +13,7 @@ import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
 import { execRoutes } from './routes/exec.js';
 import { imageRoutes } from './routes/images.js';
+import { swarmRoutes } from './routes/swarm.js';
 import { systemRoutes } from './routes/system.js';
 import { closeHijacked } from './streams/hijack.js';
 import { checkVersion, compareVersions, MAX_API_VERSION, splitVersion } from './version.js';
@@ -157,5 +158,6 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   networkRoutes(app, engine);
   volumeRoutes(app, engine);
   eventRoutes(app, engine);
+  swarmRoutes(app);
   return app;
 }

@@ -3,12 +3,14 @@
 // container's interface and address, published ports reached from the host,
 // names on a user network, connect and disconnect, and what a restart keeps.
 import { execFileSync } from 'node:child_process';
-import http from 'node:http';
+import { randomBytes, randomInt } from 'node:crypto';
 import os from 'node:os';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
 import { useEnv, type Env } from '../harness/env.js';
+import { httpGetText as fetchText } from '../harness/http.js';
 import { networkSetup, tearDownAfterAll } from '../harness/network.js';
+import { HostUplink, whoAnswer } from '../harness/netns.js';
 
 const net = networkSetup();
 tearDownAfterAll(net);
@@ -39,23 +41,6 @@ async function exec(id: string, cmd: string[]): Promise<{ out: string; code: num
 }
 
 const inspect = async (id: string) => (await d.request('GET', `/containers/${id}/json`)).json;
-
-/** An HTTP GET from the host; the body. */
-const fetchText = (host: string, port: number) =>
-  new Promise<string>((resolve, reject) => {
-    http
-      .get({ host, port, path: '/', timeout: 5000 }, (res) => {
-        let body = '';
-        res.on('data', (c) => {
-          body += c;
-        });
-        res.on('end', () => resolve(body));
-      })
-      .on('error', reject)
-      .on('timeout', function (this: http.ClientRequest) {
-        this.destroy(new Error('timeout'));
-      });
-  });
 
 const WEB = [
   'sh',
@@ -147,6 +132,42 @@ describe('user networks', () => {
       const r = await d.request('POST', '/networks/create', { body });
       expect(r.status, JSON.stringify(body)).toBe(400);
     }
+  });
+
+  it('keeps AuxiliaryAddresses out of the addresses it gives, shows them, and refuses one outside the subnet', async () => {
+    // The first two addresses after the gateway are reserved: the first container gets the third.
+    const aux = { router: '10.99.9.2', printer: '10.99.9.3' };
+    const c = await d.request('POST', '/networks/create', {
+      body: { Name: 'n3', IPAM: { Config: [{ Subnet: '10.99.9.0/24', AuxiliaryAddresses: aux }] } },
+    });
+    expect(c.status, c.text).toBe(201);
+    const ipam = (await d.request('GET', '/networks/n3')).json.IPAM;
+    // No Options given: null, as dockerd shows it (the docker CLI sends {} and gets {}).
+    expect(ipam).toEqual({
+      Driver: 'default',
+      Options: null,
+      Config: [{ Subnet: '10.99.9.0/24', Gateway: '10.99.9.1', AuxiliaryAddresses: aux }],
+    });
+    const id = await run({ HostConfig: { NetworkMode: 'n3' } });
+    expect((await inspect(id)).NetworkSettings.Networks.n3.IPAddress).toBe('10.99.9.4');
+    const taken = await d.request('POST', '/containers/create', {
+      body: {
+        Image: env.busybox,
+        HostConfig: { NetworkMode: 'n3' },
+        NetworkingConfig: { EndpointsConfig: { n3: { IPAMConfig: { IPv4Address: '10.99.9.3' } } } },
+      },
+    });
+    expect(taken.status).toBe(409);
+    expect(taken.json.message).toBe('Address already in use');
+    await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/n3');
+    const outside = await d.request('POST', '/networks/create', {
+      body: { Name: 'n4', IPAM: { Config: [{ Subnet: '10.99.10.0/24', AuxiliaryAddresses: { a: '10.99.11.1' } }] } },
+    });
+    expect(outside.status).toBe(400);
+    expect(outside.json.message).toContain(
+      "invalid auxiliary address a: parent subnet 10.99.10.0/24 doesn't contain this address",
+    );
   });
 
   it('refuses removal while a container is on it; prune removes only unused ones', async () => {
@@ -363,6 +384,25 @@ describe('legacy links (HostConfig.Links)', () => {
   });
 });
 
+it('adds the link-local addresses asked for beside its own, shown in IPAMConfig', async () => {
+  const id = await run({
+    NetworkingConfig: { EndpointsConfig: { bridge: { IPAMConfig: { LinkLocalIPs: ['169.254.8.8'] } } } },
+  });
+  const ep = (await inspect(id)).NetworkSettings.Networks.bridge;
+  expect(ep.IPAMConfig).toEqual({ LinkLocalIPs: ['169.254.8.8'] });
+  const addrs = (await exec(id, ['ip', '-4', '-o', 'addr', 'show', 'eth0'])).out;
+  expect(addrs).toContain('inet 169.254.8.8/16');
+  expect(addrs).toContain(`inet ${ep.IPAddress}/24`);
+  await d.request('DELETE', `/containers/${id}?force=1`);
+  const v6 = await d.request('POST', '/containers/create', {
+    body: {
+      Image: env.busybox,
+      NetworkingConfig: { EndpointsConfig: { bridge: { IPAMConfig: { LinkLocalIPs: ['fe80::8'] } } } },
+    },
+  });
+  expect(v6.status).toBe(400);
+});
+
 describe("a container joining another's network (container:<id>)", () => {
   it('shares its interfaces, address, hosts and resolv.conf', async () => {
     const sandbox = await run({});
@@ -441,6 +481,47 @@ describe('containers on one user network', () => {
     expect((await inspect(id)).NetworkSettings.Networks.extra).toBeUndefined();
     await d.request('DELETE', `/containers/${id}?force=1`);
     await d.request('DELETE', '/networks/extra');
+  });
+});
+
+describe('outbound traffic', () => {
+  // A machine outside the host: a namespace on a veth from the host, on a private /30 of its own.
+  const subnet = `10.${randomInt(100, 150)}.${randomInt(0, 250)}`;
+  const [hostSide, outside] = [`${subnet}.1`, `${subnet}.2`];
+  let uplink: HostUplink;
+  beforeAll(async () => {
+    uplink = new HostUplink(randomBytes(3).toString('hex'), `${hostSide}/30`, `${outside}/30`);
+    await uplink.serveWho('outside');
+  });
+  afterAll(() => uplink?.cleanUp());
+
+  /** What the outside server answers the container: `outside <the source address it saw>`. */
+  const whoFrom = async (id: string) =>
+    whoAnswer((await exec(id, ['wget', '-q', '-O', '-', `http://${outside}/cgi-bin/who`])).out);
+
+  it("leaves masqueraded, from the default bridge and from a user network: the outside sees the host's address", async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'natted' } });
+    const onBridge = await run({});
+    const onUser = await run({ HostConfig: { NetworkMode: 'natted' } });
+    for (const id of [onBridge, onUser]) {
+      const own = Object.values(
+        (await inspect(id)).NetworkSettings.Networks as Record<string, { IPAddress: string }>,
+      )[0]!;
+      expect(own.IPAddress).not.toBe(hostSide);
+      expect(await whoFrom(id)).toBe(`outside ${hostSide}`);
+    }
+    for (const id of [onBridge, onUser]) await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/natted');
+  });
+
+  it('never leaves an internal network', async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'sealed', Internal: true } });
+    const id = await run({ HostConfig: { NetworkMode: 'sealed' } });
+    const r = await exec(id, ['timeout', '3', 'wget', '-q', '-O', '-', `http://${outside}/cgi-bin/who`]);
+    expect(r.code).not.toBe(0);
+    expect(r.out).not.toContain('outside');
+    await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/sealed');
   });
 });
 

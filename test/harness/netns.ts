@@ -119,26 +119,11 @@ export class Topology {
     return ns;
   }
 
-  /**
-   * busybox httpd on port 80 in the namespace, answering GET /cgi-bin/who with
-   * `<name> <client address>`: who answered, and whom it saw.
-   */
+  /** busybox httpd answering GET /cgi-bin/who in the namespace (see serveWho). */
   async serveWho(ns: string, name: string): Promise<void> {
-    const dir = path.join(os.tmpdir(), `${ns}-www`);
-    mkdirSync(path.join(dir, 'cgi-bin'), { recursive: true });
-    this.dirs.push(dir);
-    const script = '#!/bin/sh\nprintf "Content-Type: text/plain\\n\\n%s %s\\n" "$NAME" "$REMOTE_ADDR"\n';
-    writeFileSync(path.join(dir, 'cgi-bin/who'), script, { mode: 0o755 });
-    const server = spawn('nsenter', [`--net=${nsPath(ns)}`, '--', BUSYBOX, 'httpd', '-f', '-p', '80', '-h', dir], {
-      env: { ...process.env, NAME: name },
-      stdio: 'ignore',
-    });
+    const { server, dir } = await serveWho(ns, name);
     this.servers.push(server);
-    for (let i = 0; i < 100; i++) {
-      if (who(ns, '127.0.0.1', 80)?.startsWith(name)) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`httpd in ${ns} did not answer`);
+    this.dirs.push(dir);
   }
 
   /** A UDP server on `port` in the namespace, answering each datagram with `<name> <sender address>`. */
@@ -162,6 +147,76 @@ export class Topology {
 }
 
 /**
+ * busybox httpd on port 80 in the namespace, answering GET /cgi-bin/who with
+ * `<name> <client address>`: who answered, and whom it saw. The caller kills
+ * the server and removes its directory.
+ */
+export async function serveWho(ns: string, name: string): Promise<{ server: ChildProcess; dir: string }> {
+  const dir = path.join(os.tmpdir(), `${ns}-www`);
+  mkdirSync(path.join(dir, 'cgi-bin'), { recursive: true });
+  const script = '#!/bin/sh\nprintf "Content-Type: text/plain\\n\\n%s %s\\n" "$NAME" "$REMOTE_ADDR"\n';
+  writeFileSync(path.join(dir, 'cgi-bin/who'), script, { mode: 0o755 });
+  const server = spawn('nsenter', [`--net=${nsPath(ns)}`, '--', BUSYBOX, 'httpd', '-f', '-p', '80', '-h', dir], {
+    env: { ...process.env, NAME: name },
+    stdio: 'ignore',
+  });
+  for (let i = 0; i < 100; i++) {
+    if (who(ns, '127.0.0.1', 80)?.startsWith(name)) return { server, dir };
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  server.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+  throw new Error(`httpd in ${ns} did not answer`);
+}
+
+/**
+ * A machine "outside" the real host, for a real berthd's outbound traffic: a
+ * namespace on a veth from the host (host side `ifname`), `hostAddr` and
+ * `outsideAddr` CIDRs of one private subnet, and the who server on port 80.
+ * The host's own interfaces and routes are not touched (the veth and its
+ * connected route go with the namespace).
+ */
+export class HostUplink {
+  readonly ns: string;
+  readonly ifname: string;
+  private server?: ChildProcess;
+  private dir?: string;
+
+  constructor(tag: string, hostAddr: string, outsideAddr: string) {
+    removeStale();
+    this.ns = `${PREFIX}${process.pid}-${tag}-outside`;
+    this.ifname = `bu${tag}`.slice(0, 15);
+    spawnSync('ip', ['netns', 'del', this.ns]);
+    execFileSync('ip', ['netns', 'add', this.ns]);
+    ipBatch(this.ns, ['link set lo up']);
+    execFileSync('ip', ['-batch', '-'], {
+      input: [
+        `link add ${this.ifname} type veth peer name eth0 netns ${this.ns}`,
+        `addr add ${hostAddr} dev ${this.ifname}`,
+        `link set ${this.ifname} up`,
+        '',
+      ].join('\n'),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    ipBatch(this.ns, [`addr add ${outsideAddr} dev eth0`, 'link set eth0 up']);
+  }
+
+  async serveWho(name: string): Promise<void> {
+    ({ server: this.server, dir: this.dir } = await serveWho(this.ns, name));
+  }
+
+  cleanUp(): void {
+    this.server?.kill('SIGKILL');
+    spawnSync('ip', ['netns', 'del', this.ns]);
+    spawnSync('ip', ['link', 'del', this.ifname]);
+    if (this.dir) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** The who server's answer as written: httpd listens on IPv6 too, so IPv4 clients show as [::ffff:a.b.c.d]. */
+export const whoAnswer = (body: string) => body.trim().replace(/\[::ffff:([\d.]+)\]/, '$1');
+
+/**
  * GET /cgi-bin/who from inside `ns` (null: the real host) to addr:port with
  * busybox nc: `<server name> <client address as the server saw it>`, or null
  * when no connection was made (refused, dropped, unreachable).
@@ -174,8 +229,7 @@ export function who(ns: string | null, addr: string, port: number, waitSeconds =
       'GET /cgi-bin/who HTTP/1.0\r\n\r\n',
     );
     const body = out.trim().split('\n').pop()?.trim() ?? '';
-    // httpd listens on IPv6 too: IPv4 clients show as [::ffff:a.b.c.d].
-    return body.replace(/\[::ffff:([\d.]+)\]/, '$1') || null;
+    return whoAnswer(body) || null;
   } catch {
     return null;
   }

@@ -49,12 +49,6 @@ export function systemRoutes(app: FastifyInstance, engine: Engine): void {
     };
   });
 
-  // berth has no swarm: leaving one is dockerd's answer on a node that never joined (503),
-  // which clients that leave "just in case" (docker-py's network tests, force=True) take as done.
-  app.post('/swarm/leave', async () => {
-    throw unavailable('This node is not part of a swarm');
-  });
-
   app.get('/info', async (req) => {
     const sys = engine.system;
     const cfg = sys.settings;

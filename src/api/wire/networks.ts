@@ -20,7 +20,16 @@ export function networkShape(n: Network, apiVersion: string, endpoints?: Network
     IPAM: {
       Driver: 'default',
       Options: n.predefined ? null : n.ipamOptions,
-      Config: n.subnet ? [{ Subnet: n.subnet, Gateway: n.gateway, ...(n.ipRange ? { IPRange: n.ipRange } : {}) }] : [],
+      Config: n.subnet
+        ? [
+            {
+              Subnet: n.subnet,
+              Gateway: n.gateway,
+              ...(n.ipRange ? { IPRange: n.ipRange } : {}),
+              ...(Object.keys(n.auxAddresses).length ? { AuxiliaryAddresses: n.auxAddresses } : {}),
+            },
+          ]
+        : [],
     },
     Internal: n.internal,
     Attachable: n.attachable,
@@ -44,6 +53,16 @@ export function networkShape(n: Network, apiVersion: string, endpoints?: Network
   };
 }
 
+/** An endpoint's IPAMConfig as asked: its static address, its link-local ones; null when neither. */
+function ipamConfig(row: ContainerEndpoint['row']): Record<string, unknown> | null {
+  const linkLocal = JSON.parse(row.link_local_ips) as string[];
+  if (!row.static_ip && !linkLocal.length) return null;
+  return {
+    ...(row.static_ip ? { IPv4Address: row.ip } : {}),
+    ...(linkLocal.length ? { LinkLocalIPs: linkLocal } : {}),
+  };
+}
+
 /** NetworkSettings.Networks of a container: one entry per endpoint; addresses while it runs. */
 export function containerNetworks(
   endpoints: ContainerEndpoint[],
@@ -56,7 +75,7 @@ export function containerNetworks(
       return [
         e.network.name,
         {
-          IPAMConfig: e.row.static_ip ? { IPv4Address: e.row.ip } : null,
+          IPAMConfig: ipamConfig(e.row),
           Links: e.links.length ? e.links : null,
           Aliases: e.aliases.length ? e.aliases : null,
           MacAddress: live ? e.row.mac : '',

@@ -170,6 +170,7 @@ export class Endpoints {
       static_ip: 0,
       aliases: JSON.stringify(settings.Aliases ?? []),
       links: JSON.stringify(settings.Links ?? []),
+      link_local_ips: JSON.stringify(linkLocalIps(settings)),
     };
     if (network.driver !== 'bridge') return row;
     const asked = settings.IPAMConfig?.IPv4Address;
@@ -189,6 +190,8 @@ export class Endpoints {
     if (!contains(subnet, ip) || ip === parseIp(network.gateway)) {
       throw invalidParameter(`no configured subnet or ip-range contain the IP address ${text}`);
     }
+    // Reserved, as held by another endpoint: libnetwork's IPAM answers the same.
+    if (auxAddresses(network).includes(ip)) throw conflict('Address already in use');
     return ip;
   }
 
@@ -202,6 +205,7 @@ export class Endpoints {
         .filter((n): n is number => n !== null),
     );
     taken.add(parseIp(network.gateway)!);
+    for (const aux of auxAddresses(network)) taken.add(aux);
     const ip = nextFreeAddress(subnet, range, taken, this.lastGiven.get(network.id) ?? 0);
     if (ip === null) throw forbidden(`no available IPv4 addresses on network ${network.name}`);
     this.lastGiven.set(network.id, ip);
@@ -410,6 +414,31 @@ export class Endpoints {
   }
 }
 
+/**
+ * IPAMConfig.LinkLocalIPs, checked: IPv4 addresses (dockerd takes any address
+ * and gives it a /16; berth has no IPv6). Bridge networks only, as dockerd's
+ * other drivers have no interface to put them on.
+ */
+function linkLocalIps(s: EndpointSettings): string[] {
+  const ips = s.IPAMConfig?.LinkLocalIPs ?? [];
+  for (const ip of ips) {
+    if (parseIp(ip) === null) {
+      throw invalidParameter(
+        ip.includes(':')
+          ? `an IPv6 link-local address (${ip}) is not supported by berth yet`
+          : `invalid link-local IP address: ${ip}`,
+      );
+    }
+  }
+  return ips;
+}
+
+/** The network's auxiliary addresses: never given to an endpoint. */
+const auxAddresses = (network: Network): number[] =>
+  Object.values(network.auxAddresses)
+    .map(parseIp)
+    .filter((n): n is number => n !== null);
+
 function parseSettings(raw: unknown, network: string): EndpointSettings {
   const r = EndpointSettingsSchema.safeParse(raw ?? {});
   if (!r.success) throw invalidParameter(`invalid endpoint settings for network ${network}: ${r.error.message}`);
@@ -422,7 +451,6 @@ function checkSettings(network: Network, s: EndpointSettings): void {
     throw invalidParameter(`${what} (network ${network.name}) is not supported by berth yet`);
   };
   if (s.IPAMConfig?.IPv6Address) refuse('an IPv6 address');
-  if (s.IPAMConfig?.LinkLocalIPs?.length) refuse('link-local addresses');
   if (s.Links?.length && network.predefined) {
     throw invalidParameter(
       `links on network ${network.name} are HostConfig.Links (legacy links on the default bridge); an endpoint's links apply to user networks`,
@@ -431,7 +459,10 @@ function checkSettings(network: Network, s: EndpointSettings): void {
   for (const l of s.Links ?? []) checkLinkAlias(parseLink(l).alias);
   if (s.DriverOpts && Object.keys(s.DriverOpts).length) refuse('endpoint driver options');
   if (s.GwPriority) refuse('a gateway priority');
-  if (network.driver !== 'bridge' && (s.Aliases?.length || s.IPAMConfig?.IPv4Address || s.MacAddress)) {
+  if (
+    network.driver !== 'bridge' &&
+    (s.Aliases?.length || s.IPAMConfig?.IPv4Address || s.IPAMConfig?.LinkLocalIPs?.length || s.MacAddress)
+  ) {
     throw invalidParameter(`network-scoped aliases, addresses and MACs apply to bridge networks, not ${network.name}`);
   }
   if (s.Aliases?.length && network.predefined) {

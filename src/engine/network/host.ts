@@ -78,7 +78,11 @@ export class HostPlumbing implements Plumbing {
         bridge: network.bridge,
         hostIfName: veth,
         ifName: a.ifName,
-        cidr: `${row.ip}/${network.prefixLen}`,
+        // dockerd gives each link-local address the /16 of 169.254.0.0/16.
+        cidr: [
+          `${row.ip}/${network.prefixLen}`,
+          ...(JSON.parse(row.link_local_ips) as string[]).map((ip) => `${ip}/16`),
+        ],
         // The default route is through the first network's gateway only, as dockerd routes it.
         ...(a.first ? { gateway: network.gateway } : {}),
         mac: row.mac,

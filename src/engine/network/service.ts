@@ -65,7 +65,10 @@ export interface Network {
   attachable: boolean;
   labels: Record<string, string>;
   options: Record<string, string>;
-  ipamOptions: Record<string, string>;
+  /** IPAM.Options as given: null when none came. */
+  ipamOptions: Record<string, string> | null;
+  /** IPAM AuxiliaryAddresses: addresses of the subnet never given to a container. */
+  auxAddresses: Record<string, string>;
   created: number;
 }
 
@@ -142,6 +145,7 @@ const rowToNetwork = (r: NetworkRow): Network => ({
   labels: JSON.parse(r.labels),
   options: JSON.parse(r.options),
   ipamOptions: JSON.parse(r.ipam_options),
+  auxAddresses: JSON.parse(r.aux_addresses),
   created: r.created,
 });
 
@@ -246,6 +250,7 @@ export class NetworkService {
       labels: '{}',
       options: '{}',
       ipam_options: '{}',
+      aux_addresses: '{}',
       created: Date.now(),
     };
   }
@@ -392,7 +397,7 @@ export class NetworkService {
       attachable: req.Attachable ? 1 : 0,
       labels: JSON.stringify(req.Labels ?? {}),
       options: JSON.stringify(options),
-      ipam_options: JSON.stringify(req.IPAM?.Options ?? {}),
+      ipam_options: JSON.stringify(req.IPAM?.Options ?? null),
     };
   }
 
@@ -400,7 +405,7 @@ export class NetworkService {
   private ipamOf(
     req: CreateNetworkRequest,
     name: string,
-  ): Pick<NetworkRow, 'subnet' | 'gateway' | 'ip_range' | 'ipam_given'> {
+  ): Pick<NetworkRow, 'subnet' | 'gateway' | 'ip_range' | 'ipam_given' | 'aux_addresses'> {
     const driver = req.IPAM?.Driver || 'default';
     if (driver !== 'default') throw invalidParameter(`IPAM driver ${driver} is not supported by berth`);
     if (req.IPAM?.Options && Object.keys(req.IPAM.Options).length) {
@@ -412,12 +417,19 @@ export class NetworkService {
     if (!cfg?.Subnet) {
       if (cfg && (cfg.Gateway || cfg.IPRange)) throw invalidParameter('a gateway or IP range needs a subnet');
       const s = this.freeSubnet(`network ${name}`);
-      return { subnet: formatSubnet(s), gateway: formatIp(s.base + 1), ip_range: '', ipam_given: 0 };
-    }
-    if (cfg.AuxiliaryAddresses && Object.keys(cfg.AuxiliaryAddresses).length) {
-      throw invalidParameter('AuxiliaryAddresses are not supported by berth yet');
+      if (cfg?.AuxiliaryAddresses && Object.keys(cfg.AuxiliaryAddresses).length) {
+        throw invalidParameter('auxiliary addresses need a subnet');
+      }
+      return {
+        subnet: formatSubnet(s),
+        gateway: formatIp(s.base + 1),
+        ip_range: '',
+        ipam_given: 0,
+        aux_addresses: '{}',
+      };
     }
     const subnet = userSubnet(cfg.Subnet);
+    checkAuxAddresses(cfg.AuxiliaryAddresses ?? {}, subnet, cfg.Subnet);
     const taken = this.usedSubnets().find((u) => overlaps(u, subnet));
     if (taken) throw forbidden(`Pool overlaps with other one on this address space`);
     let gateway = subnet.base + 1;
@@ -440,6 +452,7 @@ export class NetworkService {
       gateway: formatIp(gateway),
       ip_range: cfg.IPRange ?? '',
       ipam_given: 1,
+      aux_addresses: JSON.stringify(cfg.AuxiliaryAddresses ?? {}),
     };
   }
 
@@ -505,5 +518,19 @@ function hostRoutes(): Subnet[] {
     return parseRouteTable(readFileSync('/proc/net/route', 'utf8'));
   } catch {
     return [];
+  }
+}
+
+/** dockerd's check of AuxiliaryAddresses: each an IPv4 address of the subnet (the gateway's may be among them). */
+function checkAuxAddresses(aux: Record<string, string>, subnet: Subnet, subnetText: string): void {
+  for (const [name, text] of Object.entries(aux)) {
+    const ip = parseIp(text);
+    if (ip === null)
+      throw invalidParameter(`invalid network config:\ninvalid auxiliary address ${name}: invalid address ${text}`);
+    if (!contains(subnet, ip)) {
+      throw invalidParameter(
+        `invalid network config:\ninvalid auxiliary address ${name}: parent subnet ${subnetText} doesn't contain this address`,
+      );
+    }
   }
 }

@@ -16,6 +16,7 @@ export interface NetworkRow {
   labels: string;
   options: string;
   ipam_options: string;
+  aux_addresses: string;
   created: number;
 }
 
@@ -28,6 +29,8 @@ export interface EndpointRow {
   static_ip: number;
   aliases: string;
   links: string;
+  /** IPAMConfig.LinkLocalIPs, a JSON list. */
+  link_local_ips: string;
   seq: number;
 }
 
@@ -38,9 +41,9 @@ const statements = (db: Db) => ({
   byPrefix: db.prepare("SELECT * FROM networks WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
   insert: db.prepare(
     `INSERT INTO networks (id, name, driver, predefined, bridge, subnet, gateway, ip_range, ipam_given, internal,
-       attachable, labels, options, ipam_options, created)
+       attachable, labels, options, ipam_options, aux_addresses, created)
      VALUES (@id, @name, @driver, @predefined, @bridge, @subnet, @gateway, @ip_range, @ipam_given, @internal,
-       @attachable, @labels, @options, @ipam_options, @created)`,
+       @attachable, @labels, @options, @ipam_options, @aux_addresses, @created)`,
   ),
   remove: db.prepare('DELETE FROM networks WHERE id = ?'),
   endpointsOfNetwork: db.prepare('SELECT * FROM endpoints WHERE network_id = ? ORDER BY seq'),
@@ -49,8 +52,8 @@ const statements = (db: Db) => ({
   endpointCount: db.prepare('SELECT count(*) AS n FROM endpoints WHERE network_id = ?'),
   nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM endpoints'),
   insertEndpoint: db.prepare(
-    `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, seq)
-     VALUES (@id, @network_id, @container_id, @ip, @mac, @static_ip, @aliases, @links, @seq)`,
+    `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, link_local_ips, seq)
+     VALUES (@id, @network_id, @container_id, @ip, @mac, @static_ip, @aliases, @links, @link_local_ips, @seq)`,
   ),
   removeEndpoint: db.prepare('DELETE FROM endpoints WHERE network_id = ? AND container_id = ?'),
   published: db.prepare('SELECT bindings FROM published_ports WHERE container_id = ?'),
