@@ -3,12 +3,11 @@
 // container's interface and address, published ports reached from the host,
 // names on a user network, connect and disconnect, and what a restart keeps.
 import { execFileSync } from 'node:child_process';
-import http from 'node:http';
 import os from 'node:os';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
 import { useEnv, type Env } from '../harness/env.js';
-import { networkSetup, tearDownAfterAll } from '../harness/network.js';
+import { fetchText, networkSetup, tearDownAfterAll } from '../harness/network.js';
 
 const net = networkSetup();
 tearDownAfterAll(net);
@@ -39,23 +38,6 @@ async function exec(id: string, cmd: string[]): Promise<{ out: string; code: num
 }
 
 const inspect = async (id: string) => (await d.request('GET', `/containers/${id}/json`)).json;
-
-/** An HTTP GET from the host; the body. */
-const fetchText = (host: string, port: number) =>
-  new Promise<string>((resolve, reject) => {
-    http
-      .get({ host, port, path: '/', timeout: 5000 }, (res) => {
-        let body = '';
-        res.on('data', (c) => {
-          body += c;
-        });
-        res.on('end', () => resolve(body));
-      })
-      .on('error', reject)
-      .on('timeout', function (this: http.ClientRequest) {
-        this.destroy(new Error('timeout'));
-      });
-  });
 
 const WEB = [
   'sh',

@@ -3,6 +3,7 @@
 // iptables chains. What it made on the host goes when the test file ends.
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
+import http from 'node:http';
 import { afterAll } from 'vitest';
 import { Firewall } from '../../src/engine/network/firewall.js';
 
@@ -65,4 +66,22 @@ export function networkSetup(): NetworkSetup {
  */
 export function tearDownAfterAll(setup: NetworkSetup): void {
   afterAll(() => setup.teardown());
+}
+
+/** An HTTP GET of `/` from the host, within 5 s; the body. Rejects with the socket's error (its code: ECONNRESET…). */
+export function fetchText(host: string, port: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    http
+      .get({ host, port, path: '/', timeout: 5000 }, (res) => {
+        let body = '';
+        res.on('data', (c) => {
+          body += c;
+        });
+        res.on('end', () => resolve(body));
+      })
+      .on('error', reject)
+      .on('timeout', function (this: http.ClientRequest) {
+        this.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' }));
+      });
+  });
 }
