@@ -18,9 +18,9 @@ import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { busyboxImage, pushImage } from '../fixtures/images.mjs';
 import {
+  cliRunner,
   cmdline,
   createContainer,
-  dockerCli,
   fmtMs,
   mapLimit,
   memoryOf,
@@ -31,6 +31,7 @@ import {
   ratio,
   removeAllContainers,
   runBench,
+  runInterleaved,
   startBerthd,
   startContainer,
   startDockerd,
@@ -90,35 +91,6 @@ async function runcFloor(layer) {
         code === 0 ? resolve(now() - t0) : reject(new Error(`runc run exited ${code}: ${err}`)),
       );
     });
-}
-
-// ─────────────────────────────── (a) run latency ───────────────────────────────
-
-async function runLatency(title, targets) {
-  console.log(`\n== ${title}: ${RUNS} runs each (after ${WARMUP} warm-up), interleaved`);
-  const times = targets.map(() => []);
-  for (let i = 0; i < WARMUP + RUNS; i++) {
-    for (const [k, t] of targets.entries()) {
-      const ms = await t.run();
-      if (i >= WARMUP) times[k].push(ms);
-    }
-  }
-  const out = {};
-  for (const [k, t] of targets.entries()) {
-    out[t.name] = stats(times[k]);
-    console.log(`${t.name.padEnd(26)} ${fmtMs(out[t.name])}`);
-  }
-  return out;
-}
-
-function cliRunner(d, cmd = ['true'], expected = '') {
-  const docker = dockerCli(d);
-  return async () => {
-    const r = await docker(['run', '--rm', 'busybox', ...cmd]);
-    if (r.code !== 0) throw new Error(`docker run on ${d.kind} exited ${r.code}: ${r.stderr}`);
-    if (r.stdout !== expected) throw new Error(`docker run on ${d.kind} printed ${JSON.stringify(r.stdout)}`);
-    return r.ms;
-  };
 }
 
 // ─────────────────────────────── (b) memory ───────────────────────────────
@@ -239,12 +211,17 @@ await runBench(async () => {
     ...(cli ? daemons.map((d) => ({ name: `${d.kind} (docker CLI)`, run: cliRunner(d) })) : []),
     { name: 'runc run (floor)', run: floor },
   ];
-  const run = await runLatency('(a) docker run --rm busybox true', targets);
+  const run = await runInterleaved('(a) docker run --rm busybox true', targets, RUNS, WARMUP);
   // Issue 6: the same through attach with output to carry.
   const echo = cli
-    ? await runLatency(
+    ? await runInterleaved(
         '(a2) docker run --rm busybox echo hi (output through attach)',
-        daemons.map((d) => ({ name: `${d.kind} (docker CLI)`, run: cliRunner(d, ['echo', 'hi'], 'hi\n') })),
+        daemons.map((d) => ({
+          name: `${d.kind} (docker CLI)`,
+          run: cliRunner(d, ['run', '--rm', 'busybox', 'echo', 'hi'], 'hi\n'),
+        })),
+        RUNS,
+        WARMUP,
       )
     : {};
 

@@ -19,6 +19,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import tarStream from 'tar-stream';
 import { busyboxImage, largeImage, pushImage } from '../fixtures/images.mjs';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -139,7 +140,9 @@ export function tempDir(prefix) {
 export function request(socketPath, method, urlPath, { body, headers = {}, timeoutMs = 600_000 } = {}) {
   return new Promise((resolve, reject) => {
     const payload =
-      body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+      body === undefined || Buffer.isBuffer(body)
+        ? body
+        : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
     const h = { Host: 'localhost', ...headers };
     if (payload) {
       h['Content-Type'] ??= 'application/json';
@@ -395,8 +398,12 @@ export async function startBerthd({
  * Debian docker.io's dockerd with its own data root, exec root and socket, no
  * bridge and no iptables. With no containerd configured it starts its own
  * (state under the exec root) and stops it when it stops.
+ * `netns`: run it inside that named network namespace (under /run/netns), with
+ * its default bridge and its iptables rules (dockerd's defaults): whatever it
+ * makes there (docker0, br-*, DOCKER* chains, ip_forward and the FORWARD
+ * policy) stays in that namespace and goes with it.
  */
-export async function startDockerd({ args = [] } = {}) {
+export async function startDockerd({ args = [], netns } = {}) {
   const bin = which('dockerd');
   if (!bin) throw new Error('dockerd is not installed (bench/run.sh --with-dockerd installs it)');
   // dockerd leaves its parent cgroup (/docker in each v1 hierarchy) behind: removed after it stops if it was not there before.
@@ -410,9 +417,13 @@ export async function startDockerd({ args = [] } = {}) {
   const socket = path.join(dir, 'docker.sock');
   const configFile = path.join(dir, 'daemon.json');
   writeFileSync(configFile, '{}\n'); // hermetic: never the machine's /etc/docker/daemon.json
+  const isolation = netns ? [] : ['--bridge', 'none', '--iptables=false'];
+  // nsenter, not `ip netns exec`: that one remounts /sys, without the cgroup hierarchies dockerd needs.
+  const [file, prefix] = netns ? [which('nsenter'), [`--net=/run/netns/${netns}`, '--', bin]] : [bin, []];
   const proc = spawn(
-    bin,
+    file,
     [
+      ...prefix,
       '-H',
       `unix://${socket}`,
       '--data-root',
@@ -423,9 +434,7 @@ export async function startDockerd({ args = [] } = {}) {
       path.join(dir, 'docker.pid'),
       '--config-file',
       configFile,
-      '--bridge',
-      'none',
-      '--iptables=false',
+      ...isolation,
       '--log-level',
       'warn',
       ...args,
@@ -478,6 +487,39 @@ export async function tag(d, ref, repo, tagName) {
   );
 }
 
+/**
+ * `POST /images/load` of an image built by fixtures/images.mjs, as `docker
+ * save` would write it, tagged `repoTag`: for a daemon that cannot reach the
+ * bench's registry (one in a network namespace of its own).
+ */
+export async function loadImage(d, image, repoTag) {
+  const pack = tarStream.pack();
+  const chunks = [];
+  // Read as it is written: the pack holds back an entry's callback while its output is not read.
+  const packed = (async () => {
+    for await (const c of pack) chunks.push(c);
+  })();
+  const configName = `${image.configDigest.slice('sha256:'.length)}.json`;
+  const layerNames = image.layers.map((l) => `${l.digest.slice('sha256:'.length)}/layer.tar`);
+  const entry = (name, bytes) =>
+    new Promise((resolve, reject) => pack.entry({ name }, bytes, (e) => (e ? reject(e) : resolve())));
+  await entry(configName, image.configBytes);
+  for (const [i, l] of image.layers.entries()) {
+    const blob = [];
+    for await (const c of l.open()) blob.push(c);
+    await entry(layerNames[i], Buffer.concat(blob)); // compressed: dockerd decompresses what it loads
+  }
+  await entry('manifest.json', JSON.stringify([{ Config: configName, RepoTags: [repoTag], Layers: layerNames }]));
+  pack.finalize();
+  await packed;
+  const r = await d.request('POST', '/images/load?quiet=1', {
+    body: Buffer.concat(chunks),
+    headers: { 'Content-Type': 'application/x-tar' },
+  });
+  expectOk(`load ${repoTag} on ${d.kind}`, r, 200);
+  if (/"error/.test(r.text)) throw new Error(`load ${repoTag} on ${d.kind}: ${r.text}`);
+}
+
 /** POST /containers/create; resolves with the id. */
 export async function createContainer(d, body, name) {
   const q = name ? `?name=${encodeURIComponent(name)}` : '';
@@ -508,6 +550,40 @@ export function dockerCli(d) {
         resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), ms: now() - t0 });
       });
     });
+}
+
+/** A runner of `docker ARGS` on a daemon that checks the exit code and the output; resolves with its milliseconds. */
+export function cliRunner(d, args = ['run', '--rm', 'busybox', 'true'], expected = '') {
+  const docker = dockerCli(d);
+  return async () => {
+    const r = await docker(args);
+    if (r.code !== 0) throw new Error(`docker ${args.join(' ')} on ${d.kind} exited ${r.code}: ${r.stderr}`);
+    if (expected !== undefined && r.stdout !== expected)
+      throw new Error(`docker ${args.join(' ')} on ${d.kind} printed ${JSON.stringify(r.stdout)}`);
+    return r.ms;
+  };
+}
+
+/**
+ * Times each target's run() `runs` times after `warmup` untimed rounds, the
+ * targets interleaved run by run (a busy machine weighs on each alike); prints
+ * and returns each one's stats by name.
+ */
+export async function runInterleaved(title, targets, runs, warmup) {
+  console.log(`\n== ${title}: ${runs} runs each (after ${warmup} warm-up), interleaved`);
+  const times = targets.map(() => []);
+  for (let i = 0; i < warmup + runs; i++) {
+    for (const [k, t] of targets.entries()) {
+      const ms = await t.run();
+      if (i >= warmup) times[k].push(ms);
+    }
+  }
+  const out = {};
+  for (const [k, t] of targets.entries()) {
+    out[t.name] = stats(times[k]);
+    console.log(`${t.name.padEnd(34)} ${fmtMs(out[t.name])}`);
+  }
+  return out;
 }
 
 // ─────────────────────────────────── processes ───────────────────────────────────

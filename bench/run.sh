@@ -42,3 +42,6 @@ node bench/dns.mjs 30
 echo
 echo "== docker save and docker load of a 105 MB image (issue 16)"
 node bench/archive.mjs 5
+echo
+echo "== networking beside dockerd with its default bridge: run --rm, --network none, 20 run -d at once (issue 14)"
+node bench/network.mjs 15 5 20

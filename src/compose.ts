@@ -77,7 +77,7 @@ async function buildNetworks(config: Config, db: Db, events: EventBus, logger: L
   const repo = new NetworkRepository(db);
   const plumbing = new HostPlumbing({
     firewall: new Firewall({ prefix: n.iptablesChainPrefix, enabled: n.iptables, log }),
-    ports: new HostPorts(),
+    ports: new HostPorts({ proxy: n.userlandProxy }),
     dns: new Dns({ configDir: path.join(config.execRoot, 'dns'), binary: AARDVARK_DNS, logger: log }),
     log,
   });

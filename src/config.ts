@@ -48,6 +48,12 @@ export interface NetworkConfig {
   iptables: boolean;
   /** Whether berthd turns on the host's IPv4 forwarding (needed for outbound traffic). */
   ipForward: boolean;
+  /**
+   * dockerd's userland-proxy: a connection to a published port that DNAT does
+   * not take (the firewall left alone) is piped to the container by berthd.
+   * false: the port is only held; DNAT alone publishes it.
+   */
+  userlandProxy: boolean;
   /** berth's own: the prefix of its iptables chains (BERTH-FORWARD…), so that daemons side by side keep apart. */
   iptablesChainPrefix: string;
   dns: string[];
@@ -96,6 +102,7 @@ const DaemonJson = z.looseObject({
   'default-address-pools': z.array(z.object({ base: z.string(), size: z.number().int() })).optional(),
   iptables: z.boolean().optional(),
   'ip-forward': z.boolean().optional(),
+  'userland-proxy': z.boolean().optional(),
   'iptables-chain-prefix': z.string().optional(),
   dns: z.array(z.string()).optional(),
   'dns-search': z.array(z.string()).optional(),
@@ -131,6 +138,7 @@ Options:
       --default-address-pool list  A pool networks get subnets from: base=10.10.0.0/16,size=24
       --iptables=false             Leave the firewall alone (no NAT, no published-port rules)
       --ip-forward=false           Leave the host's IPv4 forwarding as it is
+      --userland-proxy=false       Publish ports by DNAT alone: no proxy behind a held host port
       --iptables-chain-prefix string  Prefix of berth's iptables chains (default "BERTH")
       --dns list                   DNS servers for containers
       --dns-search list            DNS search domains for containers
@@ -139,7 +147,7 @@ Options:
 `;
 
 /** dockerd's boolean flags that take `=false`; given bare, they mean true. */
-const BOOLEAN_VALUE_FLAGS = ['--iptables', '--ip-forward'];
+const BOOLEAN_VALUE_FLAGS = ['--iptables', '--ip-forward', '--userland-proxy'];
 
 function boolFlag(name: string, v: string | undefined): boolean | undefined {
   if (v === undefined) return undefined;
@@ -181,6 +189,7 @@ function networkConfig(
     ],
     iptables: boolFlag('iptables', str('iptables')) ?? file.iptables ?? true,
     ipForward: boolFlag('ip-forward', str('ip-forward')) ?? file['ip-forward'] ?? true,
+    userlandProxy: boolFlag('userland-proxy', str('userland-proxy')) ?? file['userland-proxy'] ?? true,
     iptablesChainPrefix: prefix,
     dns: list('dns') ?? file.dns ?? [],
     dnsSearch: list('dns-search') ?? file['dns-search'] ?? [],
@@ -218,6 +227,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       'default-address-pool': { type: 'string', multiple: true },
       iptables: { type: 'string' },
       'ip-forward': { type: 'string' },
+      'userland-proxy': { type: 'string' },
       'iptables-chain-prefix': { type: 'string' },
       dns: { type: 'string', multiple: true },
       'dns-search': { type: 'string', multiple: true },

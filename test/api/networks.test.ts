@@ -466,6 +466,24 @@ describe('containers on one user network', () => {
     await d.request('DELETE', '/networks/app');
   });
 
+  it('a container whose start fails leaves no name behind', async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'failing' } });
+    const client = await run({ HostConfig: { NetworkMode: 'failing' } });
+    const c = await d.request('POST', '/containers/create?name=broken', {
+      body: { Image: env.busybox, Cmd: ['/no/such/binary'], HostConfig: { NetworkMode: 'failing' } },
+    });
+    expect(c.status, c.text).toBe(201);
+    const s = await d.request('POST', `/containers/${c.json.Id}/start`);
+    expect(s.status).toBeGreaterThanOrEqual(400);
+    // The neighbour's server answers (its own name resolves) but has no record of the broken one.
+    const own = (await inspect(client)).Name.slice(1);
+    await waitFor(async () => (await exec(client, ['nslookup', own])).code === 0, `nslookup ${own}`);
+    const r = await exec(client, ['nslookup', 'broken']);
+    expect(r.code, r.out).not.toBe(0);
+    for (const id of [client, c.json.Id]) await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/failing');
+  });
+
   it('connects and disconnects a running container', async () => {
     await d.request('POST', '/networks/create', { body: { Name: 'extra' } });
     const id = await run({});

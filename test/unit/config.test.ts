@@ -45,6 +45,16 @@ describe('loadConfig', () => {
     ).toThrow(/specified both as a flag and in the configuration file/);
   });
 
+  it("takes dockerd's userland-proxy (default true) from a bare flag, =false or daemon.json", () => {
+    const proxy = (args: string[], json: unknown = {}) =>
+      loadConfig([...args, '--config-file', file('u.json', json)], {}).config.network.userlandProxy;
+    expect(proxy([])).toBe(true);
+    expect(proxy(['--userland-proxy'])).toBe(true);
+    expect(proxy(['--userland-proxy=false'])).toBe(false);
+    expect(proxy([], { 'userland-proxy': false })).toBe(false);
+    expect(() => proxy(['--userland-proxy=maybe'])).toThrow(ConfigError);
+  });
+
   it('takes repeatable flags', () => {
     const { config } = loadConfig(
       [

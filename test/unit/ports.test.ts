@@ -228,6 +228,24 @@ describe('HostPorts', () => {
     expect(await isFree(port)).toBe(true);
   });
 
+  it('with the proxy off (userland-proxy false) the port is held and a connection to it reset', async () => {
+    const [port, target] = [await freeRun(1), await freeRun(1)];
+    let reached = false;
+    const server = await otherServer(target);
+    server.on('connection', () => {
+      reached = true;
+    });
+    ports = new HostPorts({ proxy: false });
+    await ports.reserve('c1', LO, [{ ...request(port), containerPort: target }]);
+    const client = net.connect({ host: LO, port });
+    const error = new Promise<string | undefined>((r) => client.on('error', (e: NodeJS.ErrnoException) => r(e.code)));
+    expect(await error).toBe('ECONNRESET');
+    expect(reached).toBe(false);
+    expect(await isFree(port)).toBe(false);
+    await ports.release('c1');
+    expect(await isFree(port)).toBe(true);
+  });
+
   it('a proxied connection to a container that does not answer is closed, the port still held', async () => {
     const [port, nobody] = [await freeRun(1), await freeRun(1)];
     ports = new HostPorts();

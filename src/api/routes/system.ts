@@ -1,7 +1,6 @@
 // /_ping, /version, /info: shaped exactly as dockerd shapes them.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Engine } from '../../engine/index.js';
-import { unavailable } from '../../errors.js';
 import { MAX_API_VERSION, MIN_API_VERSION, versionBelow } from '../version.js';
 
 const PING_HEADERS = {

@@ -84,6 +84,10 @@ export class Lifecycle {
     const c = this.s.lookup.byId(id);
     if (!c) throw noSuchContainer(id);
     await this.s.bundles.ready(c);
+    const member = { id, name: c.name };
+    // The names on user networks first: the DNS server reloads while runc creates the container.
+    const named = deps.endpoints.announce(member);
+    named.catch(() => undefined); // awaited below; a failure of runtime.create comes first
     try {
       // Volumes with DriverOpts mounted, new empty ones filled from the image (copy-up).
       await deps.volumes.activate(id, (destination) => dirInRoot(c.rootfs, destination));
@@ -101,16 +105,20 @@ export class Lifecycle {
       // The loopback of the container's own network namespace is up already: runc
       // brings it up in every network namespace it creates (libcontainer's "loopback" network).
       // Its other interfaces are made now, before its process runs.
-      await deps.endpoints.attach({
-        id,
-        name: c.name,
-        nsPath: `/proc/${created.pid}/ns/net`,
-        ports: parsePortBindings(
-          c.hostConfig.PortBindings,
-          c.config.ExposedPorts,
-          c.hostConfig.PublishAllPorts ?? false,
-        ),
-      });
+      await deps.endpoints.attach(
+        {
+          ...member,
+          nsPath: `/proc/${created.pid}/ns/net`,
+          ports: parsePortBindings(
+            c.hostConfig.PortBindings,
+            c.config.ExposedPorts,
+            c.hostConfig.PublishAllPorts ?? false,
+          ),
+        },
+        { named: true },
+      );
+      // Its names answer before its process runs (and the reload that added them is over).
+      await named;
       // Clients attached before the start join now, before the process runs.
       attachments.connect(id, runtime.attachSocket(id));
       await runtime.start(id);
@@ -135,6 +143,8 @@ export class Lifecycle {
     } catch (e) {
       attachments.fail(id);
       deps.volumes.deactivate(id);
+      await named.catch(() => undefined);
+      await deps.endpoints.withdraw(member).catch(() => undefined);
       await runtime.delete(id, true).catch(() => undefined);
       await releaseMounts(c.bundleDir).catch(() => undefined);
       const code = e instanceof RuntimeCreateError ? e.code : 128;

@@ -229,12 +229,32 @@ export class Endpoints {
 
   // ------------------------------------------------------------------ the host's side
 
+  /** The container's bridge endpoints, in connection order. */
+  private bridged(member: Member): Endpoint[] {
+    return this.of(member.id, member.name).filter((e) => e.network.driver === 'bridge');
+  }
+
+  /**
+   * At start, before the runtime creates the container: its names on its user
+   * networks. They need no namespace, and the DNS server's reload then runs
+   * while the runtime works (attach is told `named`).
+   */
+  async announce(member: Member): Promise<void> {
+    await Promise.all(this.bridged(member).map((ep) => this.deps.plumbing.addNames(member, ep)));
+  }
+
+  /** A start that failed: the names announce gave go (nothing when there are none). */
+  async withdraw(member: Member): Promise<void> {
+    await Promise.all(this.bridged(member).map((ep) => this.deps.plumbing.removeNames(member, ep)));
+  }
+
   /**
    * At start, before the process runs: the container's interfaces, rules and
-   * names on each bridge network; its published ports on the first.
+   * names on each bridge network (`named`: announce gave the names); its
+   * published ports on the first.
    */
-  async attach(member: Member): Promise<void> {
-    const eps = this.of(member.id, member.name).filter((e) => e.network.driver === 'bridge');
+  async attach(member: Member, o: { named?: boolean } = {}): Promise<void> {
+    const eps = this.bridged(member);
     let done = 0;
     try {
       for (const [i, ep] of eps.entries()) {
@@ -243,6 +263,7 @@ export class Endpoints {
           endpoint: ep,
           ifName: `eth${i}`,
           first: i === 0,
+          named: o.named ?? false,
           ...(i === 0 && member.ports?.length
             ? {
                 publish: member.ports,
@@ -348,7 +369,7 @@ export class Endpoints {
 
   /** At exit: what attach made goes (the veth goes with the namespace; its host end is removed now). */
   async detach(member: Member): Promise<void> {
-    for (const ep of this.of(member.id, member.name).filter((e) => e.network.driver === 'bridge')) {
+    for (const ep of this.bridged(member)) {
       await this.detachOne(member, ep);
     }
     this.deps.repo.clearPublished(member.id);

@@ -153,8 +153,13 @@ export class Firewall {
     });
   }
 
-  /** Removes every mapping of a key. */
+  /**
+   * Removes every mapping of a key. A key with none changes nothing, and
+   * nothing is written: every container's exit asks this, most publish no port,
+   * and each write is an iptables-restore of all of berth's chains.
+   */
   removePorts(key: string): Promise<void> {
+    if (!this.ports.has(key)) return Promise.resolve();
     return this.change(() => this.ports.delete(key));
   }
 

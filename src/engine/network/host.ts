@@ -9,6 +9,7 @@ import type { Logger } from '../../log.js';
 import type { Dns } from './dns.js';
 import type { Firewall, FirewallNetwork } from './firewall.js';
 import { attachContainer, detachContainer, ensureBridge, removeBridge } from './links.js';
+import type { Endpoint, Member } from './endpoints.js';
 import type { Attachment, Plumbing } from './plumbing.js';
 import { type HostPorts, mappingsOf } from './ports.js';
 import type { Network } from './service.js';
@@ -97,24 +98,32 @@ export class HostPlumbing implements Plumbing {
         await this.deps.firewall.addPorts(mappingsOf(member.id, row.ip, bindings));
         a.published?.(bindings);
       }
-      if (hasDns(network)) {
-        await this.deps.dns.addEntry(network.id, network.gateway, {
-          containerId: member.id,
-          ipv4: row.ip,
-          names: endpoint.dnsNames,
-        });
-      }
+      if (!a.named) await this.addNames(member, endpoint);
     } catch (e) {
       await this.detach(a);
       throw e;
     }
   }
 
+  async addNames(member: Member, endpoint: Endpoint): Promise<void> {
+    const { network, row } = endpoint;
+    if (!hasDns(network)) return;
+    await this.deps.dns.addEntry(network.id, network.gateway, {
+      containerId: member.id,
+      ipv4: row.ip,
+      names: endpoint.dnsNames,
+    });
+  }
+
+  async removeNames(member: Member, endpoint: Endpoint): Promise<void> {
+    if (hasDns(endpoint.network)) await this.deps.dns.removeEntry(endpoint.network.id, member.id);
+  }
+
   async detach(a: Attachment): Promise<void> {
     const { member, endpoint } = a;
     await this.deps.firewall.removePorts(member.id);
     await this.deps.ports.release(member.id);
-    if (hasDns(endpoint.network)) await this.deps.dns.removeEntry(endpoint.network.id, member.id);
+    await this.removeNames(member, endpoint);
     await detachContainer(hostIfName(endpoint.row.id));
   }
 

@@ -17,6 +17,8 @@ export interface Attachment {
   publish?: PortRequest[];
   /** Told the host ports chosen, once held. */
   published?: (bindings: PortBinding[]) => void;
+  /** The endpoint's names were given already (addNames): attach makes the links and ports only. */
+  named?: boolean;
 }
 
 export interface Plumbing {
@@ -25,6 +27,14 @@ export interface Plumbing {
   addNetwork(n: Network): Promise<void>;
   removeNetwork(n: Network): Promise<void>;
   attach(a: Attachment): Promise<void>;
+  /**
+   * The endpoint's names on its network's DNS (none on a network without
+   * names), before its links exist: a start asks for them first, so that the
+   * DNS server's reload overlaps the runtime's work.
+   */
+  addNames(member: Member, endpoint: Endpoint): Promise<void>;
+  /** Takes them back (detach does too); nothing when there are none. */
+  removeNames(member: Member, endpoint: Endpoint): Promise<void>;
   detach(a: Attachment): Promise<void>;
   /** berthd stops: the ports it holds are let go (the firewall's rules stay for the next start). */
   close(): Promise<void>;

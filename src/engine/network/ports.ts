@@ -145,20 +145,24 @@ export interface HostPortsOptions {
   ephemeral?: PortRange;
   /** Ports the ephemeral search skips (default: the kernel's ip_local_reserved_ports). */
   reserved?: Set<number>;
+  /** dockerd's userland-proxy (default true): a held TCP port pipes what reaches it to the container. */
+  proxy?: boolean;
 }
 
 /** The host ports berthd holds, by key (a container's id). */
 export class HostPorts {
   private readonly table: PortTable;
   private readonly byKey = new Map<string, Reservation[]>();
+  private readonly proxy: boolean;
 
   constructor(o: HostPortsOptions = {}) {
     this.table = new PortTable(o.ephemeral, o.reserved);
+    this.proxy = o.proxy ?? true;
   }
 
   /**
    * Chooses and holds the host ports of `requests` for `key`, each TCP one
-   * proxying to `containerIp`. All or nothing: on an error, what this call
+   * proxying to `containerIp` (unless the proxy is off). All or nothing: on an error, what this call
    * held is released. Throws dockerd's "Bind for 0.0.0.0:8080 failed: port is
    * already allocated" for a port berth has handed out, and "failed to bind
    * host port 0.0.0.0:8080/tcp: address already in use" for one another
@@ -227,7 +231,7 @@ export class HostPorts {
     const made: Reservation[] = [];
     try {
       for (const r of group) {
-        const target = { host: containerIp, port: r.containerPort };
+        const target = this.proxy ? { host: containerIp, port: r.containerPort } : null;
         const held = await hold(r.proto, r.hostIp, port, target).catch((e: unknown) => {
           throw bindFailed(r.proto, r.hostIp, port, e);
         });

@@ -3,6 +3,8 @@
 // port allocator does. The TCP one is also dockerd's userland proxy: a
 // connection that reaches it (DNAT did not apply: the firewall is disabled, or
 // an address DNAT does not see) is piped to the container's address and port.
+// With the proxy off (`userland-proxy: false`) it only holds the port, as
+// dockerd's dummy proxy does: a connection that reaches it is closed at once.
 // A UDP port is held by a bound socket whose datagrams are dropped. SCTP has no
 // socket in Node: its ports are reserved among berth's own mappings only.
 import dgram from 'node:dgram';
@@ -42,8 +44,13 @@ function proxyServer(target: Target): { server: net.Server; open: Set<net.Socket
   return { server, open };
 }
 
-function holdTcp(host: string, port: number, target: Target): Promise<Held> {
-  const { server, open } = proxyServer(target);
+/** Holds the port and nothing more: each connection that reaches it is reset. */
+function holdingServer(): { server: net.Server; open: Set<net.Socket> } {
+  return { server: net.createServer((client) => client.resetAndDestroy()), open: new Set() };
+}
+
+function holdTcp(host: string, port: number, target: Target | null): Promise<Held> {
+  const { server, open } = target ? proxyServer(target) : holdingServer();
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen({ host, port, exclusive: true }, () => {
@@ -75,8 +82,11 @@ function holdUdp(host: string, port: number): Promise<Held> {
 
 const NOTHING: Held = { close: async () => undefined };
 
-/** Binds the host port (rejects with the system error, e.g. EADDRINUSE, when it cannot). */
-export function hold(proto: Proto, host: string, port: number, target: Target): Promise<Held> {
+/**
+ * Binds the host port (rejects with the system error, e.g. EADDRINUSE, when it
+ * cannot); a TCP one proxies to `target`, or to nothing when it is null.
+ */
+export function hold(proto: Proto, host: string, port: number, target: Target | null): Promise<Held> {
   if (proto === 'tcp') return holdTcp(host, port, target);
   if (proto === 'udp') return holdUdp(host, port);
   return Promise.resolve(NOTHING);
