@@ -8,6 +8,7 @@ import { execProber } from './engine/containers/health.js';
 import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';
+import { ArchiveService } from './engine/archive/service.js';
 import { CommitService } from './engine/commit/service.js';
 import { ImageService } from './engine/images/service.js';
 import type { Engine } from './engine/index.js';
@@ -195,7 +196,8 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     events,
     logger,
   });
-  const engine: Engine = { system, images, containers, execs, events, commits, networks };
+  const archives = new ArchiveService({ containers, extractor });
+  const engine: Engine = { system, images, containers, execs, events, commits, networks, archives };
   return {
     engine,
     db,

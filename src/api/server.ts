@@ -7,6 +7,7 @@ import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
 import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
+import { archiveRoutes } from './routes/archive.js';
 import { commitRoutes } from './routes/commit.js';
 import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
@@ -153,6 +154,7 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   containerRoutes(app, engine);
   execRoutes(app, engine);
   commitRoutes(app, engine);
+  archiveRoutes(app, engine);
   networkRoutes(app, engine);
   eventRoutes(app, engine);
   return app;

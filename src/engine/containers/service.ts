@@ -33,6 +33,8 @@ import type { ContainerNetworking } from '../network/endpoints.js';
 import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
 import { checkName, generateName } from './names.js';
+import type { RootView } from '../os/rooted.js';
+import { openContainerView } from './rootview.js';
 import { updateContainer } from './update.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
@@ -108,6 +110,21 @@ export class ContainerService {
   /** Resolves a full id, a unique id prefix, or a name (with or without '/'). */
   get(ref: string): Container {
     return this.s.lookup.find(ref);
+  }
+
+  /**
+   * The container's filesystem as it sees it, for `docker cp` (rootview.ts):
+   * its rootfs (mounted if it was not) with its mounts over it, in a private
+   * mount namespace. The caller closes both descriptors.
+   */
+  async openView(ref: string): Promise<{ c: Container; view: RootView }> {
+    const c = this.get(ref);
+    return { c, view: await openContainerView(c, this.s.deps.images) };
+  }
+
+  /** Publishes a container event (dockerd's attributes). */
+  publish(c: Container, action: string): void {
+    publish(this.s.deps.events, c, action);
   }
 
   list(opts: { all?: boolean; limit?: number; filters?: Filters } = {}): Container[] {

@@ -1,0 +1,192 @@
+// Resolving paths inside a container's root (docker cp), never outside it.
+//
+// openat2(RESOLVE_IN_ROOT) resolves a path from a directory descriptor as if
+// that directory were `/`: absolute symlinks and `..` stay in it, and with
+// RESOLVE_NO_MAGICLINKS a /proc/<pid>/root-style link cannot lead out either.
+// The kernel does it in one walk, so a symlink swapped in by the container
+// between our calls can only ever lead elsewhere inside the root
+// (CVE-2018-15664 was a path resolved in userspace and then used again).
+//
+// A container sees its bind mounts (and later volumes) over its rootfs; the
+// host does not, they live in the container's mount namespace. rootView makes
+// the same picture in a mount namespace of berthd's own: a short-lived thread
+// unshares one, binds each mount over the rootfs there (the target opened
+// with openat2 first, then attached through the new mount API, so no path is
+// looked up twice), and hands back a descriptor of the rootfs in that
+// namespace and one of the namespace itself. Lookups from the rootfs
+// descriptor cross those mounts; nothing of it is visible on the host, and
+// the namespace (with its mounts) goes when the last descriptor is closed.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "addon.h"
+#include "args.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+
+struct berth_mount_attr {
+  uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+static int sys_openat2(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve) {
+  struct open_how how = {.flags = (uint64_t)flags | O_CLOEXEC, .mode = mode, .resolve = resolve};
+  int fd;
+  do fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+  while (fd < 0 && errno == EAGAIN); // a rename elsewhere raced the lookup: the kernel asks for a retry
+  return fd;
+}
+
+// openat2(dirFd, path, flags, mode, resolve) -> fd (close-on-exec).
+BINDING(js_openat2) {
+  ARGS(a, 5);
+  const char *path = args_path(&a, 1);
+  if (!path) return args_done(&a, NULL);
+  int fd = sys_openat2(args_int32(&a, 0), path, args_int32(&a, 2), args_uint32(&a, 3), (uint64_t)args_int64(&a, 4));
+  int e = errno;
+  return args_done(&a, fd >= 0 ? js_int32(env, fd) : throw_errno(env, "openat2", path, e));
+}
+
+// readlinkAt(dirFd, name) -> the link's text; name "" reads the link an O_PATH|O_NOFOLLOW fd holds.
+BINDING(js_readlink_at) {
+  ARGS(a, 2);
+  const char *name = args_path(&a, 1);
+  if (!name) return args_done(&a, NULL);
+  char buf[4096];
+  ssize_t n = readlinkat(args_int32(&a, 0), name, buf, sizeof buf);
+  int e = errno;
+  if (n < 0) return args_done(&a, throw_errno(env, "readlinkat", name, e));
+  napi_value out;
+  napi_create_string_utf8(env, buf, (size_t)n, &out);
+  return args_done(&a, out);
+}
+
+typedef struct {
+  const char *rootfs;
+  char **sources, **targets; // NULL-terminated, same length
+  const bool *readonly;
+  int root_fd, ns_fd;
+  int err;
+  const char *step, *what;
+} view_t;
+
+static void *view_fail(view_t *v, const char *step, const char *what) {
+  v->err = errno;
+  v->step = step;
+  v->what = what;
+  if (v->root_fd >= 0) close(v->root_fd);
+  if (v->ns_fd >= 0) close(v->ns_fd);
+  v->root_fd = v->ns_fd = -1;
+  return NULL;
+}
+
+// One bind (recursive, like Docker's default) of source over target, target
+// resolved inside the root. A target or source that is not there (a container
+// never started, whose mount points the runtime has not made yet) is skipped.
+static int view_bind(view_t *v, const char *source, const char *target, bool readonly) {
+  int at = sys_openat2(v->root_fd, target, O_PATH, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+  if (at < 0) return errno == ENOENT ? 0 : -1;
+  int tree = (int)syscall(SYS_open_tree, AT_FDCWD, source, OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC);
+  if (tree < 0 && errno == ENOENT) {
+    close(at);
+    return 0;
+  }
+  int r = tree < 0 ? -1 : 0;
+  if (r == 0 && readonly) {
+    struct berth_mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+    r = (int)syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr);
+  }
+  if (r == 0)
+    r = (int)syscall(SYS_move_mount, tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+  int e = errno;
+  if (tree >= 0) close(tree);
+  close(at);
+  errno = e;
+  return r;
+}
+
+static void *view_thread(void *arg) {
+  view_t *v = arg;
+  // Our own namespace, a slave of the host's: nothing mounted here propagates back.
+  if (unshare(CLONE_NEWNS) != 0) return view_fail(v, "unshare", NULL);
+  if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return view_fail(v, "mount", "/");
+  v->root_fd = open(v->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (v->root_fd < 0) return view_fail(v, "open", v->rootfs);
+  for (size_t i = 0; v->sources[i] && v->targets[i]; i++) {
+    if (view_bind(v, v->sources[i], v->targets[i], v->readonly[i]) != 0) return view_fail(v, "bind", v->targets[i]);
+  }
+  v->ns_fd = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
+  if (v->ns_fd < 0) return view_fail(v, "open", "/proc/thread-self/ns/mnt");
+  return NULL;
+}
+
+// rootView(rootfs, sources, targets, readonly) -> [rootFd, nsFd]: rootfs as a
+// container sees it, its mounts bound over it, in a mount namespace of its own
+// that lives as long as either descriptor is open.
+BINDING(js_root_view) {
+  ARGS(a, 4);
+  const char *rootfs = args_path(&a, 0);
+  char **sources = args_strings(&a, 1), **targets = args_strings(&a, 2);
+  uint32_t n = 0;
+  bool *readonly = NULL;
+  napi_value out = NULL;
+  if (!rootfs || !sources || !targets || napi_get_array_length(env, a.argv[3], &n) != napi_ok) {
+    if (rootfs) napi_throw_type_error(env, NULL, "rootView: rootfs, sources, targets, readonly");
+    goto done;
+  }
+  readonly = calloc(n + 1, sizeof *readonly);
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value el;
+    if (napi_get_element(env, a.argv[3], i, &el) == napi_ok) napi_get_value_bool(env, el, &readonly[i]);
+  }
+  view_t v = {.rootfs = rootfs, .sources = sources, .targets = targets, .readonly = readonly, .root_fd = -1, .ns_fd = -1};
+  pthread_t t;
+  int e = pthread_create(&t, NULL, view_thread, &v);
+  if (e == 0) pthread_join(t, NULL);
+  else v.err = e, v.step = "pthread_create";
+  if (v.root_fd < 0) out = throw_errno(env, v.step, v.what, v.err);
+  else {
+    int fds[2] = {v.root_fd, v.ns_fd};
+    out = js_fd_pair(env, fds);
+  }
+done:
+  free(readonly);
+  if (sources) free_strings(sources);
+  if (targets) free_strings(targets);
+  return args_done(&a, out);
+}
