@@ -104,7 +104,7 @@ export class RootedTree implements ApplyTree {
       if (st?.isSymbolicLink()) {
         if (++hops > MAX_SYMLINK_HOPS) throw notDirectory(entryName);
         const target = readlinkSync(path);
-        if (target.startsWith('/')) (cur.length = 0), (keys.length = 1); // re-rooted at the destination
+        if (target.startsWith('/')) keys.length = 1; // re-rooted at the destination
         pending.push(...linkComponents(target).reverse());
         continue;
       }
