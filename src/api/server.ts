@@ -8,6 +8,7 @@ import { toHttpError } from './errors.js';
 import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
 import { archiveRoutes } from './routes/archive.js';
+import { dfRoutes } from './routes/df.js';
 import { commitRoutes } from './routes/commit.js';
 import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
@@ -155,6 +156,7 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   execRoutes(app, engine);
   commitRoutes(app, engine);
   archiveRoutes(app, engine);
+  dfRoutes(app, engine);
   networkRoutes(app, engine);
   eventRoutes(app, engine);
   return app;
