@@ -13,17 +13,12 @@ import { applyLayer } from '../../src/engine/layers/apply.js';
 import { O_PATH, openDirInRoot, openInRoot, openRootView } from '../../src/engine/os/rooted.js';
 import { tarOf, type TarEntry } from '../harness/tar.js';
 
-let base: string;
-/** The container's root. */
-let root: string;
-/** A host directory outside it, with a file that must stay untouched. */
-let host: string;
-let rootFd: number;
+/** The container's root, its descriptor, and a host directory outside it with a file that must stay untouched. */
+let [base, root, host, rootFd] = ['', '', '', -1];
 
 beforeEach(async () => {
   base = await mkdtemp(path.join(tmpdir(), 'berth-cp-unit-'));
-  root = path.join(base, 'root');
-  host = path.join(base, 'host');
+  [root, host] = [path.join(base, 'root'), path.join(base, 'host')];
   await mkdir(path.join(root, 'dest'), { recursive: true });
   await mkdir(host);
   await writeFile(path.join(host, 'sentinel'), 'host');

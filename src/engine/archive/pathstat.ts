@@ -28,29 +28,19 @@ const GO = {
   sticky: 2 ** 20,
 } as const;
 
+/** Go's type bits for each st_mode file type (a regular file has none). */
+const GO_TYPE = new Map<number, number>([
+  [C.S_IFBLK, GO.device],
+  [C.S_IFCHR, GO.device + GO.charDevice],
+  [C.S_IFDIR, GO.dir],
+  [C.S_IFIFO, GO.namedPipe],
+  [C.S_IFLNK, GO.symlink],
+  [C.S_IFSOCK, GO.socket],
+]);
+
 /** st_mode as Go's os.Lstat reports it. */
 export function goFileMode(stMode: number): number {
-  let mode = stMode & 0o777;
-  switch (stMode & C.S_IFMT) {
-    case C.S_IFBLK:
-      mode += GO.device;
-      break;
-    case C.S_IFCHR:
-      mode += GO.device + GO.charDevice;
-      break;
-    case C.S_IFDIR:
-      mode += GO.dir;
-      break;
-    case C.S_IFIFO:
-      mode += GO.namedPipe;
-      break;
-    case C.S_IFLNK:
-      mode += GO.symlink;
-      break;
-    case C.S_IFSOCK:
-      mode += GO.socket;
-      break;
-  }
+  let mode = (stMode & 0o777) + (GO_TYPE.get(stMode & C.S_IFMT) ?? 0);
   if (stMode & 0o4000) mode += GO.setuid;
   if (stMode & 0o2000) mode += GO.setgid;
   if (stMode & 0o1000) mode += GO.sticky;

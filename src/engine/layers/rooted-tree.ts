@@ -135,13 +135,7 @@ export class RootedTree implements ApplyTree {
       return;
     }
     this.forget();
-    const fd = openSync(abs, C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
-    try {
-      emptyDir(fdPath(fd));
-    } finally {
-      closeSync(fd);
-    }
-    rmdirSync(abs);
+    removeDir(abs);
   }
 
   close(): void {
@@ -149,22 +143,23 @@ export class RootedTree implements ApplyTree {
   }
 }
 
-/** Removes everything in the directory `dir` names (a held descriptor), each level through a descriptor of its own. */
-function emptyDir(dir: string): void {
-  for (const name of readdirSync(dir)) {
-    const path = `${dir}/${name}`;
-    const st = lstatSync(path, { throwIfNoEntry: false });
-    if (!st) continue;
-    if (!st.isDirectory()) {
-      unlinkSync(path);
-      continue;
+/**
+ * Removes the directory `path` names (a held directory and one name) with
+ * all in it: opened without following, its entries named through its own
+ * descriptor, level by level, so a swapped-in link is removed, never followed.
+ */
+function removeDir(path: string): void {
+  const fd = openSync(path, C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
+  try {
+    const dir = fdPath(fd);
+    for (const name of readdirSync(dir)) {
+      const entry = `${dir}/${name}`;
+      const st = lstatSync(entry, { throwIfNoEntry: false });
+      if (st?.isDirectory()) removeDir(entry);
+      else if (st) unlinkSync(entry);
     }
-    const fd = openSync(path, C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
-    try {
-      emptyDir(fdPath(fd));
-    } finally {
-      closeSync(fd);
-    }
-    rmdirSync(path);
+  } finally {
+    closeSync(fd);
   }
+  rmdirSync(path);
 }
