@@ -12,8 +12,9 @@
 // the same picture in a mount namespace of berthd's own: a short-lived thread
 // unshares one, binds each mount over the rootfs there (the target opened
 // with openat2 first, then attached through the new mount API, so no path is
-// looked up twice), and hands back a descriptor of the rootfs in that
-// namespace and one of the namespace itself. Lookups from the rootfs
+// looked up twice), detaches every other mount the namespace was copied
+// with, and hands back a descriptor of the rootfs in that namespace and one
+// of the namespace itself. Lookups from the rootfs
 // descriptor cross those mounts; nothing of it is visible on the host, and
 // the namespace (with its mounts) goes when the last descriptor is closed.
 #define _GNU_SOURCE
@@ -23,6 +24,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -140,6 +142,83 @@ static int view_bind(view_t *v, const char *source, const char *target, bool rea
   return r;
 }
 
+// The mount id of an open file (its fdinfo's mnt_id), or -1.
+static int mount_id_of(int fd) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/thread-self/fdinfo/%d", fd);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  int id = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "mnt_id: %d", &id) == 1) break;
+  fclose(f);
+  return id;
+}
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+static void unescape_octal(char *s) {
+  char *out = s;
+  for (; *s; s++) {
+    if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+      *out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+      s += 3;
+    } else {
+      *out++ = *s;
+    }
+  }
+  *out = '\0';
+}
+
+#define VIEW_MAX_MOUNTS 8192
+
+// Detaches, in the new namespace, every mount but the rootfs's own, its
+// ancestors and what lies under it: the copy of the host's other mounts
+// (other containers' rootfs above all) would otherwise stay alive in it, out
+// of reach of the host's unmounts, for as long as the view is open.
+static void view_prune(int root_fd) {
+  int root_id = mount_id_of(root_fd);
+  if (root_id < 0) return;
+  int *ids = calloc(VIEW_MAX_MOUNTS, sizeof *ids), *parents = calloc(VIEW_MAX_MOUNTS, sizeof *parents);
+  char **points = calloc(VIEW_MAX_MOUNTS, sizeof *points);
+  size_t n = 0;
+  FILE *f = ids && parents && points ? fopen("/proc/thread-self/mountinfo", "re") : NULL;
+  if (!f) goto done;
+  char *line = NULL;
+  size_t cap = 0;
+  while (n < VIEW_MAX_MOUNTS && getline(&line, &cap, f) > 0) {
+    char point[4096];
+    if (sscanf(line, "%d %d %*s %*s %4095s", &ids[n], &parents[n], point) != 3) continue;
+    unescape_octal(point);
+    points[n++] = strdup(point);
+  }
+  free(line);
+  fclose(f);
+  for (size_t i = 0; i < n; i++) {
+    // Kept: the rootfs, its ancestors, and mounts below it (walking up from each to the top).
+    bool keep = false;
+    for (int id = ids[i], hops = 0; !keep && hops < VIEW_MAX_MOUNTS; hops++) {
+      if (id == root_id) keep = true;
+      size_t j = 0;
+      while (j < n && ids[j] != id) j++;
+      if (j == n || parents[j] == id) break;
+      id = parents[j];
+    }
+    for (int id = root_id, hops = 0; !keep && hops < VIEW_MAX_MOUNTS; hops++) {
+      if (id == ids[i]) keep = true;
+      size_t j = 0;
+      while (j < n && ids[j] != id) j++;
+      if (j == n || parents[j] == id) break;
+      id = parents[j];
+    }
+    if (!keep) umount2(points[i], MNT_DETACH); // one under a mount already detached is gone with it
+  }
+  for (size_t i = 0; i < n; i++) free(points[i]);
+done:
+  free(ids);
+  free(parents);
+  free(points);
+}
+
 static void *view_thread(void *arg) {
   view_t *v = arg;
   // Our own namespace, a slave of the host's: nothing mounted here propagates back.
@@ -152,6 +231,7 @@ static void *view_thread(void *arg) {
   }
   v->ns_fd = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
   if (v->ns_fd < 0) return view_fail(v, "open", "/proc/thread-self/ns/mnt");
+  view_prune(v->root_fd);
   return NULL;
 }
 
