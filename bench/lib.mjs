@@ -19,7 +19,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { busyboxImage, pushImage } from '../fixtures/images.mjs';
+import { busyboxImage, largeImage, pushImage } from '../fixtures/images.mjs';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The shipped launcher (the bundle in dist/ with its V8 code cache), as the tests and users run it. */
@@ -278,6 +278,23 @@ export async function busyboxRegistry() {
   const registry = await startRegistry();
   await pushImage(registry.url, 'busybox', 'latest', await busyboxImage());
   return { registry, ref: `${registry.host}/busybox:latest` };
+}
+
+/**
+ * A registry holding a large image: busybox plus `layerCount` layers of random
+ * data, `totalMiB` in all; `ref` names it (host:port/large:latest), `bytes` is
+ * the size of its compressed layers. Prints a line saying so.
+ */
+export async function largeImageRegistry(totalMiB, layerCount) {
+  const registry = await startRegistry();
+  const image = await largeImage(totalMiB, layerCount);
+  const ref = `${registry.host}/large:latest`;
+  await pushImage(registry.url, 'large', 'latest', image);
+  const bytes = image.layers.reduce((a, l) => a + l.size, 0);
+  console.log(
+    `image: ${image.layers.length} layers (busybox base + ${layerCount} of random data), ${(bytes / MiB).toFixed(1)} MiB compressed (${(bytes / 1e6).toFixed(0)} MB), from docker-registry at ${registry.host}`,
+  );
+  return { registry, image, ref, bytes };
 }
 
 // ─────────────────────────────────── daemons ───────────────────────────────────

@@ -40,5 +40,8 @@ echo
 echo "== DNS on user networks: one change, 20 at once, questions during reloads (issue 14)"
 node bench/dns.mjs 30
 echo
+echo "== docker save and docker load of a 105 MB image (issue 16)"
+node bench/archive.mjs 5
+echo
 echo "== docker cp of 100 MiB + 2,000 files into and out of a running container (issue 15)"
 node bench/cp.mjs 5

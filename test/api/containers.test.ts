@@ -705,7 +705,7 @@ describe('namespaces, groups, devices and limits', () => {
   });
 
   it('refuses what it does not apply yet, and takes the zeros and defaults clients send', async () => {
-    expect(await refused({ Links: ['other:db'] })).toMatch(/^HostConfig.Links is not supported by berth yet/);
+    expect(await refused({ Links: ['other:db'] })).toBe('could not get container for other: No such container: other');
     expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
     // A tmpfs with no options still asks for a tmpfs.
     expect(await refused({ Tmpfs: { '/scratch': '' } })).toMatch(/^HostConfig.Tmpfs is not supported by berth yet/);
@@ -776,6 +776,16 @@ describe('prune', () => {
     expect(r.json.ContainersDeleted).not.toContain(live);
     expect(r.json.SpaceReclaimed).toBeGreaterThanOrEqual(300_000);
     await d.request('DELETE', `/containers/${live}?force=1`);
+  });
+
+  it('keeps what was created after `until`, read as a duration as the docker CLI sends it', async () => {
+    const recent = await create({ Cmd: ['true'] });
+    const r = await d.request('POST', `/containers/prune?filters=${encodeURIComponent('{"until":["10m"]}')}`);
+    expect(r.status, r.text).toBe(200);
+    expect(r.json.ContainersDeleted ?? []).not.toContain(recent);
+    const bad = await d.request('POST', `/containers/prune?filters=${encodeURIComponent('{"until":["soon"]}')}`);
+    expect([bad.status, bad.json.message]).toEqual([400, "invalid filter 'until=soon'"]);
+    await d.request('DELETE', `/containers/${recent}`);
   });
 });
 

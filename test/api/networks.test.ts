@@ -215,6 +215,154 @@ describe('a container on the default bridge', () => {
   });
 });
 
+describe('stats', () => {
+  it("carries each interface's counters under networks, moving with traffic; none without a network", async () => {
+    const id = await run({});
+    const ping = await exec(id, ['ping', '-c', '3', '-W', '2', net.gateway]);
+    expect(ping.code, ping.out).toBe(0);
+    for (const q of ['stream=0', 'stream=0&one-shot=1']) {
+      const stats = (await d.request('GET', `/containers/${id}/stats?${q}`)).json;
+      expect(Object.keys(stats.networks)).toEqual(['eth0']);
+      const eth0 = stats.networks.eth0;
+      expect(Object.keys(eth0).sort()).toEqual(
+        [
+          'rx_bytes',
+          'rx_dropped',
+          'rx_errors',
+          'rx_packets',
+          'tx_bytes',
+          'tx_dropped',
+          'tx_errors',
+          'tx_packets',
+        ].sort(),
+      );
+      expect(eth0.rx_packets).toBeGreaterThanOrEqual(3);
+      expect(eth0.tx_packets).toBeGreaterThanOrEqual(3);
+      expect(eth0.rx_bytes).toBeGreaterThan(0);
+      expect(eth0.tx_bytes).toBeGreaterThan(0);
+    }
+    const joiner = await run({ HostConfig: { NetworkMode: `container:${id}` } });
+    expect(
+      Object.keys((await d.request('GET', `/containers/${joiner}/stats?one-shot=1&stream=0`)).json.networks),
+    ).toEqual(['eth0']);
+    const none = await run({ HostConfig: { NetworkMode: 'none' } });
+    const host = await run({ HostConfig: { NetworkMode: 'host' } });
+    for (const other of [none, host]) {
+      const stats = (await d.request('GET', `/containers/${other}/stats?one-shot=1&stream=0`)).json;
+      expect(stats.networks).toBeUndefined();
+    }
+    for (const c of [joiner, id, none, host]) await d.request('DELETE', `/containers/${c}?force=1`);
+  });
+});
+
+describe('legacy links (HostConfig.Links)', () => {
+  const named = async (name: string, body: Record<string, unknown>, cmd = ['sleep', '300']) => {
+    const c = await d.request('POST', `/containers/create?name=${name}`, {
+      body: { Image: env.busybox, Cmd: cmd, ...body },
+    });
+    expect(c.status, c.text).toBe(201);
+    return c.json.Id as string;
+  };
+  const start = (id: string) => d.request('POST', `/containers/${id}/start`);
+
+  it("give the linking container the linked one's address by alias, name and hostname, and its variables", async () => {
+    const db = await named('ldb', { Env: ['FOO=bar', 'PATH=/bin'], ExposedPorts: { '5432/tcp': {}, '53/udp': {} } });
+    expect((await start(db)).status).toBe(204);
+    const dbIp = (await inspect(db)).NetworkSettings.IPAddress;
+    const web = await named('lweb', { HostConfig: { Links: ['ldb:data'] } });
+    expect((await start(web)).status).toBe(204);
+    const hosts = (await exec(web, ['cat', '/etc/hosts'])).out;
+    expect(hosts).toContain(`${dbIp}\tdata ${db.slice(0, 12)} ldb`);
+    const ping = await exec(web, ['ping', '-c', '1', '-W', '2', 'data']);
+    expect(ping.code, ping.out).toBe(0);
+    const vars = (await exec(web, ['env'])).out.split(/\r?\n/);
+    expect(vars).toEqual(
+      expect.arrayContaining([
+        'DATA_NAME=/lweb/data',
+        `DATA_PORT=tcp://${dbIp}:5432`,
+        `DATA_PORT_5432_TCP=tcp://${dbIp}:5432`,
+        `DATA_PORT_5432_TCP_ADDR=${dbIp}`,
+        'DATA_PORT_5432_TCP_PORT=5432',
+        'DATA_PORT_5432_TCP_PROTO=tcp',
+        `DATA_PORT_53_UDP=udp://${dbIp}:53`,
+        'DATA_ENV_FOO=bar',
+      ]),
+    );
+    expect(vars.some((v) => v.startsWith('DATA_ENV_PATH='))).toBe(false);
+    // Not in the linking container's Config.Env: they are made at each start.
+    expect((await inspect(web)).Config.Env.some((v: string) => v.startsWith('DATA_'))).toBe(false);
+    expect((await inspect(web)).HostConfig.Links).toEqual(['/ldb:/lweb/data']);
+    const listed = await d.request(
+      'GET',
+      `/containers/json?filters=${encodeURIComponent(JSON.stringify({ id: [db] }))}`,
+    );
+    expect(listed.json[0].Names).toEqual(['/ldb', '/lweb/data']);
+    // The link goes, and neither container with it.
+    expect((await d.request('DELETE', '/containers/lweb/data?link=1')).status).toBe(204);
+    const after = await d.request(
+      'GET',
+      `/containers/json?filters=${encodeURIComponent(JSON.stringify({ id: [db] }))}`,
+    );
+    expect(after.json[0].Names).toEqual(['/ldb']);
+    expect((await inspect(web)).HostConfig.Links).toBeNull();
+    const rmSelf = await d.request('DELETE', '/containers/ldb?link=1');
+    expect(rmSelf.status).toBe(500);
+    expect(rmSelf.json.message).toBe('Conflict, cannot remove the default link name of the container');
+    for (const id of [web, db]) await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+
+  it('need the linked container to exist at create and to run at start', async () => {
+    const missing = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, HostConfig: { Links: ['nosuch:x'] } },
+    });
+    expect(missing.status).toBe(400);
+    expect(missing.json.message).toBe('could not get container for nosuch: No such container: nosuch');
+    const stopped = await named('lstopped', {});
+    const linker = await named('llinker', { HostConfig: { Links: ['lstopped'] } });
+    const s = await start(linker);
+    expect(s.status).toBe(500);
+    expect(s.json.message).toBe('Cannot link to a non running container: /lstopped AS /llinker/lstopped');
+    expect((await start(stopped)).status).toBe(204);
+    expect((await start(linker)).status).toBe(204);
+    const hostNet = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, HostConfig: { NetworkMode: 'host', Links: ['lstopped:x'] } },
+    });
+    expect(hostNet.status).toBe(400);
+    expect(hostNet.json.message).toBe(
+      "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
+    );
+    for (const id of [linker, stopped]) await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+
+  it('on a user network are names only the linking container resolves', async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'linked' } });
+    const target = await run({ HostConfig: { NetworkMode: 'linked' } });
+    const targetName = (await inspect(target)).Name.slice(1);
+    const ip = (await inspect(target)).NetworkSettings.Networks.linked.IPAddress;
+    const linker = await run({ HostConfig: { NetworkMode: 'linked', Links: [`${targetName}:backend`, 'later:next'] } });
+    expect((await exec(linker, ['cat', '/etc/hosts'])).out).toContain(`${ip}\tbackend`);
+    // A target that starts after the linker: its line comes then.
+    const later = await d.request('POST', '/containers/create?name=later', {
+      body: { Image: env.busybox, Cmd: ['sleep', '300'], HostConfig: { NetworkMode: 'linked' } },
+    });
+    await d.request('POST', `/containers/${later.json.Id}/start`);
+    const laterIp = (await inspect(later.json.Id)).NetworkSettings.Networks.linked.IPAddress;
+    await waitFor(
+      async () => (await exec(linker, ['cat', '/etc/hosts'])).out.includes(`${laterIp}\tnext`) || undefined,
+      "the linker's hosts to name the later target",
+    );
+    expect((await exec(linker, ['ping', '-c', '1', '-W', '2', 'backend'])).code).toBe(0);
+    expect((await inspect(linker)).NetworkSettings.Networks.linked.Links).toEqual([
+      `${targetName}:backend`,
+      'later:next',
+    ]);
+    const other = await run({ HostConfig: { NetworkMode: 'linked' } });
+    expect((await exec(other, ['ping', '-c', '1', '-W', '1', 'backend'])).code).not.toBe(0);
+    for (const id of [linker, target, other, later.json.Id]) await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/linked');
+  });
+});
+
 describe("a container joining another's network (container:<id>)", () => {
   it('shares its interfaces, address, hosts and resolv.conf', async () => {
     const sandbox = await run({});

@@ -76,6 +76,12 @@ describe('ping and version', () => {
     expect(r.json).toEqual({ message: 'page not found' });
   });
 
+  it('answers a swarm leave as dockerd on a node in no swarm (clients that leave just in case go on)', async () => {
+    const r = await d.request('POST', '/v1.41/swarm/leave?force=1');
+    expect(r.status).toBe(503);
+    expect(r.json).toEqual({ message: 'This node is not part of a swarm' });
+  });
+
   it('serves /info with the fields clients read', async () => {
     const r = await d.request('GET', '/v1.41/info');
     expect(r.status).toBe(200);

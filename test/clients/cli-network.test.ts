@@ -92,3 +92,41 @@ describe('published ports', () => {
     await ok(['rm', '-f', 'web1', 'web2', 'web3']);
   });
 });
+
+describe('docker stats', () => {
+  it('shows network I/O once traffic flowed', async () => {
+    await ok(['run', '-d', '--name', 'talker', image, 'sleep', '300']);
+    await ok(['exec', 'talker', 'ping', '-c', '3', '-W', '2', net.gateway]);
+    const io = (await ok(['stats', '--no-stream', '--format', '{{.NetIO}}', 'talker'])).trim();
+    expect(io).toMatch(/^\S+B \/ \S+B$/);
+    expect(io).not.toBe('0B / 0B');
+    await ok(['rm', '-f', 'talker']);
+  });
+});
+
+describe('docker run --link', () => {
+  it('on the default bridge: the alias resolves, the variables are set, ps shows the link name, rm --link removes it', async () => {
+    await ok(['run', '-d', '--name', 'linkdb', '-e', 'SECRET=s1', '--expose', '5432', image, 'sleep', '300']);
+    const ip = (await ok(['inspect', '-f', '{{.NetworkSettings.IPAddress}}', 'linkdb'])).trim();
+    await ok(['run', '-d', '--name', 'linkweb', '--link', 'linkdb:db', image, 'sleep', '300']);
+    expect(await ok(['exec', 'linkweb', 'cat', '/etc/hosts'])).toMatch(
+      new RegExp(`^${ip.replaceAll('.', '\\.')}\\s+db\\b.*linkdb$`, 'm'),
+    );
+    expect((await docker(['exec', 'linkweb', 'ping', '-c', '1', '-W', '2', 'db'])).code).toBe(0);
+    const env = await ok(['exec', 'linkweb', 'env']);
+    expect(env).toContain(`DB_PORT=tcp://${ip}:5432`);
+    expect(env).toContain('DB_ENV_SECRET=s1');
+    expect(env).toContain('DB_NAME=/linkweb/db');
+    expect((await ok(['inspect', '-f', '{{json .HostConfig.Links}}', 'linkweb'])).trim()).toBe(
+      '["/linkdb:/linkweb/db"]',
+    );
+    expect((await ok(['ps', '--no-trunc', '--filter', 'name=linkdb', '--format', '{{.Names}}'])).trim()).toBe(
+      'linkdb,linkweb/db',
+    );
+    await ok(['rm', '--link', 'linkweb/db']);
+    expect((await ok(['ps', '--no-trunc', '--filter', 'name=linkdb', '--format', '{{.Names}}'])).trim()).toBe('linkdb');
+    const missing = await docker(['run', '--rm', '--link', 'nosuch:x', image, 'true']);
+    expect(missing.stderr).toContain('could not get container for nosuch');
+    await ok(['rm', '-f', 'linkweb', 'linkdb']);
+  });
+});

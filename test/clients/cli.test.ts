@@ -343,7 +343,7 @@ describe('docker run flags for namespaces, groups, devices, logs and signals', (
     const driver = await docker(['run', '--rm', '--log-driver', 'nope', image, 'true']);
     expect(driver.stderr).toContain("logger: no log driver named 'nope' is registered");
     const links = await docker(['run', '--rm', '--link', 'other:db', image, 'true']);
-    expect(links.stderr).toContain('HostConfig.Links is not supported by berth yet');
+    expect(links.stderr).toContain('could not get container for other: No such container: other');
     expect(await ok(['ps', '-aq', '--no-trunc'])).toBe(before);
   });
 

@@ -195,9 +195,19 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     return reply.code(204).send();
   });
 
+  // `?link=1` removes a link, not a container. A link's name has a slash
+  // (/<parent>/<alias>; `docker rm --link web/db` sends it in the path), which
+  // dockerd's {name:.*} takes: so does the wildcard route.
+  const remove = async (ref: string, q: Record<string, string | undefined>) => {
+    if (boolValue(q.link)) containers.removeLink(ref);
+    else await containers.remove(ref, { force: boolValue(q.force) });
+  };
   app.delete<IdParams>('/containers/:id', async (req, reply) => {
-    const q = query(req);
-    await containers.remove(req.params.id, { force: boolValue(q.force) });
+    await remove(req.params.id, query(req));
+    return reply.code(204).send();
+  });
+  app.delete<{ Params: { '*': string } }>('/containers/*', async (req, reply) => {
+    await remove(req.params['*'], query(req));
     return reply.code(204).send();
   });
 

@@ -1,6 +1,7 @@
 // /_ping, /version, /info: shaped exactly as dockerd shapes them.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Engine } from '../../engine/index.js';
+import { unavailable } from '../../errors.js';
 import { MAX_API_VERSION, MIN_API_VERSION, versionBelow } from '../version.js';
 
 const PING_HEADERS = {
@@ -46,6 +47,12 @@ export function systemRoutes(app: FastifyInstance, engine: Engine): void {
       KernelVersion: h.kernelVersion,
       BuildTime: '',
     };
+  });
+
+  // berth has no swarm: leaving one is dockerd's answer on a node that never joined (503),
+  // which clients that leave "just in case" (docker-py's network tests, force=True) take as done.
+  app.post('/swarm/leave', async () => {
+    throw unavailable('This node is not part of a swarm');
   });
 
   app.get('/info', async (req) => {

@@ -42,7 +42,8 @@ export function containerSummary(
 ): Record<string, unknown> {
   return {
     Id: c.id,
-    Names: [`/${c.name}`],
+    // dockerd's names of it: its own and those its links give it (/<parent>/<alias>), sorted.
+    Names: [`/${c.name}`, ...c.linkNames].sort(),
     Image: imageName,
     ImageID: c.imageId,
     Command: commandLine(c),

@@ -57,7 +57,7 @@ export function containerNetworks(
         e.network.name,
         {
           IPAMConfig: e.row.static_ip ? { IPv4Address: e.row.ip } : null,
-          Links: null,
+          Links: e.links.length ? e.links : null,
           Aliases: e.aliases.length ? e.aliases : null,
           MacAddress: live ? e.row.mac : '',
           DriverOpts: null,

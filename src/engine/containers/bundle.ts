@@ -11,6 +11,7 @@ import { prepareRootfs, releaseRootfs } from '../layers/rootfs-mounts.js';
 import { isMountPoint, mountShm, unmountAsync } from '../os/mount.js';
 import type { ExitWatcher } from '../runtime/exits.js';
 import { bindMounts, parseExtraHost, securityOptions, type SecurityOptions } from './create.js';
+import { type LinkedSettings, linkedSettings, withLinkEnv } from './links.js';
 import { isRunning, type Container, type ContainerLookup } from './lookup.js';
 import { namespacePlan } from './namespaces.js';
 import { budgetParents, type RealtimeBudget } from './realtime.js';
@@ -22,12 +23,12 @@ export interface BundleDeps {
   exits: ExitWatcher;
   /** The init binary for HostConfig.Init; the spec's default when absent. */
   initPath?: string;
-  /** Other containers, whose namespaces a container may join (PidMode, IpcMode). */
-  lookup: Pick<ContainerLookup, 'find'>;
+  /** Other containers, whose namespaces a container may join (PidMode, IpcMode) or which it links to. */
+  lookup: Pick<ContainerLookup, 'find' | 'byId'>;
   /** The daemon's real-time budget for the containers' parent cgroup (--cpu-rt-period, --cpu-rt-runtime). */
   realtime?: RealtimeBudget;
   /** What /etc/hosts and /etc/resolv.conf say of the container's networks. */
-  endpoints: Pick<Endpoints, 'etcFiles'>;
+  endpoints: Pick<Endpoints, 'etcFiles' | 'bridgeAddress' | 'linkersNear'>;
 }
 
 /** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
@@ -132,10 +133,15 @@ export class Bundles {
     const user = await resolveUser(c.rootfs, c.config.User ?? '', h.GroupAdd ?? []);
     const security = this.securityOf(c);
     const size = consoleSize(h.ConsoleSize);
+    const linked = this.linkedOf(c, true);
     return buildSpec({
       ...h,
       args: [c.path, ...c.args],
-      env: withDefaultEnv(c.config.Env ?? [], { hostname: c.config.Hostname, tty: c.config.Tty, home: user.home }),
+      env: withDefaultEnv(withLinkEnv(linked.env, c.config.Env ?? []), {
+        hostname: c.config.Hostname,
+        tty: c.config.Tty,
+        home: user.home,
+      }),
       cwd: c.config.WorkingDir || '/',
       user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids },
       tty: c.config.Tty,
@@ -143,7 +149,7 @@ export class Bundles {
       hostname: c.config.Hostname,
       rootfsPath: c.rootfs,
       mounts: bindMounts(h, c.recursiveReadonlyBinds),
-      hostsFiles: await this.etcFilesOf(c),
+      hostsFiles: await this.etcFilesOf(c, linked.hosts),
       networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
       namespaces: namespacePlan(h, shmDir(c.bundleDir), (ref) => {
         const d = this.deps.lookup.find(ref);
@@ -166,8 +172,11 @@ export class Bundles {
    * Its /etc files; a container in another's network namespace (NetworkMode
    * container:<id>) has that one's hosts and resolv.conf, as with dockerd.
    */
-  private async etcFilesOf(c: Container): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
-    const own = await writeEtcFiles(c, this.deps.endpoints);
+  private async etcFilesOf(
+    c: Container,
+    linkHosts: string[],
+  ): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
+    const own = await writeEtcFiles(c, this.deps.endpoints, linkHosts);
     const mode = c.hostConfig.NetworkMode;
     if (!mode.startsWith('container:')) return own;
     const donor = this.deps.lookup.find(mode.slice('container:'.length));
@@ -184,7 +193,27 @@ export class Bundles {
    * as dockerd rewrites resolv.conf when a container gains a DNS server.
    */
   async networksChanged(c: Container): Promise<void> {
-    await writeEtcFiles(c, this.deps.endpoints);
+    await writeEtcFiles(c, this.deps.endpoints, this.linkedOf(c, false).hosts);
+  }
+
+  /**
+   * A container started or joined a network: the running containers whose
+   * links on its networks may name it get their /etc/hosts again, as
+   * dockerd's resolver would answer the link at once. A failure is logged by
+   * the caller's catch, not the start's.
+   */
+  async linkTargetChanged(c: Container): Promise<void> {
+    for (const id of this.deps.endpoints.linkersNear(c.id)) {
+      const linker = this.deps.lookup.byId(id);
+      if (linker && isRunning(linker)) await this.networksChanged(linker);
+    }
+  }
+
+  /** What its legacy links give a container (links.ts): at a start every child must run. */
+  private linkedOf(c: Container, strict: boolean): LinkedSettings {
+    if (!c.legacyLinks.length) return { hosts: [], env: [] };
+    const { lookup, endpoints } = this.deps;
+    return linkedSettings(c, lookup, (id) => endpoints.bridgeAddress(id), strict);
   }
 
   private securityOf(c: Container): SecurityOptions {
@@ -201,6 +230,7 @@ export class Bundles {
 async function writeEtcFiles(
   c: Container,
   endpoints: Pick<Endpoints, 'etcFiles'>,
+  linkHosts: string[],
 ): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
   const hostname = path.join(c.bundleDir, 'hostname');
   const hosts = path.join(c.bundleDir, 'hosts');
@@ -229,6 +259,9 @@ async function writeEtcFiles(
         'ff02::1\tip6-allnodes',
         'ff02::2\tip6-allrouters',
         ...extra,
+        // dockerd's order: --add-host entries, then links (legacy ones, then a user network's).
+        ...linkHosts,
+        ...net.linkHosts,
         `${net.address ?? '127.0.1.1'}\t${name}`,
         '',
       ].join('\n');

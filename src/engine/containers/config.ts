@@ -131,6 +131,8 @@ export const HostConfigSchema = z.looseObject({
   PidsLimit: int.nullish(),
   ShmSize: int.optional(),
   ExtraHosts: z.array(z.string()).nullish(),
+  /** Legacy links on the default bridge (links.ts), or a user network's links (endpoints.ts). */
+  Links: z.array(z.string()).nullish(),
   Dns: z.array(z.string()).nullish(),
   DnsSearch: z.array(z.string()).nullish(),
   DnsOptions: z.array(z.string()).nullish(),

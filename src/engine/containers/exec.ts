@@ -18,6 +18,7 @@ import { mergeEnv } from './create.js';
 import type { Container } from './lookup.js';
 import type { OciProcess } from './oci.js';
 import type { ContainerService } from './service.js';
+import { linkVarsOf, withLinkEnv } from './links.js';
 import { consoleSize, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
 
@@ -313,8 +314,11 @@ export class ExecService {
       ...base,
       terminal: tty,
       args: [...x.Cmd],
-      // dockerd: its defaults (TERM only with the exec's own terminal), the container's Env, the exec's Env.
-      env: withDefaultEnv(mergeEnv(c.config.Env, x.Env), { hostname: c.config.Hostname, tty }),
+      // dockerd: its defaults (TERM only with the exec's own terminal), its links' variables, the container's Env, the exec's Env.
+      env: withDefaultEnv(withLinkEnv(linkVarsOf(base.env ?? [], c), mergeEnv(c.config.Env, x.Env)), {
+        hostname: c.config.Hostname,
+        tty,
+      }),
       cwd: x.WorkingDir || base.cwd,
       ...(user ? { user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids } } : {}),
       ...(caps ? { capabilities: { bounding: caps, effective: caps, permitted: caps } } : {}),

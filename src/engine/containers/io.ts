@@ -10,7 +10,7 @@ import { cgroupPath } from './bundle.js';
 import type { Shared } from './context.js';
 import { logDriver } from './logconfig.js';
 import { type Container, isActive, isRunning } from './lookup.js';
-import { cgroupStats, top } from './stats.js';
+import { cgroupStats, type NetworkStats, networkStats, top } from './stats.js';
 
 export interface AttachOptions {
   logs: boolean;
@@ -111,7 +111,30 @@ export class ContainerIo {
   /** `GET /containers/{id}/stats?stream=0`. */
   async stats(ref: string) {
     const c = this.s.lookup.find(ref);
-    return cgroupStats({ path: cgroupPath(c.id) }, c.id, c.name);
+    const stats = await cgroupStats({ path: cgroupPath(c.id) }, c.id, c.name);
+    const networks = await this.networksOf(c);
+    // dockerd leaves the key out when there is no interface (network none, host, a stopped container).
+    return Object.keys(networks).length ? { ...stats, networks } : stats;
+  }
+
+  /**
+   * The counters of the interfaces in the container's network namespace (its
+   * own, or the one it joined with container:<id>); none in the host's, which
+   * are not the container's.
+   */
+  private async networksOf(c: Container): Promise<Record<string, NetworkStats>> {
+    if (!isRunning(c) || !c.pid) return {};
+    let owner = c;
+    for (let hops = 0; owner.hostConfig.NetworkMode.startsWith('container:') && hops < 10; hops++) {
+      const donor = owner.hostConfig.NetworkMode.slice('container:'.length);
+      try {
+        owner = this.s.lookup.find(donor);
+      } catch {
+        return {};
+      }
+    }
+    if (owner.hostConfig.NetworkMode === 'host') return {};
+    return networkStats(c.pid);
   }
 
   /** `GET /containers/{id}/top`. */

@@ -126,6 +126,7 @@ export class Lifecycle {
       // One who attached while this start was under way (and saw "created").
       attachments.connect(id, runtime.attachSocket(id));
       publish(deps.events, c, 'start');
+      this.s.bundles.linkTargetChanged(c).catch((err) => this.s.log.warn({ err, id }, 'links to it not updated'));
       this.s.health.started(id);
       this.s.logRotation.started(id);
     } catch (e) {

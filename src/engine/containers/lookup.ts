@@ -8,6 +8,7 @@ import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.j
 import type { ImageService } from '../images/service.js';
 import type { ContainerRepository, ContainerRow, ContainerStatus } from '../store/containers.js';
 import type { ContainerConfig, HostConfig } from './config.js';
+import { isLegacyLinkMode, type LegacyLink, linkViews, splitLinkName } from './links.js';
 import { HEALTH_FILTER_VALUES, type HealthState, healthStatusOf } from './health.js';
 
 export type { ContainerStatus };
@@ -45,6 +46,10 @@ export interface Container {
   logPath: string;
   /** inspect's State.Health: null until it first ran with a health check (health.ts). */
   health: HealthState | null;
+  /** Its legacy links (links.ts), in the order given; HostConfig.Links shows them as dockerd's inspect. */
+  legacyLinks: LegacyLink[];
+  /** The names other containers' links give it: /<parent>/<alias>. */
+  linkNames: string[];
 }
 
 /** Statuses with a process, or one on the way back (restarting). */
@@ -97,6 +102,10 @@ export class ContainerLookup {
     if (byId) return this.view(byId);
     const byName = repo.findByName(ref.replace(/^\//, ''));
     if (byName) return this.view(byName);
+    const link = splitLinkName(ref);
+    const linked = link && repo.linkByName(link.parent, link.alias);
+    const child = linked && repo.find(linked.child_id);
+    if (child) return this.view(child);
     if (/^[0-9a-f]+$/.test(ref)) {
       const rows = repo.findByPrefix(ref);
       if (rows.length > 1) throw notFound(`Multiple IDs found with provided prefix: ${ref}`);
@@ -171,6 +180,11 @@ export class ContainerLookup {
     const hostConfig: HostConfig = JSON.parse(row.host_config);
     const argv = [...(config.Entrypoint ?? []), ...(config.Cmd ?? [])];
     const bundleDir = path.join(this.root, row.id);
+    const links = linkViews(row.id, this.repo.linksOf(row.id));
+    // Legacy links as dockerd's inspect shows them: "/<child>:/<parent>/<alias>", none once removed.
+    if (isLegacyLinkMode(hostConfig.NetworkMode) && hostConfig.Links?.length) {
+      hostConfig.Links = links.links.length ? links.links : null;
+    }
     return {
       id: row.id,
       name: row.name,
@@ -196,6 +210,8 @@ export class ContainerLookup {
       rootfs: path.join(bundleDir, 'rootfs'),
       logPath: path.join(bundleDir, 'ctr.log'),
       health: this.liveHealth(row.id) ?? (row.health ? (JSON.parse(row.health) as HealthState) : null),
+      legacyLinks: links.children,
+      linkNames: links.names,
     };
   }
 }

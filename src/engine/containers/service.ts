@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
-import { checkFilters, matchLabels, type Filters } from '../filters.js';
+import { checkFilters, matchLabels, parseUntil, type Filters } from '../filters.js';
 import type { ImageConfig } from '../images/config.js';
 import { removeInBackground } from '../os/dirs.js';
 import type { LogEntry, ReadLogOptions } from '../runtime/logs.js';
@@ -29,6 +29,7 @@ import { ExitHandler } from './exits.js';
 import { HealthMonitor, type Prober } from './health.js';
 import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
+import { isLegacyLinkMode, resolveLinks, splitLinkName } from './links.js';
 import type { ContainerNetworking } from '../network/endpoints.js';
 import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
@@ -37,6 +38,22 @@ import type { RootView } from '../os/rooted.js';
 import { openContainerView } from './rootview.js';
 import { updateContainer } from './update.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
+
+/**
+ * HostConfig.Links with a user network as NetworkMode: dockerd ignores them
+ * there (the docker CLI sends them as the network's endpoint links too); berth
+ * applies them as that network's links, unless the endpoint names its own.
+ */
+function withUserNetworkLinks(
+  configs: Record<string, unknown>,
+  mode: string,
+  links: string[],
+): Record<string, unknown> {
+  if (!links.length || mode.startsWith('container:')) return configs;
+  const own = (configs[mode] ?? {}) as { Links?: string[] | null };
+  if (own.Links?.length) return configs;
+  return { ...configs, [mode]: { ...own, Links: links } };
+}
 
 export class ContainerService {
   private readonly s: Shared;
@@ -147,6 +164,13 @@ export class ContainerService {
       { ref: imageRef, config: imageConfig },
       id,
     );
+    const links = hostConfig.Links ?? [];
+    const legacy = links.length ? this.legacyLinks(hostConfig.NetworkMode, links) : [];
+    const endpointsConfig = withUserNetworkLinks(
+      req.networkingConfig?.EndpointsConfig ?? {},
+      hostConfig.NetworkMode,
+      legacy.length ? [] : links,
+    );
     const bundleDir = path.join(deps.root, id);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
     try {
@@ -167,15 +191,16 @@ export class ContainerService {
     }
     let networkWarnings: string[];
     try {
-      networkWarnings = deps.endpoints.createEndpoints(
-        id,
-        hostConfig.NetworkMode,
-        req.networkingConfig?.EndpointsConfig ?? {},
-        {
-          macAddress: req.config.MacAddress ?? '',
-          publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
-        },
-      );
+      networkWarnings = deps.endpoints.createEndpoints(id, hostConfig.NetworkMode, endpointsConfig, {
+        macAddress: req.config.MacAddress ?? '',
+        publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
+      });
+      if (legacy.length) {
+        if (deps.endpoints.bridgeAddress(id) === undefined) {
+          throw invalidParameter('links (HostConfig.Links) need the default bridge network, which berthd runs without');
+        }
+        deps.repo.insertLinks(id, legacy);
+      }
     } catch (e) {
       deps.repo.remove(id);
       await rm(bundleDir, { recursive: true, force: true });
@@ -186,6 +211,23 @@ export class ContainerService {
     this.s.bundles.prepareEarly(c, security);
     // dockerd answers [] rather than null when there is nothing to warn of.
     return { Id: id, Warnings: [...warnings, ...networkWarnings] };
+  }
+
+  /**
+   * HostConfig.Links on the default bridge: legacy links, their children
+   * found now (links.ts). Elsewhere they are a user network's (see
+   * withUserNetworkLinks), or refused where they would do nothing.
+   */
+  private legacyLinks(mode: string, links: string[]): { childId: string; alias: string }[] {
+    if (mode === 'host') {
+      throw invalidParameter(
+        "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
+      );
+    }
+    if (mode === 'none')
+      throw invalidParameter('links (HostConfig.Links) do nothing on network none: berth refuses them');
+    if (!isLegacyLinkMode(mode)) return [];
+    return resolveLinks(links, (ref) => this.s.lookup.find(ref));
   }
 
   private checkNameFree(name: string): void {
@@ -283,6 +325,7 @@ export class ContainerService {
     const c = this.s.lookup.find(ref);
     await this.s.deps.endpoints.connect(networkRef, { ...memberOf(c), mode: c.hostConfig.NetworkMode }, settings);
     await this.s.bundles.networksChanged(c);
+    if (isRunning(c)) await this.s.bundles.linkTargetChanged(c);
   }
 
   /** `POST /networks/{id}/disconnect`. */
@@ -293,6 +336,20 @@ export class ContainerService {
   }
 
   // ------------------------------------------------------------------ remove
+
+  /**
+   * `DELETE /containers/{name}?link=1`: removes the link named
+   * /<parent>/<alias>, neither container (dockerd's rmLink and wording).
+   */
+  removeLink(ref: string): void {
+    this.s.lookup.find(ref); // dockerd's 404 for a name no container has
+    const name = ref.startsWith('/') ? ref : `/${ref}`;
+    const link = splitLinkName(name);
+    if (!link) throw systemError('Conflict, cannot remove the default link name of the container');
+    const parent = this.s.lookup.byName(link.parent);
+    if (!parent) throw systemError(`Cannot get parent /${link.parent} for link name ${name}`);
+    this.s.deps.repo.removeLink(parent.id, link.alias);
+  }
 
   async remove(ref: string, opts: { force?: boolean } = {}): Promise<void> {
     const { deps, waits, bundles } = this.s;
@@ -345,9 +402,11 @@ export class ContainerService {
     checkFilters(filters, ['label', 'label!', 'until']);
     const deleted: string[] = [];
     let reclaimed = 0;
+    // "10m", a Unix time or a date, as the other prunes take it (seconds).
+    const until = filters.until?.[0] ? parseUntil(filters.until[0]) : undefined;
     for (const c of this.s.lookup.withStatus(['created', 'exited', 'dead'])) {
       if (!matchLabels(filters, c.config.Labels)) continue;
-      if (filters.until?.[0] && c.created >= Date.parse(filters.until[0])) continue;
+      if (until !== undefined && c.created / 1000 >= until) continue;
       // dockerd counts what each container wrote (its layer's size), measured before it goes.
       const written = await this.io.sizes(c).then(
         (s) => s.SizeRw,

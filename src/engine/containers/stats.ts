@@ -95,6 +95,55 @@ export async function cgroupStats(cg: CgroupRef, id: string, name: string) {
   };
 }
 
+/** One interface's counters, as dockerd's stats `networks` has them. */
+export interface NetworkStats {
+  rx_bytes: number;
+  rx_packets: number;
+  rx_errors: number;
+  rx_dropped: number;
+  tx_bytes: number;
+  tx_packets: number;
+  tx_errors: number;
+  tx_dropped: number;
+}
+
+/**
+ * The interfaces of a network namespace and their counters, from /proc/net/dev
+ * as a process in it sees it: `lo` left out, as dockerd lists only its
+ * endpoints' interfaces. Empty when the process is gone.
+ */
+export async function networkStats(pid: number): Promise<Record<string, NetworkStats>> {
+  const text = await readFile(`/proc/${pid}/net/dev`, 'utf8').catch(() => '');
+  return parseNetDev(text);
+}
+
+/** /proc/net/dev: two header lines, then `name: rx bytes packets errs drop fifo frame compressed multicast, tx bytes packets errs drop …`. */
+export function parseNetDev(text: string): Record<string, NetworkStats> {
+  const out: Record<string, NetworkStats> = {};
+  for (const line of text.split('\n').slice(2)) {
+    const colon = line.indexOf(':');
+    if (colon === -1) continue;
+    const name = line.slice(0, colon).trim();
+    const n = line
+      .slice(colon + 1)
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    if (name === 'lo' || n.length < 16) continue;
+    out[name] = {
+      rx_bytes: n[0]!,
+      rx_packets: n[1]!,
+      rx_errors: n[2]!,
+      rx_dropped: n[3]!,
+      tx_bytes: n[8]!,
+      tx_packets: n[9]!,
+      tx_errors: n[10]!,
+      tx_dropped: n[11]!,
+    };
+  }
+  return out;
+}
+
 /** The processes of a container: `ps <args>` on the host, rows kept for the cgroup's pids. */
 export async function top(cg: CgroupRef, psArgs = '-ef'): Promise<{ Titles: string[]; Processes: string[][] }> {
   if (!/^[-a-zA-Z0-9 ,=%]*$/.test(psArgs)) throw invalidParameter(`invalid ps arguments: ${psArgs}`);

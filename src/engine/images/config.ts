@@ -1,4 +1,5 @@
 // The OCI / Docker image config: the parts berth reads.
+import type { ImageRow } from '../store/images.js';
 
 export interface ContainerConfigFields {
   Hostname?: string;
@@ -51,6 +52,18 @@ export function diffIdsOf(config: ImageConfig): string[] {
     throw new Error('image config has no valid rootfs.diff_ids');
   }
   return ids;
+}
+
+/** The record of an image made from a registry's or an archive's config: no parent, its layers' size. */
+export function imageRowOf(id: string, configBytes: Buffer, config: ImageConfig, layers: { size: number }[]): ImageRow {
+  return {
+    id,
+    parent: '',
+    config: configBytes.toString('utf8'),
+    size: layers.reduce((a, r) => a + r.size, 0),
+    created: config.created ?? new Date(0).toISOString(),
+    added_at: Date.now(),
+  };
 }
 
 /** Seconds since the epoch, as the images API gives `Created`. */

@@ -26,7 +26,7 @@ import { sharedConcat, type Extractor } from '../layers/extractor.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { Descriptor, RegistryClient, ResolvedManifest } from '../registry/client.js';
 import type { ImageRepository, LayerRow } from '../store/images.js';
-import { diffIdsOf, type ImageConfig } from './config.js';
+import { diffIdsOf, type ImageConfig, imageRowOf } from './config.js';
 import { familiarString, normalizeTag, type Reference } from '../reference.js';
 import type { Holds } from './holds.js';
 
@@ -194,14 +194,7 @@ export class Puller {
       const rows = await this.layers(ref, auth, layers, emit, signal);
       await metadata;
       repo.add({
-        image: {
-          id: imageId,
-          parent: '',
-          config: configBytes.toString('utf8'),
-          size: rows.reduce((a, r) => a + r.size, 0),
-          created: config.created ?? new Date(0).toISOString(),
-          added_at: Date.now(),
-        },
+        image: imageRowOf(imageId, configBytes, config, rows),
         layers: rows,
         blobs: [...new Set([...metaDigests, ...resolved.layers.map((l) => l.digest)])],
         tags: tagRef ? [tagRef] : [],

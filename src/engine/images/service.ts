@@ -1,5 +1,6 @@
 // Docker's image verbs over the store: find, list, inspect, history, tag, remove,
 // prune, and pull (its work is in pull.ts).
+import type { Readable } from 'node:stream';
 import { conflict, invalidParameter, noSuchImage, notFound, systemError } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import { boolFilter, checkFilters, globMatch, matchLabels, parseUntil, type Filters } from '../filters.js';
@@ -15,7 +16,9 @@ import { createdSeconds, type ImageConfig } from './config.js';
 import { familiarString, parseReference, type Reference } from '../reference.js';
 import { Holds } from './holds.js';
 import { type ImageManifest, imageManifests } from './manifests.js';
+import { Loader, type LoadEvent } from './load.js';
 import { Puller } from './pull.js';
+import { imagesToSave, saveArchive } from './save.js';
 
 export interface Image {
   id: string;
@@ -69,9 +72,11 @@ export class ImageService {
   /** Chains and blobs that pulls under way use (see pull.ts). */
   private readonly held = new Holds();
   private readonly puller: Puller;
+  private readonly loader: Loader;
 
   constructor(private readonly deps: ImageDeps) {
     this.puller = new Puller({ ...deps, held: this.held });
+    this.loader = new Loader({ ...deps, held: this.held });
   }
 
   /** `POST /auth` (docker login): the registry accepts these credentials. */
@@ -82,6 +87,17 @@ export class ImageService {
   /** `POST /images/create?fromImage=&tag=`: see pull.ts. */
   pull(...args: Parameters<Puller['pull']>): Promise<void> {
     return this.puller.pull(...args);
+  }
+
+  /** `GET /images/get?names=…`: the archive of those images (see save.ts), streamed. */
+  save(names: string[]): Promise<Readable> {
+    const images = imagesToSave(names, this.deps.repo, (n) => this.find(n));
+    return saveArchive({ ...this.deps, held: this.held }, images);
+  }
+
+  /** `POST /images/load`: the images of an archive (see load.ts). */
+  load(input: Readable, emit: (e: LoadEvent) => void): Promise<void> {
+    return this.loader.load(input, emit);
   }
 
   /**

@@ -48,6 +48,8 @@ export interface Endpoint {
   network: Network;
   row: EndpointRow;
   aliases: string[];
+  /** A user network's links (EndpointSettings.Links), as given. */
+  links: string[];
   /** The names the endpoint answers to on a user network: the container's name, its aliases, its short id. */
   dnsNames: string[];
 }
@@ -56,6 +58,24 @@ export interface Endpoint {
 export interface ContainerNetworking {
   endpoints: Endpoint[];
   ports: PortBinding[];
+}
+
+/** dockerd's opts.ParseLink: `name:alias`, `name` (alias the name), or inspect's own `/name:/parent/alias`. */
+export function parseLink(spec: string): { name: string; alias: string } {
+  if (spec === '') throw invalidParameter('empty string specified for links');
+  const parts = spec.split(':');
+  if (parts.length > 2) throw invalidParameter(`bad format for links: ${spec}`);
+  const [name = '', alias] = parts;
+  if (alias === undefined) return { name, alias: name };
+  if (name.startsWith('/')) return { name: name.slice(1), alias: alias.slice(alias.lastIndexOf('/') + 1) };
+  return { name, alias };
+}
+
+/** A link's alias goes in /etc/hosts and names variables: a container name's characters only. */
+export function checkLinkAlias(alias: string): void {
+  if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(alias)) {
+    throw invalidParameter(`invalid link alias ${JSON.stringify(alias)}: it must be a valid container name`);
+  }
 }
 
 /** NetworkMode values that are not networks. */
@@ -149,7 +169,7 @@ export class Endpoints {
       mac: settings.MacAddress ?? '',
       static_ip: 0,
       aliases: JSON.stringify(settings.Aliases ?? []),
-      links: '[]',
+      links: JSON.stringify(settings.Links ?? []),
     };
     if (network.driver !== 'bridge') return row;
     const asked = settings.IPAMConfig?.IPv4Address;
@@ -197,6 +217,7 @@ export class Endpoints {
         network,
         row,
         aliases,
+        links: JSON.parse(row.links) as string[],
         dnsNames: [...(name ? [name] : []), ...aliases, containerId.slice(0, 12)],
       };
     });
@@ -251,7 +272,10 @@ export class Endpoints {
    * its first network's address, and the DNS server of its first user network
    * (aardvark-dns on the gateway) or, without one, the host's reachable servers.
    */
-  async etcFiles(containerId: string, own: DnsOverrides): Promise<{ address: string | null; resolvConf: string }> {
+  async etcFiles(
+    containerId: string,
+    own: DnsOverrides,
+  ): Promise<{ address: string | null; resolvConf: string; linkHosts: string[] }> {
     const eps = this.of(containerId).filter((e) => e.network.driver === 'bridge');
     const d = this.deps.dnsDefaults;
     const overrides = {
@@ -264,7 +288,52 @@ export class Endpoints {
     return {
       address: eps[0]?.row.ip || null,
       resolvConf: named ? resolvConf(named.network.gateway, overrides, host) : bridgeResolvConf(overrides, host),
+      linkHosts: eps.filter((e) => !e.network.predefined).flatMap((e) => this.linkHostsOn(e)),
     };
+  }
+
+  /**
+   * A user network's links (EndpointSettings.Links, `--link` with --network):
+   * dockerd makes each an alias only the linking container resolves; berth
+   * writes it in that container's /etc/hosts, at the address the target has
+   * on the network now. A target not on the network gets no line, as dockerd's
+   * alias then resolves nothing.
+   */
+  private linkHostsOn(ep: Endpoint): string[] {
+    const links = JSON.parse(ep.row.links) as string[];
+    if (!links.length) return [];
+    const peers = this.deps.repo
+      .endpointsOfNetwork(ep.network.id)
+      .filter((r) => r.ip && r.container_id !== ep.row.container_id)
+      .map((r) => ({
+        ip: r.ip,
+        names: [this.deps.networks.nameOf(r.container_id), ...(JSON.parse(r.aliases) as string[])],
+        id: r.container_id,
+      }));
+    return links.flatMap((spec) => {
+      const { name, alias } = parseLink(spec);
+      const peer = peers.find((p) => p.names.includes(name) || (name.length >= 12 && p.id.startsWith(name)));
+      return peer ? [`${peer.ip}\t${alias}`] : [];
+    });
+  }
+
+  /** Containers sharing a network with this one that have links there (their /etc/hosts may name it). */
+  linkersNear(containerId: string): string[] {
+    const { repo } = this.deps;
+    const nets = repo.endpointsOfContainer(containerId).map((r) => r.network_id);
+    const linkers = nets.flatMap((n) =>
+      repo
+        .endpointsOfNetwork(n)
+        .filter((r) => r.container_id !== containerId && r.links !== '[]')
+        .map((r) => r.container_id),
+    );
+    return [...new Set(linkers)];
+  }
+
+  /** The container's address on the default bridge ('' until it has one); undefined when it is not on it. */
+  bridgeAddress(containerId: string): string | undefined {
+    const ep = this.of(containerId).find((e) => e.network.predefined && e.network.name === 'bridge');
+    return ep ? ep.row.ip : undefined;
   }
 
   /** The host ports the container publishes now. */
@@ -354,7 +423,12 @@ function checkSettings(network: Network, s: EndpointSettings): void {
   };
   if (s.IPAMConfig?.IPv6Address) refuse('an IPv6 address');
   if (s.IPAMConfig?.LinkLocalIPs?.length) refuse('link-local addresses');
-  if (s.Links?.length) refuse('links on a network');
+  if (s.Links?.length && network.predefined) {
+    throw invalidParameter(
+      `links on network ${network.name} are HostConfig.Links (legacy links on the default bridge); an endpoint's links apply to user networks`,
+    );
+  }
+  for (const l of s.Links ?? []) checkLinkAlias(parseLink(l).alias);
   if (s.DriverOpts && Object.keys(s.DriverOpts).length) refuse('endpoint driver options');
   if (s.GwPriority) refuse('a gateway priority');
   if (network.driver !== 'bridge' && (s.Aliases?.length || s.IPAMConfig?.IPv4Address || s.MacAddress)) {

@@ -320,6 +320,11 @@ export class NetworkService {
     this.containerName = nameOf;
   }
 
+  /** The name of a container on a network (its short id until the container service told). */
+  nameOf(containerId: string): string {
+    return this.containerName(containerId);
+  }
+
   inspect(ref: string): { network: Network; endpoints: NetworkEndpoint[] } {
     const network = this.find(ref);
     const endpoints = this.deps.repo.endpointsOfNetwork(network.id).map((row) => ({

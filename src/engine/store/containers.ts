@@ -65,7 +65,29 @@ const statements = (db: Db) => ({
   ),
   rename: db.prepare('UPDATE containers SET name = ? WHERE id = ?'),
   remove: db.prepare('DELETE FROM containers WHERE id = ?'),
+  insertLink: db.prepare('INSERT INTO container_links (parent_id, child_id, alias, seq) VALUES (?, ?, ?, ?)'),
+  linksOf: db.prepare(
+    `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
+     FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
+     WHERE l.parent_id = @id OR l.child_id = @id ORDER BY l.seq`,
+  ),
+  linkByName: db.prepare(
+    `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
+     FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
+     WHERE p.name = ? AND l.alias = ?`,
+  ),
+  removeLink: db.prepare('DELETE FROM container_links WHERE parent_id = ? AND alias = ?'),
 });
+
+/** A legacy link: the parent knows the child as alias (and the child is named /<parent>/<alias>). */
+export interface LinkRow {
+  parent_id: string;
+  parent_name: string;
+  child_id: string;
+  /** null: the child was removed since. */
+  child_name: string | null;
+  alias: string;
+}
 
 export class ContainerRepository {
   private readonly q: ReturnType<typeof statements>;
@@ -154,6 +176,27 @@ export class ContainerRepository {
 
   remove(id: string): void {
     this.q.remove.run(id);
+  }
+
+  /** Records a container's legacy links, in the order given. */
+  insertLinks(parentId: string, links: { childId: string; alias: string }[]): void {
+    this.db.transaction(() => {
+      for (const [i, l] of links.entries()) this.q.insertLink.run(parentId, l.childId, l.alias, i);
+    })();
+  }
+
+  /** The links a container makes (as parent) or is the target of (as child). */
+  linksOf(id: string): LinkRow[] {
+    return this.q.linksOf.all({ id }) as LinkRow[];
+  }
+
+  /** The link named /<parent name>/<alias>. */
+  linkByName(parentName: string, alias: string): LinkRow | undefined {
+    return this.q.linkByName.get(parentName, alias) as LinkRow | undefined;
+  }
+
+  removeLink(parentId: string, alias: string): void {
+    this.q.removeLink.run(parentId, alias);
   }
 }
 

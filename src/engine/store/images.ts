@@ -42,6 +42,7 @@ const statements = (db: Db) => ({
   tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = ? ORDER BY ref'),
   digestsOf: db.prepare('SELECT ref FROM repo_digests WHERE image_id = ? ORDER BY ref'),
   allTags: db.prepare('SELECT ref, image_id FROM tags ORDER BY ref'),
+  tagsOfRepository: db.prepare('SELECT ref, image_id FROM tags WHERE substr(ref, 1, ?) = ? ORDER BY ref'),
   allDigests: db.prepare('SELECT ref, image_id FROM repo_digests ORDER BY ref'),
   layersOf: db.prepare(
     'SELECT l.* FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id WHERE il.image_id = ? ORDER BY il.idx',
@@ -124,6 +125,15 @@ export class ImageRepository {
 
   tagsOf(id: string): string[] {
     return (this.q.tagsOf.all(id) as { ref: string }[]).map((r) => r.ref);
+  }
+
+  /** The tags (`name:tag`) of one repository (`name`, fully qualified), with their images. */
+  tagsOfRepository(name: string): { ref: string; imageId: string }[] {
+    const prefix = `${name}:`;
+    return (this.q.tagsOfRepository.all(prefix.length, prefix) as { ref: string; image_id: string }[]).map((r) => ({
+      ref: r.ref,
+      imageId: r.image_id,
+    }));
   }
 
   digestsOf(id: string): string[] {
