@@ -29,6 +29,8 @@ import { guardFullDisk, openDb, type Db } from './engine/store/db.js';
 import { ImageRepository } from './engine/store/images.js';
 import { NetworkRepository } from './engine/store/networks.js';
 import { SystemService } from './engine/system.js';
+import { VolumeRepository } from './engine/store/volumes.js';
+import { VolumeService } from './engine/volumes/service.js';
 import type { Logger } from './log.js';
 
 export interface Built {
@@ -168,6 +170,12 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   const exits = new ExitWatcher(path.join(config.execRoot, 'exits'));
   const containerRepo = new ContainerRepository(db);
   const { networks, endpoints, plumbing } = await buildNetworks(config, db, events, logger);
+  const volumes = new VolumeService({
+    repo: new VolumeRepository(db),
+    root: dir('volumes'),
+    events,
+    logger: logger.child({ component: 'volumes' }),
+  });
   const containers = new ContainerService({
     repo: containerRepo,
     images,
@@ -179,6 +187,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     events,
     realtime: { period: config.cpuRtPeriod, runtime: config.cpuRtRuntime },
     endpoints,
+    volumes,
   });
   networks.knowContainers((id) => containerRepo.find(id)?.name ?? id.slice(0, 12));
   await containers.recover();
@@ -197,7 +206,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     logger,
   });
   const archives = new ArchiveService({ containers, extractor });
-  const engine: Engine = { system, images, containers, execs, events, commits, networks, archives };
+  const engine: Engine = { system, images, containers, execs, events, commits, networks, archives, volumes };
   return {
     engine,
     db,

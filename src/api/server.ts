@@ -9,6 +9,7 @@ import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
 import { archiveRoutes } from './routes/archive.js';
 import { dfRoutes } from './routes/df.js';
+import { volumeRoutes } from './routes/volumes.js';
 import { commitRoutes } from './routes/commit.js';
 import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
@@ -158,6 +159,7 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   archiveRoutes(app, engine);
   dfRoutes(app, engine);
   networkRoutes(app, engine);
+  volumeRoutes(app, engine);
   eventRoutes(app, engine);
   return app;
 }

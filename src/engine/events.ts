@@ -5,7 +5,7 @@ import type { Filters } from './filters.js';
 import { checkFilters, matchLabels } from './filters.js';
 
 export interface EngineEvent {
-  Type: 'container' | 'image' | 'network';
+  Type: 'container' | 'image' | 'network' | 'volume';
   Action: string;
   Actor: { ID: string; Attributes: Record<string, string> };
   scope: 'local';
@@ -86,7 +86,7 @@ export class EventBus {
    * Bad filters throw here, before anything is streamed.
    */
   subscribe(o: SubscribeOptions): AsyncGenerator<EngineEvent> {
-    checkFilters(o.filters ?? {}, ['type', 'event', 'container', 'image', 'label']);
+    checkFilters(o.filters ?? {}, ['type', 'event', 'container', 'image', 'label', 'volume']);
     return this.stream(o);
   }
 
@@ -167,5 +167,6 @@ function matches(e: EngineEvent, f: Filters): boolean {
     !f.image.some((i) => a.image === i || e.Actor.ID === i || (e.Type === 'image' && a.name === i))
   )
     return false;
+  if (f.volume?.length && (e.Type !== 'volume' || !f.volume.includes(e.Actor.ID))) return false;
   return matchLabels(f, a);
 }

@@ -10,6 +10,7 @@ import type { EventBus } from './events.js';
 import type { ImageService } from './images/service.js';
 import type { NetworkService } from './network/service.js';
 import type { SystemService } from './system.js';
+import type { VolumeService } from './volumes/service.js';
 
 export interface Engine {
   system: SystemService;
@@ -20,6 +21,7 @@ export interface Engine {
   commits: CommitService;
   networks: NetworkService;
   archives: ArchiveService;
+  volumes: VolumeService;
 }
 
 export type { ArchiveService, PathStat, PutOptions } from './archive/service.js';
@@ -53,3 +55,6 @@ export type { ContainerNetworking, Endpoint as ContainerEndpoint, EndpointSettin
 export type { PortBinding } from './network/ports.js';
 export type { CreateNetworkRequest, Network, NetworkEndpoint } from './network/service.js';
 export { NetworkCreateSchema } from './network/service.js';
+export type { ContainerMount } from './containers/mounts.js';
+export type { MountPoint, Volume, VolumeService } from './volumes/service.js';
+export { VolumeCreateSchema } from './volumes/service.js';

@@ -707,10 +707,10 @@ describe('namespaces, groups, devices and limits', () => {
   it('refuses what it does not apply yet, and takes the zeros and defaults clients send', async () => {
     expect(await refused({ Links: ['other:db'] })).toBe('could not get container for other: No such container: other');
     expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
-    // A tmpfs with no options still asks for a tmpfs.
-    expect(await refused({ Tmpfs: { '/scratch': '' } })).toMatch(/^HostConfig.Tmpfs is not supported by berth yet/);
+    // A storage option with an empty value still asks for something.
+    expect(await refused({ StorageOpt: { size: '' } })).toMatch(/^HostConfig.StorageOpt is not supported by berth yet/);
     // dockerd reads a field's name in any case.
-    expect(await refused({ tmpfs: { '/scratch': 'size=1m' } })).toMatch(/^HostConfig.Tmpfs is not supported/);
+    expect(await refused({ storageopt: { size: '1G' } })).toMatch(/^HostConfig.StorageOpt is not supported/);
     expect(await refused({}, { NetworkDisabled: true })).toMatch(/^Config.NetworkDisabled is not supported/);
     const bind = (BindOptions: Record<string, unknown>) => ({
       Mounts: [{ Type: 'bind', Source: os.tmpdir(), Target: '/mnt', BindOptions }],

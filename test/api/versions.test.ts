@@ -229,7 +229,7 @@ describe('API 1.45', () => {
     expect(now.json.message).toBe('VolumeOptions must not be specified on mount type "bind"');
     const volume = await createAt('1.45', { HostConfig: { Mounts: [{ ...mount, Type: 'volume', Source: 'data' }] } });
     expect(volume.status).toBe(400);
-    expect(volume.json.message).toBe('mount type volume is not supported yet');
+    expect(volume.json.message).toBe('VolumeOptions.Subpath is not supported by berth yet');
   });
 });
 

@@ -51,7 +51,13 @@ export function containerList(
   const { containers } = engine;
   return Promise.all(
     list.map(async (c) => ({
-      ...containerSummary(c, nameOf(c.imageRef, c.imageId), containers.networkingOf(c), apiVersion),
+      ...containerSummary(
+        c,
+        nameOf(c.imageRef, c.imageId),
+        containers.networkingOf(c),
+        containers.mountPoints(c),
+        apiVersion,
+      ),
       ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
     })),
   );
@@ -93,7 +99,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       .reverse();
     const execIds = engine.execs.idsOf(c.id);
     return {
-      ...containerInspect(c, { lowerDirs }, containers.networkingOf(c), req.apiVersion),
+      ...containerInspect(c, { lowerDirs }, containers.networkingOf(c), containers.mountPoints(c), req.apiVersion),
       ExecIDs: execIds.length ? execIds : null,
       // Counted only when asked (`size=1`), and then shown even when 0, as dockerd's pointers are.
       ...(boolValue(query(req).size) ? await containers.sizes(c) : {}),
@@ -200,7 +206,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   // dockerd's {name:.*} takes: so does the wildcard route.
   const remove = async (ref: string, q: Record<string, string | undefined>) => {
     if (boolValue(q.link)) containers.removeLink(ref);
-    else await containers.remove(ref, { force: boolValue(q.force) });
+    else await containers.remove(ref, { force: boolValue(q.force), volumes: boolValue(q.v) });
   };
   app.delete<IdParams>('/containers/:id', async (req, reply) => {
     await remove(req.params.id, query(req));

@@ -5,6 +5,7 @@ import type { Engine } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { versionBelow } from '../version.js';
 import { imageSummary } from '../wire/images.js';
+import { volumeShape } from '../wire/volumes.js';
 import { containerList } from './containers.js';
 
 const TYPES = ['container', 'image', 'volume', 'build-cache'] as const;
@@ -20,11 +21,9 @@ function wantedTypes(raw: unknown, apiVersion: string): Set<UsageType> {
   return new Set(asked as UsageType[]);
 }
 
-/**
- * The volumes' usage: none until berth has volumes. The volume service's
- * list, each with UsageData (Size, RefCount), goes here when it lands.
- */
-const volumeUsage = (): unknown[] => [];
+/** Every volume with its UsageData (Size, RefCount), as dockerd's df lists them. */
+const volumeUsage = (engine: Engine): Promise<Record<string, unknown>[]> =>
+  Promise.all(engine.volumes.list().map(async (v) => volumeShape(v, await engine.volumes.usage(v.name))));
 
 export function dfRoutes(app: FastifyInstance, engine: Engine): void {
   app.get('/system/df', async (req) => {
@@ -38,7 +37,7 @@ export function dfRoutes(app: FastifyInstance, engine: Engine): void {
     if (want.has('container')) {
       out.Containers = await containerList(engine, engine.containers.list({ all: true }), true, req.apiVersion);
     }
-    if (want.has('volume')) out.Volumes = volumeUsage();
+    if (want.has('volume')) out.Volumes = await volumeUsage(engine);
     if (want.has('build-cache')) out.BuildCache = []; // berth builds nothing: an empty cache, as a daemon with a builder reports
     return out;
   });

@@ -2,7 +2,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { decodeRegistryAuth, type Engine } from '../../engine/index.js';
 import type { Readable } from 'node:stream';
-import { invalidParameter, notImplemented } from '../../errors.js';
+import { invalidParameter } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';

@@ -1,35 +1,20 @@
 // Docker's container shapes as the API answers them: list entries and inspect.
-import { type Container, type ContainerNetworking, isoOrZero, statusText, visibleLogPath } from '../../engine/index.js';
+import {
+  type Container,
+  type ContainerMount,
+  type ContainerNetworking,
+  isoOrZero,
+  statusText,
+  visibleLogPath,
+} from '../../engine/index.js';
 import { versionBelow } from '../version.js';
 import { containerNetworks, listedPorts, portMap } from './networks.js';
+import { mountsShape } from './volumes.js';
 
 // ------------------------------------------------------------------ responses
 
 /** Whether the container's process runs now (its network interfaces exist). */
 const isLive = (c: Container) => (c.status === 'running' || c.status === 'paused') && c.pid > 0;
-
-function mounts(c: Container): Record<string, unknown>[] {
-  const binds = (c.hostConfig.Binds ?? []).map((b) => {
-    const [src = '', dst = '', mode = ''] = b.split(':');
-    return {
-      Type: 'bind',
-      Source: src,
-      Destination: dst,
-      Mode: mode,
-      RW: !mode.split(',').includes('ro'),
-      Propagation: 'rprivate',
-    };
-  });
-  const ms = (c.hostConfig.Mounts ?? []).map((m) => ({
-    Type: m.Type ?? 'bind',
-    Source: m.Source ?? '',
-    Destination: m.Target ?? '',
-    Mode: '',
-    RW: !m.ReadOnly,
-    Propagation: m.BindOptions?.Propagation || 'rprivate',
-  }));
-  return [...binds, ...ms];
-}
 
 const commandLine = (c: Container) => [c.path, ...c.args].map((a) => (/\s/.test(a) ? `'${a}'` : a)).join(' ');
 
@@ -38,6 +23,7 @@ export function containerSummary(
   c: Container,
   imageName: string,
   net: ContainerNetworking,
+  mounts: ContainerMount[],
   apiVersion: string,
 ): Record<string, unknown> {
   return {
@@ -54,7 +40,7 @@ export function containerSummary(
     Status: statusText(c),
     HostConfig: { NetworkMode: c.hostConfig.NetworkMode },
     NetworkSettings: { Networks: containerNetworks(net.endpoints, isLive(c), apiVersion) },
-    Mounts: mounts(c),
+    Mounts: mountsShape(mounts),
     // API 1.52 added the health summary to the list.
     ...(versionBelow(apiVersion, '1.52')
       ? {}
@@ -72,6 +58,7 @@ export function containerInspect(
   c: Container,
   graph: { lowerDirs: string[] },
   net: ContainerNetworking,
+  mounts: ContainerMount[],
   apiVersion: string,
 ): Record<string, unknown> {
   const running = c.status === 'running' || c.status === 'paused' || c.status === 'restarting';
@@ -115,8 +102,8 @@ export function containerInspect(
       ...c.hostConfig,
       ContainerIDFile: '',
       PortBindings: c.hostConfig.PortBindings ?? {},
-      VolumeDriver: '',
-      VolumesFrom: null,
+      VolumeDriver: c.hostConfig.VolumeDriver ?? '',
+      VolumesFrom: c.hostConfig.VolumesFrom ?? null,
       Dns: c.hostConfig.Dns ?? [],
       DnsOptions: c.hostConfig.DnsOptions ?? [],
       DnsSearch: c.hostConfig.DnsSearch ?? [],
@@ -150,7 +137,7 @@ export function containerInspect(
       },
       Name: 'overlay2',
     },
-    Mounts: mounts(c),
+    Mounts: mountsShape(mounts),
     Config: c.config,
     NetworkSettings: {
       Bridge: '',

@@ -15,13 +15,12 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { invalidParameter, messageOf, notFound, systemError } from '../../errors.js';
 import type { Container } from '../containers/lookup.js';
-import { containerMounts } from '../containers/rootview.js';
 import type { ContainerService } from '../containers/service.js';
 import { resolveUser } from '../containers/user.js';
 import { entryTar, treeTar } from '../layers/diff.js';
 import type { Extractor } from '../layers/extractor.js';
 import { sniffMediaType } from '../layers/unpack.js';
-import { O_PATH, openDirInRoot, openInRoot, type RootView } from '../os/rooted.js';
+import { O_PATH, openDirInRoot, openInRoot, type RootView, type ViewMount } from '../os/rooted.js';
 import { followInScope, type PathStat, pathStat } from './pathstat.js';
 
 export type { PathStat } from './pathstat.js';
@@ -86,7 +85,7 @@ export class ArchiveService {
 
   /** PUT: extracts `body` (a tar, or a gzipped one) into the directory at `path`. */
   async put(ref: string, path: string, body: Readable, opts: PutOptions): Promise<void> {
-    await this.inView(ref, async (c, view) => {
+    await this.inView(ref, async (c, view, mounts) => {
       const abs = absolute(path);
       let dirFd: number;
       try {
@@ -97,7 +96,7 @@ export class ArchiveService {
       try {
         if (!fstatSync(dirFd).isDirectory()) throw invalidParameter('extraction point is not a directory');
         const real = followInScope(view.rootFd, abs);
-        checkWritable(c, real);
+        checkWritable(c, mounts, real);
         const chown = opts.copyUIDGID && c.config.User ? await containerUser(c) : undefined;
         await this.extract(body, {
           dirFd,
@@ -112,10 +111,13 @@ export class ArchiveService {
     });
   }
 
-  private async inView<T>(ref: string, fn: (c: Container, view: RootView) => Promise<T>): Promise<T> {
-    const { c, view } = await this.deps.containers.openView(ref);
+  private async inView<T>(
+    ref: string,
+    fn: (c: Container, view: RootView, mounts: ViewMount[]) => Promise<T>,
+  ): Promise<T> {
+    const { c, view, mounts } = await this.deps.containers.openView(ref);
     try {
-      return await fn(c, view);
+      return await fn(c, view, mounts);
     } finally {
       closeAll([view.rootFd, view.nsFd]);
     }
@@ -212,12 +214,10 @@ function pathError(e: unknown, ref: string, path: string, abs: string): Error {
 }
 
 /** dockerd's checkWritablePath: a read-only mount, or a read-only rootfs outside any mount, refuses a copy in. */
-function checkWritable(c: Container, real: string): void {
+function checkWritable(c: Container, mounts: readonly ViewMount[], real: string): void {
   const under = (m: { destination: string }) =>
     real === m.destination || real.startsWith(m.destination.endsWith('/') ? m.destination : `${m.destination}/`);
-  const mount = containerMounts(c)
-    .filter(under)
-    .sort((a, b) => b.destination.length - a.destination.length)[0];
+  const mount = mounts.filter(under).sort((a, b) => b.destination.length - a.destination.length)[0];
   if (mount) {
     if (mount.readonly) throw invalidParameter('mounted volume is marked read-only');
     return;

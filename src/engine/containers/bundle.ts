@@ -17,6 +17,8 @@ import { namespacePlan } from './namespaces.js';
 import { budgetParents, type RealtimeBudget } from './realtime.js';
 import { buildSpec, consoleSize, DEFAULT_SHM_SIZE, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
+import type { VolumeService } from '../volumes/service.js';
+import { asBind, tmpfsMounts } from './mounts.js';
 
 export interface BundleDeps {
   images: ImageService;
@@ -29,6 +31,8 @@ export interface BundleDeps {
   realtime?: RealtimeBudget;
   /** What /etc/hosts and /etc/resolv.conf say of the container's networks. */
   endpoints: Pick<Endpoints, 'etcFiles' | 'bridgeAddress' | 'linkersNear'>;
+  /** The container's volumes and inherited binds. */
+  volumes: Pick<VolumeService, 'mountsOf'>;
 }
 
 /** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
@@ -148,7 +152,9 @@ export class Bundles {
       ...(size ? { consoleSize: size } : {}),
       hostname: c.config.Hostname,
       rootfsPath: c.rootfs,
-      mounts: bindMounts(h, c.recursiveReadonlyBinds),
+      // Its own binds last: one at a destination it inherited (VolumesFrom) wins.
+      mounts: [...this.deps.volumes.mountsOf(c.id).map(asBind), ...bindMounts(h, c.recursiveReadonlyBinds)],
+      tmpfs: tmpfsMounts(h),
       hostsFiles: await this.etcFilesOf(c, linked.hosts),
       networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
       namespaces: namespacePlan(h, shmDir(c.bundleDir), (ref) => {

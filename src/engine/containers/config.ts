@@ -95,9 +95,25 @@ const MountSchema = z.looseObject({
       CreateMountpoint: z.boolean().nullish(),
     })
     .nullish(),
-  // Options of other mount types: named so that create can refuse them on a bind, as dockerd does.
-  VolumeOptions: z.looseObject({ Subpath: z.string().nullish() }).nullish(),
-  TmpfsOptions: z.looseObject({}).nullish(),
+  // Type volume (mounts.ts): NoCopy skips the copy-up; Labels and DriverConfig serve a volume created now.
+  VolumeOptions: z
+    .looseObject({
+      NoCopy: z.boolean().nullish(),
+      Labels: z.record(z.string(), z.string()).nullish(),
+      DriverConfig: z
+        .looseObject({ Name: z.string().nullish(), Options: z.record(z.string(), z.string()).nullish() })
+        .nullish(),
+      Subpath: z.string().nullish(),
+    })
+    .nullish(),
+  // Type tmpfs: size in bytes, mode as a number (0o1777), and exec/noexec.
+  TmpfsOptions: z
+    .looseObject({
+      SizeBytes: int.nullish(),
+      Mode: int.nullish(),
+      Options: z.array(z.array(z.string())).nullish(),
+    })
+    .nullish(),
 });
 export type Mount = z.output<typeof MountSchema>;
 
@@ -109,6 +125,12 @@ export type RestartPolicy = z.output<typeof RestartPolicySchema>;
 export const HostConfigSchema = z.looseObject({
   Binds: z.array(z.string()).nullable(),
   Mounts: z.array(MountSchema).nullish(),
+  /** Containers whose mounts this one takes, `id[:ro|rw]` (mounts.ts). */
+  VolumesFrom: z.array(z.string()).nullish(),
+  /** The driver of the volumes Binds and Config.Volumes create: only local (mounts.ts refuses another when it would be used). */
+  VolumeDriver: z.string().nullish(),
+  /** Destination to tmpfs options (`size=64m,mode=1777`). */
+  Tmpfs: z.record(z.string(), z.string()).nullish(),
   AutoRemove: z.boolean(),
   NetworkMode: z.string(),
   RestartPolicy: RestartPolicySchema,

@@ -14,6 +14,7 @@ import type { HealthMonitor } from './health.js';
 import type { LogRotation } from './logrotation.js';
 import type { Container, ContainerLookup } from './lookup.js';
 import type { Waits } from './waits.js';
+import type { VolumeService } from '../volumes/service.js';
 
 export interface ContainerDeps {
   repo: ContainerRepository;
@@ -31,6 +32,8 @@ export interface ContainerDeps {
   events: EventBus;
   /** The container's places on networks (network/endpoints.ts). */
   endpoints: Endpoints;
+  /** Volumes, and the mount points containers hold on them (volumes/service.ts). */
+  volumes: VolumeService;
 }
 
 export interface Shared {

@@ -299,16 +299,17 @@ const PROPAGATIONS: readonly string[] = ['private', 'rprivate', 'shared', 'rshar
 const isPropagation = (s: string): s is Propagation => PROPAGATIONS.includes(s);
 
 /**
- * The container's bind mounts: Binds, then Mounts. A read-only one is made
+ * The container's bind mounts of host paths: Binds, then Mounts. A read-only one is made
  * recursively read-only (rro: its submounts too) when `recursiveReadonly` and
  * the kernel can, unless the mount asks for non-recursive; dockerd does so from
- * API 1.44 and falls back to plain ro where rro is not there.
+ * API 1.44 and falls back to plain ro where rro is not there. Volumes and
+ * tmpfs mounts are mounts.ts's.
  */
 export function bindMounts(h: HostConfig, recursiveReadonly: boolean): BindMount[] {
   const rro = recursiveReadonly && recursiveReadonlySupported() === undefined;
   return [
-    ...(h.Binds ?? []).map((b) => withRecursion(parseBind(b), rro)),
-    ...(h.Mounts ?? []).map((m) => mountOf(m, rro)),
+    ...(h.Binds ?? []).map(parseBindSpec).flatMap((b) => (b.kind === 'bind' ? [withRecursion(b.bind, rro)] : [])),
+    ...(h.Mounts ?? []).filter((m) => (m.Type ?? 'bind') === 'bind').map((m) => mountOf(m, rro)),
   ];
 }
 
@@ -320,24 +321,67 @@ export function recursiveReadonlySupported(release = os.release()): string | und
   return major > 5 || (major === 5 && minor >= 12) ? undefined : `the kernel (${release}) is older than 5.12`;
 }
 
-/** `host:container[:ro|rw][,propagation]` bind specs. */
-function parseBind(spec: string): BindMount {
+/** A Binds entry: a host path bound, or a volume (named, or anonymous for a lone `/path`). */
+export type BindSpec =
+  | { kind: 'bind'; bind: BindMount; destination: string; mode: string }
+  | { kind: 'volume'; name?: string; destination: string; rw: boolean; mode: string; copy: boolean };
+
+const MODE_GROUPS: readonly (readonly string[])[] = [
+  ['ro', 'rw'],
+  ['z', 'Z'],
+  PROPAGATIONS,
+  ['nocopy'],
+  ['consistent', 'cached', 'delegated'],
+];
+
+/** dockerd's linuxValidMountMode: known options, at most one of each kind. */
+function validMode(mode: string): boolean {
+  if (mode === '') return true;
+  const opts = mode.split(',');
+  const counts = MODE_GROUPS.map((g) => opts.filter((o) => g.includes(o)).length);
+  return counts.every((n) => n <= 1) && counts.reduce((a, b) => a + b, 0) === opts.length;
+}
+
+/** `source:destination[:mode]` or `destination` (dockerd's ParseMountRaw). */
+export function parseBindSpec(spec: string): BindSpec {
   const parts = spec.split(':');
-  if (parts.length < 2 || parts.length > 3) throw invalidParameter(`invalid volume specification: '${spec}'`);
-  const [source, destination, mode = ''] = parts as [string, string, string?];
-  if (!source.startsWith('/'))
-    throw invalidParameter(`invalid volume specification: '${spec}': named volumes are not supported yet`);
-  if (!destination.startsWith('/')) throw invalidParameter(`invalid volume specification: '${spec}'`);
-  const opts = mode.split(',').filter(Boolean);
-  for (const o of opts) {
-    if (!['ro', 'rw', 'z', 'Z', 'nocopy'].includes(o) && !isPropagation(o))
-      throw invalidParameter(`invalid mode: ${o}`);
+  const invalid = () => invalidParameter(`invalid volume specification: '${spec}'`);
+  if (parts.length > 3 || !parts[0]) throw invalid();
+  // A lone path (Docker's anonymous volume), or `source:destination` where the second is no mode.
+  if (parts.length === 2 && validMode(parts[1]!)) throw invalid();
+  const [source, destination, mode = ''] = parts.length === 1 ? ['', parts[0]!] : (parts as [string, string, string?]);
+  if (!validMode(mode)) throw invalidParameter(`invalid mode: ${mode}`);
+  if (!destination.startsWith('/')) {
+    throw invalidParameter(
+      `invalid volume specification: '${spec}': invalid mount config for type "${source.startsWith('/') ? 'bind' : 'volume'}": invalid mount path: '${destination}' mount path must be absolute`,
+    );
   }
-  return { source, destination, readonly: opts.includes('ro'), propagation: opts.find(isPropagation) ?? 'rprivate' };
+  const opts = mode.split(',').filter(Boolean);
+  const dest = path.posix.normalize(destination).replace(/(.)\/+$/, '$1');
+  if (dest === '/')
+    throw invalidParameter(
+      `invalid volume specification: '${spec}': invalid mount config for type "${source.startsWith('/') ? 'bind' : 'volume'}": invalid specification: destination can't be "/"`,
+    );
+  if (source.startsWith('/')) {
+    const propagation = opts.find(isPropagation) ?? 'rprivate';
+    return {
+      kind: 'bind',
+      bind: { source, destination, readonly: opts.includes('ro'), propagation },
+      destination: dest,
+      mode,
+    };
+  }
+  return {
+    kind: 'volume',
+    ...(source ? { name: source } : {}),
+    destination: dest,
+    rw: !opts.includes('ro'),
+    mode,
+    copy: !opts.includes('nocopy'),
+  };
 }
 
 function mountOf(m: Mount, rro: boolean): BindMount {
-  if ((m.Type ?? 'bind') !== 'bind') throw invalidParameter(`mount type ${m.Type} is not supported yet`);
   // dockerd's words (API 1.42 on): another type's options on a bind are refused, not dropped.
   if (m.VolumeOptions) throw invalidParameter('VolumeOptions must not be specified on mount type "bind"');
   if (m.TmpfsOptions) throw invalidParameter('TmpfsOptions must not be specified on mount type "bind"');

@@ -159,6 +159,7 @@ export class ExitHandler {
     this.s.logRotation.stopped(id);
     this.settle(c);
     publish(deps.events, c, 'die', { exitCode: String(exitCode) });
+    deps.volumes.deactivate(id);
     waits.notify(id, ['not-running', 'next-exit'], exitCode);
     if (decision.restart) this.scheduleRestart(id, decision.delayMs);
     else if (c.hostConfig.AutoRemove) await this.hooks.autoRemove(id);

@@ -1,6 +1,6 @@
 // What a client reads of a container, and its terminal: logs, attach, resize,
 // top, stats and sizes.
-import { lstat, readdir } from 'node:fs/promises';
+import { duBytes } from '../os/dirs.js';
 import path from 'node:path';
 import { conflict, notImplemented } from '../../errors.js';
 import { processEnded } from '../runtime/proc.js';
@@ -143,14 +143,4 @@ export class ContainerIo {
     if (!isRunning(c)) throw conflict(`Container ${c.id} is not running`);
     return top({ path: cgroupPath(c.id) }, psArgs || '-ef');
   }
-}
-
-/** Apparent size of the regular files under a directory (0 when it does not exist). */
-async function duBytes(dir: string): Promise<number> {
-  let total = 0;
-  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
-  for (const e of entries) {
-    if (e.isFile()) total += (await lstat(path.join(e.parentPath, e.name)).catch(() => ({ size: 0 }))).size;
-  }
-  return total;
 }

@@ -6,6 +6,7 @@ import { conflict, isEngineError, messageOf, noSuchContainer, notModified } from
 import { RuntimeCreateError } from '../runtime/errors.js';
 import { normalizeSignal, SIGNALS } from '../signals.js';
 import { markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
+import { dirInRoot } from '../os/rootfs.js';
 import { publish, type Shared } from './context.js';
 import type { ExitHandler } from './exits.js';
 import { conmonLogSizeMax, logPolicy } from './logconfig.js';
@@ -84,6 +85,8 @@ export class Lifecycle {
     if (!c) throw noSuchContainer(id);
     await this.s.bundles.ready(c);
     try {
+      // Volumes with DriverOpts mounted, new empty ones filled from the image (copy-up).
+      await deps.volumes.activate(id, (destination) => dirInRoot(c.rootfs, destination));
       const logs = logPolicy(c.hostConfig.LogConfig);
       const created = await runtime.create({
         id,
@@ -131,6 +134,7 @@ export class Lifecycle {
       this.s.logRotation.started(id);
     } catch (e) {
       attachments.fail(id);
+      deps.volumes.deactivate(id);
       await runtime.delete(id, true).catch(() => undefined);
       await releaseMounts(c.bundleDir).catch(() => undefined);
       const code = e instanceof RuntimeCreateError ? e.code : 128;

@@ -6,28 +6,28 @@ import path from 'node:path';
 import type { ImageService } from '../images/service.js';
 import { prepareRootfs } from '../layers/rootfs-mounts.js';
 import { openRootView, type RootView, type ViewMount } from '../os/rooted.js';
-import { bindMounts } from './create.js';
 import type { Container } from './lookup.js';
+import type { ContainerMount } from './mounts.js';
 
 /**
  * What a container sees over its rootfs, in mount order (parents before what
- * lies inside them): the /etc files berth writes, then its bind mounts. This
- * is the one place `docker cp` learns of mounts: volumes join the list here.
+ * lies inside them): the /etc files berth writes, then its volumes and binds
+ * (`points`: ContainerService.mountPoints). This is the one place `docker cp`
+ * learns of mounts. A tmpfs is left out: its content lives only inside the
+ * running container (dockerd gives each copy an empty one of its own).
  */
-export function containerMounts(c: Container): ViewMount[] {
+export function viewMounts(c: Container, points: readonly ContainerMount[]): ViewMount[] {
   const etc = ['hostname', 'hosts', 'resolv.conf'].map((f) => ({
     source: path.join(c.bundleDir, f),
     destination: `/etc/${f}`,
     readonly: c.hostConfig.ReadonlyRootfs ?? false,
   }));
-  const binds = bindMounts(c.hostConfig, c.recursiveReadonlyBinds).map((b) => ({
-    source: b.source,
-    destination: b.destination,
-    readonly: b.readonly ?? false,
-  }));
+  const mounted = points
+    .filter((m) => m.type !== 'tmpfs')
+    .map((m) => ({ source: m.source, destination: m.destination, readonly: !m.rw }));
   const depth = (m: ViewMount) => m.destination.split('/').filter(Boolean).length;
   // Stable: of two mounts on one path, the later wins, as in the runtime.
-  return [...etc, ...binds].sort((a, b) => depth(a) - depth(b));
+  return [...etc, ...mounted].sort((a, b) => depth(a) - depth(b));
 }
 
 /**
@@ -35,12 +35,16 @@ export function containerMounts(c: Container): ViewMount[] {
  * container after a reboot) is mounted where a start would mount it, and
  * stays so, as after any start: a start then finds it ready.
  */
-export async function openContainerView(c: Container, images: ImageService): Promise<RootView> {
+export async function openContainerView(
+  c: Container,
+  images: ImageService,
+  mounts: readonly ViewMount[],
+): Promise<RootView> {
   await prepareRootfs({
     lowerDirs: await images.readyLayerDirs(c.imageId),
     upperDir: path.join(c.bundleDir, 'upper'),
     workDir: path.join(c.bundleDir, 'work'),
     target: c.rootfs,
   });
-  return openRootView(c.rootfs, containerMounts(c));
+  return openRootView(c.rootfs, mounts);
 }

@@ -33,9 +33,10 @@ import { isLegacyLinkMode, resolveLinks, splitLinkName } from './links.js';
 import type { ContainerNetworking } from '../network/endpoints.js';
 import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
+import { type ContainerMount, containerMounts, planMounts } from './mounts.js';
 import { checkName, generateName } from './names.js';
-import type { RootView } from '../os/rooted.js';
-import { openContainerView } from './rootview.js';
+import type { RootView, ViewMount } from '../os/rooted.js';
+import { openContainerView, viewMounts } from './rootview.js';
 import { updateContainer } from './update.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
@@ -82,6 +83,7 @@ export class ContainerService {
         realtime: deps.realtime,
         lookup,
         endpoints: deps.endpoints,
+        volumes: deps.volumes,
       }),
       attachments: new Attachments(log),
       health,
@@ -92,7 +94,7 @@ export class ContainerService {
       }),
     };
     const autoRemove = (id: string) =>
-      this.remove(id, { force: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
+      this.remove(id, { force: true, volumes: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
     this.exits = new ExitHandler(this.s, {
       startOf: (id) => this.lifecycle.startOf(id),
       startAgain: (id, count) => this.lifecycle.startAgain(id, count),
@@ -104,6 +106,8 @@ export class ContainerService {
 
   /** Subscribes to exits and reconciles what happened while berthd was down; rotates the running ones' logs again. */
   async recover(): Promise<void> {
+    // Volumes of the containers recorded as running stay mounted; those found ended are released by recover.
+    for (const c of this.s.lookup.withStatus(['running', 'paused'])) this.s.deps.volumes.stillActive(c.id);
     await this.exits.recover();
     for (const c of this.s.lookup.withStatus(['running', 'paused'])) this.s.logRotation.started(c.id);
   }
@@ -134,9 +138,10 @@ export class ContainerService {
    * its rootfs (mounted if it was not) with its mounts over it, in a private
    * mount namespace. The caller closes both descriptors.
    */
-  async openView(ref: string): Promise<{ c: Container; view: RootView }> {
+  async openView(ref: string): Promise<{ c: Container; view: RootView; mounts: ViewMount[] }> {
     const c = this.get(ref);
-    return { c, view: await openContainerView(c, this.s.deps.images) };
+    const mounts = viewMounts(c, this.mountPoints(c));
+    return { c, view: await openContainerView(c, this.s.deps.images, mounts), mounts };
   }
 
   /** Publishes a container event (dockerd's attributes). */
@@ -144,8 +149,27 @@ export class ContainerService {
     publish(this.s.deps.events, c, action);
   }
 
+  /** `GET /containers/json`; the `volume` filter (a volume's name, a bind's source, or a destination) is applied here. */
   list(opts: { all?: boolean; limit?: number; filters?: Filters } = {}): Container[] {
-    return this.s.lookup.list(opts);
+    const wanted = opts.filters?.volume;
+    if (!wanted?.length) return this.s.lookup.list(opts);
+    const { volume: _, ...filters } = opts.filters ?? {};
+    const limit = opts.limit ?? 0;
+    const found = this.s.lookup
+      .list({ all: opts.all || limit > 0, filters })
+      .filter((c) =>
+        this.mountPoints(c).some((m) => wanted.some((w) => w === m.name || w === m.source || w === m.destination)),
+      );
+    return limit > 0 ? found.slice(0, limit) : found;
+  }
+
+  /**
+   * Everything the container mounts (volumes, binds, tmpfs), with host paths:
+   * what inspect's Mounts shows, and where a path of the container lies on the host.
+   */
+  mountPoints(ref: string | Container): ContainerMount[] {
+    const c = typeof ref === 'string' ? this.s.lookup.find(ref) : ref;
+    return containerMounts(c.hostConfig, this.s.deps.volumes.mountsOf(c.id));
   }
 
   // ------------------------------------------------------------------ create
@@ -171,6 +195,7 @@ export class ContainerService {
       hostConfig.NetworkMode,
       legacy.length ? [] : links,
     );
+    const mounts = planMounts(hostConfig, config.Volumes, (ref) => this.mountPoints(ref));
     const bundleDir = path.join(deps.root, id);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
     try {
@@ -191,6 +216,7 @@ export class ContainerService {
     }
     let networkWarnings: string[];
     try {
+      await deps.volumes.recordMounts(id, mounts);
       networkWarnings = deps.endpoints.createEndpoints(id, hostConfig.NetworkMode, endpointsConfig, {
         macAddress: req.config.MacAddress ?? '',
         publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
@@ -202,7 +228,10 @@ export class ContainerService {
         deps.repo.insertLinks(id, legacy);
       }
     } catch (e) {
+      // The anonymous volumes made for it go with it; named ones stay, as after any removal.
+      const recorded = deps.volumes.mountsOf(id);
       deps.repo.remove(id);
+      await deps.volumes.removed(recorded, true);
       await rm(bundleDir, { recursive: true, force: true });
       throw e;
     }
@@ -351,7 +380,8 @@ export class ContainerService {
     this.s.deps.repo.removeLink(parent.id, link.alias);
   }
 
-  async remove(ref: string, opts: { force?: boolean } = {}): Promise<void> {
+  /** `volumes`: its anonymous volumes go too (`rm -v`); named ones never do. */
+  async remove(ref: string, opts: { force?: boolean; volumes?: boolean } = {}): Promise<void> {
     const { deps, waits, bundles } = this.s;
     const c = this.s.lookup.find(ref);
     const id = c.id;
@@ -370,7 +400,11 @@ export class ContainerService {
     await bundles.forget(id);
     this.s.health.removed(id);
     this.s.logRotation.removed(id, c.logPath);
+    const mounts = deps.volumes.mountsOf(id);
+    deps.volumes.deactivate(id);
     deps.repo.remove(id);
+    // Before waiters hear of the removal: `docker run --rm` lists no volume of it once it returns.
+    await deps.volumes.removed(mounts, opts.volumes ?? false);
     // Gone from the API from here on: waiters (docker run --rm) need not wait for the
     // tear-down. A crash before it ends leaves a directory that recover() sweeps away.
     waits.notify(id, ['not-running', 'next-exit', 'removed'], c.exitCode);

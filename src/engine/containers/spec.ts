@@ -39,6 +39,12 @@ export interface BindMount {
   propagation?: Propagation;
 }
 
+/** A tmpfs of the container's own (HostConfig.Tmpfs, Mounts of type tmpfs), its mount options merged. */
+export interface TmpfsMount {
+  destination: string;
+  options: string[];
+}
+
 /**
  * The HostConfig fields the spec reads, as Docker names and means them; absent
  * means Docker's default. Memory: bytes, 0 unlimited. MemorySwap: memory+swap,
@@ -85,6 +91,7 @@ export interface SpecInput extends SpecHostConfig {
   hostname?: string;
   rootfsPath: string;
   mounts?: BindMount[];
+  tmpfs?: TmpfsMount[];
   /** Files berth owns, bind-mounted onto /etc/hosts, /etc/hostname, /etc/resolv.conf. */
   hostsFiles?: { hosts?: string; hostname?: string; resolvConf?: string };
   networkMode?: 'none' | 'host' | 'private';
@@ -421,6 +428,12 @@ function mounts(input: SpecInput): OciMount[] {
         b.propagation,
       ),
     ),
+    ...(input.tmpfs ?? []).map((t) => ({
+      destination: t.destination,
+      type: 'tmpfs',
+      source: 'tmpfs',
+      options: t.options,
+    })),
   ]);
 }
 

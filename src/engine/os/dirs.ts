@@ -10,7 +10,7 @@
 // removed was several times slower (docs/decisions.md has the measure).
 // Filesystems without the flag ignore it.
 import { randomBytes } from 'node:crypto';
-import { rename, rm } from 'node:fs/promises';
+import { lstat, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Limiter } from '../limiter.js';
 import { FS_TOPDIR_FL, native } from './native.js';
@@ -66,3 +66,13 @@ const deletions = new Limiter(4);
 
 /** The names removeInBackground gives what it is deleting. */
 export const TRASH_PREFIX = '.removing-';
+
+/** Apparent size of the regular files under a directory (0 when it does not exist). */
+export async function duBytes(dir: string): Promise<number> {
+  let total = 0;
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
+  for (const e of entries) {
+    if (e.isFile()) total += (await lstat(path.join(e.parentPath, e.name)).catch(() => ({ size: 0 }))).size;
+  }
+  return total;
+}

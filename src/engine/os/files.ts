@@ -1,6 +1,7 @@
 // File system calls Node lacks, other than mounts and xattrs: device nodes,
 // an advisory lock, sealed in-memory copies, and reading a directory's small
-// files in one call.
+// files in one call; and a tree copy with every attribute kept.
+import { execFile } from 'node:child_process';
 import { LOCK_EX, LOCK_NB, native } from './native.js';
 
 /** mknod(2): a device node or fifo (`mode` carries the type bits). */
@@ -32,4 +33,17 @@ export function readFiles(
   limit: number,
 ): [BigInt64Array, Array<Buffer | null>, Array<Array<[string, Buffer]> | null>] {
   return native.readFiles(dirFd, names, limit);
+}
+
+/**
+ * Copies a directory's content into another, ownership, modes, times and
+ * extended attributes kept, and the target directory's own attributes taken
+ * from the source's (`cp -a src/. dst`).
+ */
+export async function copyTree(source: string, target: string): Promise<void> {
+  await new Promise<void>((resolve, reject) =>
+    execFile('cp', ['-a', '--', `${source}/.`, target], (err, _out, stderr) =>
+      err ? reject(new Error(`copying ${source} into ${target}: ${stderr.trim() || err.message}`)) : resolve(),
+    ),
+  );
 }

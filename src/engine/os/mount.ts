@@ -141,3 +141,50 @@ export function isMountPoint(path: string): boolean {
     .split('\n')
     .some((line) => line !== '' && unescapeMountinfo(line.split(' ')[4] ?? '') === real);
 }
+
+/** mount(8)'s flag options (as moby/sys/mount parses them): [set, clear] bits; anything else is filesystem data. */
+const FLAG_OPTIONS: Record<string, [number, number]> = {
+  defaults: [0, 0],
+  ro: [MS_RDONLY, 0],
+  rw: [0, MS_RDONLY],
+  nosuid: [MS_NOSUID, 0],
+  suid: [0, MS_NOSUID],
+  nodev: [MS_NODEV, 0],
+  dev: [0, MS_NODEV],
+  noexec: [MS_NOEXEC, 0],
+  exec: [0, MS_NOEXEC],
+  sync: [16, 0],
+  async: [0, 16],
+  dirsync: [128, 0],
+  noatime: [1024, 0],
+  atime: [0, 1024],
+  nodiratime: [2048, 0],
+  diratime: [0, 2048],
+  bind: [MS_BIND, 0],
+  rbind: [MS_BIND | 16384, 0],
+  relatime: [1 << 21, 0],
+  norelatime: [0, 1 << 21],
+  strictatime: [1 << 24, 0],
+  nostrictatime: [0, 1 << 24],
+};
+
+/**
+ * `mount -t type -o options device target`, as the local volume driver mounts
+ * a volume made with DriverOpts (a tmpfs, a bind of a host directory, ...).
+ */
+export function mountWithOptions(device: string, target: string, type: string, options: string): void {
+  let flags = 0;
+  const data: string[] = [];
+  for (const o of options.split(',').filter(Boolean)) {
+    const f = FLAG_OPTIONS[o];
+    if (f) flags = (flags | f[0]) & ~f[1];
+    else data.push(o);
+  }
+  const fstype = (flags & MS_BIND) !== 0 || type === '' ? null : type;
+  native.mount(device, target, fstype, flags, data.length ? data.join(',') : null);
+  // A bind takes its read-only flag only from a remount.
+  const MS_REMOUNT = 32;
+  if ((flags & MS_BIND) !== 0 && (flags & MS_RDONLY) !== 0) {
+    native.mount(null, target, null, MS_REMOUNT | MS_BIND | MS_RDONLY, null);
+  }
+}

@@ -56,3 +56,10 @@ export async function readFileInRoot(root: string, p: string, maxBytes = 4 << 20
     await fh.close();
   }
 }
+
+/** The directory `p` of a rootfs resolved inside it (resolveInRoot), or null when there is no directory there. */
+export async function dirInRoot(root: string, p: string): Promise<string | null> {
+  const host = await resolveInRoot(root, p).catch(() => null);
+  if (host === null) return null;
+  return (await lstat(host).catch(() => null))?.isDirectory() ? host : null;
+}

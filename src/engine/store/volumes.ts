@@ -1,0 +1,100 @@
+// SQL for volumes and the mount points containers hold on them, for the volume service.
+import type { Db } from './db.js';
+
+export interface VolumeRow {
+  name: string;
+  driver: string;
+  labels: string;
+  options: string;
+  created: number;
+}
+
+export interface MountRow {
+  container_id: string;
+  destination: string;
+  volume: string | null;
+  source: string;
+  rw: number;
+  mode: string;
+  copy: number;
+  propagation: string;
+}
+
+const statements = (db: Db) => ({
+  all: db.prepare('SELECT * FROM volumes ORDER BY created, name'),
+  byName: db.prepare('SELECT * FROM volumes WHERE name = ?'),
+  insert: db.prepare(
+    'INSERT INTO volumes (name, driver, labels, options, created) VALUES (@name, @driver, @labels, @options, @created)',
+  ),
+  insertIfMissing: db.prepare(
+    `INSERT OR IGNORE INTO volumes (name, driver, labels, options, created)
+     VALUES (@name, @driver, @labels, @options, @created)`,
+  ),
+  remove: db.prepare('DELETE FROM volumes WHERE name = ?'),
+  users: db.prepare('SELECT DISTINCT container_id FROM container_mounts WHERE volume = ? ORDER BY container_id'),
+  used: db.prepare('SELECT DISTINCT volume FROM container_mounts WHERE volume IS NOT NULL'),
+  mountsOf: db.prepare('SELECT * FROM container_mounts WHERE container_id = ? ORDER BY seq'),
+  insertMount: db.prepare(
+    `INSERT INTO container_mounts (container_id, destination, volume, source, rw, mode, copy, propagation, seq)
+     VALUES (@container_id, @destination, @volume, @source, @rw, @mode, @copy, @propagation, @seq)`,
+  ),
+  dropMounts: db.prepare('DELETE FROM container_mounts WHERE container_id = ?'),
+});
+
+export class VolumeRepository {
+  private readonly q: ReturnType<typeof statements>;
+
+  constructor(private readonly db: Db) {
+    this.q = statements(db);
+  }
+
+  list(): VolumeRow[] {
+    return this.q.all.all() as VolumeRow[];
+  }
+
+  find(name: string): VolumeRow | undefined {
+    return this.q.byName.get(name) as VolumeRow | undefined;
+  }
+
+  /** Inserts a volume; a taken name surfaces as SQLite's PRIMARY KEY error. */
+  insert(row: VolumeRow): void {
+    this.q.insert.run(row);
+  }
+
+  /** Removes a volume's record; one a container still names is refused by the foreign key. */
+  remove(name: string): void {
+    this.q.remove.run(name);
+  }
+
+  /** The containers whose mount points name the volume. */
+  users(name: string): string[] {
+    return (this.q.users.all(name) as { container_id: string }[]).map((r) => r.container_id);
+  }
+
+  /** The names of every volume some container names. */
+  used(): Set<string> {
+    return new Set((this.q.used.all() as { volume: string }[]).map((r) => r.volume));
+  }
+
+  mountsOf(containerId: string): MountRow[] {
+    return this.q.mountsOf.all(containerId) as MountRow[];
+  }
+
+  /**
+   * Records a new container's mount points, and the volumes it creates with
+   * them (unless another create made one of them meanwhile), in one
+   * transaction. Returns the names of the volumes it created.
+   */
+  recordMounts(created: VolumeRow[], mounts: MountRow[]): string[] {
+    return this.db.transaction(() => {
+      const inserted = created.filter((v) => this.q.insertIfMissing.run(v).changes === 1).map((v) => v.name);
+      for (const [seq, m] of mounts.entries()) this.q.insertMount.run({ ...m, seq });
+      return inserted;
+    })();
+  }
+
+  /** Forgets a container's mount points (its removal; the rows would go with it anyway). */
+  dropMounts(containerId: string): void {
+    this.q.dropMounts.run(containerId);
+  }
+}
