@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -117,17 +118,58 @@ static void *view_fail(view_t *v, const char *step, const char *what) {
   return NULL;
 }
 
-// One bind (recursive, like Docker's default) of source over target, target
-// resolved inside the root. A target or source that is not there (a container
-// never started, whose mount points the runtime has not made yet) is skipped.
-static int view_bind(view_t *v, const char *source, const char *target, bool readonly) {
-  int at = sys_openat2(v->root_fd, target, O_PATH, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
-  if (at < 0) return errno == ENOENT ? 0 : -1;
-  int tree = (int)syscall(SYS_open_tree, AT_FDCWD, source, OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC);
-  if (tree < 0 && errno == ENOENT) {
-    close(at);
-    return 0;
+#define IN_ROOT (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+
+// Makes a missing mount point inside the root, as the runtime does at start
+// (and dockerd for a copy): its missing directories, then a directory, or an
+// empty file for a file's mount. Each step is made in the directory the one
+// before resolved to (openat2 inside the root), never by a path looked up again.
+static int make_target(int root_fd, const char *target, bool dir) {
+  char path[4096];
+  size_t len = strlen(target);
+  if (len == 0 || len >= sizeof path) return errno = EINVAL, -1;
+  memcpy(path, target, len + 1);
+  int parent = sys_openat2(root_fd, "/", O_PATH | O_DIRECTORY, 0, IN_ROOT);
+  for (char *c = path; parent >= 0 && *c;) {
+    while (*c == '/') c++;
+    if (!*c) break;
+    char *end = strchr(c, '/');
+    bool last = !end || !end[strspn(end, "/")];
+    if (end) *end = '\0';
+    int next = sys_openat2(root_fd, path, O_PATH | (last && !dir ? 0 : O_DIRECTORY), 0, IN_ROOT);
+    if (next < 0 && errno == ENOENT) {
+      int r = last && !dir ? openat(parent, c, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755)
+                           : mkdirat(parent, c, 0755);
+      if (r >= 0 && last && !dir) close(r);
+      if (r >= 0 || errno == EEXIST)
+        next = sys_openat2(root_fd, path, O_PATH | (last && !dir ? 0 : O_DIRECTORY), 0, IN_ROOT);
+    }
+    int e = errno;
+    close(parent);
+    errno = e;
+    parent = next;
+    if (end) *end = '/';
+    if (!end) break;
+    c = end;
   }
+  if (parent < 0) return -1;
+  close(parent);
+  return 0;
+}
+
+// One bind (recursive, like Docker's default) of source over target, target
+// resolved inside the root and made when missing (a container never started,
+// whose mount points the runtime has not made yet). A source gone, or a target
+// that cannot be made (a dangling link on the way), is skipped.
+static int view_bind(view_t *v, const char *source, const char *target, bool readonly) {
+  struct stat st;
+  if (stat(source, &st) != 0) return errno == ENOENT ? 0 : -1;
+  int at = sys_openat2(v->root_fd, target, O_PATH, 0, IN_ROOT);
+  if (at < 0 && errno == ENOENT && make_target(v->root_fd, target, S_ISDIR(st.st_mode)) == 0)
+    at = sys_openat2(v->root_fd, target, O_PATH, 0, IN_ROOT);
+  // Still missing: the way there is a dangling link; the copy goes on without this mount.
+  if (at < 0) return errno == ENOENT || errno == EEXIST ? 0 : -1;
+  int tree = (int)syscall(SYS_open_tree, AT_FDCWD, source, OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC);
   int r = tree < 0 ? -1 : 0;
   if (r == 0 && readonly) {
     struct berth_mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};

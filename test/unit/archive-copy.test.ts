@@ -74,6 +74,27 @@ describe('openat2 inside a root', () => {
     }
     expect(await readdir(path.join(root, 'mnt'))).toEqual([]);
   });
+
+  it('makes a missing mount point inside the root; one behind a dangling link is left out', async () => {
+    await symlink(host, path.join(root, 'abs'));
+    const file = path.join(base, 'file-source');
+    await writeFile(file, 'file');
+    const view = openRootView(root, [
+      { source: host, destination: '/new/deep', readonly: false },
+      { source: file, destination: '/abs/file', readonly: false },
+    ]);
+    try {
+      const fd = openInRoot(view.rootFd, '/new/deep/sentinel', C.O_RDONLY);
+      expect(readFileSync(fd, 'utf8')).toBe('host');
+      closeSync(fd);
+    } finally {
+      closeSync(view.rootFd);
+      closeSync(view.nsFd);
+    }
+    expect(await readdir(path.join(root, 'new'))).toEqual(['deep']);
+    expect(await readdir(root)).toEqual(['abs', 'dest', 'new']);
+    await hostUntouched();
+  });
 });
 
 describe('applyLayer into a live directory (docker cp)', () => {
