@@ -45,3 +45,6 @@ node bench/archive.mjs 5
 echo
 echo "== networking beside dockerd with its default bridge: run --rm, --network none, 20 run -d at once (issue 14)"
 node bench/network.mjs 15 5 20
+echo
+echo "== docker cp of 100 MiB + 2,000 files into and out of a running container (issue 15)"
+node bench/cp.mjs 5

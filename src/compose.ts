@@ -8,6 +8,7 @@ import { execProber } from './engine/containers/health.js';
 import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';
+import { ArchiveService } from './engine/archive/service.js';
 import { CommitService } from './engine/commit/service.js';
 import { ImageService } from './engine/images/service.js';
 import type { Engine } from './engine/index.js';
@@ -204,7 +205,8 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     events,
     logger,
   });
-  const engine: Engine = { system, images, containers, execs, events, commits, networks, volumes };
+  const archives = new ArchiveService({ containers, extractor });
+  const engine: Engine = { system, images, containers, execs, events, commits, networks, archives, volumes };
   return {
     engine,
     db,

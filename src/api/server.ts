@@ -7,6 +7,8 @@ import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
 import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
+import { archiveRoutes } from './routes/archive.js';
+import { dfRoutes } from './routes/df.js';
 import { volumeRoutes } from './routes/volumes.js';
 import { commitRoutes } from './routes/commit.js';
 import { containerRoutes } from './routes/containers.js';
@@ -155,6 +157,8 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   containerRoutes(app, engine);
   execRoutes(app, engine);
   commitRoutes(app, engine);
+  archiveRoutes(app, engine);
+  dfRoutes(app, engine);
   networkRoutes(app, engine);
   volumeRoutes(app, engine);
   eventRoutes(app, engine);

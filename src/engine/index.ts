@@ -2,6 +2,7 @@
 // engine/ (test/unit/architecture.test.ts holds it to that), so what the
 // routes need is named here: the services, the shapes they hand out, and the
 // few functions that turn wire input into engine terms.
+import type { ArchiveService } from './archive/service.js';
 import type { CommitService } from './commit/service.js';
 import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
@@ -19,9 +20,11 @@ export interface Engine {
   events: EventBus;
   commits: CommitService;
   networks: NetworkService;
+  archives: ArchiveService;
   volumes: VolumeService;
 }
 
+export type { ArchiveService, PathStat, PutOptions } from './archive/service.js';
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/attach.js';
 export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';

@@ -1,6 +1,7 @@
 // berth's native addon: the few system calls Node lacks (mount, mknod, the
 // l*xattr family, statx, flock, posix_spawn with a pidfd, SOCK_SEQPACKET,
-// rtnetlink sockets in another network namespace) and a sha256 that runs off
+// rtnetlink sockets in another network namespace, openat2 and a private
+// mount namespace for docker cp) and a sha256 that runs off
 // the event loop. Each concern has its file; this one
 // names what JS sees. Errors are JS errors carrying the errno name in `code`,
 // like Node's own fs errors, so callers can branch on it (args.c).
@@ -24,6 +25,9 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("mknod", js_mknod),
     EXPORT("flock", js_flock),
     EXPORT("addInodeFlags", js_add_inode_flags),
+    EXPORT("openat2", js_openat2),
+    EXPORT("readlinkAt", js_readlink_at),
+    EXPORT("rootView", js_root_view),
     EXPORT("spawnDetached", js_spawn_detached),
     EXPORT("pipe", js_pipe),
     EXPORT("sealedCopy", js_sealed_copy),

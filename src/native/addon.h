@@ -25,6 +25,10 @@ BINDING(js_read_files);
 BINDING(js_mknod);
 BINDING(js_flock);
 BINDING(js_add_inode_flags);
+// rooted.c
+BINDING(js_openat2);
+BINDING(js_readlink_at);
+BINDING(js_root_view);
 // spawn.c
 BINDING(js_spawn_detached);
 BINDING(js_pipe);

@@ -249,3 +249,19 @@ describe('shutdown with long streams open', () => {
     }
   });
 });
+
+describe('GET /system/df', () => {
+  it('has every kind by default, only the asked ones with `type` (API 1.42), and refuses an unknown type', async () => {
+    const all = await d.request('GET', '/v1.47/system/df');
+    expect(all.status).toBe(200);
+    // No layers: LayersSize is left out, as dockerd's omitempty does.
+    expect(all.json).toEqual({ Images: [], Containers: [], Volumes: [], BuildCache: [] });
+    const some = await d.request('GET', '/v1.47/system/df?type=image&type=volume');
+    expect(some.json).toEqual({ Images: [], Volumes: [] });
+    const old = await d.request('GET', '/v1.41/system/df?type=image');
+    expect(Object.keys(old.json).sort()).toEqual(['BuildCache', 'Containers', 'Images', 'Volumes']);
+    const bad = await d.request('GET', '/v1.47/system/df?type=network');
+    expect(bad.status).toBe(400);
+    expect(bad.json.message).toBe('unknown object type: network');
+  });
+});

@@ -1,6 +1,6 @@
 // /containers/*: thin translations between Docker's wire shapes and the container service.
 import type { FastifyInstance } from 'fastify';
-import { CreateBodySchema, type Engine, UpdateBodySchema } from '../../engine/index.js';
+import { type Container, CreateBodySchema, type Engine, UpdateBodySchema } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../headers.js';
 import { streamContentType } from '../streams/mux.js';
@@ -23,16 +23,48 @@ function timeParam(v: string | undefined, name: string): Date | undefined {
   return new Date(t);
 }
 
+/**
+ * `GET /containers/json`'s entries (and `/system/df`'s), sizes included when
+ * asked. The Image column shows what the user asked for while it still names
+ * the same image; one lookup per distinct reference, not one per container.
+ */
+export function containerList(
+  engine: Engine,
+  list: Container[],
+  withSize: boolean,
+  apiVersion: string,
+): Promise<Record<string, unknown>[]> {
+  const names = new Map<string, string>();
+  const nameOf = (ref: string, id: string) => {
+    const key = `${ref}\0${id}`;
+    let name = names.get(key);
+    if (name === undefined) {
+      try {
+        name = engine.images.find(ref).id === id ? ref : id;
+      } catch {
+        name = id;
+      }
+      names.set(key, name);
+    }
+    return name;
+  };
+  const { containers } = engine;
+  return Promise.all(
+    list.map(async (c) => ({
+      ...containerSummary(
+        c,
+        nameOf(c.imageRef, c.imageId),
+        containers.networkingOf(c),
+        containers.mountPoints(c),
+        apiVersion,
+      ),
+      ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
+    })),
+  );
+}
+
 export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   const containers = engine.containers;
-  const imageName = (ref: string, id: string) => {
-    // The Image column shows what the user asked for while it still names the same image.
-    try {
-      return engine.images.find(ref).id === id ? ref : id;
-    } catch {
-      return id;
-    }
-  };
 
   app.get('/containers/json', async (req) => {
     const q = query(req);
@@ -41,30 +73,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
       limit: intValue(q.limit, 'limit'),
       filters: parseFilters(q.filters),
     });
-    const withSize = boolValue(q.size);
-    // One image lookup per distinct reference, not one per container.
-    const names = new Map<string, string>();
-    const nameOf = (ref: string, id: string) => {
-      const key = `${ref}\0${id}`;
-      let name = names.get(key);
-      if (name === undefined) {
-        name = imageName(ref, id);
-        names.set(key, name);
-      }
-      return name;
-    };
-    return Promise.all(
-      list.map(async (c) => ({
-        ...containerSummary(
-          c,
-          nameOf(c.imageRef, c.imageId),
-          containers.networkingOf(c),
-          containers.mountPoints(c),
-          req.apiVersion,
-        ),
-        ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
-      })),
-    );
+    return containerList(engine, list, boolValue(q.size), req.apiVersion);
   });
 
   app.post('/containers/create', async (req, reply) => {

@@ -35,6 +35,8 @@ import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
 import { type ContainerMount, containerMounts, planMounts } from './mounts.js';
 import { checkName, generateName } from './names.js';
+import type { RootView, ViewMount } from '../os/rooted.js';
+import { openContainerView, viewMounts } from './rootview.js';
 import { updateContainer } from './update.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
@@ -129,6 +131,22 @@ export class ContainerService {
   /** Resolves a full id, a unique id prefix, or a name (with or without '/'). */
   get(ref: string): Container {
     return this.s.lookup.find(ref);
+  }
+
+  /**
+   * The container's filesystem as it sees it, for `docker cp` (rootview.ts):
+   * its rootfs (mounted if it was not) with its mounts over it, in a private
+   * mount namespace. The caller closes both descriptors.
+   */
+  async openView(ref: string): Promise<{ c: Container; view: RootView; mounts: ViewMount[] }> {
+    const c = this.get(ref);
+    const mounts = viewMounts(c, this.mountPoints(c));
+    return { c, view: await openContainerView(c, this.s.deps.images, mounts), mounts };
+  }
+
+  /** Publishes a container event (dockerd's attributes). */
+  publish(c: Container, action: string): void {
+    publish(this.s.deps.events, c, action);
   }
 
   /** `GET /containers/json`; the `volume` filter (a volume's name, a bind's source, or a destination) is applied here. */

@@ -197,6 +197,11 @@ export class ImageService {
     return this.deps.repo.layersOf(imageId);
   }
 
+  /** Bytes of every stored layer, each counted once (`/system/df`). */
+  layersSize(): number {
+    return this.deps.repo.layersSize();
+  }
+
   /** The images, as `GET /images/json` lists them; with `sharedSize`, each one's sharedSize counted. */
   list(opts: { all?: boolean; filters?: Filters; sharedSize?: boolean } = {}): Image[] {
     const filters = opts.filters ?? {};

@@ -20,6 +20,7 @@ import {
   constants as C,
   fchmodSync,
   fchownSync,
+  fstatSync,
   futimesSync,
   lchownSync,
   linkSync,
@@ -27,7 +28,6 @@ import {
   mkdirSync,
   openSync,
   realpathSync,
-  rmSync,
   statSync,
   symlinkSync,
   writeSync,
@@ -46,9 +46,11 @@ import {
   type EngineError,
 } from '../../errors.js';
 import { mknod } from '../os/files.js';
+import { O_PATH } from '../os/rooted.js';
 import { lsetxattr } from '../os/xattrs.js';
 import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
-import { LayerTree, lstatOrNull } from './tree.js';
+import { RootedTree } from './rooted-tree.js';
+import { type ApplyTree, LayerTree, lstatOrNull } from './tree.js';
 import { parsePaxXattrs } from './tarformat.js';
 import {
   checkRawName,
@@ -62,6 +64,26 @@ import {
 export interface ApplyOptions {
   /** Create device nodes and fifos (a trusted import); otherwise they are skipped. */
   trusted?: boolean;
+  /** Not a layer: a `docker cp` into a live container's directory (see CopyTarget). */
+  copy?: CopyTarget;
+}
+
+/**
+ * A `docker cp` into a container: the same rules as a layer, with the
+ * destination directory as the root, reached only through descriptors
+ * (rooted-tree.ts) since the container may change it meanwhile. As dockerd's
+ * untar: names that climb out of the destination are refused, whiteout names
+ * are plain names, the root entry is skipped, device nodes are made.
+ */
+export interface CopyTarget {
+  /** The destination directory, an O_PATH descriptor inside the container's view (the caller's to close). */
+  dirFd: number;
+  /** The destination as the container names it, for messages. */
+  name: string;
+  /** dockerd's noOverwriteDirNonDir: a directory is never replaced by a non-directory, nor the reverse. */
+  noOverwriteDirNonDir: boolean;
+  /** Every entry owned by these ids instead of the archive's (copyUIDGID with a container user). */
+  chown?: { uid: number; gid: number };
 }
 
 export interface ApplyResult {
@@ -106,8 +128,15 @@ const SMALL_FILE = 256 << 10;
  * destroyed, so that whatever feeds it stops.
  */
 export async function applyLayer(tar: Readable, dir: string, opts: ApplyOptions = {}): Promise<ApplyResult> {
-  const root = openRoot(dir);
-  const applier = new Applier(new LayerTree(root), opts.trusted === true);
+  const tree = opts.copy ? new RootedTree(opts.copy.dirFd) : new LayerTree(openRoot(dir));
+  try {
+    return await applyTar(tar, new Applier(tree, opts.trusted === true || opts.copy !== undefined, opts.copy));
+  } finally {
+    tree.close();
+  }
+}
+
+async function applyTar(tar: Readable, applier: Applier): Promise<ApplyResult> {
   const extract = tarStream.extract();
   keepRawPaxXattrs(extract);
 
@@ -209,8 +238,9 @@ class Applier {
   private readonly dirTimes = new Map<string, number>();
 
   constructor(
-    private readonly tree: LayerTree,
+    private readonly tree: ApplyTree,
     private readonly trusted: boolean,
+    private readonly copy?: CopyTarget,
   ) {}
 
   async apply(h: TarHeader, body: EntryBody): Promise<void> {
@@ -224,16 +254,18 @@ class Applier {
   }
 
   private async dispatch(h: TarHeader, body: EntryBody): Promise<void> {
+    if (this.copy) refuseEscape(h.name, 'entry name');
     const comps = cleanComponents(h.name);
-    if (comps.length === 0) return this.rootEntry(h);
-    if (comps[0]!.startsWith(WHITEOUT_META_PREFIX)) return; // aufs metadata trees (.wh..wh.plnk/...)
+    if (comps.length === 0) return this.copy ? undefined : this.rootEntry(h);
     const base = comps[comps.length - 1]!;
     const parentComps = comps.slice(0, -1);
-
-    const wh = classifyWhiteout(base, h.name);
-    if (wh.kind === 'meta') return;
-    if (wh.kind === 'opaque') return this.opaque(parentComps, h.name);
-    if (wh.kind === 'whiteout') return this.whiteout(parentComps, wh.target, h);
+    if (!this.copy) {
+      if (comps[0]!.startsWith(WHITEOUT_META_PREFIX)) return; // aufs metadata trees (.wh..wh.plnk/...)
+      const wh = classifyWhiteout(base, h.name);
+      if (wh.kind === 'meta') return;
+      if (wh.kind === 'opaque') return this.opaque(parentComps, h.name);
+      if (wh.kind === 'whiteout') return this.whiteout(parentComps, wh.target, h);
+    }
 
     const type = h.type;
     if (type === 'character-device' || type === 'block-device' || type === 'fifo') {
@@ -242,6 +274,7 @@ class Applier {
     const parent = this.tree.resolveDir(parentComps, 'create', h.name);
     const rel = LayerTree.child(parent, base);
     const target: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel(comps) };
+    if (this.copy?.noOverwriteDirNonDir) this.keepKinds(target, h, this.copy.name);
 
     switch (type) {
       case 'file':
@@ -262,6 +295,17 @@ class Applier {
     }
   }
 
+  /** dockerd's noOverwriteDirNonDir, in its words. */
+  private keepKinds(t: Target, h: TarHeader, dest: string): void {
+    const st = lstatOrNull(t.abs);
+    if (!st) return;
+    const name = JSON.stringify(t.lexical);
+    if (st.isDirectory() && h.type !== 'directory')
+      throw systemError(`cannot overwrite directory ${name} with non-directory ${JSON.stringify(dest)}`);
+    if (!st.isDirectory() && h.type === 'directory')
+      throw systemError(`cannot overwrite non-directory ${name} with directory ${JSON.stringify(dest)}`);
+  }
+
   /** `./` or `/`: the layer root itself; only its metadata can change. */
   private rootEntry(h: TarHeader): void {
     if (h.type !== 'directory')
@@ -278,7 +322,7 @@ class Applier {
     try {
       this.size += await writeBody(fd, source);
       // chown clears setuid/setgid and capabilities, and writing clears them too: data, owner, mode, xattrs, in that order.
-      fchownSync(fd, owner(h, 'uid'), owner(h, 'gid'));
+      fchownSync(fd, this.owner(h, 'uid'), this.owner(h, 'gid'));
       fchmodSync(fd, permissions(h));
       setXattrs(t.abs, h);
       const time = mtimeOf(h);
@@ -307,7 +351,7 @@ class Applier {
   private setDirMetadata(t: Target, h: TarHeader): void {
     const fd = openSync(t.abs, DIR_FLAGS);
     try {
-      fchownSync(fd, owner(h, 'uid'), owner(h, 'gid'));
+      fchownSync(fd, this.owner(h, 'uid'), this.owner(h, 'gid'));
       fchmodSync(fd, permissions(h));
     } finally {
       closeSync(fd);
@@ -321,13 +365,14 @@ class Applier {
     if (to === '') throw invalidParameter(`layer archive symlink ${JSON.stringify(h.name)} has an empty target`);
     checkRawName(to, 'symlink target'); // the text is data: it is never followed by us
     this.replacing(t, () => symlinkSync(to, t.abs));
-    lchownSync(t.abs, owner(h, 'uid'), owner(h, 'gid'));
+    lchownSync(t.abs, this.owner(h, 'uid'), this.owner(h, 'gid'));
     setXattrs(t.abs, h);
     const time = mtimeOf(h);
     lutimesSync(t.abs, time, time);
   }
 
   private hardlink(t: Target, h: TarHeader): void {
+    if (this.copy) refuseEscape(h.linkname ?? '', 'hardlink target');
     const comps = cleanComponents(h.linkname ?? '', 'hardlink target');
     if (comps.length === 0)
       throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at the layer root`);
@@ -355,9 +400,8 @@ class Applier {
   /** Device nodes and fifos, trusted layers only. */
   private node(t: Target, h: TarHeader, type: number): void {
     this.replacing(t, () => mknod(t.abs, type | permissions(h), h.devmajor, h.devminor));
-    lchownSync(t.abs, owner(h, 'uid'), owner(h, 'gid'));
-    // The node is ours and nothing else writes here, so this path-based chmod cannot land elsewhere.
-    chmodSync(t.abs, permissions(h));
+    lchownSync(t.abs, this.owner(h, 'uid'), this.owner(h, 'gid'));
+    chmodNoFollow(t.abs, permissions(h));
     setXattrs(t.abs, h);
     const time = mtimeOf(h);
     lutimesSync(t.abs, time, time);
@@ -400,7 +444,13 @@ class Applier {
       this.tree.forget();
       this.forgetTimesUnder(t.rel);
     }
-    rmSync(t.abs, { recursive: true, force: true });
+    this.tree.remove(t.abs);
+  }
+
+  /** The archive's owner, or the copy's override. */
+  private owner(h: TarHeader, field: 'uid' | 'gid'): number {
+    const id = owner(h, field);
+    return this.copy?.chown ? this.copy.chown[field] : id;
   }
 
   private forgetTimesUnder(rel: string): void {
@@ -415,6 +465,8 @@ class Applier {
       try {
         lutimesSync(this.tree.abs(rel), time, time);
       } catch (e) {
+        // A copy's directory keys name held descriptors, not paths: one removed by a later entry is simply gone.
+        if (this.copy && (e as NodeJS.ErrnoException).code === 'ENOENT') continue;
         throw systemError(`setting times of ${JSON.stringify(rel || '/')}: ${messageOf(e)}`, e);
       }
     }
@@ -468,6 +520,26 @@ function writeAll(fd: number, bufs: Buffer[], length: number): number {
 }
 
 const permissions = (h: TarHeader): number => h.mode & 0o7777;
+
+/** dockerd's untar refuses, rather than clamps, a name that climbs out of the destination. */
+function refuseEscape(raw: string, what: string): void {
+  const parts: string[] = [];
+  for (const c of raw.replace(/^\/+/, '').split('/')) {
+    if (c === '' || c === '.') continue;
+    if (c !== '..') parts.push(c);
+    else if (parts.pop() === undefined) throw systemError(`invalid ${what} ${JSON.stringify(raw)}`);
+  }
+}
+
+/** chmod of the file at `path` itself, never of what it links to: through an O_PATH descriptor of it. */
+function chmodNoFollow(path: string, mode: number): void {
+  const fd = openSync(path, O_PATH | C.O_NOFOLLOW);
+  try {
+    if (!fstatSync(fd).isSymbolicLink()) chmodSync(`/proc/self/fd/${fd}`, mode);
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /** PAX uid/gid win over the header fields, which tar-stream does not apply itself. */
 function owner(h: TarHeader, field: 'uid' | 'gid'): number {

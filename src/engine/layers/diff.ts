@@ -39,13 +39,54 @@ export interface DiffOptions extends Pick<WalkOptions, 'exclude'> {
   stats?: { size: number };
 }
 
-async function* layerTar(upperDir: string, opts: WalkOptions & DiffOptions): AsyncGenerator<Buffer> {
+/**
+ * A plain tar of a directory (`docker cp` out): an entry for the directory
+ * itself named `name`, then everything under it as `name/...` (under `/...`
+ * for the name ''), as dockerd's rebased tars. Overlay whiteouts mean nothing
+ * here (the tree is a container's merged view).
+ */
+export function treeTar(dir: string, name: string, root: EntryStat): Readable {
+  return Readable.from(layerTar(dir, { readAhead: READ_AHEAD, base: { name, st: root } }), {
+    objectMode: false,
+    highWaterMark: 1 << 20,
+  });
+}
+
+/** A tar of one entry that is not a directory, found at `path` (parent held, name not followed). */
+export function entryTar(path: string, name: string, st: EntryStat): Readable {
+  return Readable.from(singleTar({ rel: name, path, st }), { objectMode: false, highWaterMark: 1 << 20 });
+}
+
+async function* singleTar(e: WalkEntry): AsyncGenerator<Buffer> {
+  const stats = { size: 0 };
+  try {
+    const blocks = entryBlocks(e, new Map(), stats, false);
+    if (blocks) yield* blocks;
+    else yield* streamedFile(e, stats);
+    yield endOfArchive();
+  } catch (err) {
+    throw isEngineError(err) ? err : systemError(`reading ${e.rel}: ${messageOf(err)}`, err);
+  }
+}
+
+interface TarOptions extends WalkOptions, DiffOptions {
+  /** A tree tar (treeTar) rather than a layer: the root's own entry and name. */
+  base?: { name: string; st: EntryStat };
+}
+
+async function* layerTar(upperDir: string, opts: TarOptions): AsyncGenerator<Buffer> {
   const stats = opts.stats ?? { size: 0 };
   const gather = new Gatherer();
+  const base = opts.base;
+  const named = base ? (e: WalkEntry): WalkEntry => ({ ...e, rel: `${base.name}/${e.rel}` }) : (e: WalkEntry) => e;
   try {
     const firstNames = new Map<string, string>(); // "dev:ino" → first path, for hardlinks
-    for await (const entry of walkTree(upperDir, opts)) {
-      const blocks = entryBlocks(entry, firstNames, stats);
+    if (base)
+      for (const out of gather.add(encodeEntryHeader({ ...metadata(base.st), name: base.name, type: 'dir', size: 0 })))
+        yield out;
+    for await (const walked of walkTree(upperDir, opts)) {
+      const entry = named(walked);
+      const blocks = entryBlocks(entry, firstNames, stats, !base);
       // Plain loops: `yield*` over an array would cost a trip through the microtask queue even when empty.
       for (const b of blocks ?? []) for (const out of gather.add(b)) yield out;
       if (!blocks) for await (const b of streamedFile(entry, stats)) for (const out of gather.add(b)) yield out;
@@ -97,16 +138,21 @@ const NS = 1_000_000_000n;
  * would pay a trip through the microtask queue per piece); null for a regular
  * file too large to have been read ahead, which streamedFile() reads.
  */
-function entryBlocks(e: WalkEntry, firstNames: Map<string, string>, stats: { size: number }): Buffer[] | null {
+function entryBlocks(
+  e: WalkEntry,
+  firstNames: Map<string, string>,
+  stats: { size: number },
+  layer = true,
+): Buffer[] | null {
   const { st, rel } = e;
   if (st.isSocket()) return []; // live endpoints, not content (dockerd skips them too)
-  if (isWhiteoutDevice(st)) {
+  if (layer && isWhiteoutDevice(st)) {
     // Checked before hardlinks: overlayfs may share one whiteout inode among many names.
     return [encodeEntryHeader({ ...metadata(st), name: whiteoutName(rel), type: 'file', mode: 0o600, size: 0 })];
   }
   if (st.isDirectory()) {
     const dir = encodeEntryHeader({ ...metadata(st), name: rel, type: 'dir', size: 0, xattrs: exportedXattrs(e) });
-    if (!isOpaque(e.path)) return [dir];
+    if (!layer || !isOpaque(e.path)) return [dir];
     return [dir, encodeEntryHeader({ ...metadata(st), name: `${rel}/${WHITEOUT_OPAQUE}`, type: 'file', size: 0 })];
   }
   if (st.nlink > 1n) {

@@ -31,6 +31,7 @@ import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { EngineError, invalidParameter, messageOf, systemError, type Kind } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { packageRoot } from '../../paths.js';
+import type { CopyTarget } from './apply.js';
 import type { Compression, ExtractedLayer } from './unpack.js';
 
 /** The thread's script: a bundle of extract-worker.ts made by the build (scripts/bundle.mjs). */
@@ -44,6 +45,8 @@ export interface ExtractOptions {
   mediaType: string;
   /** Compute the diff id (sha256 of the uncompressed tar) on the way. */
   digest?: boolean;
+  /** Not a layer: a `docker cp` into a container's directory (apply.ts CopyTarget; `dir` is then unused). */
+  copy?: CopyTarget;
 }
 
 export interface Extraction {
@@ -71,6 +74,7 @@ export interface JobStart {
   dir: string;
   compression: Compression;
   digest: boolean;
+  copy?: CopyTarget;
 }
 
 export interface ExtractorOptions {
@@ -101,7 +105,13 @@ export class Extractor {
     const thread = this.pick();
     const job = new Job(port1, () => thread.finished(job));
     thread.add(job);
-    const start: JobStart = { port: port2, dir, compression, digest: opts.digest === true };
+    const start: JobStart = {
+      port: port2,
+      dir,
+      compression,
+      digest: opts.digest === true,
+      ...(opts.copy ? { copy: opts.copy } : {}),
+    };
     thread.worker.postMessage(start, [port2]);
     return { input: job.input, done: job.done };
   }

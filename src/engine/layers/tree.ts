@@ -8,7 +8,7 @@
 // the same string later, follows exactly those directories and no link.
 // That argument holds because only the extractor writes in the layer while it
 // runs (the caller's contract); it is not safe against concurrent writers.
-import { chmodSync, lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readlinkSync, rmSync, type Stats } from 'node:fs';
 import { invalidParameter } from '../../errors.js';
 import { joinRel, linkComponents } from './tarpath.js';
 
@@ -26,7 +26,28 @@ export function lstatOrNull(path: string): Stats | null {
   return lstatSync(path, { throwIfNoEntry: false }) ?? null;
 }
 
-export class LayerTree {
+/**
+ * Where apply.ts extracts: a layer directory (LayerTree, path strings, only
+ * the extractor writing) or a live container's directory (rooted-tree.ts,
+ * descriptors). A directory key from resolveDir, joined with one name by
+ * LayerTree.child, gives a key whose abs() path follows no link but the last
+ * component's, which every caller creates or opens with no-follow semantics.
+ */
+export interface ApplyTree {
+  readonly root: string;
+  abs(rel: string): string;
+  noteCreated(rel: string): void;
+  mayExist(rel: string): boolean;
+  remember(lexical: string, real: string): void;
+  forget(): void;
+  resolveDir(comps: readonly string[], policy: WalkPolicy, entryName: string): string;
+  /** Removes what is at `abs` (a file, or a directory with all in it), never following a link. */
+  remove(abs: string): void;
+  /** Releases what the tree holds, once the extraction is over. */
+  close(): void;
+}
+
+export class LayerTree implements ApplyTree {
   /** Lexical directory path → the real directory it resolved to, both relative to the root. */
   private readonly verified = new Map<string, string>([['', '']]);
   /**
@@ -50,6 +71,13 @@ export class LayerTree {
   noteCreated(rel: string): void {
     this.created.add(rel);
   }
+
+  /** Only the extractor writes in a layer: a recursive removal by path cannot be led elsewhere. */
+  remove(abs: string): void {
+    rmSync(abs, { recursive: true, force: true });
+  }
+
+  close(): void {}
 
   /** False only when nothing can be at `rel`: we never created it, and the layer started empty. */
   mayExist(rel: string): boolean {

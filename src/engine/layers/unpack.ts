@@ -6,7 +6,7 @@ import { PassThrough, Transform, type Readable, type TransformCallback, type Tra
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, type ZlibOptions } from 'node:zlib';
 import { isEngineError, messageOf, systemError } from '../../errors.js';
-import { applyLayer } from './apply.js';
+import { applyLayer, type CopyTarget } from './apply.js';
 
 /**
  * Bytes are best handed between stages in blocks of this size: every stage
@@ -62,7 +62,7 @@ export interface ExtractedLayer {
 export async function extractLayer(
   input: Readable,
   dir: string,
-  opts: { compression: Compression; digest: boolean },
+  opts: { compression: Compression; digest: boolean; copy?: CopyTarget },
 ): Promise<ExtractedLayer> {
   const stages: Array<Readable | Transform> = [input];
   // Output and input buffers of a block: one thread-pool trip per block, not per 16 KiB.
@@ -74,7 +74,7 @@ export async function extractLayer(
   const tar = new PassThrough();
   const unpack = pipeline([...stages, tar]).catch(tarError);
   try {
-    const [, applied] = await Promise.all([unpack, applyLayer(tar, dir)]);
+    const [, applied] = await Promise.all([unpack, applyLayer(tar, dir, opts.copy ? { copy: opts.copy } : {})]);
     return { size: applied.size, ...(hasher ? { diffId: hasher.digest } : {}) };
   } catch (e) {
     for (const s of [...stages, tar]) s.destroy();

@@ -53,6 +53,12 @@ export interface Native {
     fds: number[],
     onExit: (code: number | null, signal: number | null) => void,
   ): number;
+  /** openat2(2): a close-on-exec fd; `resolve` is RESOLVE_* bits. See src/native/rooted.c. */
+  openat2(dirFd: number, path: string, flags: number, mode: number, resolve: number): number;
+  /** readlinkat(2); name '' reads the symlink an O_PATH|O_NOFOLLOW fd holds. */
+  readlinkAt(dirFd: number, name: string): string;
+  /** rootfs with the mounts bound over it, in a mount namespace of its own: [rootfs fd (O_PATH), namespace fd]. */
+  rootView(rootfs: string, sources: string[], targets: string[], readonly: boolean[]): [number, number];
   /** ORs flags into a directory's inode flags (chattr); false where the filesystem has none. */
   addInodeFlags(dir: string, flags: number): boolean;
   /** A SOCK_SEQPACKET unix socket client on Node's loop (see seqpacket.ts). */

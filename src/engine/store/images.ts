@@ -81,6 +81,7 @@ const statements = (db: Db) => ({
   heldBlobs: db.prepare('SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL'),
   containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = ? ORDER BY created'),
   containerCounts: db.prepare('SELECT image_id, count(*) AS n FROM containers GROUP BY image_id'),
+  layersSize: db.prepare('SELECT coalesce(sum(size), 0) AS total FROM layers'),
   // A chain id names a layer with all below it, so a layer two images list is one they share.
   sharedSizes: db.prepare(
     `SELECT il.image_id, sum(l.size) AS shared FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id
@@ -267,6 +268,11 @@ export class ImageRepository {
 
   containerCounts(): Map<string, number> {
     return new Map((this.q.containerCounts.all() as { image_id: string; n: number }[]).map((r) => [r.image_id, r.n]));
+  }
+
+  /** Bytes of every stored layer, each counted once (`/system/df`'s LayersSize). */
+  layersSize(): number {
+    return (this.q.layersSize.get() as { total: number }).total;
   }
 
   /** Per image, the bytes of its layers that other images have too (images sharing none are absent). */

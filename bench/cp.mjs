@@ -1,0 +1,88 @@
+// `docker cp` of 100 MiB (one file of random bytes) plus 2,000 small files (20
+// directories of 100) into a running container and back out, with the docker
+// CLI, berthd vs dockerd. Each run copies into a fresh path (`/in-N`) and out
+// into a fresh host directory; the clock runs around the CLI command. With
+// both daemons, their runs alternate so that both see the same load.
+//
+// Usage: node bench/cp.mjs [runs=5]
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  busyboxRegistry,
+  createContainer,
+  dockerCli,
+  fmtMs,
+  MiB,
+  pull,
+  ratio,
+  runBench,
+  startBerthd,
+  startContainer,
+  startDockerd,
+  stats,
+  tempDir,
+  which,
+} from './lib.mjs';
+
+const runs = Math.max(1, Math.min(50, Number(process.argv[2] ?? 5)));
+
+/** The tree copied in: big.bin and files/dD/fF.txt. */
+function sourceTree(dir) {
+  const src = path.join(dir, 'src');
+  mkdirSync(src);
+  writeFileSync(path.join(src, 'big.bin'), randomBytes(100 * MiB));
+  for (let d = 1; d <= 20; d++) {
+    mkdirSync(path.join(src, 'files', `d${d}`), { recursive: true });
+    for (let f = 1; f <= 100; f++)
+      writeFileSync(path.join(src, 'files', `d${d}`, `f${f}.txt`), `file ${f} of directory ${d}, a line of text\n`);
+  }
+  return src;
+}
+
+await runBench(async () => {
+  const { ref } = await busyboxRegistry();
+  const work = tempDir('bench-cp-');
+  const src = sourceTree(work);
+  const daemons = [await startBerthd()];
+  if (which('dockerd')) daemons.push(await startDockerd());
+  const targets = [];
+  for (const d of daemons) {
+    await pull(d, ref);
+    const id = await createContainer(d, { Image: ref, Cmd: ['sleep', '100000'] });
+    await startContainer(d, id);
+    targets.push({ d, id, cli: dockerCli(d), in: [], out: [] });
+  }
+  console.log(
+    `100 MiB + 2,000 files; ${runs} runs per daemon${daemons.length > 1 ? ', alternating' : ''}; load average ${os.loadavg()[0].toFixed(2)} on ${os.availableParallelism()} CPUs`,
+  );
+  for (let i = 0; i < runs; i++) {
+    const line = [];
+    for (const t of targets) {
+      const into = await t.cli(['cp', src, `${t.id}:/in-${i}`]);
+      if (into.code !== 0) throw new Error(`${t.d.kind} cp in: ${into.stderr}`);
+      const outDir = path.join(work, `${t.d.kind}-out-${i}`);
+      const out = await t.cli(['cp', `${t.id}:/in-${i}`, outDir]);
+      if (out.code !== 0) throw new Error(`${t.d.kind} cp out: ${out.stderr}`);
+      t.in.push(into.ms);
+      t.out.push(out.ms);
+      line.push(`${t.d.kind} in ${into.ms.toFixed(0)} ms, out ${out.ms.toFixed(0)} ms`);
+      await t.cli(['exec', t.id, 'rm', '-rf', `/in-${i}`]); // untimed
+    }
+    console.log(`  run ${i + 1}: ${line.join('; ')}`);
+  }
+  for (const t of targets) {
+    console.log(`${t.d.kind.padEnd(8)} cp in:  ${fmtMs(stats(t.in))}`);
+    console.log(`${t.d.kind.padEnd(8)} cp out: ${fmtMs(stats(t.out))}`);
+  }
+  if (targets.length < 2) {
+    console.log('dockerd: not installed; berthd figures only');
+    return;
+  }
+  const [b, k] = targets;
+  const both = (t) => t.in.map((x, j) => x + t.out[j]);
+  console.log(`ratio berthd/dockerd cp in (median):  ${ratio(stats(b.in).median, stats(k.in).median, 0.7)}`);
+  console.log(`ratio berthd/dockerd cp out (median): ${ratio(stats(b.out).median, stats(k.out).median, 0.7)}`);
+  console.log(`ratio berthd/dockerd in + out (median): ${ratio(stats(both(b)).median, stats(both(k)).median, 0.7)}`);
+});

@@ -1,0 +1,50 @@
+// A container's filesystem as the container sees it, for `docker cp`: its
+// rootfs with its mounts over it, in a private mount namespace of berthd's
+// (os/rooted.ts), so that paths resolve through binds (and volumes) exactly as
+// inside, and nothing is mounted on the host for it.
+import path from 'node:path';
+import type { ImageService } from '../images/service.js';
+import { prepareRootfs } from '../layers/rootfs-mounts.js';
+import { openRootView, type RootView, type ViewMount } from '../os/rooted.js';
+import type { Container } from './lookup.js';
+import type { ContainerMount } from './mounts.js';
+
+/**
+ * What a container sees over its rootfs, in mount order (parents before what
+ * lies inside them): the /etc files berth writes, then its volumes and binds
+ * (`points`: ContainerService.mountPoints). This is the one place `docker cp`
+ * learns of mounts. A tmpfs is left out: its content lives only inside the
+ * running container (dockerd gives each copy an empty one of its own).
+ */
+export function viewMounts(c: Container, points: readonly ContainerMount[]): ViewMount[] {
+  const etc = ['hostname', 'hosts', 'resolv.conf'].map((f) => ({
+    source: path.join(c.bundleDir, f),
+    destination: `/etc/${f}`,
+    readonly: c.hostConfig.ReadonlyRootfs ?? false,
+  }));
+  const mounted = points
+    .filter((m) => m.type !== 'tmpfs')
+    .map((m) => ({ source: m.source, destination: m.destination, readonly: !m.rw }));
+  const depth = (m: ViewMount) => m.destination.split('/').filter(Boolean).length;
+  // Stable: of two mounts on one path, the later wins, as in the runtime.
+  return [...etc, ...mounted].sort((a, b) => depth(a) - depth(b));
+}
+
+/**
+ * Opens the container's view. A rootfs that is not mounted (a stopped
+ * container after a reboot) is mounted where a start would mount it, and
+ * stays so, as after any start: a start then finds it ready.
+ */
+export async function openContainerView(
+  c: Container,
+  images: ImageService,
+  mounts: readonly ViewMount[],
+): Promise<RootView> {
+  await prepareRootfs({
+    lowerDirs: await images.readyLayerDirs(c.imageId),
+    upperDir: path.join(c.bundleDir, 'upper'),
+    workDir: path.join(c.bundleDir, 'work'),
+    target: c.rootfs,
+  });
+  return openRootView(c.rootfs, mounts);
+}

@@ -1,0 +1,57 @@
+// Paths resolved inside a directory taken as `/` (a container's root), by the
+// kernel in one walk: openat2 with RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS.
+// Absolute symlinks and `..` stay inside, and a symlink swapped in meanwhile
+// can only lead elsewhere inside (CVE-2018-15664). See src/native/rooted.c.
+import { constants as C } from 'node:fs';
+import { native } from './native.js';
+
+/** <fcntl.h> O_PATH: a descriptor that names a file without opening it for I/O. */
+export const O_PATH = 0o10000000;
+/** <linux/openat2.h> */
+const RESOLVE_NO_MAGICLINKS = 0x02;
+const RESOLVE_IN_ROOT = 0x10;
+
+/** Opens `path` (absolute or relative: both from rootFd) inside rootFd, never leaving it. */
+export function openInRoot(rootFd: number, path: string, flags: number, mode = 0): number {
+  return native.openat2(rootFd, path === '' ? '.' : path, flags, mode, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+}
+
+/** A directory inside rootFd, as an O_PATH descriptor (followed through symlinks, inside the root). */
+export function openDirInRoot(rootFd: number, path: string): number {
+  return openInRoot(rootFd, path, O_PATH | C.O_DIRECTORY);
+}
+
+/** The text of the symlink an O_PATH|O_NOFOLLOW descriptor holds (or of `name` in the directory fd). */
+export function readlinkAt(fd: number, name = ''): string {
+  return native.readlinkAt(fd, name);
+}
+
+export interface ViewMount {
+  /** Host path bound over the rootfs. */
+  source: string;
+  /** Where the container sees it. */
+  destination: string;
+  readonly: boolean;
+}
+
+export interface RootView {
+  /** O_PATH descriptor of the rootfs, its mounts bound over it. */
+  rootFd: number;
+  /** Keeps the private mount namespace (and so the mounts) alive. */
+  nsFd: number;
+}
+
+/**
+ * The rootfs as the container sees it (its mounts bound over it) in a mount
+ * namespace of berthd's own, invisible on the host; close both descriptors
+ * and it is gone. Mounts are bound in order: a later one may lie inside an earlier one.
+ */
+export function openRootView(rootfs: string, mounts: readonly ViewMount[]): RootView {
+  const [rootFd, nsFd] = native.rootView(
+    rootfs,
+    mounts.map((m) => m.source),
+    mounts.map((m) => m.destination),
+    mounts.map((m) => m.readonly),
+  );
+  return { rootFd, nsFd };
+}
