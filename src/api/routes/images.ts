@@ -1,6 +1,6 @@
 // /images/*: thin translations between Docker's wire shapes and the image service.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { decodeRegistryAuth, type Engine } from '../../engine/index.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { decodeRegistryAuth, type Engine, type PushEvent } from '../../engine/index.js';
 import { notImplemented } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
@@ -16,6 +16,37 @@ function splitNameAction(req: FastifyRequest, actions: readonly string[]): [stri
     if (rest.endsWith(`/${a}`)) return [rest.slice(0, -a.length - 1), a];
   }
   return [rest, ''];
+}
+
+/**
+ * Runs a pull or push, streaming its progress. A client that hangs up cancels
+ * it, as with dockerd (downloads other pulls share go on); so does a shutdown,
+ * which closes the connection rather than wait for a registry. An error before
+ * the first message is an HTTP error; after, it goes in-band.
+ */
+async function progressStream(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  what: string,
+  run: (emit: (e: PushEvent) => void, signal: AbortSignal) => Promise<void>,
+): Promise<void> {
+  const stream = new JsonLinesStream(reply);
+  closeOnShutdown(req.raw.socket);
+  const gone = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) gone.abort(new Error('the client went away'));
+  });
+  try {
+    await run((e) => stream.progress(e), gone.signal);
+  } catch (e) {
+    if (gone.signal.aborted) {
+      req.log.info({ url: req.url }, `${what} cancelled: the client went away`);
+      return stream.drop();
+    }
+    if (!stream.hasStarted) throw e;
+    stream.error(e);
+  }
+  stream.end();
 }
 
 export function imageRoutes(app: FastifyInstance, engine: Engine): void {
@@ -45,26 +76,16 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
   app.post('/images/create', async (req, reply) => {
     const q = query(req);
     if (!q.fromImage) throw notImplemented('importing images (fromSrc) is not supported yet');
+    const fromImage = q.fromImage;
     const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
-    const stream = new JsonLinesStream(reply);
-    // A client that hangs up cancels its pull, as with dockerd (downloads other pulls share go on);
-    // so does a shutdown, which closes the connection rather than wait for a registry.
-    closeOnShutdown(req.raw.socket);
-    const gone = new AbortController();
-    reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) gone.abort(new Error('the client went away'));
-    });
-    try {
-      await images.pull(q.fromImage, q.tag, auth, (e) => stream.progress(e), { signal: gone.signal });
-    } catch (e) {
-      if (gone.signal.aborted) {
-        req.log.info({ url: req.url }, 'pull cancelled: the client went away');
-        return stream.drop();
-      }
-      if (!stream.hasStarted) throw e;
-      stream.error(e);
-    }
-    stream.end();
+    await progressStream(req, reply, 'pull', (emit, signal) => images.pull(fromImage, q.tag, auth, emit, { signal }));
+  });
+
+  app.get('/distribution/*', async (req, reply) => {
+    const rest = decodeURIComponent((req.params as { '*': string })['*']);
+    if (!rest.endsWith('/json')) return reply.callNotFound();
+    const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
+    return images.distribution(rest.slice(0, -'/json'.length), auth);
   });
 
   app.post('/images/prune', async (req) => images.prune(parseFilters(query(req).filters)));
@@ -77,9 +98,15 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
   });
 
   app.post('/images/*', async (req, reply) => {
-    const [name, action] = splitNameAction(req, ['tag']);
-    if (action !== 'tag') return reply.callNotFound();
+    const [name, action] = splitNameAction(req, ['tag', 'push']);
     const q = query(req);
+    if (action === 'push') {
+      const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
+      // No such image or tag: an HTTP 404 before the stream begins (see docs/decisions.md, "Push").
+      images.pushTargets(name, q.tag);
+      return progressStream(req, reply, 'push', (emit, signal) => images.push(name, q.tag, auth, emit, { signal }));
+    }
+    if (action !== 'tag') return reply.callNotFound();
     images.tag(name, q.repo ?? '', q.tag);
     return reply.code(201).send();
   });

@@ -291,11 +291,14 @@ export class ContentStore {
     }
   }
 
-  /** Streams a stored blob; a missing one errors the stream with not-found. */
-  read(digest: string): Readable {
+  /** Streams a stored blob, or bytes [start, end) of it; a missing one errors the stream with not-found. */
+  read(digest: string, range?: { start: number; end: number }): Readable {
     const file = this.path(digest);
+    if (range && range.end <= range.start) return Readable.from([]);
+    // createReadStream's `end` is inclusive.
+    const opts = range ? { start: range.start, end: range.end - 1 } : {};
     async function* chunks(): AsyncGenerator<Buffer> {
-      const s = createReadStream(file);
+      const s = createReadStream(file, opts);
       try {
         for await (const chunk of s) yield chunk as Buffer;
       } catch (e) {

@@ -16,6 +16,8 @@ import { familiarString, parseReference, type Reference } from '../reference.js'
 import { Holds } from './holds.js';
 import { type ImageManifest, imageManifests } from './manifests.js';
 import { Puller } from './pull.js';
+import { Pusher } from './push.js';
+import { inspectDistribution, type DistributionInspect } from './distribution.js';
 
 export interface Image {
   id: string;
@@ -69,9 +71,11 @@ export class ImageService {
   /** Chains and blobs that pulls under way use (see pull.ts). */
   private readonly held = new Holds();
   private readonly puller: Puller;
+  private readonly pusher: Pusher;
 
   constructor(private readonly deps: ImageDeps) {
     this.puller = new Puller({ ...deps, held: this.held });
+    this.pusher = new Pusher({ ...deps, held: this.held });
   }
 
   /** `POST /auth` (docker login): the registry accepts these credentials. */
@@ -82,6 +86,21 @@ export class ImageService {
   /** `POST /images/create?fromImage=&tag=`: see pull.ts. */
   pull(...args: Parameters<Puller['pull']>): Promise<void> {
     return this.puller.pull(...args);
+  }
+
+  /** Which tags a push names; throws not-found for none (before the push's stream begins). */
+  pushTargets(name: string, tag: string | undefined): void {
+    this.pusher.targets(name, tag);
+  }
+
+  /** `POST /images/{name}/push?tag=`: see push.ts. */
+  push(...args: Parameters<Pusher['push']>): Promise<void> {
+    return this.pusher.push(...args);
+  }
+
+  /** `GET /distribution/{name}/json`: asks the registry what the reference names. */
+  distribution(name: string, auth: AuthConfig | undefined, signal?: AbortSignal): Promise<DistributionInspect> {
+    return inspectDistribution(this.deps.registry, name, auth, signal);
   }
 
   /**
