@@ -104,7 +104,9 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
       const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
       // No such image or tag: an HTTP 404 before the stream begins (see docs/decisions.md, "Push").
       images.pushTargets(name, q.tag);
-      return progressStream(req, reply, 'push', (emit, signal) => images.push(name, q.tag, auth, emit, { signal }));
+      return progressStream(req, reply, 'push', (emit, signal) =>
+        images.push({ name, tag: q.tag, auth }, emit, { signal }),
+      );
     }
     if (action !== 'tag') return reply.callNotFound();
     images.tag(name, q.repo ?? '', q.tag);

@@ -9,9 +9,9 @@
 // Per layer, as dockerd: HEAD in the target repository ("Layer already
 // exists"); else a cross-repository mount from a repository of the same
 // registry the blob is known to come from ("Mounted from …"); else an upload
-// ("Pushing", "Pushed"). At most MAX_CONCURRENT_UPLOADS at once ("Waiting").
+// ("Pushing", "Pushed"). At most LIMITS.concurrentUploads at once ("Waiting").
 // A registry that fails (5xx, 429) or a connection that breaks makes the
-// blob start over after a back-off, up to MAX_ATTEMPTS times.
+// blob start over after a back-off, up to LIMITS.attempts times.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Transform, type TransformCallback } from 'node:stream';
 import { invalidParameter, notFound, systemError } from '../../errors.js';
@@ -48,15 +48,17 @@ export interface PushDeps {
   held: Holds;
 }
 
-/** dockerd's max-concurrent-uploads default. */
-const MAX_CONCURRENT_UPLOADS = 5;
-/** dockerd's maxUploadAttempts. */
-const MAX_ATTEMPTS = 5;
-const FIRST_BACKOFF_MS = 500;
-/** Repositories tried as mount sources per blob, and in all (each one is a scope in the token). */
-const MOUNT_CANDIDATES = 3;
-const MAX_SOURCES = 8;
-const PROGRESS_INTERVAL_MS = 100;
+const LIMITS = {
+  /** dockerd's max-concurrent-uploads default. */
+  concurrentUploads: 5,
+  /** dockerd's maxUploadAttempts. */
+  attempts: 5,
+  firstBackoffMs: 500,
+  /** Repositories tried as mount sources per blob, and in all (each one is a scope in the token). */
+  mountCandidates: 3,
+  sources: 8,
+  progressIntervalMs: 100,
+} as const;
 const DOCKER_LAYER = 'application/vnd.docker.image.rootfs.diff.tar';
 const DOCKER_LAYER_GZIP = 'application/vnd.docker.image.rootfs.diff.tar.gzip';
 
@@ -81,7 +83,7 @@ interface ManifestShape {
   layers?: BlobDescriptor[];
 }
 
-/** Counts the bytes going through, reporting at most every PROGRESS_INTERVAL_MS. */
+/** Counts the bytes going through, reporting at most every LIMITS.progressIntervalMs. */
 class Counter extends Transform {
   private bytes = 0;
   private last = 0;
@@ -91,7 +93,7 @@ class Counter extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.bytes += chunk.length;
     const now = Date.now();
-    if (now - this.last >= PROGRESS_INTERVAL_MS) {
+    if (now - this.last >= LIMITS.progressIntervalMs) {
       this.last = now;
       this.report(this.bytes);
     }
@@ -126,12 +128,11 @@ export class Pusher {
 
   /** `POST /images/{name}/push?tag=`. */
   async push(
-    name: string,
-    tag: string | undefined,
-    auth: AuthConfig | undefined,
+    what: { name: string; tag?: string | undefined; auth?: AuthConfig | undefined },
     emit: (e: PushEvent) => void,
     opts: PushOptions = {},
   ): Promise<void> {
+    const { name, tag, auth } = what;
     const { ref, tags } = this.targets(name, tag);
     emit({ status: `The push refers to repository [${ref.name}]` });
     for (const t of tags) await this.pushTag(t.ref, t.imageId, auth, emit, opts.signal);
@@ -149,7 +150,7 @@ export class Pusher {
     const release = held.take([imageId, ...plan.layers.map((l) => l.digest)]);
     try {
       const sources = new Map(plan.layers.map((l) => [l.digest, this.mountSources(ref, l.digest)]));
-      const mountFrom = [...new Set([...sources.values()].flat())].slice(0, MAX_SOURCES);
+      const mountFrom = [...new Set([...sources.values()].flat())].slice(0, LIMITS.sources);
       const writer = await this.deps.registry.writer(ref, auth, { signal, mountFrom });
       await this.pushLayers(writer, ref, plan.layers, sources, emit, signal);
       await this.pushConfig(writer, ref, plan.config, signal);
@@ -176,9 +177,9 @@ export class Pusher {
     const unique = [...new Map([...layers].reverse().map((l) => [l.digest, l])).values()];
     for (const l of unique) emit({ status: 'Preparing', id: short(l.digest), layer: true });
     unique.forEach((l, i) => {
-      if (i >= MAX_CONCURRENT_UPLOADS) emit({ status: 'Waiting', id: short(l.digest), layer: true });
+      if (i >= LIMITS.concurrentUploads) emit({ status: 'Waiting', id: short(l.digest), layer: true });
     });
-    const limiter = new Limiter(MAX_CONCURRENT_UPLOADS);
+    const limiter = new Limiter(LIMITS.concurrentUploads);
     const failed = new AbortController();
     const all = signal ? AbortSignal.any([signal, failed.signal]) : failed.signal;
     const jobs = unique.map((l) =>
@@ -271,7 +272,7 @@ export class Pusher {
       while (i < a.length && i < b.length && a[i] === b[i]) i++;
       return i;
     };
-    return [...paths].sort((a, b) => common(b) - common(a)).slice(0, MOUNT_CANDIDATES);
+    return [...paths].sort((a, b) => common(b) - common(a)).slice(0, LIMITS.mountCandidates);
   }
 
   // ---- what to push ---------------------------------------------------------------
@@ -346,8 +347,8 @@ async function retrying<T>(
     try {
       return await fn();
     } catch (e) {
-      if (signal?.aborted || attempt >= MAX_ATTEMPTS || !retryable(e)) throw e;
-      const delay = FIRST_BACKOFF_MS * 2 ** (attempt - 1);
+      if (signal?.aborted || attempt >= LIMITS.attempts || !retryable(e)) throw e;
+      const delay = LIMITS.firstBackoffMs * 2 ** (attempt - 1);
       onRetry?.(Math.max(1, Math.round(delay / 1000)));
       await sleep(delay, undefined, signal ? { signal } : {});
     }
