@@ -201,6 +201,32 @@ describe('push', () => {
     expect(digest.status).toBe(400);
   });
 
+  it("takes `platform` from API 1.46: the image's own, or 404", async () => {
+    const platform = (p: object) => `platform=${q(JSON.stringify(p))}`;
+    const arm = await d.request(
+      'POST',
+      `/v1.46/images/${dst.host}/copy/push?tag=v1&${platform({ os: 'linux', architecture: 'arm64' })}`,
+    );
+    expect(arm.status).toBe(404);
+    expect(arm.json.message).toBe(
+      `image with reference ${dst.host}/copy:v1 was found but does not provide the specified platform (linux/arm64)`,
+    );
+    const bad = await d.request('POST', `/v1.46/images/${dst.host}/copy/push?tag=v1&${platform({ os: 'linux' })}`);
+    expect(bad.status).toBe(400);
+    expect(bad.json.message).toBe('both OS and Architecture must be provided');
+    const own = await d.request(
+      'POST',
+      `/v1.46/images/${dst.host}/copy/push?tag=v1&${platform({ os: 'linux', architecture: 'amd64' })}`,
+    );
+    expect(lines(own.text).at(-1)!.aux!.Digest).toBe(busyboxDigest);
+    // Below 1.46 dockerd does not read it.
+    const old = await d.request(
+      'POST',
+      `/v1.45/images/${dst.host}/copy/push?tag=v1&${platform({ os: 'linux', architecture: 'arm64' })}`,
+    );
+    expect(lines(old.text).at(-1)!.aux!.Digest).toBe(busyboxDigest);
+  });
+
   it('pushes to an htpasswd registry with X-Registry-Auth, and reports a refusal in the stream', async () => {
     const reg = await startRegistry({ auth: 'htpasswd' });
     extra.push(reg);

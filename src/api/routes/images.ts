@@ -1,6 +1,6 @@
 // /images/*: thin translations between Docker's wire shapes and the image service.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { decodeRegistryAuth, type Engine, type PushEvent } from '../../engine/index.js';
+import { decodePlatform, decodeRegistryAuth, type Engine, type PushEvent } from '../../engine/index.js';
 import { notImplemented } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
@@ -102,10 +102,12 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
     const q = query(req);
     if (action === 'push') {
       const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
-      // No such image or tag: an HTTP 404 before the stream begins (see docs/decisions.md, "Push").
-      images.pushTargets(name, q.tag);
+      // `platform` came with API 1.46; dockerd does not read it below (older clients sent it unasked).
+      const platform = q.platform && !versionBelow(req.apiVersion, '1.46') ? decodePlatform(q.platform) : undefined;
+      // No such image, tag or platform: an HTTP 404 before the stream begins (see docs/decisions.md, "Push").
+      images.pushTargets(name, q.tag, platform);
       return progressStream(req, reply, 'push', (emit, signal) =>
-        images.push({ name, tag: q.tag, auth }, emit, { signal }),
+        images.push({ name, tag: q.tag, auth, platform }, emit, { signal }),
       );
     }
     if (action !== 'tag') return reply.callNotFound();

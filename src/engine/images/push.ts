@@ -23,7 +23,7 @@ import { Limiter } from '../limiter.js';
 import { familiarName, familiarString, parseReference, withTag, type Reference } from '../reference.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { RegistryClient, RepositoryWriter } from '../registry/client.js';
-import { MediaTypes } from '../registry/manifest.js';
+import { formatPlatform, MediaTypes, samePlatform, type Platform } from '../registry/manifest.js';
 import { blobExists, mountBlob, putManifest, retryable, uploadBlob } from '../registry/upload.js';
 import type { ImageRepository } from '../store/images.js';
 import type { Holds } from './holds.js';
@@ -108,7 +108,30 @@ export class Pusher {
    * Which tags a push names: the one given, or every tag of the repository.
    * Throws not-found (before anything is streamed) when there is none.
    */
-  targets(name: string, tag: string | undefined): { ref: Reference; tags: { ref: Reference; imageId: string }[] } {
+  targets(
+    name: string,
+    tag: string | undefined,
+    platform?: Platform,
+  ): { ref: Reference; tags: { ref: Reference; imageId: string }[] } {
+    const found = this.tagsNamed(name, tag);
+    // berth keeps one platform per image: a platform asked for is the image's, or there is nothing to push.
+    for (const t of platform ? found.tags : []) {
+      const row = this.deps.repo.find(t.imageId);
+      const config = JSON.parse(row?.config ?? '{}') as Partial<Platform>;
+      const own = { os: config.os ?? 'linux', architecture: config.architecture ?? 'amd64', variant: config.variant };
+      if (!samePlatform(own, platform!)) {
+        throw notFound(
+          `image with reference ${familiarString(t.ref)} was found but does not provide the specified platform (${formatPlatform(platform!)})`,
+        );
+      }
+    }
+    return found;
+  }
+
+  private tagsNamed(
+    name: string,
+    tag: string | undefined,
+  ): { ref: Reference; tags: { ref: Reference; imageId: string }[] } {
     let ref = parseReference(name, { defaultTag: false });
     if (tag) ref = withTag(ref, tag);
     if (ref.digest) throw invalidParameter('cannot push a digest reference');
@@ -128,12 +151,12 @@ export class Pusher {
 
   /** `POST /images/{name}/push?tag=`. */
   async push(
-    what: { name: string; tag?: string | undefined; auth?: AuthConfig | undefined },
+    what: { name: string; tag?: string | undefined; auth?: AuthConfig | undefined; platform?: Platform | undefined },
     emit: (e: PushEvent) => void,
     opts: PushOptions = {},
   ): Promise<void> {
-    const { name, tag, auth } = what;
-    const { ref, tags } = this.targets(name, tag);
+    const { name, tag, auth, platform } = what;
+    const { ref, tags } = this.targets(name, tag, platform);
     emit({ status: `The push refers to repository [${ref.name}]` });
     for (const t of tags) await this.pushTag(t.ref, t.imageId, auth, emit, opts.signal);
   }

@@ -89,8 +89,8 @@ export class ImageService {
   }
 
   /** Which tags a push names; throws not-found for none (before the push's stream begins). */
-  pushTargets(name: string, tag: string | undefined): void {
-    this.pusher.targets(name, tag);
+  pushTargets(...args: Parameters<Pusher['targets']>): void {
+    this.pusher.targets(...args);
   }
 
   /** `POST /images/{name}/push?tag=`: see push.ts. */
