@@ -4,6 +4,7 @@
 // registry mounted; Basic and token auth; a failing registry is retried.
 // skopeo reads what berth pushed. Also GET /distribution/{name}/json.
 import { execFile } from 'node:child_process';
+import http from 'node:http';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type Daemon } from '../harness/daemon.js';
@@ -277,6 +278,29 @@ describe('push', () => {
       expect(reset.hits).toBe(1);
       expect(statuses(msgs).some((s) => /^Retrying in \d+ seconds?$/.test(s ?? ''))).toBe(true);
       expect(digestOf(msgs)).toBe(busyboxDigest);
+    } finally {
+      await front.close();
+    }
+  });
+
+  it('stops when its client hangs up, and pushes nothing', async () => {
+    const front = await startFaultyRegistry(dst);
+    try {
+      const target = `${front.host}/abandoned`;
+      await tag(busybox, target, 'latest');
+      // A HEAD: a stalled request whose body the front does not read would not see its client go.
+      const stall = front.inject({ method: 'HEAD', path: /\/blobs\//, fault: { kind: 'stall' } });
+      const req = http.request({ socketPath: d.socket, method: 'POST', path: `/images/${target}/push?tag=latest` });
+      req.on('error', () => undefined);
+      req.end();
+      await stall.hit();
+      req.destroy();
+      const held = () => front.requests.filter((r) => r.method === 'HEAD' && !r.closed).length;
+      await expect.poll(held, { timeout: 10_000 }).toBe(0);
+      // Nothing was pushed: the registry has no manifest for it.
+      stall.remove();
+      const r = await fetch(`${dst.url}/v2/abandoned/manifests/latest`);
+      expect(r.status).toBe(404);
     } finally {
       await front.close();
     }
