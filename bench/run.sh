@@ -42,3 +42,6 @@ node bench/netlink.mjs 50 10
 echo
 echo "== DNS on user networks: one change, 20 at once, questions during reloads (issue 14)"
 node bench/dns.mjs 30
+echo
+echo "== docker save and docker load of a 105 MB image (issue 16)"
+node bench/archive.mjs 5

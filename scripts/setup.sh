@@ -9,6 +9,7 @@ APT_PACKAGES=(
   aardvark-dns                     # the DNS server of user networks (names, aliases, short ids)
   iproute2 util-linux              # loopback up in a container's network namespace (ip, nsenter)
   docker-registry                  # CNCF distribution: the registry the tests and quickstart run
+  docker.io                        # dockerd 20.10, an interop partner in tests (image archives); never run as a service
   busybox-static                   # the test images' userland
   skopeo                           # an independent client proving the test images are real
   curl jq openssl apache2-utils    # quickstart, TLS fixtures, htpasswd
@@ -24,8 +25,18 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # docker.io would start dockerd as a service (its docker0 bridge and iptables rules on the host):
+  # policy-rc.d tells the package scripts not to start anything while we install.
+  guard=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && guard=1
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -n "$guard" ] && rm -f /usr/sbin/policy-rc.d
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    systemctl disable docker.service docker.socket >/dev/null 2>&1 || true
+  fi
 fi
 
 # The Node.js to build and run with (20 or 24; see scripts/node.sh).

@@ -777,6 +777,16 @@ describe('prune', () => {
     expect(r.json.SpaceReclaimed).toBeGreaterThanOrEqual(300_000);
     await d.request('DELETE', `/containers/${live}?force=1`);
   });
+
+  it('keeps what was created after `until`, read as a duration as the docker CLI sends it', async () => {
+    const recent = await create({ Cmd: ['true'] });
+    const r = await d.request('POST', `/containers/prune?filters=${encodeURIComponent('{"until":["10m"]}')}`);
+    expect(r.status, r.text).toBe(200);
+    expect(r.json.ContainersDeleted ?? []).not.toContain(recent);
+    const bad = await d.request('POST', `/containers/prune?filters=${encodeURIComponent('{"until":["soon"]}')}`);
+    expect([bad.status, bad.json.message]).toEqual([400, "invalid filter 'until=soon'"]);
+    await d.request('DELETE', `/containers/${recent}`);
+  });
 });
 
 describe('attach to a container that has ended', () => {

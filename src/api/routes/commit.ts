@@ -2,18 +2,11 @@
 // between Docker's wire shapes and the commit service.
 import type { FastifyInstance } from 'fastify';
 import { type ContainerConfigFields, CreateBodySchema, type Engine } from '../../engine/index.js';
-import { boolValue, query, readJson, withoutNulls } from '../wire/forms.js';
+import { allValues, boolValue, query, readJson, withoutNulls } from '../wire/forms.js';
 import { foldFieldNames } from '../wire/fieldnames.js';
 import { invalidParameter } from '../../errors.js';
 
 type IdParams = { Params: { id: string } };
-
-/** Every value of a repeated query parameter (`changes=CMD …&changes=ENV …`). */
-function allValues(q: unknown, name: string): string[] {
-  const v = (q as Record<string, unknown>)[name];
-  if (v === undefined) return [];
-  return (Array.isArray(v) ? v : [v]).map(String);
-}
 
 export function commitRoutes(app: FastifyInstance, engine: Engine): void {
   const commits = engine.commits;

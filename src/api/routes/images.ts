@@ -1,11 +1,12 @@
 // /images/*: thin translations between Docker's wire shapes and the image service.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { decodePlatform, decodeRegistryAuth, type Engine, type PushEvent } from '../../engine/index.js';
-import { notImplemented } from '../../errors.js';
+import type { Readable } from 'node:stream';
+import { invalidParameter } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';
-import { boolValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
+import { allValues, boolValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
 import { AuthBody, imageInspect, imageSummary } from '../wire/images.js';
 import { versionBelow } from '../version.js';
 
@@ -75,7 +76,19 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post('/images/create', async (req, reply) => {
     const q = query(req);
-    if (!q.fromImage) throw notImplemented('importing images (fromSrc) is not supported yet');
+    if (!q.fromImage && q.fromSrc) {
+      // docker import: the body (fromSrc=-) or a URL's content as one layer.
+      const id = await engine.commits.importImage({
+        source: q.fromSrc === '-' ? (req.body as Readable) : q.fromSrc,
+        repo: q.repo,
+        tag: q.tag,
+        message: q.message,
+        changes: allValues(req.query, 'changes'),
+        platform: q.platform,
+      });
+      return reply.type('application/json').send(`${JSON.stringify({ status: id })}\n`);
+    }
+    if (!q.fromImage) throw invalidParameter('fromImage or fromSrc must be given');
     const fromImage = q.fromImage;
     const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
     await progressStream(req, reply, 'pull', (emit, signal) => images.pull(fromImage, q.tag, auth, emit, { signal }));
@@ -88,12 +101,36 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
     return images.distribution(rest.slice(0, -'/json'.length), auth);
   });
 
+  // docker save: one tar of the images named (repeatable `names`), streamed.
+  app.get('/images/get', async (req, reply) => {
+    const names = allValues(req.query, 'names').filter(Boolean);
+    if (!names.length) throw invalidParameter('no images named: set the names parameter');
+    return reply.type('application/x-tar').send(await images.save(names));
+  });
+
+  // docker load: the body is an archive of docker save (or an OCI layout).
+  app.post('/images/load', async (req, reply) => {
+    const quiet = boolValue(query(req).quiet);
+    const stream = new JsonLinesStream(reply);
+    try {
+      await images.load(req.body as Readable, (e) => {
+        if ('stream' in e) stream.write(e);
+        else if (!quiet) stream.progress(e);
+      });
+    } catch (e) {
+      // dockerd answers 200 at once and reports a failed load in the stream (docker-py's ImageLoadError reads it there).
+      stream.error(e);
+    }
+    stream.end();
+  });
+
   app.post('/images/prune', async (req) => images.prune(parseFilters(query(req).filters)));
 
   app.get('/images/*', async (req, reply) => {
-    const [name, action] = splitNameAction(req, ['json', 'history']);
+    const [name, action] = splitNameAction(req, ['json', 'history', 'get']);
     if (action === 'json') return imageInspect(images.inspect(name), req.apiVersion);
     if (action === 'history') return images.history(name);
+    if (action === 'get') return reply.type('application/x-tar').send(await images.save([name]));
     return reply.callNotFound();
   });
 

@@ -25,6 +25,13 @@ export function intValue(v: unknown, name: string, dflt?: number): number | unde
 export type Query = Record<string, string | undefined>;
 export const query = (req: FastifyRequest) => req.query as Query;
 
+/** Every value of a repeated query parameter (`changes=CMD …&changes=ENV …`, `names=a&names=b`). */
+export function allValues(q: unknown, name: string): string[] {
+  const v = (q as Record<string, unknown>)[name];
+  if (v === undefined) return [];
+  return (Array.isArray(v) ? v : [v]).map(String);
+}
+
 /**
  * The largest JSON body read. dockerd has no limit; berth holds a body in
  * memory several times over while parsing it (bytes, text, objects), so one

@@ -36,6 +36,7 @@ import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import { goArch } from '../system.js';
 import { type ContainerConfigFields, dockerConfig, type HistoryEntry, type ImageConfig } from '../images/config.js';
 import { applyChanges, mergeConfig } from './instructions.js';
+import { type ImportRequest, importImage } from './import.js';
 import { parseReference, withTag, referenceString } from '../reference.js';
 import { familiar, type ImageService } from '../images/service.js';
 
@@ -120,6 +121,15 @@ export class CommitService {
 
   constructor(private readonly deps: CommitDeps) {
     this.log = deps.logger.child({ component: 'commit' });
+  }
+
+  /** `POST /images/create?fromSrc=` (docker import): see import.ts. Returns the new image's id. */
+  importImage(req: Omit<ImportRequest, 'target'> & { repo?: string; tag?: string }): Promise<string> {
+    // As a commit's reference (refused before any byte is read), in dockerd's words for import.
+    if (req.repo && parseReference(req.repo, { defaultTag: false }).digest)
+      throw invalidParameter('cannot import digest reference');
+    const target = commitReference(req.repo, req.tag);
+    return importImage(this.deps, { ...req, target });
   }
 
   /** `POST /commit`: returns the new image's id. */

@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
-import { checkFilters, matchLabels, type Filters } from '../filters.js';
+import { checkFilters, matchLabels, parseUntil, type Filters } from '../filters.js';
 import type { ImageConfig } from '../images/config.js';
 import { removeInBackground } from '../os/dirs.js';
 import type { LogEntry, ReadLogOptions } from '../runtime/logs.js';
@@ -328,9 +328,11 @@ export class ContainerService {
     checkFilters(filters, ['label', 'label!', 'until']);
     const deleted: string[] = [];
     let reclaimed = 0;
+    // "10m", a Unix time or a date, as the other prunes take it (seconds).
+    const until = filters.until?.[0] ? parseUntil(filters.until[0]) : undefined;
     for (const c of this.s.lookup.withStatus(['created', 'exited', 'dead'])) {
       if (!matchLabels(filters, c.config.Labels)) continue;
-      if (filters.until?.[0] && c.created >= Date.parse(filters.until[0])) continue;
+      if (until !== undefined && c.created / 1000 >= until) continue;
       // dockerd counts what each container wrote (its layer's size), measured before it goes.
       const written = await this.io.sizes(c).then(
         (s) => s.SizeRw,

@@ -298,7 +298,8 @@ export class ContentStore {
     // createReadStream's `end` is inclusive.
     const opts = range ? { start: range.start, end: range.end - 1 } : {};
     async function* chunks(): AsyncGenerator<Buffer> {
-      const s = createReadStream(file, opts);
+      // 1 MiB reads: blobs are large and read whole (extraction, save); 64 KiB reads cost a turn of the loop each.
+      const s = createReadStream(file, { ...opts, highWaterMark: 1 << 20 });
       try {
         for await (const chunk of s) yield chunk as Buffer;
       } catch (e) {

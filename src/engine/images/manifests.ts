@@ -35,7 +35,7 @@ interface Descriptor {
   platform?: Platform;
 }
 
-interface ManifestDoc {
+export interface ManifestDoc {
   mediaType?: string;
   config?: Descriptor;
   layers?: Descriptor[];
@@ -48,7 +48,10 @@ export interface ManifestDeps {
 }
 
 /** Reads a small blob as JSON; undefined when it is missing or not JSON. */
-async function readDoc(content: ContentStore, digest: string): Promise<{ doc: ManifestDoc; size: number } | undefined> {
+export async function readDoc(
+  content: ContentStore,
+  digest: string,
+): Promise<{ doc: ManifestDoc; size: number } | undefined> {
   try {
     const buf = await content.readBuffer(digest, 4 * 1024 * 1024);
     return { doc: JSON.parse(buf.toString('utf8')) as ManifestDoc, size: buf.length };

@@ -141,7 +141,7 @@ export class Pusher {
     if (!ref.tag) {
       return {
         ref: repoName,
-        tags: all.map((t) => ({ ref: parseReference(t.ref), imageId: t.image_id })),
+        tags: all.map((t) => ({ ref: parseReference(t.ref), imageId: t.imageId })),
       };
     }
     const imageId = this.deps.repo.imageForTag(`${ref.name}:${ref.tag}`);

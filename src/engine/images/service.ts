@@ -1,5 +1,6 @@
 // Docker's image verbs over the store: find, list, inspect, history, tag, remove,
 // prune, and pull (its work is in pull.ts).
+import type { Readable } from 'node:stream';
 import { conflict, invalidParameter, noSuchImage, notFound, systemError } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import { boolFilter, checkFilters, globMatch, matchLabels, parseUntil, type Filters } from '../filters.js';
@@ -15,9 +16,11 @@ import { createdSeconds, type ImageConfig } from './config.js';
 import { familiarString, parseReference, type Reference } from '../reference.js';
 import { Holds } from './holds.js';
 import { type ImageManifest, imageManifests } from './manifests.js';
+import { Loader, type LoadEvent } from './load.js';
 import { Puller } from './pull.js';
 import { Pusher } from './push.js';
 import { inspectDistribution, type DistributionInspect } from './distribution.js';
+import { imagesToSave, saveArchive } from './save.js';
 
 export interface Image {
   id: string;
@@ -72,10 +75,12 @@ export class ImageService {
   private readonly held = new Holds();
   private readonly puller: Puller;
   private readonly pusher: Pusher;
+  private readonly loader: Loader;
 
   constructor(private readonly deps: ImageDeps) {
     this.puller = new Puller({ ...deps, held: this.held });
     this.pusher = new Pusher({ ...deps, held: this.held });
+    this.loader = new Loader({ ...deps, held: this.held });
   }
 
   /** `POST /auth` (docker login): the registry accepts these credentials. */
@@ -101,6 +106,17 @@ export class ImageService {
   /** `GET /distribution/{name}/json`: asks the registry what the reference names. */
   distribution(name: string, auth: AuthConfig | undefined, signal?: AbortSignal): Promise<DistributionInspect> {
     return inspectDistribution(this.deps.registry, name, auth, signal);
+  }
+
+  /** `GET /images/get?names=…`: the archive of those images (see save.ts), streamed. */
+  save(names: string[]): Promise<Readable> {
+    const images = imagesToSave(names, this.deps.repo, (n) => this.find(n));
+    return saveArchive({ ...this.deps, held: this.held }, images);
+  }
+
+  /** `POST /images/load`: the images of an archive (see load.ts). */
+  load(input: Readable, emit: (e: LoadEvent) => void): Promise<void> {
+    return this.loader.load(input, emit);
   }
 
   /**

@@ -42,14 +42,11 @@ const statements = (db: Db) => ({
   tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = ? ORDER BY ref'),
   digestsOf: db.prepare('SELECT ref FROM repo_digests WHERE image_id = ? ORDER BY ref'),
   allTags: db.prepare('SELECT ref, image_id FROM tags ORDER BY ref'),
-  // `name:` then anything without another ':' or '/' (a tag), so `a` does not match `a/b:…` or `a:5000/…`.
-  tagsByName: db.prepare(
-    "SELECT ref, image_id FROM tags WHERE substr(ref, 1, length(@name) + 1) = @name || ':' AND instr(substr(ref, length(@name) + 2), '/') = 0 AND instr(substr(ref, length(@name) + 2), ':') = 0 ORDER BY ref",
-  ),
   blobSources: db.prepare(
     `SELECT DISTINCT rd.ref FROM layers l JOIN image_layers il ON il.chain_id = l.chain_id
      JOIN repo_digests rd ON rd.image_id = il.image_id WHERE l.blob = ? ORDER BY rd.ref`,
   ),
+  tagsOfRepository: db.prepare('SELECT ref, image_id FROM tags WHERE substr(ref, 1, ?) = ? ORDER BY ref'),
   allDigests: db.prepare('SELECT ref, image_id FROM repo_digests ORDER BY ref'),
   layersOf: db.prepare(
     'SELECT l.* FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id WHERE il.image_id = ? ORDER BY il.idx',
@@ -133,6 +130,15 @@ export class ImageRepository {
     return (this.q.tagsOf.all(id) as { ref: string }[]).map((r) => r.ref);
   }
 
+  /** The tags (`name:tag`) of one repository (`name`, fully qualified), with their images. */
+  tagsOfRepository(name: string): { ref: string; imageId: string }[] {
+    const prefix = `${name}:`;
+    return (this.q.tagsOfRepository.all(prefix.length, prefix) as { ref: string; image_id: string }[]).map((r) => ({
+      ref: r.ref,
+      imageId: r.image_id,
+    }));
+  }
+
   digestsOf(id: string): string[] {
     return (this.q.digestsOf.all(id) as { ref: string }[]).map((r) => r.ref);
   }
@@ -151,11 +157,6 @@ export class ImageRepository {
     for (const r of this.q.allTags.all() as { ref: string; image_id: string }[]) get(r.image_id).tags.push(r.ref);
     for (const r of this.q.allDigests.all() as { ref: string; image_id: string }[]) get(r.image_id).digests.push(r.ref);
     return out;
-  }
-
-  /** The tags of one repository (`docker.io/library/busybox`), as [ref, image id]. */
-  tagsOfRepository(name: string): { ref: string; image_id: string }[] {
-    return this.q.tagsByName.all({ name }) as { ref: string; image_id: string }[];
   }
 
   /** The repo digests (`name@digest`) of the images that have a layer made from this blob. */
