@@ -10,7 +10,6 @@ import { createReadStream, createWriteStream, statSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { largeImage, pushImage } from '../fixtures/images.mjs';
 import {
   MiB,
   now,
@@ -19,7 +18,7 @@ import {
   runBench,
   startBerthd,
   startDockerd,
-  startRegistry,
+  largeImageRegistry,
   stats,
   tempDir,
   which,
@@ -90,11 +89,7 @@ async function bench(name, start, ref) {
 }
 
 await runBench(async () => {
-  const registry = await startRegistry();
-  const image = await largeImage(totalMiB, layerCount);
-  const ref = `${registry.host}/large:latest`;
-  await pushImage(registry.url, 'large', 'latest', image);
-  const bytes = image.layers.reduce((a, l) => a + l.size, 0);
+  const { registry, image, ref, bytes } = await largeImageRegistry(totalMiB, layerCount);
   console.log(
     `image: ${image.layers.length} layers, ${(bytes / MiB).toFixed(1)} MiB compressed, ${(bytes / 1e6).toFixed(0)} MB`,
   );

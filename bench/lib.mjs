@@ -19,7 +19,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { busyboxImage, pushImage } from '../fixtures/images.mjs';
+import { busyboxImage, largeImage, pushImage } from '../fixtures/images.mjs';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The shipped launcher (the bundle in dist/ with its V8 code cache), as the tests and users run it. */
@@ -271,6 +271,17 @@ export async function startRegistry() {
     await sleep(10);
   }
   return { host, url: `http://${host}`, dir, stop };
+}
+
+/**
+ * A registry (startRegistry) holding largeImage(totalMiB, layers) as `large:latest`:
+ * its ref, the image, and the compressed bytes of its layers.
+ */
+export async function largeImageRegistry(totalMiB, layers) {
+  const registry = await startRegistry();
+  const image = await largeImage(totalMiB, layers);
+  await pushImage(registry.url, 'large', 'latest', image);
+  return { registry, image, ref: `${registry.host}/large:latest`, bytes: image.layers.reduce((a, l) => a + l.size, 0) };
 }
 
 /** A registry (startRegistry) holding the busybox fixture; `ref` names it: host:port/busybox:latest. */

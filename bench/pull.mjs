@@ -8,8 +8,18 @@
 //   BERTH_BENCH_PROFILE=DIR  also writes a berthd CPU profile (node --cpu-prof) per run into DIR
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { largeImage, pushImage } from '../fixtures/images.mjs';
-import { MiB, now, pull, ratio, runBench, startBerthd, startDockerd, startRegistry, stats, which } from './lib.mjs';
+import {
+  largeImageRegistry,
+  MiB,
+  now,
+  pull,
+  ratio,
+  runBench,
+  startBerthd,
+  startDockerd,
+  stats,
+  which,
+} from './lib.mjs';
 
 const runs = Math.max(1, Math.min(20, Number(process.argv[2] ?? 3)));
 const totalMiB = Number(process.argv[3] ?? 100);
@@ -41,11 +51,7 @@ async function timedPulls(name, start, ref, bytes) {
 }
 
 await runBench(async () => {
-  const registry = await startRegistry();
-  const image = await largeImage(totalMiB, layerCount);
-  const ref = `${registry.host}/large:latest`;
-  await pushImage(registry.url, 'large', 'latest', image);
-  const bytes = image.layers.reduce((a, l) => a + l.size, 0);
+  const { registry, image, ref, bytes } = await largeImageRegistry(totalMiB, layerCount);
   console.log(
     `image: ${image.layers.length} layers (busybox base + ${layerCount} of random data), ${(bytes / MiB).toFixed(1)} MiB compressed, from docker-registry at ${registry.host}`,
   );

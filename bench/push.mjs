@@ -8,20 +8,7 @@
 //
 // Usage: node bench/push.mjs [runs=3] [totalMiB=100] [randomLayers=3]
 //   (the image is busybox + randomLayers layers of random data)
-import { largeImage, pushImage } from '../fixtures/images.mjs';
-import {
-  MiB,
-  now,
-  pull,
-  ratio,
-  runBench,
-  startBerthd,
-  startDockerd,
-  startRegistry,
-  stats,
-  tag,
-  which,
-} from './lib.mjs';
+import * as lib from './lib.mjs';
 
 const runs = Math.max(1, Math.min(20, Number(process.argv[2] ?? 3)));
 const totalMiB = Number(process.argv[3] ?? 100);
@@ -47,15 +34,15 @@ async function timedPushes(name, start, source, bytes) {
   const d = await start();
   const rates = [];
   try {
-    await pull(d, source);
+    await lib.pull(d, source);
     for (let i = 0; i < runs; i++) {
-      const target = await startRegistry();
+      const target = await lib.startRegistry();
       try {
         const repo = `${target.host}/pushed`;
-        await tag(d, source, repo, 'latest');
-        const t0 = now();
+        await lib.tag(d, source, repo, 'latest');
+        const t0 = lib.now();
         await push(d, repo, 'latest');
-        const seconds = (now() - t0) / 1000;
+        const seconds = (lib.now() - t0) / 1000;
         const mbs = bytes / 1e6 / seconds;
         rates.push(mbs);
         console.log(`  ${name} run ${i + 1}: ${seconds.toFixed(2)} s, ${mbs.toFixed(1)} MB/s`);
@@ -66,27 +53,23 @@ async function timedPushes(name, start, source, bytes) {
   } finally {
     await d.stop();
   }
-  const s = stats(rates);
+  const s = lib.stats(rates);
   console.log(
     `${name.padEnd(8)} push: median ${s.median.toFixed(1)} MB/s, min ${s.min.toFixed(1)}, max ${s.max.toFixed(1)} (${runs} runs, empty registry each)`,
   );
   return s;
 }
 
-await runBench(async () => {
-  const registry = await startRegistry();
-  const image = await largeImage(totalMiB, randomLayers);
-  const source = `${registry.host}/large:latest`;
-  await pushImage(registry.url, 'large', 'latest', image);
-  const bytes = image.layers.reduce((a, l) => a + l.size, 0);
+await lib.runBench(async () => {
+  const { image, ref: source, bytes } = await lib.largeImageRegistry(totalMiB, randomLayers);
   console.log(
-    `image: ${image.layers.length} layers (busybox + ${randomLayers} of random data), ${(bytes / 1e6).toFixed(1)} MB (${(bytes / MiB).toFixed(1)} MiB) compressed`,
+    `image: ${image.layers.length} layers (busybox + ${randomLayers} of random data), ${(bytes / 1e6).toFixed(1)} MB (${(bytes / lib.MiB).toFixed(1)} MiB) compressed`,
   );
-  const berth = await timedPushes('berthd', () => startBerthd(), source, bytes);
-  if (!which('dockerd')) {
+  const berth = await timedPushes('berthd', () => lib.startBerthd(), source, bytes);
+  if (!lib.which('dockerd')) {
     console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
     return;
   }
-  const docker = await timedPushes('dockerd', () => startDockerd(), source, bytes);
-  console.log(`ratio berthd/dockerd throughput (median): ${ratio(berth.median, docker.median, 1.5, 'higher')}`);
+  const docker = await timedPushes('dockerd', () => lib.startDockerd(), source, bytes);
+  console.log(`ratio berthd/dockerd throughput (median): ${lib.ratio(berth.median, docker.median, 1.5, 'higher')}`);
 });
