@@ -22,6 +22,9 @@ echo
 echo "== cold pull of a 100 MiB image from a loopback registry (issue 3)"
 node bench/pull.mjs 3 100 4
 echo
+echo "== push of a ~105 MB 4-layer image to a loopback registry (issue 16)"
+node bench/push.mjs 3 100 3
+echo
 echo "== containers: run latency, memory per container, list with 1,000 containers (issue 4)"
 node bench/containers.mjs 20 20 1000
 echo

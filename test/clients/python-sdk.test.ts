@@ -106,6 +106,26 @@ emit('ran', client.containers.run(img, ["cat", "/etc/berth-image"], remove=True)
     expect(v.digest).toEqual([`${repo}@${digest}`]);
     expect(v.ran).toEqual(bytes('python-pull\n'));
   });
+
+  it('pushes, streamed and not, and the registry serves what it pushed', async () => {
+    const repo = `${ctx.env.registry.host}/python-push`;
+    const v = await python(`
+img = client.images.get(${JSON.stringify(ctx.env.busybox)})
+img.tag(${JSON.stringify(repo)}, tag="v1")
+emit('text', client.images.push(${JSON.stringify(repo)}, tag="v1"))
+emit('stream', [m for m in client.api.push(${JSON.stringify(repo)}, tag="v1", stream=True, decode=True)])
+emit('repoDigests', client.images.get(${JSON.stringify(`${repo}:v1`)}).attrs["RepoDigests"])
+emit('registry', client.images.get_registry_data(${JSON.stringify(`${repo}:v1`)}).id)
+`);
+    const stream = v.stream as { status?: string; aux?: { Tag: string; Digest: string } }[];
+    expect(stream[0]!.status).toBe(`The push refers to repository [${repo}]`);
+    const digest = stream.at(-1)!.aux!.Digest;
+    expect(stream.at(-1)!.aux!.Tag).toBe('v1');
+    expect(stream.map((m) => m.status)).toContain('Layer already exists');
+    expect(v.text).toContain(`"v1: digest: ${digest} size: `);
+    expect(v.repoDigests).toContain(`${repo}@${digest}`);
+    expect(v.registry).toBe(digest);
+  });
 });
 
 // What docker-py 5.0.3's own integration tests rely on, in scripts of our own.

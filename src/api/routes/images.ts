@@ -1,6 +1,6 @@
 // /images/*: thin translations between Docker's wire shapes and the image service.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { decodeRegistryAuth, type Engine } from '../../engine/index.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { decodePlatform, decodeRegistryAuth, type Engine, type PushEvent } from '../../engine/index.js';
 import type { Readable } from 'node:stream';
 import { invalidParameter } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
@@ -17,6 +17,37 @@ function splitNameAction(req: FastifyRequest, actions: readonly string[]): [stri
     if (rest.endsWith(`/${a}`)) return [rest.slice(0, -a.length - 1), a];
   }
   return [rest, ''];
+}
+
+/**
+ * Runs a pull or push, streaming its progress. A client that hangs up cancels
+ * it, as with dockerd (downloads other pulls share go on); so does a shutdown,
+ * which closes the connection rather than wait for a registry. An error before
+ * the first message is an HTTP error; after, it goes in-band.
+ */
+async function progressStream(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  what: string,
+  run: (emit: (e: PushEvent) => void, signal: AbortSignal) => Promise<void>,
+): Promise<void> {
+  const stream = new JsonLinesStream(reply);
+  closeOnShutdown(req.raw.socket);
+  const gone = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) gone.abort(new Error('the client went away'));
+  });
+  try {
+    await run((e) => stream.progress(e), gone.signal);
+  } catch (e) {
+    if (gone.signal.aborted) {
+      req.log.info({ url: req.url }, `${what} cancelled: the client went away`);
+      return stream.drop();
+    }
+    if (!stream.hasStarted) throw e;
+    stream.error(e);
+  }
+  stream.end();
 }
 
 export function imageRoutes(app: FastifyInstance, engine: Engine): void {
@@ -58,26 +89,16 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
       return reply.type('application/json').send(`${JSON.stringify({ status: id })}\n`);
     }
     if (!q.fromImage) throw invalidParameter('fromImage or fromSrc must be given');
+    const fromImage = q.fromImage;
     const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
-    const stream = new JsonLinesStream(reply);
-    // A client that hangs up cancels its pull, as with dockerd (downloads other pulls share go on);
-    // so does a shutdown, which closes the connection rather than wait for a registry.
-    closeOnShutdown(req.raw.socket);
-    const gone = new AbortController();
-    reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) gone.abort(new Error('the client went away'));
-    });
-    try {
-      await images.pull(q.fromImage, q.tag, auth, (e) => stream.progress(e), { signal: gone.signal });
-    } catch (e) {
-      if (gone.signal.aborted) {
-        req.log.info({ url: req.url }, 'pull cancelled: the client went away');
-        return stream.drop();
-      }
-      if (!stream.hasStarted) throw e;
-      stream.error(e);
-    }
-    stream.end();
+    await progressStream(req, reply, 'pull', (emit, signal) => images.pull(fromImage, q.tag, auth, emit, { signal }));
+  });
+
+  app.get('/distribution/*', async (req, reply) => {
+    const rest = decodeURIComponent((req.params as { '*': string })['*']);
+    if (!rest.endsWith('/json')) return reply.callNotFound();
+    const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
+    return images.distribution(rest.slice(0, -'/json'.length), auth);
   });
 
   // docker save: one tar of the images named (repeatable `names`), streamed.
@@ -114,9 +135,19 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
   });
 
   app.post('/images/*', async (req, reply) => {
-    const [name, action] = splitNameAction(req, ['tag']);
-    if (action !== 'tag') return reply.callNotFound();
+    const [name, action] = splitNameAction(req, ['tag', 'push']);
     const q = query(req);
+    if (action === 'push') {
+      const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
+      // `platform` came with API 1.46; dockerd does not read it below (older clients sent it unasked).
+      const platform = q.platform && !versionBelow(req.apiVersion, '1.46') ? decodePlatform(q.platform) : undefined;
+      // No such image, tag or platform: an HTTP 404 before the stream begins (see docs/decisions.md, "Push").
+      images.pushTargets(name, q.tag, platform);
+      return progressStream(req, reply, 'push', (emit, signal) =>
+        images.push({ name, tag: q.tag, auth, platform }, emit, { signal }),
+      );
+    }
+    if (action !== 'tag') return reply.callNotFound();
     images.tag(name, q.repo ?? '', q.tag);
     return reply.code(201).send();
   });

@@ -1,9 +1,9 @@
-// Pull progress as dockerd writes it: newline-delimited JSON messages, with the
+// Pull and push progress as dockerd writes it: newline-delimited JSON messages, with the
 // progress bar text of docker's jsonmessage, and errors in-band once the stream
 // has begun (before that, errors are ordinary HTTP errors).
 import type { FastifyReply } from 'fastify';
 import { messageOf } from '../../errors.js';
-import type { PullEvent } from '../../engine/index.js';
+import type { PushEvent } from '../../engine/index.js';
 import { COMMON_HEADERS } from '../headers.js';
 
 /** docker/go-units HumanSize: decimal units, four significant digits. */
@@ -41,7 +41,9 @@ const goDuration = (s: number) => {
 };
 
 /** The JSON object dockerd writes for one event. */
-function progressMessage(e: PullEvent, startedAt?: number): Record<string, unknown> {
+function progressMessage(e: PushEvent, startedAt?: number): Record<string, unknown> {
+  // dockerd's aux messages (a push's {Tag, Digest, Size}) carry an empty progressDetail and nothing else.
+  if (e.aux) return { progressDetail: {}, aux: e.aux };
   const msg: Record<string, unknown> = { status: e.status };
   if (e.layer || e.current !== undefined) {
     msg.progressDetail = e.current !== undefined ? { current: e.current, ...(e.total ? { total: e.total } : {}) } : {};
@@ -77,7 +79,7 @@ export class JsonLinesStream {
     if (!this.reply.raw.destroyed) this.reply.raw.write(`${JSON.stringify(obj)}\n`);
   }
 
-  progress(e: PullEvent): void {
+  progress(e: PushEvent): void {
     const key = `${e.id}:${e.status}`;
     if (e.current !== undefined && !this.starts.has(key)) this.starts.set(key, Date.now());
     this.write(progressMessage(e, this.starts.get(key)));

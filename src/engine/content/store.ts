@@ -291,12 +291,15 @@ export class ContentStore {
     }
   }
 
-  /** Streams a stored blob; a missing one errors the stream with not-found. */
-  read(digest: string): Readable {
+  /** Streams a stored blob, or bytes [start, end) of it; a missing one errors the stream with not-found. */
+  read(digest: string, range?: { start: number; end: number }): Readable {
     const file = this.path(digest);
+    if (range && range.end <= range.start) return Readable.from([]);
+    // createReadStream's `end` is inclusive.
+    const opts = range ? { start: range.start, end: range.end - 1 } : {};
     async function* chunks(): AsyncGenerator<Buffer> {
       // 1 MiB reads: blobs are large and read whole (extraction, save); 64 KiB reads cost a turn of the loop each.
-      const s = createReadStream(file, { highWaterMark: 1 << 20 });
+      const s = createReadStream(file, { ...opts, highWaterMark: 1 << 20 });
       try {
         for await (const chunk of s) yield chunk as Buffer;
       } catch (e) {

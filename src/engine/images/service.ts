@@ -18,6 +18,8 @@ import { Holds } from './holds.js';
 import { type ImageManifest, imageManifests } from './manifests.js';
 import { Loader, type LoadEvent } from './load.js';
 import { Puller } from './pull.js';
+import { Pusher } from './push.js';
+import { inspectDistribution, type DistributionInspect } from './distribution.js';
 import { imagesToSave, saveArchive } from './save.js';
 
 export interface Image {
@@ -72,10 +74,12 @@ export class ImageService {
   /** Chains and blobs that pulls under way use (see pull.ts). */
   private readonly held = new Holds();
   private readonly puller: Puller;
+  private readonly pusher: Pusher;
   private readonly loader: Loader;
 
   constructor(private readonly deps: ImageDeps) {
     this.puller = new Puller({ ...deps, held: this.held });
+    this.pusher = new Pusher({ ...deps, held: this.held });
     this.loader = new Loader({ ...deps, held: this.held });
   }
 
@@ -87,6 +91,21 @@ export class ImageService {
   /** `POST /images/create?fromImage=&tag=`: see pull.ts. */
   pull(...args: Parameters<Puller['pull']>): Promise<void> {
     return this.puller.pull(...args);
+  }
+
+  /** Which tags a push names; throws not-found for none (before the push's stream begins). */
+  pushTargets(...args: Parameters<Pusher['targets']>): void {
+    this.pusher.targets(...args);
+  }
+
+  /** `POST /images/{name}/push?tag=`: see push.ts. */
+  push(...args: Parameters<Pusher['push']>): Promise<void> {
+    return this.pusher.push(...args);
+  }
+
+  /** `GET /distribution/{name}/json`: asks the registry what the reference names. */
+  distribution(name: string, auth: AuthConfig | undefined, signal?: AbortSignal): Promise<DistributionInspect> {
+    return inspectDistribution(this.deps.registry, name, auth, signal);
   }
 
   /** `GET /images/get?names=…`: the archive of those images (see save.ts), streamed. */

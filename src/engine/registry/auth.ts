@@ -108,7 +108,7 @@ export interface TokenRequest {
   /** The realm named by the registry's Bearer challenge. */
   realm: string;
   service?: string;
-  /** e.g. `repository:library/busybox:pull`. */
+  /** e.g. `repository:library/busybox:pull`; several are separated by spaces (a push that mounts asks for two). */
   scope: string;
   auth?: AuthConfig;
   /** Whether credentials may go to an http:// realm (loopback or insecure-registry realms only). */
@@ -144,7 +144,8 @@ export async function fetchToken(send: Send, req: TokenRequest, now = Date.now):
   }
   const url = new URL(realm);
   if (req.service) url.searchParams.append('service', req.service);
-  if (req.scope) url.searchParams.append('scope', req.scope);
+  // One `scope` parameter each, as Docker sends them (the OAuth form below takes them space-separated).
+  for (const scope of req.scope.split(' ').filter(Boolean)) url.searchParams.append('scope', scope);
   url.searchParams.append('offline_token', 'true');
   url.searchParams.append('client_id', CLIENT_ID);
   const headers: Record<string, string> = creds ? { Authorization: basicHeader(creds) } : {};

@@ -56,12 +56,13 @@ import {
   HttpTransport,
   readBody,
   TransportError,
+  type HttpRequest,
   type HttpResponse,
   type Method,
   type TlsSettings,
 } from './transport.js';
 
-export type { Descriptor, ImageManifest, Platform } from './manifest.js';
+export type { Descriptor, ImageManifest, ManifestDocument, Platform } from './manifest.js';
 
 /** Caps on documents read whole before JSON.parse (OCI asks registries for ≥4 MiB manifests). */
 const MANIFEST_LIMIT = 8 * 1024 * 1024;
@@ -119,6 +120,18 @@ export interface ResolvedImage extends ResolvedManifest {
 
 export interface FetchOptions {
   signal?: AbortSignal | undefined;
+}
+
+/** Authorised requests to one repository's registry, for the push protocol (push.ts in images/ drives it). */
+export interface RepositoryWriter {
+  /** The base URL that answered the ping (its scheme is the one to use). */
+  base: string;
+  /** One request; `target` is a path or an upload's Location (resolved against `base`). */
+  send(
+    method: Method,
+    target: string,
+    opts?: Pick<HttpRequest, 'headers' | 'body'> & { accept?: string },
+  ): Promise<HttpResponse>;
 }
 
 interface Endpoint {
@@ -280,6 +293,46 @@ export class RegistryClient {
     const res = await this.request(s, ctx);
     await discard(res);
     if (res.status !== 200) throw unauthorized(`login attempt to ${ctx.url.href} failed with status: ${res.status}`);
+  }
+
+  /**
+   * A session for writing to one repository (a push): the registry itself,
+   * never a mirror, with a token scoped `push,pull` on it and `pull` on each
+   * repository of `mountFrom` (the sources of cross-repository mounts).
+   */
+  async writer(
+    reference: Reference,
+    auth: AuthConfig | undefined,
+    opts: FetchOptions & { mountFrom?: readonly string[] } = {},
+  ): Promise<RepositoryWriter> {
+    const endpoint = this.endpoints(reference).at(-1)!;
+    const scopes = [
+      `repository:${reference.path}:push,pull`,
+      ...(opts.mountFrom ?? []).map((p) => `repository:${p}:pull`),
+    ];
+    const s = await this.session(endpoint, reference, auth, opts.signal, scopes.join(' '));
+    return {
+      base: s.probe.base,
+      send: async (method, target, send = {}) => {
+        const url = new URL(target, `${s.probe.base}/`);
+        return this.request(s, { method, url }, send.accept, send);
+      },
+    };
+  }
+
+  /**
+   * The document a reference names, verified, as `GET /distribution/{name}/json`
+   * describes it: the registry itself (mirrors first for docker.io, as for a pull).
+   */
+  async fetchDocument(
+    reference: Reference,
+    auth: AuthConfig | undefined,
+    opts: FetchOptions = {},
+  ): Promise<{ bytes: Buffer; digest: string; doc: ManifestDocument }> {
+    return this.acrossEndpoints(reference, this.endpoints(reference), async (endpoint) => {
+      const s = await this.session(endpoint, reference, auth, opts.signal);
+      return this.fetchManifest(s, manifestReference(reference), reference.digest, undefined, inspectError);
+    });
   }
 
   /**
@@ -468,13 +521,14 @@ export class RegistryClient {
     ref: Reference,
     auth: AuthConfig | undefined,
     signal: AbortSignal | undefined,
+    scope = `repository:${ref.path}:pull`,
   ): Promise<Session> {
     const probe = await this.probe(endpoint, signal);
     return {
       endpoint,
       probe,
       ref,
-      scope: `repository:${ref.path}:pull`,
+      scope,
       auth: endpoint.mirror ? undefined : auth,
       signal,
     };
@@ -534,10 +588,18 @@ export class RegistryClient {
    * the registry's challenge changed since the ping, or our cached token was
    * refused (expired or revoked early).
    */
-  private async request(s: Session, ctx: RequestContext & { method: Method }, accept?: string): Promise<HttpResponse> {
+  private async request(
+    s: Session,
+    ctx: RequestContext & { method: Method },
+    accept?: string,
+    send: Pick<HttpRequest, 'headers' | 'body'> = {},
+  ): Promise<HttpResponse> {
+    // An upload's Location may name another host: credentials stay with the registry.
+    const ours = ctx.url.origin === new URL(s.probe.base).origin;
     for (let attempt = 0; ; attempt++) {
-      const authz = await this.authorization(s, ctx, attempt > 0);
+      const authz = ours ? await this.authorization(s, ctx, attempt > 0) : undefined;
       const headers: Record<string, string> = {
+        ...send.headers,
         ...(accept ? { Accept: accept } : {}),
         ...(authz ? { Authorization: authz } : {}),
       };
@@ -547,6 +609,7 @@ export class RegistryClient {
           method: ctx.method,
           url: ctx.url,
           headers,
+          ...(send.body !== undefined ? { body: send.body } : {}),
           ...(s.signal ? { signal: s.signal } : {}),
         });
       } catch (e) {
@@ -629,10 +692,11 @@ export class RegistryClient {
     reference: string,
     expected?: string,
     expectedSize?: number,
+    refused: (err: RegistryError, ref: Reference, ctx: RequestContext) => EngineError = pullError,
   ): Promise<FetchedManifest> {
     const ctx = this.context(s, 'GET', manifestPath(s.ref, reference));
     const res = await this.request(s, ctx, MANIFEST_ACCEPT);
-    if (res.status !== 200) throw pullError(await registryErrorFrom(res), s.ref, ctx);
+    if (res.status !== 200) throw refused(await registryErrorFrom(res), s.ref, ctx);
     const header = res.headers['docker-content-digest'];
     const claimed = expected ?? (typeof header === 'string' && isDigest(header) ? header : undefined);
     const failFor = (digest: string) => (why?: string) =>
@@ -669,6 +733,18 @@ async function readCapped(res: HttpResponse, limit: number, what: string, ctx: R
       throw invalidParameter(`${goOp(ctx.method)} "${ctx.url.href}": ${e.message}`, e);
     throw unavailable(`${goOp(ctx.method)} "${ctx.url.href}": reading ${what}: ${(e as Error).message}`, e);
   }
+}
+
+/**
+ * A manifest GET refused, for `GET /distribution/{name}/json`: the registry's
+ * words with the status they mean (distribution's errcode statuses: a 401,
+ * even one saying `denied`, asks for credentials).
+ */
+function inspectError(err: RegistryError, _ref: Reference, ctx: RequestContext): EngineError {
+  if (err.status === 401) return unauthorized(err.message);
+  if (err.status === 404 || err.code === 'MANIFEST_UNKNOWN' || err.code === 'NAME_UNKNOWN')
+    return notFound(err.message);
+  return statusError(err, ctx);
 }
 
 /** A blob GET refused: a missing blob is dockerd's "unknown blob". */

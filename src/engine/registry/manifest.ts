@@ -197,6 +197,33 @@ export function formatPlatform(p: Platform): string {
   return [n.os, n.architecture, ...(showVariant ? [n.variant] : [])].join('/');
 }
 
+/** The same platform, once normalised (arm64 is arm64/v8). */
+export function samePlatform(a: Platform, b: Platform): boolean {
+  const x = normalizePlatform(a);
+  const y = normalizePlatform(b);
+  return x.os === y.os && x.architecture === y.architecture && x.variant === y.variant;
+}
+
+/** A JSON-encoded OCI platform (push's `platform=`, API 1.46), checked as dockerd's DecodePlatform does. */
+export function decodePlatform(json: string): Platform {
+  let p: Partial<Platform>;
+  try {
+    p = JSON.parse(json) as Partial<Platform>;
+  } catch (e) {
+    throw invalidParameter(`failed to parse platform: ${(e as Error).message}`);
+  }
+  if (typeof p !== 'object' || p === null) throw invalidParameter('failed to parse platform: not an object');
+  if (!p.os || !p.architecture) {
+    const optional = p.variant || p['os.version'] || p['os.features']?.length;
+    throw invalidParameter(
+      !p.os && !p.architecture && optional
+        ? 'optional platform fields provided, but OS and Architecture are missing'
+        : 'both OS and Architecture must be provided',
+    );
+  }
+  return p as Platform;
+}
+
 /** Parses `os[/arch[/variant]]` (the API's `platform=` parameter). */
 export function parsePlatform(s: string): Platform {
   const parts = s.trim().split('/');

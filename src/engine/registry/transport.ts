@@ -11,10 +11,20 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 import { createHash } from 'node:crypto';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 
-export type Method = 'GET' | 'HEAD' | 'POST';
+export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/**
+ * A request body streamed from somewhere it can be read again (a stored blob):
+ * a redirect or a retry after a 401 opens it afresh.
+ */
+export interface BodySource {
+  length: number;
+  open(): Readable;
+}
 
 export interface TlsSettings {
   /** Extra PEM CAs, trusted in addition to Node's bundled roots (Docker adds certs.d CAs to the system pool). */
@@ -30,9 +40,14 @@ export interface HttpRequest {
   method: Method;
   url: URL;
   headers?: Record<string, string>;
-  body?: string;
+  body?: string | Buffer | BodySource;
   signal?: AbortSignal;
 }
+
+const bodyLength = (body: string | Buffer | BodySource) =>
+  typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+const isStreamed = (body: HttpRequest['body']): body is BodySource =>
+  body !== undefined && typeof body !== 'string' && !Buffer.isBuffer(body);
 
 export interface HttpResponse {
   status: number;
@@ -162,7 +177,7 @@ export class HttpTransport {
       );
     }
     const headers: Record<string, string> = { 'User-Agent': this.opts.userAgent, ...req.headers };
-    if (req.body !== undefined) headers['Content-Length'] = String(Buffer.byteLength(req.body));
+    if (req.body !== undefined) headers['Content-Length'] = String(bodyLength(req.body));
     const options: TlsRequestOptions = {
       method: req.method,
       headers,
@@ -172,16 +187,34 @@ export class HttpTransport {
     };
     return new Promise<HttpResponse>((resolve, reject) => {
       const r = (secure ? https : http).request(req.url, options);
-      const timer = setTimeout(() => {
+      const headerTimer = () =>
+        setTimeout(() => {
+          r.destroy(
+            Object.assign(new Error(`timeout awaiting response headers after ${this.headerTimeoutMs / 1000}s`), {
+              code: 'ETIMEDOUT_HEADERS',
+            }),
+          );
+        }, this.headerTimeoutMs);
+      let timer = headerTimer();
+      // An upload takes as long as it takes: the wait for headers begins once its body is sent.
+      // Until then, a socket that moves no bytes for the idle timeout is a stalled registry.
+      const uploadStalled = () =>
         r.destroy(
-          Object.assign(new Error(`timeout awaiting response headers after ${this.headerTimeoutMs / 1000}s`), {
-            code: 'ETIMEDOUT_HEADERS',
+          Object.assign(new Error(`registry stalled: took no data for ${this.idleTimeoutMs / 1000}s`), {
+            code: 'ETIMEDOUT',
           }),
         );
-      }, this.headerTimeoutMs);
+      if (isStreamed(req.body)) {
+        clearTimeout(timer);
+        r.setTimeout(this.idleTimeoutMs, uploadStalled);
+        r.once('finish', () => {
+          if (!response) timer = headerTimer();
+        });
+      }
       let response: IncomingMessage | undefined;
       r.once('response', (res) => {
         clearTimeout(timer);
+        r.off('timeout', uploadStalled);
         response = res;
         this.watchStall(req, res);
         resolve(wrap(req.url, res));
@@ -193,7 +226,7 @@ export class HttpTransport {
         if (response) response.destroy(err);
         else reject(err);
       });
-      r.end(req.body);
+      sendBody(r, req.body);
     });
   }
 
@@ -263,6 +296,18 @@ export class HttpTransport {
       socket.setTimeout(0);
     });
   }
+}
+
+/** Writes a request's body: in one go, or streamed (a source that fails ends the request with its error). */
+function sendBody(r: http.ClientRequest, body: HttpRequest['body']): void {
+  if (!isStreamed(body)) {
+    r.end(body);
+    return;
+  }
+  const source = body.open();
+  source.once('error', (e) => r.destroy(e));
+  r.once('close', () => source.destroy());
+  source.pipe(r);
 }
 
 // Secure contexts are built once per distinct TLS settings: passing `ca` per

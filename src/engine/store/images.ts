@@ -42,6 +42,10 @@ const statements = (db: Db) => ({
   tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = ? ORDER BY ref'),
   digestsOf: db.prepare('SELECT ref FROM repo_digests WHERE image_id = ? ORDER BY ref'),
   allTags: db.prepare('SELECT ref, image_id FROM tags ORDER BY ref'),
+  blobSources: db.prepare(
+    `SELECT DISTINCT rd.ref FROM layers l JOIN image_layers il ON il.chain_id = l.chain_id
+     JOIN repo_digests rd ON rd.image_id = il.image_id WHERE l.blob = ? ORDER BY rd.ref`,
+  ),
   tagsOfRepository: db.prepare('SELECT ref, image_id FROM tags WHERE substr(ref, 1, ?) = ? ORDER BY ref'),
   allDigests: db.prepare('SELECT ref, image_id FROM repo_digests ORDER BY ref'),
   layersOf: db.prepare(
@@ -154,6 +158,16 @@ export class ImageRepository {
     for (const r of this.q.allTags.all() as { ref: string; image_id: string }[]) get(r.image_id).tags.push(r.ref);
     for (const r of this.q.allDigests.all() as { ref: string; image_id: string }[]) get(r.image_id).digests.push(r.ref);
     return out;
+  }
+
+  /** The repo digests (`name@digest`) of the images that have a layer made from this blob. */
+  blobSources(digest: string): string[] {
+    return (this.q.blobSources.all(digest) as { ref: string }[]).map((r) => r.ref);
+  }
+
+  /** Records that `ref` (`name@digest`) names image `id` (a push made it). */
+  addDigest(ref: string, id: string): void {
+    this.q.setDigest.run(ref, id);
   }
 
   layersOf(id: string): LayerRow[] {
