@@ -360,6 +360,9 @@ export function buildSnapshot() {
 /**
  * berthd on a fresh temp socket, data root and exec root. `bin` defaults to
  * $BERTH_BENCH_BERTHD, else a snapshot of this work tree's build (buildSnapshot).
+ * Without a `--bridge` of its own in `args` it runs with no default bridge and
+ * no firewall, as dockerd does here (startDockerd), and leaves the host's network
+ * as it found it; bench/network.mjs gives one a bridge, prefix and clean-up.
  */
 export async function startBerthd({
   bin = process.env.BERTH_BENCH_BERTHD || buildSnapshot(),
@@ -384,6 +387,7 @@ export async function startBerthd({
     configFile,
     '--log-level',
     'warn',
+    ...(args.includes('--bridge') ? [] : ['--bridge', 'none', '--iptables=false']),
     ...args,
   ];
   const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
