@@ -1,4 +1,5 @@
 // The OCI / Docker image config: the parts berth reads.
+import { invalidParameter, messageOf } from '../../errors.js';
 import type { ImageRow } from '../store/images.js';
 
 export interface ContainerConfigFields {
@@ -43,6 +44,16 @@ export interface ImageConfig {
   rootfs?: { type: string; diff_ids: string[] };
   history?: HistoryEntry[];
   [k: string]: unknown;
+}
+
+/** A config's bytes read as JSON with its diff ids checked; a 400 "invalid image config" (naming `what`) otherwise. */
+export function parseImageConfig(bytes: Buffer, what = ''): { config: ImageConfig; diffIds: string[] } {
+  try {
+    const config = JSON.parse(bytes.toString('utf8')) as ImageConfig;
+    return { config, diffIds: diffIdsOf(config) };
+  } catch (e) {
+    throw invalidParameter(`invalid image config${what ? ` ${what}` : ''}: ${messageOf(e)}`);
+  }
 }
 
 /** The image config's diff ids, checked to be a list of sha256 digests. */

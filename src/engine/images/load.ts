@@ -39,7 +39,7 @@ import {
   INDEX_FILE,
   MANIFEST_FILE,
 } from './archive-layout.js';
-import { diffIdsOf, type ImageConfig, imageRowOf } from './config.js';
+import { imageRowOf, parseImageConfig } from './config.js';
 import type { Holds } from './holds.js';
 import type { PullEvent } from './pull.js';
 
@@ -336,14 +336,7 @@ export class Loader {
   ): Promise<void> {
     const { repo, events, held } = this.deps;
     const configBytes = await this.deps.content.readBuffer(image.config.digest);
-    let config: ImageConfig;
-    let diffIds: string[];
-    try {
-      config = JSON.parse(configBytes.toString('utf8')) as ImageConfig;
-      diffIds = diffIdsOf(config);
-    } catch (e) {
-      throw invalidParameter(`invalid image config ${image.config.digest}: ${messageOf(e)}`);
-    }
+    const { config, diffIds } = parseImageConfig(configBytes, image.config.digest);
     if (diffIds.length !== image.layers.length)
       throw invalidParameter(
         `invalid manifest, layers length mismatch: expected ${diffIds.length}, got ${image.layers.length}`,

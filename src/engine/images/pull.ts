@@ -15,7 +15,7 @@
 //   * While it runs, a pull holds its chains and blobs (holds.ts), so
 //     that a removal or a failing pull of another image sharing them leaves them be.
 import { Transform, type TransformCallback } from 'node:stream';
-import { invalidParameter, messageOf } from '../../errors.js';
+import { invalidParameter } from '../../errors.js';
 import { SharedWork, type Report } from '../shared.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';
@@ -26,7 +26,7 @@ import { sharedConcat, type Extractor } from '../layers/extractor.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { Descriptor, RegistryClient, ResolvedManifest } from '../registry/client.js';
 import type { ImageRepository, LayerRow } from '../store/images.js';
-import { diffIdsOf, type ImageConfig, imageRowOf } from './config.js';
+import { imageRowOf, parseImageConfig } from './config.js';
 import { familiarString, normalizeTag, type Reference } from '../reference.js';
 import type { Holds } from './holds.js';
 
@@ -147,14 +147,7 @@ export class Puller {
     let metadata: Promise<unknown> = Promise.resolve();
     try {
       const configBytes = await this.config(ref, resolved, auth, signal);
-      let config: ImageConfig;
-      let diffIds: string[];
-      try {
-        config = JSON.parse(configBytes.toString('utf8')) as ImageConfig;
-        diffIds = diffIdsOf(config);
-      } catch (e) {
-        throw invalidParameter(`invalid image config: ${messageOf(e)}`);
-      }
+      const { config, diffIds } = parseImageConfig(configBytes);
       if (diffIds.length !== resolved.layers.length) {
         throw invalidParameter("layers from manifest don't match image configuration");
       }
