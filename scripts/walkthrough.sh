@@ -45,9 +45,48 @@ show POST "/v1.43/containers/$NID/wait"
 echo; echo "\$ curl --unix-socket $SOCK 'http://localhost/v1.43/containers/$NID/logs?stdout=1'   # qs-web, reached by name"
 api "http://localhost/v1.43/containers/$NID/logs?stdout=1" | tr -d '\000\001\002' ; echo
 
-echo; echo "# Clean up the containers and the network"
+echo; echo "# Volumes: a named volume written by one container and read by another"
+show POST /v1.43/volumes/create '{"Name":"quickstart-data","Labels":{"from":"walkthrough"}}'
+show POST /v1.43/containers/create '{"Image":"'"$REG"'/busybox:latest","Cmd":["sh","-c","echo kept in a volume > /data/note"],"HostConfig":{"Binds":["quickstart-data:/data"]}}'
+VW=$(echo "$LAST" | json_field Id)
+show POST "/v1.43/containers/$VW/start"
+show POST "/v1.43/containers/$VW/wait"
+show POST /v1.43/containers/create '{"Image":"'"$REG"'/busybox:latest","Cmd":["cat","/data/note"],"HostConfig":{"Binds":["quickstart-data:/data:ro"]}}'
+VR=$(echo "$LAST" | json_field Id)
+show POST "/v1.43/containers/$VR/start"
+show POST "/v1.43/containers/$VR/wait"
+echo; echo "\$ curl --unix-socket $SOCK 'http://localhost/v1.43/containers/$VR/logs?stdout=1'"
+api "http://localhost/v1.43/containers/$VR/logs?stdout=1" | tr -d '\000\001\002' ; echo
+show GET /v1.43/volumes
+show GET /v1.43/system/df
+
+echo; echo "# docker cp: stat a path, read it as a tar, write a tar into the container"
+echo; echo "\$ curl -I --unix-socket $SOCK 'http://localhost/v1.43/containers/qs-web/archive?path=/www/index.html'"
+api -I "http://localhost/v1.43/containers/qs-web/archive?path=/www/index.html" | grep -i '^X-Docker-Container-Path-Stat'
+echo; echo "\$ curl --unix-socket $SOCK 'http://localhost/v1.43/containers/qs-web/archive?path=/www' | tar -tv"
+api "http://localhost/v1.43/containers/qs-web/archive?path=/www" | tar -tv
+mkdir -p "$Q/cp" && echo "put there by docker cp" >"$Q/cp/added.html"
+echo; echo "\$ tar -C $Q/cp -c added.html | curl -X PUT --unix-socket $SOCK --data-binary @- 'http://localhost/v1.43/containers/qs-web/archive?path=/www'"
+tar -C "$Q/cp" -c added.html | api -X PUT -w '[HTTP %{http_code}]\n' --data-binary @- "http://localhost/v1.43/containers/qs-web/archive?path=/www"
+echo; echo "\$ curl http://127.0.0.1:$PORT/added.html"
+curl -s "http://127.0.0.1:$PORT/added.html"
+
+echo; echo "# Images leave berth too: save to a tar, remove, load it back; push to the local registry"
+echo; echo "\$ curl --unix-socket $SOCK 'http://localhost/v1.43/images/get?names=quickstart/ticker:v1' -o $Q/ticker.tar"
+api "http://localhost/v1.43/images/get?names=quickstart/ticker:v1" -o "$Q/ticker.tar" && tar -tf "$Q/ticker.tar"
+show DELETE /v1.43/images/quickstart/ticker:v1
+echo; echo "\$ curl -X POST --unix-socket $SOCK --data-binary @$Q/ticker.tar 'http://localhost/v1.43/images/load?quiet=1'"
+api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$Q/ticker.tar" "http://localhost/v1.43/images/load?quiet=1"; echo
+show POST "/v1.43/images/quickstart/ticker:v1/tag?repo=$REG/quickstart/ticker&tag=v1"
+echo; echo "\$ curl -X POST --unix-socket $SOCK -H 'X-Registry-Auth: e30=' 'http://localhost/v1.43/images/$REG/quickstart/ticker/push?tag=v1'"
+api -X POST -H 'X-Registry-Auth: e30=' "http://localhost/v1.43/images/$REG/quickstart/ticker/push?tag=v1"; echo
+
+echo; echo "# Clean up the containers, the volume and the network"
 show DELETE "/v1.43/containers/$ID"
 show DELETE "/v1.43/containers/ticker?force=1"
 show DELETE "/v1.43/containers/$NID"
 show DELETE "/v1.43/containers/qs-web?force=1"
 show DELETE /v1.43/networks/quickstart-net
+show DELETE "/v1.43/containers/$VW"
+show DELETE "/v1.43/containers/$VR"
+show DELETE /v1.43/volumes/quickstart-data
