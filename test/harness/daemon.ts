@@ -78,7 +78,7 @@ export interface Daemon {
   stop(): Promise<number | null>;
   /** SIGKILL and wait. */
   kill(): Promise<void>;
-  /** Starts berthd again on the same data root and socket (after stop or kill). */
+  /** Stops berthd if it runs, then starts it again on the same data root and socket. */
   restart(): Promise<void>;
   /** Removes the temp dirs (after stop). */
   cleanup(): Promise<void>;
@@ -149,6 +149,9 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
       await done;
     },
     async restart() {
+      // A restart of a berthd still running stops it first: launching beside it would find the
+      // socket answered by the old one (the new one exits on the data root's lock) and leave it behind.
+      await d.stop();
       await launch();
     },
     async cleanup() {
