@@ -40,6 +40,7 @@ export type { ImageManifest } from './images/manifests.js';
 export type { PullEvent, PullOptions } from './images/pull.js';
 export type { PushEvent } from './images/push.js';
 export type { DistributionInspect } from './images/distribution.js';
+export type { SearchResult } from './registry/search.js';
 export type { LoadEvent } from './images/load.js';
 export type { DeleteItem, HistoryItem, Image, ImageDetails, ImageService } from './images/service.js';
 export type { AuthConfig } from './registry/auth.js';

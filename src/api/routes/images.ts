@@ -1,6 +1,12 @@
 // /images/*: thin translations between Docker's wire shapes and the image service.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { decodePlatform, decodeRegistryAuth, type Engine, type PushEvent } from '../../engine/index.js';
+import {
+  decodePlatform,
+  decodeRegistryAuth,
+  type AuthConfig,
+  type Engine,
+  type PushEvent,
+} from '../../engine/index.js';
 import type { Readable } from 'node:stream';
 import { invalidParameter } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
@@ -99,6 +105,23 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
     if (!rest.endsWith('/json')) return reply.callNotFound();
     const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
     return images.distribution(rest.slice(0, -'/json'.length), auth);
+  });
+
+  // docker search: an invalid X-Registry-Auth is ignored, as dockerd does (a search needs no auth).
+  app.get('/images/search', async (req) => {
+    const q = query(req);
+    const limit = q.limit ? Number(q.limit) : 0;
+    if (!/^\d+$/.test(q.limit ?? '0'))
+      throw invalidParameter(
+        `invalid limit specified: strconv.Atoi: parsing ${JSON.stringify(q.limit)}: invalid syntax`,
+      );
+    let auth: AuthConfig | undefined;
+    try {
+      auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
+    } catch {
+      auth = undefined;
+    }
+    return images.search({ term: q.term ?? '', limit, filters: parseFilters(q.filters), auth });
   });
 
   // docker save: one tar of the images named (repeatable `names`), streamed.

@@ -20,6 +20,8 @@ import { Loader, type LoadEvent } from './load.js';
 import { Puller } from './pull.js';
 import { Pusher } from './push.js';
 import { inspectDistribution, type DistributionInspect } from './distribution.js';
+import { searchImages, type SearchOptions } from './search.js';
+import type { SearchResult } from '../registry/search.js';
 import { imagesToSave, saveArchive } from './save.js';
 
 export interface Image {
@@ -101,6 +103,11 @@ export class ImageService {
   /** `POST /images/{name}/push?tag=`: see push.ts. */
   push(...args: Parameters<Pusher['push']>): Promise<void> {
     return this.pusher.push(...args);
+  }
+
+  /** `GET /images/search`: the v1 search API of the term's registry, filtered as dockerd does. */
+  search(opts: SearchOptions): Promise<SearchResult[]> {
+    return searchImages(this.deps.registry, opts);
   }
 
   /** `GET /distribution/{name}/json`: asks the registry what the reference names. */
