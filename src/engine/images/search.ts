@@ -54,7 +54,7 @@ export async function searchImages(registry: RegistryClient, opts: SearchOptions
   if (limit < 1 || limit > 100) throw invalidParameter(`limit ${limit} is outside the range of [1, 100]`);
   const { index, remote } = splitSearchTerm(opts.term);
   const term = index === 'docker.io' ? remote.replace(/^library\//, '') : remote;
-  const results = await registry.search(index, term, limit, opts.auth, opts.signal);
+  const results = await registry.search({ host: index, term, limit, auth: opts.auth, signal: opts.signal });
   return results
     .filter((r) => official === undefined || r.is_official === official)
     .filter((r) => r.star_count >= stars)

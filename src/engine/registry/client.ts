@@ -37,7 +37,7 @@ import { isDigest, parseDigest } from '../digest.js';
 import { SharedWork } from '../shared.js';
 import { basicCredentials, basicHeader, parseChallenges, TokenCache, type AuthConfig, type Challenge } from './auth.js';
 import { readHostCerts } from './certs.js';
-import { searchIndex, type SearchResult } from './search.js';
+import { searchIndex, type IndexQuery, type SearchResult } from './search.js';
 import { pullError, RegistryError, registryErrorFrom, statusError, type RequestContext } from './errors.js';
 import {
   MANIFEST_ACCEPT,
@@ -322,19 +322,13 @@ export class RegistryClient {
   }
 
   /** `GET /v1/search` on a registry's index (docker.io: Docker Hub's); never a mirror, as dockerd. */
-  search(
-    host: string,
-    term: string,
-    limit: number,
-    auth: AuthConfig | undefined,
-    signal?: AbortSignal,
-  ): Promise<SearchResult[]> {
+  search(query: IndexQuery): Promise<SearchResult[]> {
     const access = {
       http: this.http,
       isInsecure: (h: string) => this.insecure.isInsecure(h),
       certsDir: this.certsDirs[0] ?? '/etc/docker/certs.d',
     };
-    return searchIndex(access, host, term, limit, auth, signal);
+    return searchIndex(access, query);
   }
 
   /**

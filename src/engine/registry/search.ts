@@ -20,6 +20,15 @@ export interface SearchResult {
   is_automated: boolean;
 }
 
+export interface IndexQuery {
+  /** The index's host (`host:port`), or docker.io for Docker Hub's. */
+  host: string;
+  term: string;
+  limit: number;
+  auth?: AuthConfig | undefined;
+  signal?: AbortSignal | undefined;
+}
+
 export interface IndexAccess {
   http: HttpTransport;
   isInsecure(host: string): Promise<boolean>;
@@ -59,14 +68,8 @@ async function indexBase(access: IndexAccess, host: string, signal?: AbortSignal
 }
 
 /** `GET /v1/search` on the index of `host` (docker.io for Docker Hub): its results, unfiltered. */
-export async function searchIndex(
-  access: IndexAccess,
-  host: string,
-  term: string,
-  limit: number,
-  auth: AuthConfig | undefined,
-  signal?: AbortSignal,
-): Promise<SearchResult[]> {
+export async function searchIndex(access: IndexAccess, query: IndexQuery): Promise<SearchResult[]> {
+  const { host, term, limit, auth, signal } = query;
   const base = await indexBase(access, host, signal);
   const url = new URL(`${base}/v1/search?q=${encodeURIComponent(term)}&n=${limit}`);
   const creds = basicCredentials(auth);
