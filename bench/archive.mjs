@@ -89,7 +89,9 @@ async function bench(name, start, ref) {
 
 await runBench(async () => {
   const { ref } = await largeImageRegistry(totalMiB, layerCount);
-  const berth = await bench('berthd', () => startBerthd(), ref);
+  // BERTH_BENCH_NODE_ARGS: node's arguments for berthd (e.g. --cpu-prof --cpu-prof-dir=DIR to profile it).
+  const nodeArgs = (process.env.BERTH_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const berth = await bench('berthd', () => startBerthd({ nodeArgs }), ref);
   if (!which('dockerd')) {
     console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
     return;

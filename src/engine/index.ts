@@ -42,6 +42,7 @@ export type { PushEvent } from './images/push.js';
 export type { DistributionInspect } from './images/distribution.js';
 export type { SearchResult } from './registry/search.js';
 export type { LoadEvent } from './images/load.js';
+export type { SavedArchive } from './images/save.js';
 export type { DeleteItem, HistoryItem, Image, ImageDetails, ImageService } from './images/service.js';
 export type { AuthConfig } from './registry/auth.js';
 export type { LogEntry } from './runtime/logs.js';

@@ -9,6 +9,7 @@ import {
 } from '../../engine/index.js';
 import type { Readable } from 'node:stream';
 import { invalidParameter } from '../../errors.js';
+import { sendArchive } from '../streams/archive.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';
@@ -128,7 +129,7 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
   app.get('/images/get', async (req, reply) => {
     const names = allValues(req.query, 'names').filter(Boolean);
     if (!names.length) throw invalidParameter('no images named: set the names parameter');
-    return reply.type('application/x-tar').send(await images.save(names));
+    return sendArchive(req, reply, await images.save(names));
   });
 
   // docker load: the body is an archive of docker save (or an OCI layout).
@@ -153,7 +154,7 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
     const [name, action] = splitNameAction(req, ['json', 'history', 'get']);
     if (action === 'json') return imageInspect(images.inspect(name), req.apiVersion);
     if (action === 'history') return images.history(name);
-    if (action === 'get') return reply.type('application/x-tar').send(await images.save([name]));
+    if (action === 'get') return sendArchive(req, reply, await images.save([name]));
     return reply.callNotFound();
   });
 

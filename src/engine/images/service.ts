@@ -22,7 +22,7 @@ import { Pusher } from './push.js';
 import { inspectDistribution, type DistributionInspect } from './distribution.js';
 import { searchImages, type SearchOptions } from './search.js';
 import type { SearchResult } from '../registry/search.js';
-import { imagesToSave, saveArchive } from './save.js';
+import { imagesToSave, saveArchive, type SavedArchive } from './save.js';
 
 export interface Image {
   id: string;
@@ -116,7 +116,7 @@ export class ImageService {
   }
 
   /** `GET /images/get?names=…`: the archive of those images (see save.ts), streamed. */
-  save(names: string[]): Promise<Readable> {
+  save(names: string[]): Promise<SavedArchive> {
     const images = imagesToSave(names, this.deps.repo, (n) => this.find(n));
     return saveArchive({ ...this.deps, held: this.held }, images);
   }
