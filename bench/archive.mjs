@@ -6,7 +6,7 @@
 // /images/load, clock to the end of the answer).
 //
 // Usage: node bench/archive.mjs [runs=5] [totalMiB=100] [layers=4]
-import { createReadStream, createWriteStream, statSync } from 'node:fs';
+import { createReadStream, createWriteStream, readFileSync, statSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -55,25 +55,37 @@ function stream(d, method, urlPath, { input, output } = {}) {
   });
 }
 
+/**
+ * CPU time (user + system, ms) the daemon's process has used: on a shared
+ * machine, a steadier measure of what a save costs than its wall time.
+ */
+function cpuMs(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ 100)
+}
+
 async function bench(name, start, ref) {
   const d = await start();
   const dir = tempDir('ba-');
   const saves = [];
+  const saveCpu = [];
   const loads = [];
   try {
     await pull(d, ref);
     for (let i = 0; i < runs; i++) {
       const file = path.join(dir, `${name}-${i}.tar`);
       let t0 = now();
+      const c0 = cpuMs(d.pid);
       await stream(d, 'GET', `/images/get?names=${encodeURIComponent(ref)}`, { output: file });
       saves.push(now() - t0);
+      saveCpu.push(cpuMs(d.pid) - c0);
       const removed = await d.request('DELETE', `/images/${encodeURIComponent(ref)}`);
       if (removed.status !== 200) throw new Error(`rmi on ${name}: ${removed.status} ${removed.text}`);
       t0 = now();
       await stream(d, 'POST', '/images/load?quiet=1', { input: file });
       loads.push(now() - t0);
       console.log(
-        `  ${name} run ${i + 1}: save ${saves.at(-1).toFixed(0)} ms (${(statSync(file).size / 1e6).toFixed(1)} MB), load ${loads.at(-1).toFixed(0)} ms`,
+        `  ${name} run ${i + 1}: save ${saves.at(-1).toFixed(0)} ms (cpu ${saveCpu.at(-1).toFixed(0)} ms, ${(statSync(file).size / 1e6).toFixed(1)} MB), load ${loads.at(-1).toFixed(0)} ms`,
       );
     }
   } finally {
@@ -82,14 +94,16 @@ async function bench(name, start, ref) {
   const s = stats(saves);
   const l = stats(loads);
   console.log(
-    `${name.padEnd(8)} save: median ${s.median.toFixed(0)} ms; load: median ${l.median.toFixed(0)} ms (${runs} runs)`,
+    `${name.padEnd(8)} save: median ${s.median.toFixed(0)} ms (cpu ${stats(saveCpu).median.toFixed(0)} ms); load: median ${l.median.toFixed(0)} ms (${runs} runs)`,
   );
   return { save: s, load: l };
 }
 
 await runBench(async () => {
   const { ref } = await largeImageRegistry(totalMiB, layerCount);
-  const berth = await bench('berthd', () => startBerthd(), ref);
+  // BERTH_BENCH_NODE_ARGS: node's arguments for berthd (e.g. --cpu-prof --cpu-prof-dir=DIR to profile it).
+  const nodeArgs = (process.env.BERTH_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const berth = await bench('berthd', () => startBerthd({ nodeArgs }), ref);
   if (!which('dockerd')) {
     console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
     return;

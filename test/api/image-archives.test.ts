@@ -158,6 +158,32 @@ describe('docker save', () => {
     await d.request('DELETE', `/containers/${check.json.Id}`);
   });
 
+  it('lets go of the image when the client hangs up part way, and keeps serving', async () => {
+    const before = storedBlobs();
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['sh', '-c', 'head -c 16777216 /dev/urandom > /big'] },
+    });
+    await d.request('POST', `/containers/${c.json.Id}/start`);
+    await d.request('POST', `/containers/${c.json.Id}/wait`);
+    expect((await d.request('POST', `/commit?container=${c.json.Id}&repo=hangup&tag=v1`)).status).toBe(201);
+    await d.request('DELETE', `/containers/${c.json.Id}`);
+    // Read the first bytes of the archive (a 16 MiB layer), then hang up.
+    const first = await new Promise<Buffer>((resolve, reject) => {
+      const req = http.get({ socketPath: d.socket, path: '/images/get?names=hangup:v1', agent: false }, (res) => {
+        res.once('data', (chunk: Buffer) => {
+          req.destroy();
+          resolve(chunk);
+        });
+      });
+      req.on('error', (e) => (req.destroyed ? undefined : reject(e)));
+    });
+    expect(first.length).toBeGreaterThan(0);
+    expect((await d.request('GET', '/_ping')).status).toBe(200);
+    expect((await d.request('DELETE', '/images/hangup:v1')).status).toBe(200);
+    // Its blobs were held only while the save ran: once it stopped, the removal takes them.
+    await expect.poll(storedBlobs).toEqual(before);
+  });
+
   it('saves by id without tags, and load says "Loaded image ID"', async () => {
     const id = (await inspect(env.busybox)).Id;
     const files = await untar(await save(id.slice(7, 19)));

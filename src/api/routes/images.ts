@@ -1,8 +1,15 @@
 // /images/*: thin translations between Docker's wire shapes and the image service.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { decodePlatform, decodeRegistryAuth, type Engine, type PushEvent } from '../../engine/index.js';
+import {
+  decodePlatform,
+  decodeRegistryAuth,
+  type AuthConfig,
+  type Engine,
+  type PushEvent,
+} from '../../engine/index.js';
 import type { Readable } from 'node:stream';
 import { invalidParameter } from '../../errors.js';
+import { sendArchive } from '../streams/archive.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';
@@ -101,11 +108,28 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
     return images.distribution(rest.slice(0, -'/json'.length), auth);
   });
 
+  // docker search: an invalid X-Registry-Auth is ignored, as dockerd does (a search needs no auth).
+  app.get('/images/search', async (req) => {
+    const q = query(req);
+    const limit = q.limit ? Number(q.limit) : 0;
+    if (!/^\d+$/.test(q.limit ?? '0'))
+      throw invalidParameter(
+        `invalid limit specified: strconv.Atoi: parsing ${JSON.stringify(q.limit)}: invalid syntax`,
+      );
+    let auth: AuthConfig | undefined;
+    try {
+      auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
+    } catch {
+      auth = undefined;
+    }
+    return images.search({ term: q.term ?? '', limit, filters: parseFilters(q.filters), auth });
+  });
+
   // docker save: one tar of the images named (repeatable `names`), streamed.
   app.get('/images/get', async (req, reply) => {
     const names = allValues(req.query, 'names').filter(Boolean);
     if (!names.length) throw invalidParameter('no images named: set the names parameter');
-    return reply.type('application/x-tar').send(await images.save(names));
+    return sendArchive(req, reply, await images.save(names));
   });
 
   // docker load: the body is an archive of docker save (or an OCI layout).
@@ -130,7 +154,7 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
     const [name, action] = splitNameAction(req, ['json', 'history', 'get']);
     if (action === 'json') return imageInspect(images.inspect(name), req.apiVersion);
     if (action === 'history') return images.history(name);
-    if (action === 'get') return reply.type('application/x-tar').send(await images.save([name]));
+    if (action === 'get') return sendArchive(req, reply, await images.save([name]));
     return reply.callNotFound();
   });
 

@@ -311,6 +311,13 @@ export class ContentStore {
     return Readable.from(chunks(), { objectMode: false });
   }
 
+  /** A stored blob opened for positional reads (docker save reads straight into its own buffers); the caller closes it. */
+  async openBlob(digest: string): Promise<FileHandle> {
+    return open(this.path(digest), 'r').catch((e: unknown) => {
+      throw isMissing(e) ? notFound(`content ${digest} not found`) : e;
+    });
+  }
+
   /** The first `n` bytes of a stored blob (fewer if it is shorter). */
   async readHead(digest: string, n: number): Promise<Buffer> {
     const fh = await open(this.path(digest), 'r').catch((e: unknown) => {

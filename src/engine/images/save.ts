@@ -2,10 +2,11 @@
 // content store. Layers go as the blobs berth keeps (those a pull downloaded,
 // byte for byte, or a commit's gzip), so nothing is recompressed or copied to
 // a temp file; an image pulled with a manifest keeps that manifest, so its
-// digest is the registry's. Everything that can fail before the first byte
+// digest is the registry's. They are read straight into the writer's
+// buffers and written to the connection (archive-writer.ts). Everything that can fail before the first byte
 // (a missing image, a missing blob) fails before it: the client gets an error,
 // not a broken archive.
-import { Readable } from 'node:stream';
+import type { Writable } from 'node:stream';
 import { noSuchImage, systemError } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import { computeDigest } from '../content/store.js';
@@ -25,6 +26,7 @@ import {
   OCI_LAYOUT_FILE,
   REPOSITORIES_FILE,
 } from './archive-layout.js';
+import { ArchiveWriter } from './archive-writer.js';
 import type { Holds } from './holds.js';
 import { readDoc } from './manifests.js';
 
@@ -100,18 +102,30 @@ function bareName(name: string): Reference | undefined {
   return ref && !ref.tag && !ref.digest ? ref : undefined;
 }
 
-/**
- * The archive of `images`, streamed. Their blobs are held (a removal meanwhile
- * leaves them) until the stream ends or is destroyed.
- */
-export async function saveArchive(deps: SaveDeps, images: ImageToSave[]): Promise<Readable> {
+/** An archive ready to go: everything that can fail before its first byte has been checked. */
+export interface SavedArchive {
+  /**
+   * Writes the archive to `out` (not ended), waiting on each write (backpressure).
+   * Rejects when a blob cannot be read or `out` closes; its blobs are held (a
+   * removal meanwhile leaves them) until it settles.
+   */
+  writeTo(out: Writable): Promise<void>;
+}
+
+export async function saveArchive(deps: SaveDeps, images: ImageToSave[]): Promise<SavedArchive> {
   const planned = await Promise.all(images.map((i) => plan(deps, i)));
   const blobs = new Map<string, ArchiveBlob>();
   for (const p of planned) for (const b of [...p.layers, p.config, p.manifest]) blobs.set(b.digest, b);
   const release = deps.held.take(blobs.keys());
-  const stream = Readable.from(entries(deps.content, planned, [...blobs.values()]), { objectMode: false });
-  stream.once('close', release);
-  return stream;
+  return {
+    writeTo: async (out) => {
+      try {
+        await writeEntries(deps.content, planned, [...blobs.values()], new ArchiveWriter(out));
+      } finally {
+        release();
+      }
+    },
+  };
 }
 
 async function plan(deps: SaveDeps, image: ImageToSave): Promise<PlannedImage> {
@@ -224,23 +238,29 @@ function repositoriesJson(planned: PlannedImage[]): Buffer {
 
 const json = (v: unknown): Buffer => Buffer.from(`${JSON.stringify(v)}\n`);
 
-async function* entries(content: ContentStore, planned: PlannedImage[], blobs: ArchiveBlob[]): AsyncGenerator<Buffer> {
+async function writeEntries(
+  content: ContentStore,
+  planned: PlannedImage[],
+  blobs: ArchiveBlob[],
+  w: ArchiveWriter,
+): Promise<void> {
   const mtime = Math.floor(Date.now() / 1000);
   const header = (name: string, type: EntryType, size: number) =>
     encodeEntryHeader({ name, type, mode: type === 'dir' ? 0o755 : 0o644, uid: 0, gid: 0, size, mtime });
-  yield header('blobs', 'dir', 0);
-  yield header('blobs/sha256', 'dir', 0);
+  await w.append(header('blobs', 'dir', 0));
+  await w.append(header('blobs/sha256', 'dir', 0));
   for (const b of blobs) {
-    yield header(blobPath(b.digest), 'file', b.size);
-    let written = 0;
-    for await (const chunk of b.bytes ? [b.bytes] : content.read(b.digest)) {
-      written += (chunk as Buffer).length;
-      // A blob that changed size under us would corrupt every entry after it.
-      if (written > b.size) throw systemError(`blob ${b.digest} grew while being saved`);
-      yield chunk as Buffer;
+    await w.append(header(blobPath(b.digest), 'file', b.size));
+    if (b.bytes) await w.append(b.bytes);
+    else {
+      const fh = await content.openBlob(b.digest);
+      try {
+        await w.appendFile(fh, b.size, `blob ${b.digest}`);
+      } finally {
+        await fh.close();
+      }
     }
-    if (written !== b.size) throw systemError(`blob ${b.digest} shrank while being saved`);
-    yield bodyPadding(b.size);
+    await w.append(bodyPadding(b.size));
   }
   const files: [string, Buffer][] = [
     [INDEX_FILE, indexJson(planned)],
@@ -249,9 +269,10 @@ async function* entries(content: ContentStore, planned: PlannedImage[], blobs: A
     [REPOSITORIES_FILE, repositoriesJson(planned)],
   ];
   for (const [name, bytes] of files) {
-    yield header(name, 'file', bytes.length);
-    yield bytes;
-    yield bodyPadding(bytes.length);
+    await w.append(header(name, 'file', bytes.length));
+    await w.append(bytes);
+    await w.append(bodyPadding(bytes.length));
   }
-  yield endOfArchive();
+  await w.append(endOfArchive());
+  await w.end();
 }

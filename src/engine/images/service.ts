@@ -20,7 +20,9 @@ import { Loader, type LoadEvent } from './load.js';
 import { Puller } from './pull.js';
 import { Pusher } from './push.js';
 import { inspectDistribution, type DistributionInspect } from './distribution.js';
-import { imagesToSave, saveArchive } from './save.js';
+import { searchImages, type SearchOptions } from './search.js';
+import type { SearchResult } from '../registry/search.js';
+import { imagesToSave, saveArchive, type SavedArchive } from './save.js';
 
 export interface Image {
   id: string;
@@ -103,13 +105,18 @@ export class ImageService {
     return this.pusher.push(...args);
   }
 
+  /** `GET /images/search`: the v1 search API of the term's registry, filtered as dockerd does. */
+  search(opts: SearchOptions): Promise<SearchResult[]> {
+    return searchImages(this.deps.registry, opts);
+  }
+
   /** `GET /distribution/{name}/json`: asks the registry what the reference names. */
   distribution(name: string, auth: AuthConfig | undefined, signal?: AbortSignal): Promise<DistributionInspect> {
     return inspectDistribution(this.deps.registry, name, auth, signal);
   }
 
   /** `GET /images/get?names=…`: the archive of those images (see save.ts), streamed. */
-  save(names: string[]): Promise<Readable> {
+  save(names: string[]): Promise<SavedArchive> {
     const images = imagesToSave(names, this.deps.repo, (n) => this.find(n));
     return saveArchive({ ...this.deps, held: this.held }, images);
   }

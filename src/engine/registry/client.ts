@@ -37,6 +37,7 @@ import { isDigest, parseDigest } from '../digest.js';
 import { SharedWork } from '../shared.js';
 import { basicCredentials, basicHeader, parseChallenges, TokenCache, type AuthConfig, type Challenge } from './auth.js';
 import { readHostCerts } from './certs.js';
+import { searchIndex, type IndexQuery, type SearchResult } from './search.js';
 import { pullError, RegistryError, registryErrorFrom, statusError, type RequestContext } from './errors.js';
 import {
   MANIFEST_ACCEPT,
@@ -318,6 +319,16 @@ export class RegistryClient {
         return this.request(s, { method, url }, send.accept, send);
       },
     };
+  }
+
+  /** `GET /v1/search` on a registry's index (docker.io: Docker Hub's); never a mirror, as dockerd. */
+  search(query: IndexQuery): Promise<SearchResult[]> {
+    const access = {
+      http: this.http,
+      isInsecure: (h: string) => this.insecure.isInsecure(h),
+      certsDir: this.certsDirs[0] ?? '/etc/docker/certs.d',
+    };
+    return searchIndex(access, query);
   }
 
   /**
