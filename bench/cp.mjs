@@ -5,6 +5,8 @@
 // both daemons, their runs alternate so that both see the same load.
 //
 // Usage: node bench/cp.mjs [runs=5]
+//   BERTH_BENCH_PROFILE=DIR  also writes berthd's CPU profiles (node --cpu-prof; one per thread) into DIR
+//   BERTH_BENCH_ONLY_BERTHD=1  skips dockerd (for profiling)
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -27,6 +29,7 @@ import {
 } from './lib.mjs';
 
 const runs = Math.max(1, Math.min(50, Number(process.argv[2] ?? 5)));
+const profileDir = process.env.BERTH_BENCH_PROFILE ? path.resolve(process.env.BERTH_BENCH_PROFILE) : undefined;
 
 /** The tree copied in: big.bin and files/dD/fF.txt. */
 function sourceTree(dir) {
@@ -45,8 +48,8 @@ await runBench(async () => {
   const { ref } = await busyboxRegistry();
   const work = tempDir('bench-cp-');
   const src = sourceTree(work);
-  const daemons = [await startBerthd()];
-  if (which('dockerd')) daemons.push(await startDockerd());
+  const daemons = [await startBerthd(profileDir ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profileDir] } : {})];
+  if (which('dockerd') && !process.env.BERTH_BENCH_ONLY_BERTHD) daemons.push(await startDockerd());
   const targets = [];
   for (const d of daemons) {
     await pull(d, ref);

@@ -9,7 +9,7 @@ import * as tarStream from 'tar-stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type Cli, dockerCli } from '../harness/cli.js';
 import { useEnv } from '../harness/env.js';
-import { tarOf } from '../harness/tar.js';
+import { tarEntries, tarOf } from '../harness/tar.js';
 
 const ctx = useEnv();
 let docker: Cli;
@@ -40,18 +40,6 @@ function dockerRaw(args: string[], input?: Buffer): Promise<{ code: number; stdo
     child.on('close', (code) => resolve({ code: code ?? 1, stdout: Buffer.concat(out), stderr }));
     child.stdin.end(input ?? Buffer.alloc(0));
   });
-}
-
-async function tarNames(tar: Buffer): Promise<Array<[string, string]>> {
-  const extract = tarStream.extract();
-  Readable.from([tar]).pipe(extract as unknown as NodeJS.WritableStream);
-  const out: Array<[string, string]> = [];
-  for await (const e of extract) {
-    const chunks: Buffer[] = [];
-    for await (const c of e) chunks.push(c as Buffer);
-    out.push([e.header.name, Buffer.concat(chunks).toString()]);
-  }
-  return out;
 }
 
 const sh = (ctr: string, script: string) => ok(['exec', ctr, 'sh', '-c', script]);
@@ -128,7 +116,7 @@ describe('docker cp', () => {
     expect(await sh(ctr, 'cat /tmp/from-stdin/f')).toBe('piped');
     const out = await dockerRaw(['cp', `${ctr}:/tmp/from-stdin`, '-']);
     expect(out.code, out.stderr).toBe(0);
-    expect(await tarNames(out.stdout)).toEqual([
+    expect((await tarEntries(out.stdout)).map(([name, body]) => [name, body])).toEqual([
       ['from-stdin/', ''],
       ['from-stdin/f', 'piped'],
     ]);
@@ -155,5 +143,41 @@ describe('docker system df', () => {
     expect(verbose).toContain(image.split(':')[0]);
     expect(verbose).toContain(ctr.slice(0, 12));
     expect(verbose).toMatch(/Local Volumes space usage:/);
+  });
+});
+
+describe('docker cp and volumes', () => {
+  // After `system df` above, which counts no volume yet.
+  it('copies into a named volume through a running and a stopped container, seen by another one', async () => {
+    await ok(['volume', 'create', 'cp-shared']);
+    const live = (await ok(['run', '-d', '-v', 'cp-shared:/data', image, 'sleep', '1000'])).trim();
+    const stopped = (await ok(['create', '-v', 'cp-shared:/store', image, 'true'])).trim();
+    writeFileSync(path.join(host, 'via-running'), 'R');
+    writeFileSync(path.join(host, 'via-stopped'), 'S');
+    await ok(['cp', path.join(host, 'via-running'), `${live}:/data/`]);
+    await ok(['cp', path.join(host, 'via-stopped'), `${stopped}:/store/`]);
+    // Both landed in the volume, not in either container's own filesystem under the mount.
+    const seen = await ok([
+      'run',
+      '--rm',
+      '-v',
+      'cp-shared:/v',
+      image,
+      'sh',
+      '-c',
+      'cat /v/via-running /v/via-stopped',
+    ]);
+    expect(seen).toBe('RS');
+    expect(await sh(live, 'cat /data/via-stopped')).toBe('S');
+    await ok(['cp', `${stopped}:/store/via-running`, path.join(host, 'vol-out')]);
+    expect(readFileSync(path.join(host, 'vol-out'), 'utf8')).toBe('R');
+    // A directory too, into the stopped container's mount point itself.
+    const tree = path.join(host, 'vol-tree');
+    mkdirSync(path.join(tree, 'deep'), { recursive: true });
+    writeFileSync(path.join(tree, 'deep', 'x'), 'X');
+    await ok(['cp', tree, `${stopped}:/store`]);
+    expect(await sh(live, 'cat /data/vol-tree/deep/x')).toBe('X');
+    await ok(['rm', '-f', live, stopped]);
+    await ok(['volume', 'rm', 'cp-shared']);
   });
 });

@@ -1,5 +1,6 @@
 // Layer tars built in memory for tests, with tar-stream's pack: names are
 // written exactly as given (hostile ones included).
+import { Readable } from 'node:stream';
 import * as tarStream from 'tar-stream';
 
 export type TarEntry = Parameters<tarStream.Pack['entry']>[0] & { body?: string | Buffer };
@@ -19,4 +20,17 @@ export async function tarOf(entries: TarEntry[], { mtime = new Date(0) }: { mtim
   pack.finalize();
   await done;
   return Buffer.concat(chunks);
+}
+
+/** Each entry of a tar (whole, or as a stream) as [name, body as text, mode]. */
+export async function tarEntries(tar: Buffer | NodeJS.ReadableStream): Promise<Array<[string, string, number]>> {
+  const extract = tarStream.extract();
+  (Buffer.isBuffer(tar) ? Readable.from([tar]) : tar).pipe(extract as unknown as NodeJS.WritableStream);
+  const out: Array<[string, string, number]> = [];
+  for await (const e of extract) {
+    const chunks: Buffer[] = [];
+    for await (const c of e) chunks.push(c as Buffer);
+    out.push([e.header.name, Buffer.concat(chunks).toString(), e.header.mode ?? 0]);
+  }
+  return out;
 }

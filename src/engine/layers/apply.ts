@@ -314,11 +314,10 @@ class Applier {
   }
 
   private async file(t: Target, h: TarHeader, body: EntryBody): Promise<void> {
-    if (this.tree.mayExist(t.rel) && lstatOrNull(t.abs)) this.remove(t);
-    this.tree.noteCreated(t.rel);
     // A small body is read whole first: the file is then made in one go, with nothing awaited while it is open.
     const source = h.size <= SMALL_FILE ? await readSmallBody(body) : body;
-    const fd = openSync(t.abs, FILE_FLAGS, 0o600);
+    const fd = this.create(t);
+    this.tree.noteCreated(t.rel);
     try {
       this.size += await writeBody(fd, source);
       // chown clears setuid/setgid and capabilities, and writing clears them too: data, owner, mode, xattrs, in that order.
@@ -330,6 +329,21 @@ class Applier {
     } finally {
       closeSync(fd);
     }
+  }
+
+  /**
+   * A new file in place of whatever is there: created first (O_EXCL, never
+   * following), and only what stands in the way removed, so the common case
+   * (nothing there) costs no lstat.
+   */
+  private create(t: Target): number {
+    try {
+      return openSync(t.abs, FILE_FLAGS, 0o600);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || !this.tree.mayExist(t.rel)) throw e;
+    }
+    this.remove(t);
+    return openSync(t.abs, FILE_FLAGS, 0o600);
   }
 
   private directory(t: Target, h: TarHeader): void {

@@ -10,6 +10,8 @@ import { extractLayer } from './unpack.js';
 
 /** Bytes the thread buffers per job before it reports them consumed (below the loop's window). */
 const BUFFER = 1 << 20;
+/** Consumed bytes are acknowledged in lumps of this size (or when all is consumed): one message per read() was a hop per chunk. */
+const ACK_STEP = 256 << 10;
 
 if (!parentPort) throw new Error('extract-worker runs as a worker thread');
 
@@ -25,7 +27,8 @@ async function run(job: JobStart): Promise<void> {
     // Asked for more: everything not buffered any more was consumed.
     read() {
       const consumed = received - input.readableLength;
-      if (consumed > acked) {
+      // Everything consumed is always acknowledged: the loop may be waiting for exactly that.
+      if (consumed - acked >= ACK_STEP || (consumed > acked && input.readableLength === 0)) {
         reply({ ack: consumed - acked });
         acked = consumed;
       }

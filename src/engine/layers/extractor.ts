@@ -38,6 +38,8 @@ import type { Compression, ExtractedLayer } from './unpack.js';
 export const WORKER_SCRIPT = path.join(packageRoot, 'dist/extract-worker.cjs');
 /** Bytes sent to a thread and not yet consumed by it, at most. */
 const WINDOW = 4 << 20;
+/** Private chunks are gathered into messages of this size (see Job.stage). */
+const STAGE = 512 << 10;
 const IDLE_MS = 15_000;
 
 export interface ExtractOptions {
@@ -227,6 +229,11 @@ class Job {
   /** Why the input was destroyed: what `done` rejects with once the thread has stopped. */
   private abandoned: Error | null = null;
   private settled = false;
+  /** Private chunks gathered into one transferable buffer (stage()). */
+  private staged: Uint8Array | undefined;
+  private stagedLength = 0;
+  private wroteThisTurn = false;
+  flushCheck: NodeJS.Immediate | undefined;
 
   constructor(
     private readonly port: MessagePort,
@@ -247,6 +254,7 @@ class Job {
         );
       },
       final(cb) {
+        job.flush();
         job.post({ end: true });
         cb();
       },
@@ -256,6 +264,7 @@ class Job {
           job.abandoned ??= err ?? new Error('layer extraction abandoned');
           job.post({ abort: true });
         }
+        clearImmediate(job.flushCheck);
         job.unblock(err);
         cb(err);
       },
@@ -273,24 +282,62 @@ class Job {
   }
 
   private send(chunks: Buffer[], cb: (e?: Error | null) => void): void {
-    const data: Uint8Array[] = [];
-    const transfer: ArrayBuffer[] = [];
     let length = 0;
     for (const c of chunks) {
       length += c.length;
       if (c.buffer instanceof SharedArrayBuffer) {
-        data.push(c); // shared as it is
+        this.flush();
+        this.post({ data: [c] }); // shared as it is
       } else {
-        const copy = new Uint8Array(c.length);
-        copy.set(c);
-        data.push(copy);
-        transfer.push(copy.buffer);
+        this.stage(c);
       }
     }
-    this.post({ data }, transfer);
     this.inFlight += length;
     if (this.inFlight < WINDOW) cb();
-    else this.blocked = cb;
+    else {
+      this.flush(); // the thread must see all it is waited on for
+      this.blocked = cb;
+    }
+  }
+
+  /**
+   * Copies a private chunk into the staging buffer, sent when full or once
+   * a turn of the loop brings nothing more: one message per STAGE bytes, not
+   * per socket read (an upload of small HTTP chunks made thousands of hops,
+   * each a message on both threads, and an ack back).
+   */
+  private stage(c: Buffer): void {
+    for (let at = 0; at < c.length; ) {
+      this.staged ??= new Uint8Array(STAGE);
+      const n = Math.min(c.length - at, STAGE - this.stagedLength);
+      this.staged.set(c.subarray(at, at + n), this.stagedLength);
+      this.stagedLength += n;
+      at += n;
+      if (this.stagedLength === STAGE) this.flush();
+    }
+    this.wroteThisTurn = true;
+    if (this.stagedLength > 0 && !this.flushCheck) this.flushCheck = setImmediate(() => this.flushIfQuiet());
+  }
+
+  /** Runs after each poll of the loop while bytes are staged: sends them once a poll brought no more. */
+  private flushIfQuiet(): void {
+    this.flushCheck = undefined;
+    if (this.stagedLength === 0) return;
+    if (!this.wroteThisTurn) {
+      this.flush();
+      return;
+    }
+    this.wroteThisTurn = false;
+    this.flushCheck = setImmediate(() => this.flushIfQuiet());
+  }
+
+  /** Sends what is staged (a fresh buffer, transferred: no copy of it is kept). */
+  private flush(): void {
+    if (!this.staged || this.stagedLength === 0) return;
+    const data = this.staged.subarray(0, this.stagedLength);
+    this.staged = undefined;
+    this.stagedLength = 0;
+    this.post({ data: [data] }, [data.buffer as ArrayBuffer]);
   }
 
   private post(m: ToThread, transfer: ArrayBuffer[] = []): void {
