@@ -6,7 +6,6 @@
 // chain; the image is recorded only when the tree is in place.
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { VERSION } from '../../config.js';
 import { invalidParameter, messageOf } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
@@ -14,7 +13,7 @@ import type { EventBus } from '../events.js';
 import { type ContainerConfigFields, dockerConfig, type ImageConfig } from '../images/config.js';
 import type { Extractor } from '../layers/extractor.js';
 import { LayerStore } from '../layers/layer-store.js';
-import { sniffMediaType } from '../layers/unpack.js';
+import { storedLayerMediaType } from '../layers/unpack.js';
 import { hostPlatform, parsePlatform, type Platform } from '../registry/manifest.js';
 import type { ImageRepository, LayerRow } from '../store/images.js';
 import { applyChanges } from './instructions.js';
@@ -72,26 +71,18 @@ export async function importImage(deps: ImportDeps, req: ImportRequest): Promise
 async function installLayer(deps: ImportDeps, digest: string): Promise<LayerRow> {
   const { repo, layers, content, extractor } = deps;
   const staged = await layers.stage('import');
-  let extracted: { diffId?: string; size: number };
+  let extracted: { diffId: string; size: number };
   try {
-    const job = extractor.extract(staged.diffDir, {
-      mediaType: sniffMediaType(await content.readHead(digest, 4)),
-      digest: true,
-    });
-    const source = content.read(digest);
-    try {
-      [, extracted] = await Promise.all([pipeline(source, job.input), job.done]);
-    } catch (e) {
-      source.destroy();
-      job.input.destroy();
-      await job.done.catch(() => undefined);
-      throw e;
-    }
+    extracted = await extractor.unpack(
+      content.read(digest),
+      await storedLayerMediaType(content, digest),
+      staged.diffDir,
+    );
   } catch (e) {
     await staged.discard();
     throw e;
   }
-  const chainId = extracted.diffId!;
+  const chainId = extracted.diffId;
   const known = repo.layer(chainId);
   if (known) {
     await staged.discard();

@@ -20,14 +20,13 @@
 // only when all its layers are in place; nothing half-loaded is listed.
 import path from 'node:path';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import * as tarStream from 'tar-stream';
 import { invalidParameter, messageOf } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';
 import type { Extraction, Extractor } from '../layers/extractor.js';
 import { chainIds, LayerStore, type StagedLayer } from '../layers/layer-store.js';
-import { sniffMediaType } from '../layers/unpack.js';
+import { sniffMediaType, storedLayerMediaType } from '../layers/unpack.js';
 import { familiarString, parseReference } from '../reference.js';
 import { hostPlatform, MediaTypes, parseManifest, selectManifest } from '../registry/manifest.js';
 import type { ImageRepository, LayerRow } from '../store/images.js';
@@ -406,8 +405,7 @@ export class Loader {
     progress: (bytes: number) => void,
   ): Promise<number> {
     const { content, extractor } = this.deps;
-    const mediaType = sniffMediaType(await content.readHead(blob.digest, 4));
-    const job = extractor.extract(dir, { mediaType, digest: true });
+    const mediaType = await storedLayerMediaType(content, blob.digest);
     let bytes = 0;
     let last = 0;
     const source = content.read(blob.digest);
@@ -418,17 +416,10 @@ export class Loader {
         progress(bytes);
       }
     });
-    try {
-      const [, layer] = await Promise.all([pipeline(source, job.input), job.done]);
-      if (layer.diffId !== diffId)
-        throw invalidParameter(`invalid diffID for layer ${index}: expected "${diffId}", got "${layer.diffId}"`);
-      return layer.size;
-    } catch (e) {
-      source.destroy();
-      job.input.destroy();
-      await job.done.catch(() => undefined); // the thread has stopped writing before the tree is removed
-      throw e;
-    }
+    const layer = await extractor.unpack(source, mediaType, dir);
+    if (layer.diffId !== diffId)
+      throw invalidParameter(`invalid diffID for layer ${index}: expected "${diffId}", got "${layer.diffId}"`);
+    return layer.size;
   }
 
   /** Removes what the archive brought into the store that no image took (its metadata files, unused blobs). */

@@ -10,7 +10,7 @@ import type { Writable } from 'node:stream';
 import { noSuchImage, systemError } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import { computeDigest } from '../content/store.js';
-import { sniffMediaType } from '../layers/unpack.js';
+import { storedLayerMediaType } from '../layers/unpack.js';
 import { bodyPadding, encodeEntryHeader, endOfArchive, type EntryType } from '../layers/tarformat.js';
 import { parseReference, type Reference } from '../reference.js';
 import { type Descriptor, MediaTypes } from '../registry/manifest.js';
@@ -182,7 +182,7 @@ async function ociManifest(
 ): Promise<ArchiveBlob & { mediaType: string }> {
   const layerDescriptors = await Promise.all(
     layers.map(async (l) => ({
-      mediaType: sniffMediaType(await deps.content.readHead(l.digest, 4)),
+      mediaType: await storedLayerMediaType(deps.content, l.digest),
       digest: l.digest,
       size: l.size,
     })),

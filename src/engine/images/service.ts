@@ -5,7 +5,7 @@ import { conflict, invalidParameter, noSuchImage, notFound, systemError } from '
 import type { ContentStore } from '../content/store.js';
 import { boolFilter, checkFilters, globMatch, matchLabels, parseUntil, type Filters } from '../filters.js';
 import type { LayerStore } from '../layers/layer-store.js';
-import { sniffMediaType } from '../layers/unpack.js';
+import { storedLayerMediaType } from '../layers/unpack.js';
 import type { Extractor } from '../layers/extractor.js';
 import type { ImageRepository, ImageRow, LayerRow } from '../store/images.js';
 import type { Logger } from '../../log.js';
@@ -213,8 +213,7 @@ export class ImageService {
     const { layers, content, extractor } = this.deps;
     return layers.ensure(l.chain_id, async (dir) => {
       if (!l.blob) throw systemError(`layer ${l.chain_id} has no tree on disk and no blob to make it from`);
-      const mediaType = sniffMediaType(await content.readHead(l.blob, 4));
-      await extractor.unpackBlob(content.read(l.blob), mediaType, dir, l.diff_id);
+      await extractor.unpackBlob(content.read(l.blob), await storedLayerMediaType(content, l.blob), dir, l.diff_id);
     });
   }
 

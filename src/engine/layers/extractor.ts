@@ -123,19 +123,28 @@ export class Extractor {
    * bytes have the diff id the image says. Resolves with the layer's size.
    */
   async unpackBlob(blob: Readable, mediaType: string, dir: string, diffId: string): Promise<number> {
+    const layer = await this.unpack(blob, mediaType, dir);
+    if (layer.diffId !== diffId)
+      throw systemError(`layer content has diff id ${layer.diffId}, the image says ${diffId}`);
+    return layer.size;
+  }
+
+  /**
+   * Extracts a layer blob into `dir`, computing its diff id. On a failure the
+   * blob is destroyed and it rejects only once the thread has stopped writing
+   * into `dir`, for the caller to remove.
+   */
+  async unpack(blob: Readable, mediaType: string, dir: string): Promise<{ diffId: string; size: number }> {
     const job = this.extract(dir, { mediaType, digest: true });
-    let layer: ExtractedLayer;
     try {
-      [, layer] = await Promise.all([pipeline(blob, job.input), job.done]);
+      const [, layer] = await Promise.all([pipeline(blob, job.input), job.done]);
+      return { diffId: layer.diffId!, size: layer.size };
     } catch (e) {
       blob.destroy();
       job.input.destroy();
       await job.done.catch(() => undefined); // the thread has stopped writing before the caller cleans up
       throw e;
     }
-    if (layer.diffId !== diffId)
-      throw systemError(`layer content has diff id ${layer.diffId}, the image says ${diffId}`);
-    return layer.size;
   }
 
   /** Stops every thread; their extractions fail. */

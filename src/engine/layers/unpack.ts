@@ -37,6 +37,14 @@ export function sniffMediaType(head: Buffer): string {
   return 'application/vnd.oci.image.layer.v1.tar';
 }
 
+/** The media type of a stored layer blob, from its first bytes. */
+export async function storedLayerMediaType(
+  content: { readHead(digest: string, n: number): Promise<Buffer> },
+  digest: string,
+): Promise<string> {
+  return sniffMediaType(await content.readHead(digest, 4));
+}
+
 /** A tar fault as dockerd words it. */
 function tarError(e: unknown): never {
   if (isEngineError(e)) throw e;
