@@ -344,15 +344,8 @@ export class Endpoints {
 
   /** Containers sharing a network with this one that have links there (their /etc/hosts may name it). */
   linkersNear(containerId: string): string[] {
-    const { repo } = this.deps;
-    const nets = repo.endpointsOfContainer(containerId).map((r) => r.network_id);
-    const linkers = nets.flatMap((n) =>
-      repo
-        .endpointsOfNetwork(n)
-        .filter((r) => r.container_id !== containerId && r.links !== '[]')
-        .map((r) => r.container_id),
-    );
-    return [...new Set(linkers)];
+    // One query: every start asks it, and reading each network's endpoints would cost one row per container.
+    return this.deps.repo.linkersNear(containerId);
   }
 
   /** The container's address on the default bridge ('' until it has one); undefined when it is not on it. */

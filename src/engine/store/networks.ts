@@ -48,6 +48,10 @@ const statements = (db: Db) => ({
   remove: db.prepare('DELETE FROM networks WHERE id = ?'),
   endpointsOfNetwork: db.prepare('SELECT * FROM endpoints WHERE network_id = ? ORDER BY seq'),
   endpointsOfContainer: db.prepare('SELECT * FROM endpoints WHERE container_id = ? ORDER BY seq'),
+  linkersNear: db.prepare(
+    `SELECT DISTINCT other.container_id FROM endpoints mine JOIN endpoints other ON other.network_id = mine.network_id
+     WHERE mine.container_id = ? AND other.container_id != mine.container_id AND other.links != '[]'`,
+  ),
   allEndpoints: db.prepare('SELECT * FROM endpoints ORDER BY seq'),
   endpointCount: db.prepare('SELECT count(*) AS n FROM endpoints WHERE network_id = ?'),
   nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM endpoints'),
@@ -95,6 +99,11 @@ export class NetworkRepository {
 
   endpointsOfNetwork(networkId: string): EndpointRow[] {
     return this.q.endpointsOfNetwork.all(networkId) as EndpointRow[];
+  }
+
+  /** The other containers with links on a network this one is on. */
+  linkersNear(containerId: string): string[] {
+    return (this.q.linkersNear.all(containerId) as { container_id: string }[]).map((r) => r.container_id);
   }
 
   endpointsOfContainer(containerId: string): EndpointRow[] {
