@@ -1,6 +1,18 @@
 # The mission's operations with curl, sourced by quickstart.sh (needs show, SOCK, REG).
 # Each step prints the request and berthd's answer.
 api() { curl -s --unix-socket "$SOCK" "$@"; }
+# Creates, starts and waits for a container (each request shown); its id is left in $CID.
+run_to_end() {
+  show POST /v1.43/containers/create "$1"
+  CID=$(echo "$LAST" | json_field Id)
+  show POST "/v1.43/containers/$CID/start"
+  show POST "/v1.43/containers/$CID/wait"
+}
+# Prints a container's stdout (frame headers dropped), as curl shows it; $2 is a comment.
+show_logs() {
+  echo; echo "\$ curl --unix-socket $SOCK 'http://localhost/v1.43/containers/$1/logs?stdout=1'${2:+   # $2}"
+  api "http://localhost/v1.43/containers/$1/logs?stdout=1" | tr -d '\000\001\002' ; echo
+}
 json_field() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const v=JSON.parse(s);console.log(process.argv[1].split(".").reduce((o,k)=>o[k],v))})' "$1"; }
 
 echo; echo "# Pull busybox from the local registry (progress stream)"
@@ -38,25 +50,17 @@ show GET /v1.43/containers/qs-web/json
 PORT=$(echo "$LAST" | node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>console.log(JSON.parse(s).NetworkSettings.Ports["80/tcp"][0].HostPort))')
 echo; echo "\$ curl http://127.0.0.1:$PORT/    # the published port, from the host"
 for _ in 1 2 3 4 5 6 7 8 9 10; do curl -sf "http://127.0.0.1:$PORT/" && break; sleep 0.2; done
-show POST /v1.43/containers/create '{"Image":"'"$REG"'/busybox:latest","Cmd":["wget","-q","-O","-","http://qs-web/"],"HostConfig":{"NetworkMode":"quickstart-net"}}'
-NID=$(echo "$LAST" | json_field Id)
-show POST "/v1.43/containers/$NID/start"
-show POST "/v1.43/containers/$NID/wait"
-echo; echo "\$ curl --unix-socket $SOCK 'http://localhost/v1.43/containers/$NID/logs?stdout=1'   # qs-web, reached by name"
-api "http://localhost/v1.43/containers/$NID/logs?stdout=1" | tr -d '\000\001\002' ; echo
+run_to_end '{"Image":"'"$REG"'/busybox:latest","Cmd":["wget","-q","-O","-","http://qs-web/"],"HostConfig":{"NetworkMode":"quickstart-net"}}'
+NID=$CID
+show_logs "$NID" "qs-web, reached by name"
 
 echo; echo "# Volumes: a named volume written by one container and read by another"
 show POST /v1.43/volumes/create '{"Name":"quickstart-data","Labels":{"from":"walkthrough"}}'
-show POST /v1.43/containers/create '{"Image":"'"$REG"'/busybox:latest","Cmd":["sh","-c","echo kept in a volume > /data/note"],"HostConfig":{"Binds":["quickstart-data:/data"]}}'
-VW=$(echo "$LAST" | json_field Id)
-show POST "/v1.43/containers/$VW/start"
-show POST "/v1.43/containers/$VW/wait"
-show POST /v1.43/containers/create '{"Image":"'"$REG"'/busybox:latest","Cmd":["cat","/data/note"],"HostConfig":{"Binds":["quickstart-data:/data:ro"]}}'
-VR=$(echo "$LAST" | json_field Id)
-show POST "/v1.43/containers/$VR/start"
-show POST "/v1.43/containers/$VR/wait"
-echo; echo "\$ curl --unix-socket $SOCK 'http://localhost/v1.43/containers/$VR/logs?stdout=1'"
-api "http://localhost/v1.43/containers/$VR/logs?stdout=1" | tr -d '\000\001\002' ; echo
+run_to_end '{"Image":"'"$REG"'/busybox:latest","Cmd":["sh","-c","echo kept in a volume > /data/note"],"HostConfig":{"Binds":["quickstart-data:/data"]}}'
+VW=$CID
+run_to_end '{"Image":"'"$REG"'/busybox:latest","Cmd":["cat","/data/note"],"HostConfig":{"Binds":["quickstart-data:/data:ro"]}}'
+VR=$CID
+show_logs "$VR"
 show GET /v1.43/volumes
 show GET /v1.43/system/df
 

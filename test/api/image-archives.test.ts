@@ -11,7 +11,7 @@ import path from 'node:path';
 import * as tarStream from 'tar-stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../harness/daemon.js';
-import { type Env, useEnv } from '../harness/env.js';
+import { type Env, runToEnd, useEnv } from '../harness/env.js';
 import { buildImage, buildIndex, buildLayer, busyboxLayer, BUSYBOX_CONFIG, sha256 } from '../harness/images.js';
 import { tarOf, type TarEntry } from '../harness/tar.js';
 import { dockerCli } from '../harness/cli.js';
@@ -68,15 +68,7 @@ async function load(archive: Buffer, quiet = true) {
 const imageList = async () => (await d.request('GET', '/images/json')).json as { Id: string; RepoTags: string[] }[];
 const inspect = async (ref: string) => (await d.request('GET', `/images/${encodeURIComponent(ref)}/json`)).json;
 
-async function runEcho(image: string, text: string): Promise<string> {
-  const c = await d.request('POST', '/containers/create', { body: { Image: image, Cmd: ['echo', text] } });
-  expect(c.status, c.text).toBe(201);
-  await d.request('POST', `/containers/${c.json.Id}/start`);
-  await d.request('POST', `/containers/${c.json.Id}/wait`);
-  const logs = await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`);
-  await d.request('DELETE', `/containers/${c.json.Id}`);
-  return logs.body.subarray(8).toString();
-}
+const runEcho = (image: string, text: string) => runToEnd(d, { Image: image, Cmd: ['echo', text] });
 
 /** The files of the content store (what a refused load must not leave behind). */
 const storedBlobs = () => readdirSync(path.join(d.dataRoot, 'content', 'blobs', 'sha256')).sort();
@@ -148,14 +140,7 @@ describe('docker save', () => {
     const r = await load(archive, false);
     expect(r.status, r.text).toBe(200);
     expect(lines(r.text).at(-1)).toEqual({ stream: 'Loaded image: committed:v1\n' });
-    const check = await d.request('POST', '/containers/create', {
-      body: { Image: 'committed:v1', Cmd: ['cat', '/marker'] },
-    });
-    await d.request('POST', `/containers/${check.json.Id}/start`);
-    await d.request('POST', `/containers/${check.json.Id}/wait`);
-    const logs = await d.request('GET', `/containers/${check.json.Id}/logs?stdout=1`);
-    expect(logs.body.subarray(8).toString()).toBe('committed\n');
-    await d.request('DELETE', `/containers/${check.json.Id}`);
+    expect(await runToEnd(d, { Image: 'committed:v1', Cmd: ['cat', '/marker'] })).toBe('committed\n');
   });
 
   it('lets go of the image when the client hangs up part way, and keeps serving', async () => {
@@ -422,12 +407,7 @@ describe('docker import', () => {
     expect(img.RootFS.Layers).toHaveLength(1);
     const history = (await d.request('GET', '/images/imported/one:v1/history')).json;
     expect(history[0].Comment).toBe('from a tar');
-    const c = await d.request('POST', '/containers/create', { body: { Image: 'imported/one:v1' } });
-    await d.request('POST', `/containers/${c.json.Id}/start`);
-    await d.request('POST', `/containers/${c.json.Id}/wait`);
-    const logs = await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`);
-    expect(logs.body.subarray(8).toString()).toBe('imported\n');
-    await d.request('DELETE', `/containers/${c.json.Id}`);
+    expect(await runToEnd(d, { Image: 'imported/one:v1' })).toBe('imported\n');
   });
 
   it('takes a gzip body and a URL (fromSrc=http://…), giving the same layer', async () => {

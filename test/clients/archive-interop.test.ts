@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../harness/daemon.js';
 import { startDockerd, type Dockerd } from '../harness/dockerd.js';
-import { type Env, useEnv } from '../harness/env.js';
+import { type Env, runToEnd, useEnv } from '../harness/env.js';
 
 const ctx = useEnv();
 let env: Env;
@@ -59,13 +59,6 @@ describe('archives between berth, dockerd 20.10 and skopeo', () => {
     const loaded = await d.request('POST', '/images/load', { raw: saved.body });
     expect(loaded.text).toContain('Loaded image: interop/back:2');
     expect(await inspectId(d, 'interop/back:2')).toBe(id);
-    const c = await d.request('POST', '/containers/create', {
-      body: { Image: 'interop/back:2', Cmd: ['echo', 'via dockerd'] },
-    });
-    await d.request('POST', `/containers/${c.json.Id}/start`);
-    await d.request('POST', `/containers/${c.json.Id}/wait`);
-    const logs = await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`);
-    expect(logs.body.subarray(8).toString()).toBe('via dockerd\n');
-    await d.request('DELETE', `/containers/${c.json.Id}`);
+    expect(await runToEnd(d, { Image: 'interop/back:2', Cmd: ['echo', 'via dockerd'] })).toBe('via dockerd\n');
   });
 });

@@ -4,6 +4,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { busyboxImage, pushImage } from './images.js';
 import { startDaemon, type Daemon, type DaemonOptions } from './daemon.js';
 import { startRegistry, type Registry } from './registry.js';
+import { demuxText } from './streams.js';
 
 export interface Env {
   registry: Registry;
@@ -62,6 +63,17 @@ export async function startEnv(daemonOptions: DaemonOptions = {}): Promise<Env> 
     await registry.stop();
     throw e;
   }
+}
+
+/** Creates a container from `body`, runs it to its end and removes it; resolves with its stdout. */
+export async function runToEnd(d: Daemon, body: Record<string, unknown>): Promise<string> {
+  const c = await d.request('POST', '/containers/create', { body });
+  if (c.status !== 201) throw new Error(`create: ${c.status} ${c.text}`);
+  await d.request('POST', `/containers/${c.json.Id}/start`);
+  await d.request('POST', `/containers/${c.json.Id}/wait`);
+  const logs = await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`);
+  await d.request('DELETE', `/containers/${c.json.Id}`);
+  return demuxText(logs.body);
 }
 
 /** Force-removes every container so no process or mount outlives a test file. */
