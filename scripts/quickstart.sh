@@ -12,10 +12,25 @@ Q=$ROOT/.quickstart
 SOCK=$Q/berth.sock
 
 stop() {
+  local pids=()
   for f in "$Q/berthd.pid" "$Q/registry.pid"; do
-    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+    if [ -f "$f" ]; then
+      pids+=("$(cat "$f")")
+      kill "${pids[-1]}" 2>/dev/null || true
+    fi
     rm -f "$f"
   done
+  for p in "${pids[@]}"; do
+    while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+  done
+  # The default bridge and berth's firewall chains outlive berthd (as docker0 and DOCKER's outlive
+  # dockerd, so that running containers keep their network); the walkthrough's containers are gone,
+  # so a stop leaves the machine as it found it, unless a container still runs under its monitor.
+  if [ -d "$Q/data" ] && ! pgrep -f "conmon.*$Q/" >/dev/null; then
+    ip link del berth0 2>/dev/null || true
+    [ -f dist/engine/network/firewall.js ] && node -e "import('./dist/engine/network/firewall.js')
+      .then((m) => new m.Firewall({ prefix: 'BERTH' }).teardown())" 2>/dev/null || true
+  fi
 }
 if [ "${1:-}" = "stop" ]; then stop; echo "stopped"; exit 0; fi
 
