@@ -274,7 +274,8 @@ class Applier {
     const parent = this.tree.resolveDir(parentComps, 'create', h.name);
     const rel = LayerTree.child(parent, base);
     const target: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel(comps) };
-    if (this.copy?.noOverwriteDirNonDir) this.keepKinds(target, h, this.copy.name);
+    // A file or directory is checked only once its creation finds something there (create, directory).
+    if (type !== 'file' && type !== 'contiguous-file' && type !== 'directory') this.keepKinds(target, h);
 
     switch (type) {
       case 'file':
@@ -295,8 +296,10 @@ class Applier {
     }
   }
 
-  /** dockerd's noOverwriteDirNonDir, in its words. */
-  private keepKinds(t: Target, h: TarHeader, dest: string): void {
+  /** dockerd's noOverwriteDirNonDir, in its words, when the copy asks for it. */
+  private keepKinds(t: Target, h: TarHeader): void {
+    if (!this.copy?.noOverwriteDirNonDir) return;
+    const dest = this.copy.name;
     const st = lstatOrNull(t.abs);
     if (!st) return;
     const name = JSON.stringify(t.lexical);
@@ -316,7 +319,7 @@ class Applier {
   private async file(t: Target, h: TarHeader, body: EntryBody): Promise<void> {
     // A small body is read whole first: the file is then made in one go, with nothing awaited while it is open.
     const source = h.size <= SMALL_FILE ? await readSmallBody(body) : body;
-    const fd = this.create(t);
+    const fd = this.create(t, h);
     this.tree.noteCreated(t.rel);
     try {
       this.size += await writeBody(fd, source);
@@ -336,12 +339,13 @@ class Applier {
    * following), and only what stands in the way removed, so the common case
    * (nothing there) costs no lstat.
    */
-  private create(t: Target): number {
+  private create(t: Target, h: TarHeader): number {
     try {
       return openSync(t.abs, FILE_FLAGS, 0o600);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || !this.tree.mayExist(t.rel)) throw e;
     }
+    this.keepKinds(t, h);
     this.remove(t);
     return openSync(t.abs, FILE_FLAGS, 0o600);
   }
@@ -351,6 +355,7 @@ class Applier {
       mkdirSync(t.abs, 0o700);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      this.keepKinds(t, h);
       if (!lstatOrNull(t.abs)?.isDirectory()) {
         // Anything else, a symlink above all, is replaced and never followed (CVE-2021-32760).
         this.remove(t);
