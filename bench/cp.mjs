@@ -2,13 +2,23 @@
 // directories of 100) into a running container and back out, with the docker
 // CLI, berthd vs dockerd. Each run copies into a fresh path (`/in-N`) and out
 // into a fresh host directory; the clock runs around the CLI command. With
-// both daemons, their runs alternate so that both see the same load.
+// both daemons, their runs alternate, the first of each pair taking turns, so
+// that both see the same load; each copy's CPU time (the daemon's process and
+// the children it waited for: dockerd untars in one) is printed beside it, a
+// steadier figure than wall time on a shared machine.
+//
+// The copies are removed only after the last run. On an ext4 without a journal
+// (the test machines') a file created within a minute or so of thousands of
+// deletions in the same block group pays for a scan past every one of them
+// (the kernel's recently_deleted check): removing each run's copy made the next
+// run's creations in that daemon's group slower and slower, by how full the
+// group happened to be rather than by anything the daemon does.
 //
 // Usage: node bench/cp.mjs [runs=5]
 //   BERTH_BENCH_PROFILE=DIR  also writes berthd's CPU profiles (node --cpu-prof; one per thread) into DIR
 //   BERTH_BENCH_ONLY_BERTHD=1  skips dockerd (for profiling)
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -30,6 +40,12 @@ import {
 
 const runs = Math.max(1, Math.min(50, Number(process.argv[2] ?? 5)));
 const profileDir = process.env.BERTH_BENCH_PROFILE ? path.resolve(process.env.BERTH_BENCH_PROFILE) : undefined;
+
+/** CPU ms (user + system) of the process and of the children it has waited for. */
+function cpuMs(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return ((Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 1000) / 100; // clock ticks (USER_HZ 100)
+}
 
 /** The tree copied in: big.bin and files/dD/fF.txt. */
 function sourceTree(dir) {
@@ -55,29 +71,35 @@ await runBench(async () => {
     await pull(d, ref);
     const id = await createContainer(d, { Image: ref, Cmd: ['sleep', '100000'] });
     await startContainer(d, id);
-    targets.push({ d, id, cli: dockerCli(d), in: [], out: [] });
+    targets.push({ d, id, cli: dockerCli(d), in: [], out: [], inCpu: [], outCpu: [] });
   }
   console.log(
     `100 MiB + 2,000 files; ${runs} runs per daemon${daemons.length > 1 ? ', alternating' : ''}; load average ${os.loadavg()[0].toFixed(2)} on ${os.availableParallelism()} CPUs`,
   );
   for (let i = 0; i < runs; i++) {
     const line = [];
-    for (const t of targets) {
+    for (const t of i % 2 === 0 ? targets : [...targets].reverse()) {
+      const c0 = cpuMs(t.d.pid);
       const into = await t.cli(['cp', src, `${t.id}:/in-${i}`]);
       if (into.code !== 0) throw new Error(`${t.d.kind} cp in: ${into.stderr}`);
+      const c1 = cpuMs(t.d.pid);
       const outDir = path.join(work, `${t.d.kind}-out-${i}`);
       const out = await t.cli(['cp', `${t.id}:/in-${i}`, outDir]);
       if (out.code !== 0) throw new Error(`${t.d.kind} cp out: ${out.stderr}`);
+      const c2 = cpuMs(t.d.pid);
       t.in.push(into.ms);
       t.out.push(out.ms);
-      line.push(`${t.d.kind} in ${into.ms.toFixed(0)} ms, out ${out.ms.toFixed(0)} ms`);
-      await t.cli(['exec', t.id, 'rm', '-rf', `/in-${i}`]); // untimed
+      t.inCpu.push(c1 - c0);
+      t.outCpu.push(c2 - c1);
+      line.push(
+        `${t.d.kind} in ${into.ms.toFixed(0)} ms (cpu ${c1 - c0}), out ${out.ms.toFixed(0)} ms (cpu ${c2 - c1})`,
+      );
     }
-    console.log(`  run ${i + 1}: ${line.join('; ')}`);
+    console.log(`  run ${i + 1}: ${line.join('; ')}; load ${os.loadavg()[0].toFixed(2)}`);
   }
   for (const t of targets) {
-    console.log(`${t.d.kind.padEnd(8)} cp in:  ${fmtMs(stats(t.in))}`);
-    console.log(`${t.d.kind.padEnd(8)} cp out: ${fmtMs(stats(t.out))}`);
+    console.log(`${t.d.kind.padEnd(8)} cp in:  ${fmtMs(stats(t.in))}; cpu median ${stats(t.inCpu).median} ms`);
+    console.log(`${t.d.kind.padEnd(8)} cp out: ${fmtMs(stats(t.out))}; cpu median ${stats(t.outCpu).median} ms`);
   }
   if (targets.length < 2) {
     console.log('dockerd: not installed; berthd figures only');
@@ -85,6 +107,10 @@ await runBench(async () => {
   }
   const [b, k] = targets;
   const both = (t) => t.in.map((x, j) => x + t.out[j]);
+  // Each run's pair ran back to back, under much the same load: the median of the per-run ratios.
+  const paired = (a, b) => stats(a.map((x, j) => x / b[j])).median;
+  console.log(`paired ratio berthd/dockerd cp in (median of runs):  ${paired(b.in, k.in).toFixed(2)}×`);
+  console.log(`paired ratio berthd/dockerd cp out (median of runs): ${paired(b.out, k.out).toFixed(2)}×`);
   console.log(`ratio berthd/dockerd cp in (median):  ${ratio(stats(b.in).median, stats(k.in).median, 0.7)}`);
   console.log(`ratio berthd/dockerd cp out (median): ${ratio(stats(b.out).median, stats(k.out).median, 0.7)}`);
   console.log(`ratio berthd/dockerd in + out (median): ${ratio(stats(both(b)).median, stats(both(k)).median, 0.7)}`);

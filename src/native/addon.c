@@ -23,6 +23,7 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("llistxattr", js_llistxattr),
     EXPORT("readFiles", js_read_files),
     EXPORT("mknod", js_mknod),
+    EXPORT("createFileAt", js_create_file_at),
     EXPORT("flock", js_flock),
     EXPORT("addInodeFlags", js_add_inode_flags),
     EXPORT("openat2", js_openat2),

@@ -23,6 +23,7 @@ BINDING(js_llistxattr);
 #define READ_FILES_FIELDS 10
 BINDING(js_read_files);
 BINDING(js_mknod);
+BINDING(js_create_file_at);
 BINDING(js_flock);
 BINDING(js_add_inode_flags);
 // rooted.c

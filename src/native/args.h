@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ARGS_MAX 6
+#define ARGS_MAX 8
 
 // A call's arguments; the strings read through args_string stay valid until
 // args_done, which frees them all.

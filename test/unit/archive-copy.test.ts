@@ -2,7 +2,7 @@
 // into a live directory through descriptors (rooted-tree.ts), paths resolved
 // with openat2 inside a root, and dockerd's PathStat encoding. A "container"
 // here is a temp dir with symlinks planted to host paths outside it.
-import { closeSync, constants as C, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants as C, lstatSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,6 +10,7 @@ import { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { followInScope, goFileMode, goTime } from '../../src/engine/archive/pathstat.js';
 import { applyLayer } from '../../src/engine/layers/apply.js';
+import { createFileAt } from '../../src/engine/os/files.js';
 import { O_PATH, openDirInRoot, openInRoot, openRootView } from '../../src/engine/os/rooted.js';
 import { tarOf, type TarEntry } from '../harness/tar.js';
 
@@ -131,6 +132,43 @@ describe('applyLayer into a live directory (docker cp)', () => {
     await copyIn([{ name: 'd', body: 'file' }]);
     expect(await readFile(path.join(root, 'dest', 'd'), 'utf8')).toBe('file');
     await hostUntouched();
+  });
+
+  it('makes small files in one call with the archive owner, mode and time; a link in the way is replaced, not followed', async () => {
+    await symlink(path.join(host, 'sentinel'), path.join(root, 'dest', 'link'));
+    await writeFile(path.join(root, 'dest', 'old'), 'old');
+    const mtime = new Date(1_234_567_890_000);
+    await copyIn([
+      { name: 'sub/suid', body: 'x', mode: 0o4755, uid: 1000, gid: 1001, mtime },
+      { name: 'empty', body: '', mode: 0o600, uid: 7, gid: 8, mtime },
+      { name: 'link', body: 'not through the link', mode: 0o644 },
+      { name: 'old', body: 'new', mode: 0o640 },
+    ]);
+    await hostUntouched();
+    const st = lstatSync(path.join(root, 'dest', 'sub', 'suid'));
+    expect([st.mode & 0o7777, st.uid, st.gid, st.mtimeMs]).toEqual([0o4755, 1000, 1001, 1_234_567_890_000]);
+    const empty = lstatSync(path.join(root, 'dest', 'empty'));
+    expect([empty.size, empty.mode & 0o7777, empty.uid, empty.gid]).toEqual([0, 0o600, 7, 8]);
+    expect(lstatSync(path.join(root, 'dest', 'link')).isFile()).toBe(true);
+    expect(await readFile(path.join(root, 'dest', 'link'), 'utf8')).toBe('not through the link');
+    expect(await readFile(path.join(root, 'dest', 'old'), 'utf8')).toBe('new');
+  });
+
+  it('createFileAt makes only a new file of one name: never through a link, never over anything', async () => {
+    const dir = openSync(path.join(root, 'dest'), O_PATH | C.O_DIRECTORY);
+    try {
+      await symlink(path.join(host, 'sentinel'), path.join(root, 'dest', 'link'));
+      const owner = { uid: 0, gid: 0 };
+      expect(() => createFileAt(dir, 'link', [Buffer.from('x')], owner, 0o644, 0)).toThrow(/EEXIST/);
+      for (const name of ['', '.', '..', 'a/b', '../host']) {
+        expect(() => createFileAt(dir, name, [], owner, 0o644, 0), name).toThrow(/EINVAL/);
+      }
+      expect(createFileAt(dir, 'f', [Buffer.from('ab'), Buffer.from('c')], owner, 0o600, 0)).toBe(3);
+      expect(readFileSync(path.join(root, 'dest', 'f'), 'utf8')).toBe('abc');
+      await hostUntouched();
+    } finally {
+      closeSync(dir);
+    }
   });
 });
 

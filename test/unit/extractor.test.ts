@@ -75,6 +75,36 @@ describe('Extractor', () => {
     }
   });
 
+  it('hands owned chunks over without a copy, in order with the small ones it copies', async () => {
+    extractor = new Extractor();
+    const tar = await tarOf(entries);
+    const dir = await freshDir();
+    const job = extractor.extract(dir, { mediaType: TAR, digest: true, ownsChunks: true });
+    // As an HTTP body comes: chunks of their own memory, small (copied) and large (handed over) mixed.
+    const chunks: Buffer[] = [];
+    const owned: Buffer[] = [];
+    const slices: Buffer[] = [];
+    for (let at = 0, i = 0; at < tar.length; i++) {
+      const piece = tar.subarray(at, at + [512, 40, 32_768, 100_000, 7][i % 5]!);
+      // Every tenth chunk a slice of larger memory: that memory is not the chunk's to give, so it is copied.
+      const slice = i % 10 === 3;
+      const own = slice
+        ? Buffer.alloc(piece.length + 1).subarray(0, piece.length)
+        : Buffer.from(new ArrayBuffer(piece.length));
+      piece.copy(own);
+      chunks.push(own);
+      if (own.length >= 16 << 10) (slice ? slices : owned).push(own);
+      at += piece.length;
+    }
+    await pipeline(Readable.from(chunks), job.input);
+    expect(await job.done).toEqual({ size: big.length + 8, diffId: sha256(tar) });
+    expect((await readFile(path.join(dir, 'big.bin'))).equals(big)).toBe(true);
+    expect(owned.length).toBeGreaterThan(10);
+    expect(slices.length).toBeGreaterThan(2);
+    expect(owned.every((c) => c.buffer.byteLength === 0)).toBe(true); // transferred, not copied
+    expect(slices.every((c) => c.buffer.byteLength === c.length + 1)).toBe(true); // copied, still there
+  });
+
   it('runs several extractions at once on at most maxThreads threads', async () => {
     extractor = new Extractor({ maxThreads: 2 });
     const tar = await tarOf(entries);

@@ -133,7 +133,8 @@ export class ArchiveService {
   /** The extraction runs on an extraction thread (layers/extractor.ts), through the descriptors it is given. */
   private async extract(body: Readable, copy: Parameters<Extractor['extract']>[1]['copy']): Promise<void> {
     const mediaType = sniffMediaType(await peek(body));
-    const job = this.deps.extractor.extract('', { mediaType, ...(copy ? { copy } : {}) });
+    // An HTTP body's chunks are the body's alone: large ones go to the thread without a copy.
+    const job = this.deps.extractor.extract('', { mediaType, ownsChunks: true, ...(copy ? { copy } : {}) });
     try {
       await Promise.all([pipeline(body, job.input), job.done]);
     } catch (e) {

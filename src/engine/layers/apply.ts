@@ -45,7 +45,7 @@ import {
   systemError,
   type EngineError,
 } from '../../errors.js';
-import { mknod } from '../os/files.js';
+import { createFileAt, mknod } from '../os/files.js';
 import { O_PATH } from '../os/rooted.js';
 import { lsetxattr } from '../os/xattrs.js';
 import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
@@ -218,6 +218,9 @@ function keepRawPaxXattrs(extract: tarStream.Extract): void {
 
 /** Where one entry will be created: its verified parent, and itself. */
 interface Target {
+  /** The verified parent's key (ApplyTree.resolveDir) and the entry's own name in it. */
+  parent: string;
+  name: string;
   /** Relative path of the entry inside the layer (the parent is real; the last component is the entry's own name). */
   rel: string;
   abs: string;
@@ -273,8 +276,9 @@ class Applier {
     }
     const parent = this.tree.resolveDir(parentComps, 'create', h.name);
     const rel = LayerTree.child(parent, base);
-    const target: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel(comps) };
-    if (this.copy?.noOverwriteDirNonDir) this.keepKinds(target, h, this.copy.name);
+    const target: Target = { parent, name: base, rel, abs: this.tree.abs(rel), lexical: joinRel(comps) };
+    // A file or directory is checked only once its creation finds something there (create, directory).
+    if (type !== 'file' && type !== 'contiguous-file' && type !== 'directory') this.keepKinds(target, h);
 
     switch (type) {
       case 'file':
@@ -295,8 +299,10 @@ class Applier {
     }
   }
 
-  /** dockerd's noOverwriteDirNonDir, in its words. */
-  private keepKinds(t: Target, h: TarHeader, dest: string): void {
+  /** dockerd's noOverwriteDirNonDir, in its words, when the copy asks for it. */
+  private keepKinds(t: Target, h: TarHeader): void {
+    if (!this.copy?.noOverwriteDirNonDir) return;
+    const dest = this.copy.name;
     const st = lstatOrNull(t.abs);
     if (!st) return;
     const name = JSON.stringify(t.lexical);
@@ -310,13 +316,14 @@ class Applier {
   private rootEntry(h: TarHeader): void {
     if (h.type !== 'directory')
       throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} would replace the layer root`);
-    this.setDirMetadata({ rel: '', abs: this.tree.root, lexical: '' }, h);
+    this.setDirMetadata({ parent: '', name: '', rel: '', abs: this.tree.root, lexical: '' }, h);
   }
 
   private async file(t: Target, h: TarHeader, body: EntryBody): Promise<void> {
     // A small body is read whole first: the file is then made in one go, with nothing awaited while it is open.
     const source = h.size <= SMALL_FILE ? await readSmallBody(body) : body;
-    const fd = this.create(t);
+    if (Array.isArray(source) && this.createHeld(t, h, source)) return;
+    const fd = this.create(t, h);
     this.tree.noteCreated(t.rel);
     try {
       this.size += await writeBody(fd, source);
@@ -332,16 +339,38 @@ class Applier {
   }
 
   /**
+   * A small file in a directory the tree holds open, made in one native call
+   * from that descriptor (what file() does, without a path through
+   * /proc/self/fd or six trips into Node's fs). False when it cannot be made
+   * so: something is in its place (file() then removes it), or the entry has
+   * xattrs (set by path, between mode and times).
+   */
+  private createHeld(t: Target, h: TarHeader, chunks: Buffer[]): boolean {
+    const dirFd = this.tree.heldFd?.(t.parent);
+    if (dirFd === undefined || entryXattrs(h).length > 0) return false;
+    const owner = { uid: this.owner(h, 'uid'), gid: this.owner(h, 'gid') };
+    try {
+      this.size += createFileAt(dirFd, t.name, chunks, owner, permissions(h), mtimeOf(h));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw e;
+    }
+    this.tree.noteCreated(t.rel);
+    return true;
+  }
+
+  /**
    * A new file in place of whatever is there: created first (O_EXCL, never
    * following), and only what stands in the way removed, so the common case
    * (nothing there) costs no lstat.
    */
-  private create(t: Target): number {
+  private create(t: Target, h: TarHeader): number {
     try {
       return openSync(t.abs, FILE_FLAGS, 0o600);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || !this.tree.mayExist(t.rel)) throw e;
     }
+    this.keepKinds(t, h);
     this.remove(t);
     return openSync(t.abs, FILE_FLAGS, 0o600);
   }
@@ -351,6 +380,7 @@ class Applier {
       mkdirSync(t.abs, 0o700);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      this.keepKinds(t, h);
       if (!lstatOrNull(t.abs)?.isDirectory()) {
         // Anything else, a symlink above all, is replaced and never followed (CVE-2021-32760).
         this.remove(t);
@@ -425,7 +455,7 @@ class Applier {
   private whiteout(parentComps: string[], name: string, h: TarHeader): void {
     const dir = this.tree.resolveDir(parentComps, 'no-symlinks', h.name);
     const rel = LayerTree.child(dir, name);
-    const t: Target = { rel, abs: this.tree.abs(rel), lexical: joinRel([...parentComps, name]) };
+    const t: Target = { parent: dir, name, rel, abs: this.tree.abs(rel), lexical: joinRel([...parentComps, name]) };
     this.replacing(t, () => makeWhiteout(t.abs));
     lchownSync(t.abs, 0, 0); // a setgid parent would otherwise lend it its group
     const time = mtimeOf(h);

@@ -10,8 +10,13 @@ import { extractLayer } from './unpack.js';
 
 /** Bytes the thread buffers per job before it reports them consumed (below the loop's window). */
 const BUFFER = 1 << 20;
-/** Consumed bytes are acknowledged in lumps of this size (or when all is consumed): one message per read() was a hop per chunk. */
-const ACK_STEP = 256 << 10;
+/**
+ * Consumed bytes are acknowledged in lumps of this size: one message per
+ * read() was a hop per chunk, and one each time the buffer ran dry was still
+ * one per small message. The loop waits only with a whole window unacknowledged
+ * (extractor.ts WINDOW, several lumps), so a lump always comes.
+ */
+const ACK_STEP = 1 << 20;
 
 if (!parentPort) throw new Error('extract-worker runs as a worker thread');
 
@@ -27,8 +32,7 @@ async function run(job: JobStart): Promise<void> {
     // Asked for more: everything not buffered any more was consumed.
     read() {
       const consumed = received - input.readableLength;
-      // Everything consumed is always acknowledged: the loop may be waiting for exactly that.
-      if (consumed - acked >= ACK_STEP || (consumed > acked && input.readableLength === 0)) {
+      if (consumed - acked >= ACK_STEP) {
         reply({ ack: consumed - acked });
         acked = consumed;
       }

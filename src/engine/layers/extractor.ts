@@ -40,6 +40,8 @@ export const WORKER_SCRIPT = path.join(packageRoot, 'dist/extract-worker.cjs');
 const WINDOW = 4 << 20;
 /** Private chunks are gathered into messages of this size (see Job.stage). */
 const STAGE = 512 << 10;
+/** An owned chunk at least this large is transferred rather than copied (see ExtractOptions.ownsChunks). */
+const TRANSFER_MIN = 16 << 10;
 const IDLE_MS = 15_000;
 
 export interface ExtractOptions {
@@ -49,6 +51,13 @@ export interface ExtractOptions {
   digest?: boolean;
   /** Not a layer: a `docker cp` into a container's directory (apply.ts CopyTarget; `dir` is then unused). */
   copy?: CopyTarget;
+  /**
+   * Nobody but the extraction holds the chunks written to `input` (an HTTP
+   * body: Node's parser gives each chunk a memory of its own), so a large
+   * chunk that is the whole of its memory is handed to the thread as it is
+   * (transferred: detached here) rather than copied.
+   */
+  ownsChunks?: boolean;
 }
 
 export interface Extraction {
@@ -105,7 +114,7 @@ export class Extractor {
     const compression = compressionOf(opts.mediaType); // refused before any thread starts
     const { port1, port2 } = new MessageChannel();
     const thread = this.pick();
-    const job = new Job(port1, () => thread.finished(job));
+    const job = new Job(port1, () => thread.finished(job), opts.ownsChunks === true);
     thread.add(job);
     const start: JobStart = {
       port: port2,
@@ -241,12 +250,17 @@ class Job {
   /** Private chunks gathered into one transferable buffer (stage()). */
   private staged: Uint8Array | undefined;
   private stagedLength = 0;
+  /** Owned chunks (and staged bytes before them) waiting to go in the next message, and their transfer list. */
+  private pending: Uint8Array[] = [];
+  private pendingTransfer: ArrayBuffer[] = [];
+  private pendingLength = 0;
   private wroteThisTurn = false;
   flushCheck: NodeJS.Immediate | undefined;
 
   constructor(
     private readonly port: MessagePort,
     private readonly finished: () => void,
+    private readonly ownsChunks: boolean,
   ) {
     this.done = new Promise((resolve, reject) => {
       this.resolve = resolve;
@@ -297,6 +311,13 @@ class Job {
       if (c.buffer instanceof SharedArrayBuffer) {
         this.flush();
         this.post({ data: [c] }); // shared as it is
+      } else if (
+        this.ownsChunks &&
+        c.length >= TRANSFER_MIN &&
+        c.byteOffset === 0 &&
+        c.buffer.byteLength === c.length
+      ) {
+        this.handOver(c);
       } else {
         this.stage(c);
       }
@@ -317,7 +338,7 @@ class Job {
    */
   private stage(c: Buffer): void {
     for (let at = 0; at < c.length; ) {
-      this.staged ??= new Uint8Array(STAGE);
+      this.staged ??= Buffer.allocUnsafeSlow(STAGE); // every byte sent is written first: no need to clear it
       const n = Math.min(c.length - at, STAGE - this.stagedLength);
       this.staged.set(c.subarray(at, at + n), this.stagedLength);
       this.stagedLength += n;
@@ -328,10 +349,46 @@ class Job {
     if (this.stagedLength > 0 && !this.flushCheck) this.flushCheck = setImmediate(() => this.flushIfQuiet());
   }
 
+  /**
+   * An owned chunk joins the next message as it is, after the bytes staged
+   * before it: one message carries many chunks, each transferred, none copied.
+   */
+  private handOver(c: Buffer): void {
+    this.seal();
+    this.pending.push(c);
+    this.pendingTransfer.push(c.buffer as ArrayBuffer);
+    this.pendingLength += c.length;
+    if (this.pendingLength >= STAGE) this.flush();
+    this.wroteThisTurn = true;
+    if (!this.flushCheck) this.flushCheck = setImmediate(() => this.flushIfQuiet());
+  }
+
+  /**
+   * Closes the staging buffer: what it holds goes, in order, before whatever
+   * is handed over next. A buffer mostly empty keeps staging; its few bytes go
+   * in memory of their own size (a small piece before each large chunk would
+   * otherwise hold a whole staging buffer).
+   */
+  private seal(): void {
+    if (!this.staged || this.stagedLength === 0) return;
+    let data: Uint8Array;
+    if (this.stagedLength < STAGE / 4) {
+      data = Buffer.allocUnsafeSlow(this.stagedLength);
+      data.set(this.staged.subarray(0, this.stagedLength));
+    } else {
+      data = this.staged.subarray(0, this.stagedLength);
+      this.staged = undefined;
+    }
+    this.stagedLength = 0;
+    this.pending.push(data);
+    this.pendingTransfer.push(data.buffer as ArrayBuffer);
+    this.pendingLength += data.length;
+  }
+
   /** Runs after each poll of the loop while bytes are staged: sends them once a poll brought no more. */
   private flushIfQuiet(): void {
     this.flushCheck = undefined;
-    if (this.stagedLength === 0) return;
+    if (this.stagedLength === 0 && this.pendingLength === 0) return;
     if (!this.wroteThisTurn) {
       this.flush();
       return;
@@ -340,13 +397,16 @@ class Job {
     this.flushCheck = setImmediate(() => this.flushIfQuiet());
   }
 
-  /** Sends what is staged (a fresh buffer, transferred: no copy of it is kept). */
+  /** Sends what is staged and handed over (fresh or owned memory, transferred: no copy of it is kept). */
   private flush(): void {
-    if (!this.staged || this.stagedLength === 0) return;
-    const data = this.staged.subarray(0, this.stagedLength);
-    this.staged = undefined;
-    this.stagedLength = 0;
-    this.post({ data: [data] }, [data.buffer as ArrayBuffer]);
+    this.seal();
+    if (this.pending.length === 0) return;
+    const data = this.pending;
+    const transfer = this.pendingTransfer;
+    this.pending = [];
+    this.pendingTransfer = [];
+    this.pendingLength = 0;
+    this.post({ data }, transfer);
   }
 
   private post(m: ToThread, transfer: ArrayBuffer[] = []): void {

@@ -40,10 +40,17 @@ export class RootedTree implements ApplyTree {
   private readonly verified = new Map<string, string>();
   /** Every descriptor opened, closed only at the end: directory times are set through them last. */
   private readonly held: number[] = [];
+  /** `/proc/self/fd/N` → N, for the directories held. */
+  private readonly fds = new Map<string, number>();
 
   constructor(private readonly destFd: number) {
     this.root = fdPath(destFd);
     this.verified.set('', this.root);
+    this.fds.set(this.root, destFd);
+  }
+
+  heldFd(dirKey: string): number | undefined {
+    return this.fds.get(dirKey);
   }
 
   abs(rel: string): string {
@@ -124,7 +131,9 @@ export class RootedTree implements ApplyTree {
 
   private hold(fd: number): string {
     this.held.push(fd);
-    return fdPath(fd);
+    const key = fdPath(fd);
+    this.fds.set(key, fd);
+    return key;
   }
 
   remove(abs: string): void {
@@ -139,6 +148,7 @@ export class RootedTree implements ApplyTree {
   }
 
   close(): void {
+    this.fds.clear();
     for (const fd of this.held.splice(0)) closeSync(fd);
   }
 }

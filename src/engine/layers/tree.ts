@@ -41,6 +41,8 @@ export interface ApplyTree {
   remember(lexical: string, real: string): void;
   forget(): void;
   resolveDir(comps: readonly string[], policy: WalkPolicy, entryName: string): string;
+  /** The held descriptor behind a directory key from resolveDir, where the tree holds one. */
+  heldFd?(dirKey: string): number | undefined;
   /** Removes what is at `abs` (a file, or a directory with all in it), never following a link. */
   remove(abs: string): void;
   /** Releases what the tree holds, once the extraction is over. */

@@ -9,6 +9,24 @@ export function mknod(path: string, mode: number, major: number, minor: number):
   native.mknod(path, mode, major, minor);
 }
 
+/**
+ * A new regular file `name` (one component) in the directory `dirFd`, as an
+ * extraction makes one: created with O_EXCL|O_NOFOLLOW (EEXIST when anything is
+ * there: nothing is followed or opened), `chunks` written, then owner, mode
+ * (permission bits) and both times (seconds) set through its descriptor.
+ * Returns the bytes written. See src/native/files.c.
+ */
+export function createFileAt(
+  dirFd: number,
+  name: string,
+  chunks: readonly Uint8Array[],
+  owner: { uid: number; gid: number },
+  mode: number,
+  mtime: number,
+): number {
+  return native.createFileAt(dirFd, name, chunks, owner.uid, owner.gid, mode, mtime);
+}
+
 /** Takes an exclusive flock on `fd` without waiting; throws EWOULDBLOCK when another process holds one. */
 export function lockExclusive(fd: number): void {
   native.flock(fd, LOCK_EX | LOCK_NB);

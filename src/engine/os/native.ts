@@ -9,6 +9,16 @@ export interface Native {
   /** umount2 on a thread of its own (see src/native/mounts.c). */
   umount2Async(target: string, flags: number): Promise<void>;
   mknod(path: string, mode: number, major: number, minor: number): void;
+  /** A new file in a held directory, written, owned, moded and timed in one call. See src/native/files.c. */
+  createFileAt(
+    dirFd: number,
+    name: string,
+    chunks: readonly Uint8Array[],
+    uid: number,
+    gid: number,
+    mode: number,
+    mtime: number,
+  ): number;
   lsetxattr(path: string, name: string, value: Buffer): void;
   /** The attribute's value, or null when the file has no such attribute. */
   lgetxattr(path: string, name: string): Buffer | null;
