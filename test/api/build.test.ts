@@ -149,10 +149,11 @@ describe('the stream', () => {
     expect(r.records[0]!.stream).toMatch(/^sha256:[0-9a-f]{64}\n$/);
   });
 
-  it('labels: one more LABEL step at the end, on the final image', async () => {
+  it('labels: one more LABEL step per label at the end (sorted by key), on the final image', async () => {
     const tar = await contextTar({ Dockerfile: `FROM ${ctx.env.busybox}\nCMD ["true"]\n` });
     const r = await buildRaw(ctx.daemon, tar, { t: 'api-labels:1', labels: JSON.stringify({ b: '2', a: '1' }) });
-    expect(r.text).toContain('Step 3/3 : LABEL a=1 b=2\n');
+    expect(r.text).toContain('Step 3/4 : LABEL a=1\n');
+    expect(r.text).toContain('Step 4/4 : LABEL b=2\n');
     expect((await ctx.daemon.request('GET', '/images/api-labels:1/json')).json.Config.Labels).toEqual({
       a: '1',
       b: '2',
