@@ -188,6 +188,10 @@ describe('parseStages', () => {
     expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN a \\\n  b\nCOPY a')))).toMatch(
       /^dockerfile parse error line 4: COPY requires at least two arguments/,
     );
+    // Flags only BuildKit knows are refused as dockerd does at dispatch: without the line.
+    expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN --mount=type=tmpfs,target=/t x')))).toBe(
+      BUILDKIT('mount'),
+    );
     expect(refusal(() => parseStages(parseDockerfile('ARG a\nRUN x\nFROM y')))).toBe(
       'no build stage in current context',
     );
@@ -259,9 +263,12 @@ describe('applyConfigInstruction', () => {
   it('refuses what dockerd refuses at dispatch', () => {
     expect(refusal(() => apply({}, 'EXPOSE 70000'))).toBe('invalid containerPort: 70000');
     expect(refusal(() => apply({}, 'EXPOSE 80/xyz'))).toBe('invalid proto: xyz');
-    expect(refusal(() => apply({}, 'EXPOSE 9-8'))).toBe('invalid range specified for container: 9-8');
+    expect(refusal(() => apply({}, 'EXPOSE 9-8'))).toBe('invalid containerPort: 9-8');
     expect(refusal(() => apply({}, 'STOPSIGNAL SIGNOPE'))).toBe('Invalid signal: SIGNOPE');
     expect(refusal(() => apply({}, 'STOPSIGNAL 0'))).toBe('Invalid signal: 0');
+    expect(refusal(() => apply({}, 'STOPSIGNAL SIGRTMIN+16'))).toBe('Invalid signal: SIGRTMIN+16');
+    expect(apply({}, 'STOPSIGNAL SIGRTMIN+3\nSTOPSIGNAL rtmax-14\nSTOPSIGNAL 99').StopSignal).toBe('99');
+    expect(apply({}, 'STOPSIGNAL SIGRTMIN+3').StopSignal).toBe('SIGRTMIN+3');
     expect(refusal(() => apply({}, 'WORKDIR $NOPE'))).toBe('cannot normalize nothing');
     expect(refusal(() => apply({}, 'VOLUME $NOPE'))).toBe('VOLUME specified can not be an empty string');
     expect(refusal(() => apply({}, 'ENV A=${B:?needed}'))).toBe('failed to process "${B:?needed}": B: needed');

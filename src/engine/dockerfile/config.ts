@@ -108,8 +108,7 @@ export function applyConfigInstruction(
     }
     case 'stopsignal': {
       const sig = expand(instr.value);
-      if (/^\d+$/.test(sig) && Number(sig) === 0) throw invalidParameter(`Invalid signal: ${sig}`);
-      normalizeSignal(sig);
+      checkStopSignal(sig);
       config.StopSignal = sig;
       return;
     }
@@ -165,6 +164,20 @@ export function commandLine(
   return [...(config.Shell?.length ? config.Shell : DEFAULT_SHELL), ...line];
 }
 
+/**
+ * dockerd's signal.ParseSignal: any non-zero number, or a name with or without SIG
+ * (the real-time ones too: systemd images stop with SIGRTMIN+3).
+ */
+function checkStopSignal(sig: string): void {
+  if (/^[+-]?\d+$/.test(sig)) {
+    if (Number(sig) === 0) throw invalidParameter(`Invalid signal: ${sig}`);
+    return;
+  }
+  const name = sig.toUpperCase().replace(/^SIG/, '');
+  if (/^RTMIN(?:\+(?:[1-9]|1[0-5]))?$|^RTMAX(?:-(?:[1-9]|1[0-4]))?$/.test(name)) return;
+  normalizeSignal(sig);
+}
+
 export const envKey = (e: string): string => e.split('=', 1)[0]!;
 
 /** path.Join: joined, cleaned, never empty. */
@@ -187,6 +200,7 @@ export function portSpec(spec: string): string[] {
   const m = /^(\d+)(?:-(\d+))?$/.exec(raw);
   const [start, end] = m ? [Number(m[1]), Number(m[2] ?? m[1])] : [Number.NaN, Number.NaN];
   if (!m || start > 65535 || end > 65535) throw invalidParameter(`invalid containerPort: ${raw}`);
-  if (end < start) throw invalidParameter(`invalid range specified for container: ${raw}`);
+  // dockerd words a reversed range as any other bad port.
+  if (end < start) throw invalidParameter(`invalid containerPort: ${raw}`);
   return Array.from({ length: end - start + 1 }, (_, k) => `${start + k}/${proto}`);
 }

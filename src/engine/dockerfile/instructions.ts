@@ -125,10 +125,16 @@ export interface Stage {
   instructions: Instruction[];
 }
 
-const BUILDKIT_ONLY = (flag: string) =>
-  invalidParameter(
+/** Refusals dockerd makes at dispatch, not parse: parseStages leaves their words without the line prefix. */
+const dispatchErrors = new WeakSet<Error>();
+
+const BUILDKIT_ONLY = (flag: string) => {
+  const e = invalidParameter(
     `the --${flag} option requires BuildKit. Refer to https://docs.docker.com/go/buildkit/ to learn how to build images with BuildKit enabled`,
   );
+  dispatchErrors.add(e);
+  return e;
+};
 
 const atLeastOne = (cmd: string) => invalidParameter(`${cmd} requires at least one argument`);
 const exactlyOne = (cmd: string) => invalidParameter(`${cmd} requires exactly one argument`);
@@ -403,7 +409,8 @@ export function parseStages(df: { nodes: readonly Node[] }): { metaArgs: ArgInst
     try {
       instr = parseInstruction(node);
     } catch (e) {
-      if (e instanceof Error) throw invalidParameter(`dockerfile parse error line ${node.startLine}: ${e.message}`);
+      if (e instanceof Error && !dispatchErrors.has(e))
+        throw invalidParameter(`dockerfile parse error line ${node.startLine}: ${e.message}`);
       throw e;
     }
     if (instr.kind === 'from') {
