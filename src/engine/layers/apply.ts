@@ -84,6 +84,8 @@ export interface CopyTarget {
   noOverwriteDirNonDir: boolean;
   /** Every entry owned by these ids instead of the archive's (copyUIDGID with a container user). */
   chown?: { uid: number; gid: number };
+  /** Device nodes and fifos are skipped rather than made (a build context: berth's own directory, untrusted input). */
+  skipDevices?: boolean;
 }
 
 export interface ApplyResult {
@@ -130,7 +132,8 @@ const SMALL_FILE = 256 << 10;
 export async function applyLayer(tar: Readable, dir: string, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const tree = opts.copy ? new RootedTree(opts.copy.dirFd) : new LayerTree(openRoot(dir));
   try {
-    return await applyTar(tar, new Applier(tree, opts.trusted === true || opts.copy !== undefined, opts.copy));
+    const trusted = (opts.trusted === true || opts.copy !== undefined) && opts.copy?.skipDevices !== true;
+    return await applyTar(tar, new Applier(tree, trusted, opts.copy));
   } finally {
     tree.close();
   }
