@@ -6,10 +6,11 @@
 // The body is hostile input and may be larger than memory. It streams to disk
 // through the layer extractor's copy mode (layers/apply.ts, on a thread of
 // its own when an Extractor is given): names are resolved under the
-// directory through held descriptors, a name or hard link climbing out of it
-// is refused (as dockerd's untar), an absolute name is taken relative to it,
-// symlinks are kept as written (whatever they point at is only ever resolved
-// inside the context, see sources.ts), device nodes and fifos are skipped.
+// directory through held descriptors; a name or hard link target that climbs
+// out of it, or is absolute, is taken as if the directory were `/` (dockerd
+// extracts chrooted into it, so `../x` and `/x` are both its `x`); symlinks
+// are kept as written (whatever they point at is only ever resolved inside
+// the context, see sources.ts); device nodes and fifos are skipped.
 import { closeSync, constants as C, fstatSync, mkdirSync, openSync, readSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
@@ -127,7 +128,7 @@ async function extractContext(received: Readable, o: ReceiveOptions): Promise<vo
     const counted = o.maxBytes !== undefined ? body.pipe(new Limit(o.maxBytes, body)) : body;
     // gzip is the extractor's to undo (on its thread); bzip2 and xz go through their programs first.
     const input = compression === 'bzip2' || compression === 'xz' ? decompress(counted, compression) : counted;
-    const copy: CopyTarget = { dirFd, name: '/', noOverwriteDirNonDir: false, skipDevices: true };
+    const copy: CopyTarget = { dirFd, name: '/', noOverwriteDirNonDir: false, skipDevices: true, clampNames: true };
     const mediaType = compression === 'gzip' ? 'application/x-tar+gzip' : 'application/x-tar';
     if (o.extractor) {
       const job = o.extractor.extract('', { mediaType, copy });
@@ -144,8 +145,6 @@ async function extractContext(received: Readable, o: ReceiveOptions): Promise<vo
     } else {
       await extractLayer(input, '', { compression: compression === 'gzip' ? 'gzip' : 'none', digest: false, copy });
     }
-  } catch (e) {
-    throw contextError(e);
   } finally {
     o.signal?.removeEventListener('abort', abort);
     closeSync(dirFd);
@@ -169,20 +168,14 @@ class Limit extends Transform {
   }
 }
 
-/** A context the extractor refused is the client's fault; dockerd's untar words are kept. */
-function contextError(e: unknown): unknown {
-  if (!isEngineError(e)) return e;
-  if (e.kind === 'system' && /^invalid (entry name|hardlink target) /.test(e.message))
-    return invalidParameter(`Error processing tar file: ${e.message}`, e);
-  return e;
-}
-
 // ---- the Dockerfile and .dockerignore ------------------------------------------
 
 function readContext(dir: string, dockerfilePath: string): BuildContext {
   const rootFd = openSync(dir, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW);
   try {
-    const patterns = readIgnoreFile(readInContext(rootFd, '.dockerignore', MAX_IGNORE_FILE)?.toString('utf8') ?? '');
+    const patterns = readIgnoreFile(
+      readInContext(rootFd, '.dockerignore', MAX_IGNORE_FILE, '.dockerignore')?.toString('utf8') ?? '',
+    );
     let excluded: (rel: string) => boolean;
     try {
       excluded = ignoreMatcher(patterns);
@@ -190,13 +183,14 @@ function readContext(dir: string, dockerfilePath: string): BuildContext {
       throw invalidParameter(`error checking context: '${messageOf(e)}'.`, e);
     }
     let path = dockerfilePath;
-    let text = readInContext(rootFd, path, MAX_DOCKERFILE);
+    let text = readInContext(rootFd, path, MAX_DOCKERFILE, 'Dockerfile');
     // dockerd's fallback: the default name also finds a lower-case "dockerfile".
     if (text === null && path === DEFAULT_DOCKERFILE) {
       path = path.toLowerCase();
-      text = readInContext(rootFd, path, MAX_DOCKERFILE);
+      text = readInContext(rootFd, path, MAX_DOCKERFILE, 'Dockerfile');
     }
-    if (text === null) throw invalidParameter(`Cannot locate specified Dockerfile: ${dockerfilePath}`);
+    // dockerd answers this one with a 500 (a plain error), and clients print its text either way.
+    if (text === null) throw systemError(`Cannot locate specified Dockerfile: ${dockerfilePath}`);
     if (text.length === 0) throw invalidParameter(`the Dockerfile (${path}) cannot be empty`);
     return context(dir, stripBom(text.toString('utf8')), path, excluded);
   } finally {
@@ -210,7 +204,7 @@ const stripBom = (s: string) => (s.startsWith('\uFEFF') ? s.slice(1) : s);
  * A file of the context, resolved inside it (a symlink that points out is
  * followed as if the context were `/`); null when it is not there.
  */
-function readInContext(rootFd: number, rel: string, max: number): Buffer | null {
+function readInContext(rootFd: number, rel: string, max: number, what: string): Buffer | null {
   let fd: number;
   try {
     fd = openInRoot(rootFd, rel, C.O_RDONLY | C.O_NONBLOCK | C.O_NOCTTY);
@@ -221,7 +215,7 @@ function readInContext(rootFd: number, rel: string, max: number): Buffer | null 
   }
   try {
     const st = fstatSync(fd);
-    if (st.isDirectory()) throw invalidParameter(`unexpected error reading Dockerfile: read ${rel}: is a directory`);
+    if (st.isDirectory()) throw systemError(`unexpected error reading ${what}: read ${rel}: is a directory`);
     if (!st.isFile()) return null;
     if (st.size > max) throw invalidParameter(`${rel} is larger than ${max} bytes`);
     const buf = Buffer.alloc(st.size);

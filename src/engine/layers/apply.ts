@@ -86,6 +86,12 @@ export interface CopyTarget {
   chown?: { uid: number; gid: number };
   /** Device nodes and fifos are skipped rather than made (a build context: berth's own directory, untrusted input). */
   skipDevices?: boolean;
+  /**
+   * Names and hard link targets that climb out are clamped at the destination,
+   * as a layer's are, rather than refused: dockerd extracts a build context
+   * chrooted into it, where `../x` is `/x`.
+   */
+  clampNames?: boolean;
 }
 
 export interface ApplyResult {
@@ -257,7 +263,7 @@ class Applier {
   }
 
   private async dispatch(h: TarHeader, body: EntryBody): Promise<void> {
-    if (this.copy) refuseEscape(h.name, 'entry name');
+    if (this.copy && !this.copy.clampNames) refuseEscape(h.name, 'entry name');
     const comps = cleanComponents(h.name);
     if (comps.length === 0) return this.copy ? undefined : this.rootEntry(h);
     const base = comps[comps.length - 1]!;
@@ -389,7 +395,7 @@ class Applier {
   }
 
   private hardlink(t: Target, h: TarHeader): void {
-    if (this.copy) refuseEscape(h.linkname ?? '', 'hardlink target');
+    if (this.copy && !this.copy.clampNames) refuseEscape(h.linkname ?? '', 'hardlink target');
     const comps = cleanComponents(h.linkname ?? '', 'hardlink target');
     if (comps.length === 0)
       throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at the layer root`);
