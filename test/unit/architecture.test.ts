@@ -29,7 +29,9 @@ interface SourceFile {
 function listFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((f) => {
     const p = path.join(dir, f);
-    if (statSync(p).isDirectory()) return f === 'build' || f === 'node_modules' ? [] : listFiles(p);
+    // native/build is node-gyp's output; engine/build is code like any other.
+    if (statSync(p).isDirectory())
+      return (f === 'build' && path.basename(dir) === 'native') || f === 'node_modules' ? [] : listFiles(p);
     return [p];
   });
 }
