@@ -167,7 +167,8 @@ export class CommitService {
     }
     const imageId = await this.serially(() =>
       this.record({
-        c,
+        containerId: c.id,
+        containerConfig: c.config,
         parent,
         parentLayers,
         layer,
@@ -187,6 +188,39 @@ export class CommitService {
       name: c.name,
     });
     return imageId;
+  }
+
+  /**
+   * A build step's image: the container's changes (none for a step that only
+   * changes the config) over `parent` (none: FROM scratch), with the configs
+   * given as they are: the builder computes them, nothing is merged.
+   */
+  async commitStep(o: {
+    container?: string;
+    parent: string | null;
+    config: ContainerConfigFields;
+    containerConfig: ContainerConfigFields;
+    author?: string;
+  }): Promise<string> {
+    const { repo } = this.deps;
+    const parent = o.parent ? repo.find(o.parent) : undefined;
+    if (o.parent && !parent) throw systemError(`image ${o.parent} is not in the store`);
+    const parentLayers = parent ? repo.layersOf(parent.id) : [];
+    const c = o.container ? this.deps.containers.get(o.container) : undefined;
+    const layer = c ? await this.buildLayer(c, () => undefined) : null;
+    return this.serially(() =>
+      this.record({
+        containerId: c?.id ?? '',
+        parent,
+        parentLayers,
+        layer,
+        config: o.config,
+        containerConfig: o.containerConfig,
+        target: undefined,
+        comment: '',
+        author: o.author ?? '',
+      }),
+    );
   }
 
   /** `GET /containers/{id}/changes`: null when nothing changed, as dockerd answers. */
@@ -262,11 +296,13 @@ export class CommitService {
 
   /** Installs the layer (or finds it stored already) and records the image, all or nothing. */
   private async record(o: {
-    c: Container;
-    parent: ImageRow;
+    containerId: string;
+    parent: ImageRow | undefined;
     parentLayers: LayerRow[];
     layer: BuiltLayer | null;
     config: ContainerConfigFields;
+    /** What the image says made it: the container's config, or a build step's. */
+    containerConfig: ContainerConfigFields;
     target: string | undefined;
     comment: string;
     author: string;
@@ -274,13 +310,13 @@ export class CommitService {
     const { repo, content, layers } = this.deps;
     const { layer, parentLayers } = o;
     const created = new Date().toISOString();
-    const parentConfig = JSON.parse(o.parent.config) as ImageConfig;
+    const parentConfig = o.parent ? (JSON.parse(o.parent.config) as ImageConfig) : ({} as ImageConfig);
     const imageConfig = childConfig(parentConfig, {
       created,
       author: o.author,
       comment: o.comment,
-      containerId: o.c.id,
-      containerConfig: o.c.config,
+      containerId: o.containerId,
+      containerConfig: o.containerConfig,
       config: o.config,
       diffId: layer?.diffId,
     });
@@ -310,7 +346,7 @@ export class CommitService {
       repo.add({
         image: {
           id: imageId,
-          parent: o.parent.id,
+          parent: o.parent?.id ?? '',
           config: configBytes.toString('utf8'),
           size: rows.reduce((a, l) => a + l.size, 0),
           created,
@@ -340,7 +376,7 @@ export class CommitService {
           ),
         );
     } else if (layer) void dropTree(layer.tree); // the layer was there already
-    this.log.debug({ container: o.c.id, image: imageId, diffId: layer?.diffId ?? null }, 'committed');
+    this.log.debug({ container: o.containerId, image: imageId, diffId: layer?.diffId ?? null }, 'committed');
     return imageId;
   }
 
