@@ -9,6 +9,7 @@ import {
   ARG_ENV_OUT,
   argEnv,
   buildArgs,
+  buildLeftovers,
   cacheHits,
   cacheSteps,
   contextDir,
@@ -214,8 +215,11 @@ describe.each(MODES)('docker build, $name', ({ name, env, notice }) => {
     expect(r.stdout).toMatch(/^sha256:[0-9a-f]{64}\n$/);
   });
 
-  it('leaves no build container behind', async () => {
-    expect(await docker.ok(['ps', '-a', '-q'])).toBe('');
+  it("leaves no build container behind but the failed RUN steps' (no --force-rm)", async () => {
+    const left = await buildLeftovers(ctx.daemon);
+    expect(left.others).toEqual([]);
+    expect(left.failedSteps).toContain('/bin/sh -c exit 3');
+    for (const c of (await docker.ok(['ps', '-a', '-q'])).split('\n').filter(Boolean)) await docker.ok(['rm', c]);
   });
 });
 

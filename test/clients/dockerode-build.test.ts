@@ -14,6 +14,7 @@ import {
   argEnv,
   type BuildRecord,
   buildArgs,
+  buildLeftovers,
   cacheHits,
   cacheSteps,
   contextDir,
@@ -194,7 +195,7 @@ describe('dockerode buildImage', () => {
     });
   });
 
-  it('leaves no build container behind', async () => {
-    expect(await docker.listContainers({ all: true })).toEqual([]);
+  it("leaves no build container behind but the failed RUN step's (rm without forcerm)", async () => {
+    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ['/bin/sh -c exit 3'] });
   });
 });

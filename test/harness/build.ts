@@ -209,3 +209,24 @@ export const buildArgs = (base: string): ContextFiles => ({
   ].join('\n'),
 });
 export const UNUSED_WARNING = '[Warning] One or more build-args [UNUSED] were not consumed';
+
+/**
+ * The containers a daemon holds other than failed RUN steps' (a RUN that
+ * exited non-zero keeps its container without forcerm, as with dockerd, for
+ * `docker commit` or `docker logs` of it): after the builds of a test file,
+ * nothing else may be left.
+ */
+export async function buildLeftovers(d: Daemon): Promise<{ others: string[]; failedSteps: string[] }> {
+  const all = ((await d.request('GET', '/containers/json?all=1')).json ?? []) as {
+    Id: string;
+    Command: string;
+    State: string;
+    Status: string;
+  }[];
+  const failed = (c: (typeof all)[number]) =>
+    c.State === 'exited' && !/^Exited \(0\)/.test(c.Status) && /^\/bin\/sh -c .*exit \d/.test(c.Command);
+  return {
+    others: all.filter((c) => !failed(c)).map((c) => `${c.Id.slice(0, 12)} ${c.Command} ${c.Status}`),
+    failedSteps: all.filter(failed).map((c) => c.Command),
+  };
+}
