@@ -216,7 +216,7 @@ describe('failures within the stream', () => {
     expect(r.text).not.toContain('never');
     const cid = [...r.text.matchAll(/Running in ([0-9a-f]{12})\n/g)].at(-1)?.[1];
     const kept = (await containers()).filter((c) => !before.includes(c.Id));
-    expect(kept.map((c) => [c.Id.slice(0, 12), c.Command])).toEqual([[cid, '/bin/sh -c exit 3']]);
+    expect(kept.map((c) => [c.Id.slice(0, 12), c.Command])).toEqual([[cid, "/bin/sh -c 'exit 3'"]]);
     await ctx.daemon.request('DELETE', `/containers/${kept[0]!.Id}`);
   });
 
@@ -355,6 +355,29 @@ describe('errors before the first step', () => {
   });
 });
 
+/** POST /build of `tar`, hung up once the stream holds `marker`. */
+async function buildHungUpAt(tar: Buffer, marker: string): Promise<void> {
+  const req = http.request({
+    socketPath: ctx.daemon.socket,
+    method: 'POST',
+    path: '/v1.41/build?nocache=1',
+    headers: { 'Content-Type': 'application/x-tar', 'Content-Length': String(tar.length) },
+  });
+  let seen = '';
+  await new Promise<void>((resolve, reject) => {
+    req.on('response', (res) => {
+      res.on('data', (c: Buffer) => {
+        seen += c.toString();
+        if (seen.includes(marker)) resolve();
+      });
+      res.on('end', () => reject(new Error(`the build ended before ${marker}: ${seen}`)));
+    });
+    req.on('error', reject);
+    req.end(tar);
+  });
+  req.destroy();
+}
+
 describe('a build cancelled by its client', () => {
   it('stops the running step and leaves no container, mount or temp file', async () => {
     const tar = await contextTar({
@@ -389,5 +412,12 @@ describe('a build cancelled by its client', () => {
     req.destroy();
     await waitFor(async () => (await containers()).length === cBefore, 'the step container to go', 20_000);
     await expectNoLeaks(ctx.daemon, before, 20_000);
+  });
+
+  it('a hang-up while the RUN step is being set up: its container does not run on', async () => {
+    const cBefore = (await containers()).length;
+    const tar = await contextTar({ Dockerfile: `FROM ${ctx.env.busybox}\nRUN sleep 300\n` });
+    await buildHungUpAt(tar, '{"stream":"Step 2/2 : RUN sleep 300"}');
+    await waitFor(async () => (await containers()).length === cBefore, 'the step container to go', 20_000);
   });
 });

@@ -218,7 +218,7 @@ describe.each(MODES)('docker build, $name', ({ name, env, notice }) => {
   it("leaves no build container behind but the failed RUN steps' (no --force-rm)", async () => {
     const left = await buildLeftovers(ctx.daemon);
     expect(left.others).toEqual([]);
-    expect(left.failedSteps).toContain('/bin/sh -c exit 3');
+    expect(left.failedSteps).toContain("/bin/sh -c 'exit 3'");
     for (const c of (await docker.ok(['ps', '-a', '-q'])).split('\n').filter(Boolean)) await docker.ok(['rm', c]);
   });
 });

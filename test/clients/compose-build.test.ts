@@ -141,6 +141,6 @@ describe('docker-compose 1.29 build:', () => {
   });
 
   it("leaves no build container behind but the failed RUN step's (compose builds without forcerm)", async () => {
-    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ['/bin/sh -c exit 3'] });
+    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ["/bin/sh -c 'exit 3'"] });
   });
 });

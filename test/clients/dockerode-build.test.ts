@@ -196,6 +196,6 @@ describe('dockerode buildImage', () => {
   });
 
   it("leaves no build container behind but the failed RUN step's (rm without forcerm)", async () => {
-    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ['/bin/sh -c exit 3'] });
+    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ["/bin/sh -c 'exit 3'"] });
   });
 });

@@ -202,6 +202,6 @@ except docker.errors.APIError as e:
   });
 
   it("leaves no build container behind but the failed RUN step's (rm without forcerm)", async () => {
-    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ['/bin/sh -c exit 3'] });
+    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ["/bin/sh -c 'exit 3'"] });
   });
 });

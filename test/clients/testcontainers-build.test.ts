@@ -153,6 +153,6 @@ describe('testcontainers fromDockerfile', () => {
   });
 
   it("leaves no build container behind but the failed RUN step's (testcontainers builds without forcerm)", async () => {
-    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ['/bin/sh -c exit 3'] });
+    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ["/bin/sh -c 'exit 3'"] });
   });
 });
