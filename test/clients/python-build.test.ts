@@ -10,7 +10,6 @@ import {
   ARG_ENV_OUT,
   argEnv,
   buildArgs,
-  buildLeftovers,
   cacheSteps,
   contextDir,
   DOCKERIGNORE_LISTING,
@@ -201,7 +200,16 @@ except docker.errors.APIError as e:
     expect(v).toEqual({ status: 400, explanation: 'dockerfile parse error line 2: unknown instruction: FOO' });
   });
 
-  it("leaves no build container behind but the failed RUN step's (rm without forcerm)", async () => {
-    expect(await buildLeftovers(ctx.daemon)).toEqual({ others: [], failedSteps: ["/bin/sh -c 'exit 3'"] });
+  it('keeps RUN containers as rm says: docker-py sends rm=False unless told (as dockerd, they stay)', async () => {
+    const left = (await ctx.daemon.request('GET', '/containers/json?all=1')).json as {
+      Command: string;
+      State: string;
+    }[];
+    expect(left.filter((c) => c.State !== 'exited')).toEqual([]);
+    expect(left.every((c) => c.Command.startsWith('/bin/sh -c '))).toBe(true);
+    // The multi-stage build had rm=True: none of its steps' containers stayed.
+    expect(left.filter((c) => c.Command.includes('from the builder stage'))).toEqual([]);
+    expect(left.map((c) => c.Command)).toContain("/bin/sh -c 'exit 3'");
+    expect(left.map((c) => c.Command)).toContain("/bin/sh -c 'cat /a.txt > /ran.txt'");
   });
 });
