@@ -131,6 +131,16 @@ describe('the stream', () => {
     expect(all.map((i) => i.Id)).toContain(img.Parent);
   });
 
+  it('cachefrom: only the images named are cache sources, as the classic builder (none: no cache)', async () => {
+    const files = { Dockerfile: `FROM ${ctx.env.busybox}\nENV FOO=cachefrom\nRUN touch /baz\nRUN touch /bax\n` };
+    const tar = await contextTar(files);
+    expect((await buildRaw(ctx.daemon, tar, { t: 'api-cachefrom:1' })).error).toBeUndefined();
+    const hits = (r: { text: string }) => r.text.split('\n').filter((l) => l === ' ---> Using cache').length;
+    expect(hits(await buildRaw(ctx.daemon, tar, { cachefrom: JSON.stringify(['api-cachefrom:1']) }))).toBe(3);
+    expect(hits(await buildRaw(ctx.daemon, tar, { cachefrom: JSON.stringify(['nosuchtag']) }))).toBe(0);
+    expect(hits(await buildRaw(ctx.daemon, tar, {}))).toBe(3);
+  });
+
   it("a RUN's stdout and stderr (stderr in red, as dockerd marks it)", async () => {
     const tar = await contextTar({
       Dockerfile: `FROM ${ctx.env.busybox}\nRUN echo to-stdout && echo to-stderr >&2\n`,
@@ -311,6 +321,20 @@ describe('errors before the first step', () => {
     );
     expect(r.error).toBeUndefined();
     expect((await ctx.daemon.request('GET', '/images/api-subdir:1/json')).json.Config.Cmd).toEqual(['sub']);
+  });
+
+  it('a query parameter given twice: the first value, as dockerd (docker-py sends `dockerfile` twice)', async () => {
+    const tar = await contextTar({
+      'first.Dockerfile': `FROM ${ctx.env.busybox}\nCMD ["first"]\n`,
+      'second.Dockerfile': `FROM ${ctx.env.busybox}\nCMD ["second"]\n`,
+    });
+    const res = await ctx.daemon.request(
+      'POST',
+      '/v1.41/build?t=api-twice:1&dockerfile=first.Dockerfile&dockerfile=second.Dockerfile',
+      { raw: tar, headers: { 'Content-Type': 'application/x-tar' } },
+    );
+    expect(res.status).toBe(200);
+    expect((await ctx.daemon.request('GET', '/images/api-twice:1/json')).json.Config.Cmd).toEqual(['first']);
   });
 
   it('a target the Dockerfile lacks', async () => {
