@@ -41,7 +41,7 @@ async function build(
           .map((l) => JSON.parse(l) as Msg)
       : [];
   const out = messages.map((m) => m.stream ?? '').join('');
-  const id = messages.findLast((m) => m.aux)?.aux?.ID;
+  const id = [...messages].reverse().find((m) => m.aux)?.aux?.ID;
   return { status: r.status, messages, text: r.text, out, ...(id ? { id } : {}) };
 }
 
@@ -71,7 +71,13 @@ async function runImage(image: string, cmd?: string[]): Promise<string> {
 describe('POST /build', () => {
   it('builds a 5-step Dockerfile in dockerd’s stream, then again all from the cache', async () => {
     const files = {
-      Dockerfile: df(['FROM busybox', 'COPY a.txt /a.txt', 'RUN echo built > /b.txt', 'ENV FOO=bar', 'CMD ["cat", "/a.txt"]']),
+      Dockerfile: df([
+        'FROM busybox',
+        'COPY a.txt /a.txt',
+        'RUN echo built > /b.txt',
+        'ENV FOO=bar',
+        'CMD ["cat", "/a.txt"]',
+      ]),
       'a.txt': 'hello\n',
     };
     const before = await containerCount();
@@ -82,17 +88,24 @@ describe('POST /build', () => {
     expect(s[1]).toBe('\n');
     expect(s[2]).toMatch(/^ ---> [0-9a-f]{12}\n$/);
     expect(s[3]).toBe('Step 2/5 : COPY a.txt /a.txt');
-    expect(cold.out).toMatch(/Step 3\/5 : RUN echo built > \/b.txt\n ---> Running in [0-9a-f]{12}\nRemoving intermediate container [0-9a-f]{12}\n ---> [0-9a-f]{12}\n/);
+    expect(cold.out).toMatch(
+      /Step 3\/5 : RUN echo built > \/b.txt\n ---> Running in [0-9a-f]{12}\nRemoving intermediate container [0-9a-f]{12}\n ---> [0-9a-f]{12}\n/,
+    );
     expect(cold.out).toContain('Step 5/5 : CMD ["cat", "/a.txt"]\n');
     expect(cold.id).toMatch(/^sha256:[0-9a-f]{64}$/);
-    expect(cold.out).toMatch(new RegExp(`Successfully built ${cold.id!.slice(7, 19)}\nSuccessfully tagged simple:1\n$`));
+    expect(cold.out).toMatch(
+      new RegExp(`Successfully built ${cold.id!.slice(7, 19)}\nSuccessfully tagged simple:1\n$`),
+    );
     expect(await containerCount()).toBe(before);
 
     const img = await inspect('simple:1');
     expect(img.Config.Cmd).toEqual(['cat', '/a.txt']);
     expect(img.Config.Env).toContain('FOO=bar');
     expect(img.ContainerConfig.Cmd).toEqual(['/bin/sh', '-c', '#(nop) ', 'CMD ["cat" "/a.txt"]']);
-    const history = (await d.request('GET', '/images/simple:1/history')).json as Array<{ CreatedBy: string; Size: number }>;
+    const history = (await d.request('GET', '/images/simple:1/history')).json as Array<{
+      CreatedBy: string;
+      Size: number;
+    }>;
     expect(history[0]!.CreatedBy).toBe('/bin/sh -c #(nop)  CMD ["cat" "/a.txt"]');
     expect(history[1]!.CreatedBy).toBe('/bin/sh -c #(nop)  ENV FOO=bar');
     expect(history[2]!.CreatedBy).toBe('/bin/sh -c echo built > /b.txt');
@@ -111,3 +124,161 @@ describe('POST /build', () => {
     expect(await runImage(changed.id!)).toBe('changed\n');
   });
 });
+
+describe('POST /build: stages, args, triggers, failures', () => {
+  it('builds up to --target, with COPY --from an earlier stage, and emits aux after each stage', async () => {
+    const r = await build(
+      {
+        Dockerfile: [
+          `FROM ${env.busybox} AS builder`,
+          'RUN echo from-builder > /out.txt',
+          `FROM ${env.busybox} AS final`,
+          'COPY --from=builder /out.txt /out.txt',
+          'CMD ["cat", "/out.txt"]',
+          'FROM final AS extra',
+          'RUN echo never',
+        ].join('\n'),
+      },
+      { t: 'multi:final', target: 'final' },
+    );
+    expect(r.status, r.text).toBe(200);
+    expect(r.out).toContain(`Step 1/5 : FROM ${env.busybox} AS builder\n`);
+    expect(r.out).toContain('Step 4/5 : COPY --from=builder /out.txt /out.txt\n');
+    expect(r.out).not.toContain('never');
+    expect(r.messages.filter((m) => m.aux).length).toBe(2);
+    expect(await runImage('multi:final')).toBe('from-builder\n');
+  });
+
+  it('expands ARG and ENV, keys the cache on the build args used and warns of the unused ones', async () => {
+    const files = {
+      Dockerfile: [
+        'ARG BASE=busybox',
+        `FROM ${env.registry.host}/\${BASE}:latest`,
+        'ARG DIR=/opt',
+        'ENV APP=${DIR}/app NAME=x',
+        'RUN echo "$APP $NAME $DIR" > /where',
+        'WORKDIR $APP',
+        'CMD cat /where; pwd',
+      ].join('\n'),
+    };
+    const r = await build(files, { buildargs: JSON.stringify({ DIR: '/srv', UNUSED: 'u', HTTP_PROXY: 'http://p' }) });
+    expect(r.status, r.text).toBe(200);
+    expect(r.out).toContain('Step 1/7 : ARG BASE=busybox\nStep 2/7 : FROM ');
+    expect(r.out).toContain('[Warning] One or more build-args [UNUSED] were not consumed\nSuccessfully built');
+    expect(await runImage(r.id!)).toBe('/srv/app x /srv\n/srv/app\n');
+    const history = (await d.request('GET', `/images/${r.id}/history`)).json as Array<{ CreatedBy: string }>;
+    expect(history.map((h) => h.CreatedBy)).toContain('|1 DIR=/srv /bin/sh -c echo "$APP $NAME $DIR" > /where');
+    // Another value of the arg misses the cache from where it is used on.
+    const other = await build(files, { buildargs: JSON.stringify({ DIR: '/usr' }) });
+    expect(other.out).toContain('Step 3/7 : ARG DIR=/opt\n ---> Using cache');
+    expect(await runImage(other.id!)).toBe('/usr/app x /usr\n/usr/app\n');
+  });
+
+  it('runs a base image’s ONBUILD triggers after FROM', async () => {
+    const base = await build(
+      { Dockerfile: df(['FROM busybox', 'ONBUILD RUN echo one-trigger > /t1', 'ONBUILD RUN echo two']) },
+      { t: 'onbase:1' },
+    );
+    expect(base.status, base.text).toBe(200);
+    const child = await build({ Dockerfile: 'FROM onbase:1\nCMD ["cat", "/t1"]' }, { t: 'onchild:1' });
+    expect(child.status, child.text).toBe(200);
+    const s = child.messages.map((m) => m.stream);
+    expect(s.slice(0, 5)).toEqual(['Step 1/2 : FROM onbase:1', '\n', '# Executing 2 build trigger', 's', '\n']);
+    expect(child.out).toContain('two\n');
+    expect(await runImage('onchild:1')).toBe('one-trigger\n');
+    expect((await inspect('onchild:1')).Config.OnBuild ?? null).toBeNull();
+  });
+
+  it('reports a failing RUN with its exit code, and leaves its container unless forcerm', async () => {
+    const before = await containerCount();
+    const files = { Dockerfile: df(['FROM busybox', 'RUN echo out; echo err >&2; exit 3']) };
+    const r = await build(files, { nocache: '1' });
+    expect(r.status).toBe(200);
+    const msg = "The command '/bin/sh -c echo out; echo err >&2; exit 3' returned a non-zero code: 3";
+    expect(r.messages.at(-1)).toEqual({ errorDetail: { code: 3, message: msg }, error: msg });
+    expect(r.out).toContain('\u001b[91merr\n\u001b[0m');
+    expect(await containerCount()).toBe(before + 1);
+    await removeAll();
+    const forced = await build(files, { forcerm: '1' });
+    expect(forced.out).toContain('Removing intermediate container');
+    expect(await containerCount()).toBe(before);
+  });
+
+  it('answers errors before the build as HTTP errors in dockerd’s words', async () => {
+    const cases: Array<[Record<string, string>, Record<string, string>, number, string]> = [
+      [{ Dockerfile: 'FROM busybox\nFOO bar' }, {}, 400, 'dockerfile parse error line 2: unknown instruction: FOO'],
+      [{ Dockerfile: 'FROM busybox' }, { target: 'nope' }, 400, 'failed to reach build target nope in Dockerfile'],
+      [{ Dockerfile: 'FROM busybox' }, { dockerfile: 'nope' }, 500, 'Cannot locate specified Dockerfile: nope'],
+      [{ Dockerfile: 'FROM busybox' }, { version: '2' }, 400, 'BuildKit is not supported'],
+      [{ Dockerfile: 'FROM busybox' }, { platform: 'linux/s390x' }, 400, 'platform linux/s390x is not supported'],
+    ];
+    for (const [files, params, status, message] of cases) {
+      const r = await build(files, params);
+      expect(r.status, r.text).toBe(status);
+      expect(JSON.parse(r.text).message).toContain(message);
+    }
+    const missing = await build({ Dockerfile: df(['FROM busybox', 'COPY nothere.txt /x']) });
+    expect(missing.messages.at(-1)).toEqual({
+      errorDetail: {
+        message:
+          'COPY failed: file not found in build context or excluded by .dockerignore: stat nothere.txt: file does not exist',
+      },
+      error:
+        'COPY failed: file not found in build context or excluded by .dockerignore: stat nothere.txt: file does not exist',
+    });
+    expect((await d.request('POST', '/session')).status).toBe(501);
+  });
+
+  it('q prints only the id; labels add a step each; the tagged image has them', async () => {
+    const r = await build(
+      { Dockerfile: df(['FROM busybox', 'LABEL a=b']) },
+      { q: '1', labels: JSON.stringify({ 'from.api': 'yes' }) },
+    );
+    expect(r.messages).toEqual([{ stream: expect.stringMatching(/^sha256:[0-9a-f]{64}\n$/) }]);
+    const id = r.messages[0]!.stream!.trim();
+    expect((await inspect(id)).Config.Labels).toEqual({ a: 'b', 'from.api': 'yes' });
+  });
+
+  it('a build whose client goes away stops its RUN and leaves no container', async () => {
+    const before = await containerCount();
+    const body = await context({ Dockerfile: df(['FROM busybox', 'RUN echo started; sleep 60']) });
+    const seen = await new Promise<string>((resolve, reject) => {
+      const req = http.request(
+        {
+          socketPath: d.socket,
+          method: 'POST',
+          path: '/build?nocache=1',
+          headers: { 'Content-Type': 'application/x-tar' },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => {
+            text += c.toString();
+            if (text.includes('{"stream":"started')) {
+              req.destroy();
+              resolve(text);
+            }
+          });
+        },
+      );
+      req.on('error', () => undefined);
+      req.end(body);
+      setTimeout(() => reject(new Error('no output')), 20_000);
+    });
+    expect(seen).toContain('Running in');
+    await waitUntil(async () => (await containerCount()) === before);
+  });
+});
+
+async function removeAll(): Promise<void> {
+  for (const c of (await d.request('GET', '/containers/json?all=1')).json as Array<{ Id: string }>)
+    await d.request('DELETE', `/containers/${c.Id}?force=1`);
+}
+
+async function waitUntil(check: () => Promise<boolean>, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
