@@ -3,12 +3,15 @@
 import { describe, expect, it } from 'vitest';
 import {
   applyConfigInstruction,
+  goDurationString,
+  nopCommand,
   type ConfigFields,
   type Instruction,
   isConfigInstruction,
   parseDockerfile,
   parseInstruction,
   parseStages,
+  sourceCode,
 } from '../../src/engine/dockerfile/index.js';
 import { isEngineError } from '../../src/errors.js';
 
@@ -280,5 +283,99 @@ describe('applyConfigInstruction', () => {
       isConfigInstruction(parseInstruction(parseDockerfile(l).nodes[0]!)),
     );
     expect(kinds).toEqual([false, false, false, false, false, true]);
+  });
+});
+
+describe('step comments (history and cache key), as dockerd 20.10 writes them', () => {
+  const history = (text: string, config: ConfigFields = {}) => {
+    const state = { cmdSet: false };
+    return parseDockerfile(text).nodes.map((node) => {
+      const i = parseInstruction(node);
+      if (!isConfigInstruction(i)) throw new Error(`not config: ${i.kind}`);
+      return nopCommand(config, applyConfigInstruction(config, i, config.Env ?? [], state)).join(' ');
+    });
+  };
+
+  it('prints expanded values after `#(nop) `', () => {
+    expect(
+      history(
+        [
+          'ENV A=1 B="two words"',
+          "LABEL 'k 1'=v q=$A",
+          'EXPOSE 80 53/udp $A',
+          'USER app:$A',
+          'WORKDIR rel/../dir',
+          'VOLUME ["/a", "/b"]',
+          'STOPSIGNAL SIGRTMIN+3',
+          'MAINTAINER me <m@e>',
+          'ONBUILD run echo hi',
+        ].join('\n'),
+      ),
+    ).toEqual([
+      '/bin/sh -c #(nop)  ENV A=1 B=two words',
+      '/bin/sh -c #(nop)  LABEL k 1=v q=1',
+      // Sorted before expansion, as dockerd sorts them.
+      '/bin/sh -c #(nop)  EXPOSE 1 53/udp 80',
+      '/bin/sh -c #(nop)  USER app:1',
+      '/bin/sh -c #(nop) WORKDIR /dir',
+      '/bin/sh -c #(nop)  VOLUME [/a /b]',
+      '/bin/sh -c #(nop)  STOPSIGNAL SIGRTMIN+3',
+      '/bin/sh -c #(nop)  MAINTAINER me <m@e>',
+      '/bin/sh -c #(nop)  ONBUILD run echo hi',
+    ]);
+  });
+
+  it("quotes commands as Go's %q and runs the comment through the current Shell", () => {
+    expect(
+      history('CMD echo "hi"\tthere\nENTRYPOINT ["a", "b\\tc"]\nSHELL ["/bin/bash", "-xc"]\nCMD x\nENTRYPOINT'),
+    ).toEqual([
+      '/bin/sh -c #(nop)  CMD ["/bin/sh" "-c" "echo \\"hi\\"\\tthere"]',
+      '/bin/sh -c #(nop)  ENTRYPOINT ["a" "b\\tc"]',
+      '/bin/bash -xc #(nop)  SHELL [/bin/bash -xc]',
+      '/bin/bash -xc #(nop)  CMD ["/bin/bash" "-xc" "x"]',
+      '/bin/bash -xc #(nop)  ENTRYPOINT []',
+    ]);
+  });
+
+  it('prints HEALTHCHECK as the Go struct dockerd prints', () => {
+    expect(
+      history(
+        [
+          'HEALTHCHECK --interval=1m30s --timeout=1.5s --start-period=100ms --retries=3 CMD ["a","b"]',
+          'HEALTHCHECK NONE',
+          'HEALTHCHECK --retries=65 CMD x',
+          'HEALTHCHECK --interval=2h0m1s --timeout=1500us CMD x',
+        ].join('\n'),
+      ),
+    ).toEqual([
+      `/bin/sh -c #(nop)  HEALTHCHECK &{["CMD" "a" "b"] "1m30s" "1.5s" "100ms" '\\x03'}`,
+      `/bin/sh -c #(nop)  HEALTHCHECK &{["NONE"] "0s" "0s" "0s" '\\x00'}`,
+      `/bin/sh -c #(nop)  HEALTHCHECK &{["CMD-SHELL" "x"] "0s" "0s" "0s" 'A'}`,
+      `/bin/sh -c #(nop)  HEALTHCHECK &{["CMD-SHELL" "x"] "2h0m1s" "1.5ms" "0s" '\\x00'}`,
+    ]);
+  });
+
+  it("formats durations as Go's time.Duration", () => {
+    expect([0, 1, 1500, 2e6, 1.5e9, 60e9, 3600e9, 3661e9, -5e9].map(goDurationString)).toEqual([
+      '0s',
+      '1ns',
+      '1.5µs',
+      '2ms',
+      '1.5s',
+      '1m0s',
+      '1h0m0s',
+      '1h1m1s',
+      '-5s',
+    ]);
+  });
+});
+
+describe('sourceCode', () => {
+  it('is the logical line, continuations joined, trimmed', () => {
+    const { stages } = parseStages(parseDockerfile('FROM  x  AS b \nRUN a \\\n    b  \n'));
+    expect([sourceCode(stages[0]!.from), sourceCode(stages[0]!.instructions[0]!)]).toEqual([
+      'FROM  x  AS b',
+      'RUN a     b',
+    ]);
   });
 });

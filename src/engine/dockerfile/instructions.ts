@@ -3,7 +3,7 @@
 // words. Words stay unexpanded: the builder expands them at dispatch, with the
 // environment of that moment.
 import { invalidParameter } from '../../errors.js';
-import type { Node } from './parse.js';
+import { type Node, trimSpace } from './parse.js';
 
 interface Base {
   node: Node;
@@ -124,6 +124,9 @@ export interface Stage {
   from: FromInstr;
   instructions: Instruction[];
 }
+
+/** The instruction as the build stream's "Step N/M : …" line prints it: the logical line, trimmed. */
+export const sourceCode = (i: { node: Node }): string => trimSpace(i.node.original);
 
 /** Refusals dockerd makes at dispatch, not parse: parseStages leaves their words without the line prefix. */
 const dispatchErrors = new WeakSet<Error>();

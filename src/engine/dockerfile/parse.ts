@@ -65,7 +65,7 @@ const trimLeft = (s: string): string => {
   while (i < s.length && isSpace(s[i]!)) i++;
   return s.slice(i);
 };
-const trimSpace = (s: string): string => {
+export const trimSpace = (s: string): string => {
   let end = s.length;
   while (end > 0 && isSpace(s[end - 1]!)) end--;
   return trimLeft(s.slice(0, end));
