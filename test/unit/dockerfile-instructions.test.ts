@@ -11,6 +11,9 @@ import {
   parseDockerfile,
   parseInstruction,
   parseStages,
+  parseTrigger,
+  expandArg,
+  expandCopy,
   sourceCode,
 } from '../../src/engine/dockerfile/index.js';
 import { isEngineError } from '../../src/errors.js';
@@ -377,5 +380,37 @@ describe('sourceCode', () => {
       'FROM  x  AS b',
       'RUN a     b',
     ]);
+  });
+});
+
+describe('parseTrigger, expandArg, expandCopy', () => {
+  it('parses an ONBUILD trigger alone, refusing what dockerd refuses', () => {
+    expect(parseTrigger('RUN echo hi')).toMatchObject({ kind: 'run', args: ['echo hi'] });
+    expect(parseTrigger('COPY --from=x a b')).toMatchObject({ kind: 'copy', from: 'x', sources: ['a'], dest: 'b' });
+    expect(refusal(() => parseTrigger('RUN a\nRUN b'))).toBe('onbuild trigger should be a single expression');
+    expect(refusal(() => parseTrigger('BOGUS x'))).toBe('unknown instruction: BOGUS');
+    expect(refusal(() => parseTrigger('FROM x'))).toBe('*instructions.Stage is not a command type');
+  });
+
+  it('expands ARG names and defaults, and words the step', () => {
+    const arg = parseInstruction(parseDockerfile('ARG a=$X b c="${X}y"').nodes[0]!);
+    if (arg.kind !== 'arg') throw new Error(arg.kind);
+    expect(expandArg(arg, ['X=1'])).toEqual({
+      args: [{ name: 'a', value: '1' }, { name: 'b' }, { name: 'c', value: '1y' }],
+      comment: 'ARG a=1 b c=1y',
+    });
+  });
+
+  it('expands COPY sources, destination and --chown, not --from', () => {
+    const copy = parseInstruction(parseDockerfile('COPY --from=$S --chown=$U:$U a$X "b"c /d$X/').nodes[0]!);
+    if (copy.kind !== 'copy') throw new Error(copy.kind);
+    expect(copy.from).toBe('$S');
+    expect(expandCopy(copy, ['X=1', 'U=app'])).toEqual({ sources: ['a1', 'bc'], dest: '/d1/', chown: 'app:app' });
+    // The shell form splits on blanks before expansion: quotes do not hold a blank, as in dockerd.
+    const quoted = parseInstruction(parseDockerfile('COPY "b c" /d').nodes[0]!);
+    if (quoted.kind !== 'copy') throw new Error(quoted.kind);
+    expect(refusal(() => expandCopy(quoted, []))).toBe(
+      'failed to process "\\"b": unexpected end of statement while looking for matching double-quote',
+    );
   });
 });

@@ -3,7 +3,8 @@
 // words. Words stay unexpanded: the builder expands them at dispatch, with the
 // environment of that moment.
 import { invalidParameter } from '../../errors.js';
-import { type Node, trimSpace } from './parse.js';
+import { expandWord } from './expand.js';
+import { type Node, parseDockerfile, trimSpace } from './parse.js';
 
 interface Base {
   node: Node;
@@ -435,4 +436,47 @@ export function parseStages(df: { nodes: readonly Node[] }): { metaArgs: ArgInst
     stages.at(-1)!.instructions.push(instr);
   }
   return { metaArgs, stages };
+}
+
+/**
+ * An ONBUILD trigger (from an image's OnBuild) as the instruction it runs, parsed
+ * as dockerd parses it when the next FROM fires it: alone, with the default escape.
+ */
+export function parseTrigger(expression: string): Instruction {
+  const nodes = parseDockerfile(expression).nodes;
+  if (nodes.length !== 1) throw invalidParameter('onbuild trigger should be a single expression');
+  const instr = parseInstruction(nodes[0]!);
+  // dockerd's ParseCommand takes no stage: a FROM trigger is no command.
+  if (instr.kind === 'from') throw invalidParameter('*instructions.Stage is not a command type');
+  return instr;
+}
+
+/** ARG's names and defaults expanded, and dockerd's step comment (`ARG a=1 b`). */
+export function expandArg(
+  instr: ArgInstr,
+  env: readonly string[],
+): { args: Array<{ name: string; value?: string }>; comment: string } {
+  const expand = (w: string) => expandWord(w, env, instr.node.escape);
+  const args = instr.args.map((a) => ({
+    name: expand(a.name),
+    ...(a.value !== undefined ? { value: expand(a.value) } : {}),
+  }));
+  return {
+    args,
+    comment: `ARG ${args.map((a) => (a.value !== undefined ? `${a.name}=${a.value}` : a.name)).join(' ')}`,
+  };
+}
+
+/** COPY/ADD's words expanded as dockerd expands them (sources, destination, --chown; not --from). */
+export function expandCopy(
+  instr: CopyInstr,
+  env: readonly string[],
+): { sources: string[]; dest: string; chown?: string } {
+  const expand = (w: string) => expandWord(w, env, instr.node.escape);
+  const chown = instr.chown !== undefined ? expand(instr.chown) : undefined;
+  return {
+    sources: instr.sources.map(expand),
+    dest: expand(instr.dest),
+    ...(chown ? { chown } : {}),
+  };
 }
