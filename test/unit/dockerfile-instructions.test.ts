@@ -90,6 +90,9 @@ describe('parseInstruction', () => {
     });
     expect(refused('ARG')).toBe('ARG requires at least one argument');
     expect(refused('ARG =x')).toBe('ARG names can not be blank');
+    // dockerd drops these flags unread: refused rather than ignored.
+    expect(refused('ARG --x a')).toBe('Unknown flag: x');
+    expect(refused('STOPSIGNAL --x TERM')).toBe('Unknown flag: x');
   });
 
   it('COPY, ADD: sources, destination, --from, --chown; --chmod and --link need BuildKit', () => {

@@ -243,7 +243,8 @@ export function parseInstruction(node: Node): Instruction {
     }
     case 'arg': {
       if (n.args.length === 0) throw atLeastOne('ARG');
-      // dockerd reads no flags on ARG: `--x` would be a name, and a bad one.
+      // dockerd drops flags on ARG unread; berth refuses them rather than ignore them.
+      noFlags(n);
       const args = n.args.map((w) => {
         const eq = w.indexOf('=');
         if (eq < 0) return { name: w };
@@ -286,8 +287,9 @@ export function parseInstruction(node: Node): Instruction {
       return { kind: n.command, node: n, value: n.args[0]! };
     }
     case 'stopsignal':
-      // dockerd reads no flags on STOPSIGNAL: they are part of the signal, refused at dispatch.
       if (n.args.length !== 1) throw exactlyOne('STOPSIGNAL');
+      // dockerd drops flags on STOPSIGNAL unread; berth refuses them rather than ignore them.
+      noFlags(n);
       return { kind: 'stopsignal', node: n, value: n.args[0]! };
     case 'volume': {
       if (n.args.length === 0) throw atLeastOne('VOLUME');
