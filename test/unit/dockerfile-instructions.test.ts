@@ -153,6 +153,7 @@ describe('parseInstruction', () => {
     });
     expect(refused('HEALTHCHECK')).toBe('HEALTHCHECK requires at least one argument');
     expect(refused('HEALTHCHECK NONE x')).toBe('HEALTHCHECK NONE takes no arguments');
+    expect(refused('HEALTHCHECK --interval=5s NONE')).toBe('HEALTHCHECK NONE takes no arguments');
     expect(refused('HEALTHCHECK CMD')).toBe('Missing command after HEALTHCHECK CMD');
     expect(refused('HEALTHCHECK RUN x')).toBe('Unknown type "RUN" in HEALTHCHECK (try CMD)');
     expect(refused('HEALTHCHECK --interval=1us CMD x')).toBe('Interval "interval" cannot be less than 1ms');

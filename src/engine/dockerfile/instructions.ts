@@ -329,8 +329,8 @@ function healthcheck(n: Node): HealthcheckInstr {
   const type = n.args[0]!.toUpperCase();
   const rest = n.args.slice(1);
   if (type === 'NONE') {
-    if (rest.length !== 0) throw invalidParameter('HEALTHCHECK NONE takes no arguments');
-    // dockerd reads no flags on HEALTHCHECK NONE.
+    // dockerd drops flags on HEALTHCHECK NONE unread; berth refuses them rather than ignore them.
+    if (rest.length !== 0 || n.flags.length !== 0) throw invalidParameter('HEALTHCHECK NONE takes no arguments');
     return { kind: 'healthcheck', node: n, test: 'NONE' };
   }
   const flags = parseFlags(n, {
