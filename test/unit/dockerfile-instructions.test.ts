@@ -11,6 +11,7 @@ import {
   parseDockerfile,
   parseInstruction,
   parseStages,
+  queryLabel,
   parseTrigger,
   expandArg,
   expandCopy,
@@ -416,5 +417,15 @@ describe('parseTrigger, expandArg, expandCopy', () => {
     expect(refusal(() => expandCopy(quoted, []))).toBe(
       'failed to process "\\"b": unexpected end of statement while looking for matching double-quote',
     );
+  });
+});
+
+describe('queryLabel', () => {
+  it("is the build's `labels` query as dockerd's LABEL step: as given, never expanded", () => {
+    const l = queryLabel('a b', '$HOME "q"');
+    expect(sourceCode(l)).toBe('LABEL a b=$HOME "q"');
+    const config: ConfigFields = { Env: ['HOME=/root'] };
+    expect(applyConfigInstruction(config, l, config.Env!)).toBe('LABEL a b=$HOME "q"');
+    expect(config.Labels).toEqual({ 'a b': '$HOME "q"' });
   });
 });

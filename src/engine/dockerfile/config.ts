@@ -83,7 +83,7 @@ export function applyConfigInstruction(
       const labels = { ...(config.Labels ?? {}) };
       let comment = 'LABEL';
       for (const [k, v] of instr.pairs) {
-        const [key, value] = [expand(k), expand(v)];
+        const [key, value] = instr.noExpand ? [k, v] : [expand(k), expand(v)];
         labels[key] = value;
         comment += ` ${key}=${value}`;
       }

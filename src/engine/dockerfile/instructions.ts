@@ -39,6 +39,8 @@ export interface EnvInstr extends Base {
 export interface LabelInstr extends Base {
   kind: 'label';
   pairs: Array<[string, string]>;
+  /** The build's `labels` query: taken as given, never expanded (queryLabel makes these). */
+  noExpand?: true;
 }
 export interface ArgInstr extends Base {
   kind: 'arg';
@@ -480,5 +482,29 @@ export function expandCopy(
     sources: instr.sources.map(expand),
     dest: expand(instr.dest),
     ...(chown ? { chown } : {}),
+  };
+}
+
+/**
+ * A label of the build's `labels` query as the step dockerd appends to the last
+ * stage for it: `LABEL k=v`, its words taken as given (no quotes, no expansion).
+ */
+export function queryLabel(key: string, value: string): LabelInstr {
+  const original = `LABEL ${key}=${value}`;
+  return {
+    kind: 'label',
+    pairs: [[key, value]],
+    noExpand: true,
+    node: {
+      command: 'label',
+      flags: [],
+      rest: `${key}=${value}`,
+      original,
+      startLine: 0,
+      endLine: 0,
+      json: null,
+      args: [key, value],
+      escape: '\\',
+    },
   };
 }
