@@ -203,6 +203,10 @@ describe('parseStages', () => {
     expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN --mount=type=tmpfs,target=/t x')))).toBe(
       BUILDKIT('mount'),
     );
+    // No heredocs in the classic builder: the body's lines are instructions of their own.
+    expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN <<EOF\necho hi\nEOF')))).toBe(
+      'dockerfile parse error line 3: unknown instruction: ECHO',
+    );
     expect(refusal(() => parseStages(parseDockerfile('ARG a\nRUN x\nFROM y')))).toBe(
       'no build stage in current context',
     );
