@@ -376,6 +376,10 @@ describe('resolveSources', () => {
     expect(resolveSources(ctx, ['./a.txt', '/b.txt']).map((s) => s.rel)).toEqual(['a.txt', 'b.txt']);
     expect(resolveSources(ctx, ['*.txt']).map((s) => s.rel)).toEqual(['a.txt', 'b.txt']);
     expect(resolveSources(ctx, ['dir/*']).map((s) => s.rel)).toEqual(['dir/one', 'dir/sub']);
+    expect(resolveSources(ctx, ['dir/s*/t*']).map((s) => s.rel)).toEqual(['dir/sub/three']);
+    expect(resolveSources(ctx, ['*/sub']).map((s) => s.rel)).toEqual(['dir/sub']);
+    expect(() => resolveSources(ctx, ['dirlink/*'])).toThrow('no source files were specified'); // Walk does not enter links
+    expect(() => resolveSources({ ...ctx, image: true }, ['nope'])).toThrow(/^stat nope: file does not exist$/);
     const dir = resolveSources(ctx, ['dir'])[0]!;
     expect(dir.stat.isDirectory()).toBe(true);
     expect(resolveSources(ctx, ['.'])[0]!.real).toBe('');

@@ -54,11 +54,19 @@ export interface CopySource {
   unnamed?: boolean;
 }
 
-/** What resolveSources needs of a context; a stage's or an image's tree serves as well (`excluded` then says no). */
-export type SourceTree = Pick<BuildContext, 'root' | 'excluded'>;
+/**
+ * What resolveSources needs of a context. A stage's or an image's tree
+ * (COPY --from) serves as well: `excluded` then says no, and `image` set
+ * gives dockerd's shorter not-found message for it.
+ */
+export type SourceTree = Pick<BuildContext, 'root' | 'excluded'> & { image?: boolean };
 
-const notFound = (path: string) =>
-  invalidParameter(`file not found in build context or excluded by .dockerignore: stat ${path}: file does not exist`);
+const notFound = (tree: SourceTree, path: string) =>
+  invalidParameter(
+    tree.image
+      ? `stat ${path}: file does not exist`
+      : `file not found in build context or excluded by .dockerignore: stat ${path}: file does not exist`,
+  );
 
 /**
  * The sources `patterns` name in `tree`, in order (a wildcard's matches in
@@ -76,7 +84,7 @@ export function resolveSources(tree: SourceTree, patterns: readonly string[]): C
       let p = orig.startsWith('/') ? orig.slice(1) : orig;
       if (p.startsWith('./')) p = p.slice(2);
       if (containsWildcards(p)) {
-        for (const rel of walkNames(tree, rootFd)) {
+        for (const rel of walkNames(tree, rootFd, literalPrefix(p))) {
           if (matches(p, rel)) out.push(single(tree, rootFd, realRoot, rel));
         }
       } else {
@@ -109,7 +117,7 @@ function single(tree: SourceTree, rootFd: number, realRoot: string, path: string
     fd = openInRoot(rootFd, rel === '.' ? '' : rel, O_PATH);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') throw notFound(path);
+    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') throw notFound(tree, path);
     throw systemError(`stat ${path}: ${messageOf(e)}`, e);
   }
   try {
@@ -117,7 +125,7 @@ function single(tree: SourceTree, rootFd: number, realRoot: string, path: string
     const real = abs === realRoot ? '' : posix.relative(realRoot, abs);
     if (real.startsWith('../') || real === '..' || posix.isAbsolute(real))
       throw systemError(`${path} resolved outside the build context`); // cannot happen with RESOLVE_IN_ROOT
-    if ((rel !== '.' && tree.excluded(rel)) || (real !== '' && tree.excluded(real))) throw notFound(path);
+    if ((rel !== '.' && tree.excluded(rel)) || (real !== '' && tree.excluded(real))) throw notFound(tree, path);
     const st = fstatSync(fd);
     const source: CopySource = { rel, abs, stat: st, real };
     if (st.isDirectory()) source.skip = (under: string) => tree.excluded(real === '' ? under : `${real}/${under}`);
@@ -127,8 +135,30 @@ function single(tree: SourceTree, rootFd: number, realRoot: string, path: string
   }
 }
 
-/** Every path of the tree, as Go's filepath.Walk visits them (lexical order, symlinks not followed), minus excluded ones. */
-function* walkNames(tree: SourceTree, rootFd: number): Generator<string> {
+/**
+ * The directory a wildcard pattern's matches must lie in: its components
+ * before the first with a wildcard, when they hold no escape ('' for the
+ * whole tree). filepath.Match compares them byte for byte, so nothing
+ * outside can match, and the walk need not go there.
+ */
+function literalPrefix(pattern: string): string {
+  const parts = pattern.split('/');
+  const fixed: string[] = [];
+  for (const part of parts.slice(0, -1)) {
+    if (containsWildcards(part) || part.includes('\\') || part === '' || part === '.' || part === '..') break;
+    fixed.push(part);
+  }
+  return fixed.join('/');
+}
+
+/**
+ * Every path of the tree, as Go's filepath.Walk visits them (lexical order,
+ * symlinks not followed), minus excluded ones; only into directories on the
+ * way to or under `prefix`.
+ */
+function* walkNames(tree: SourceTree, rootFd: number, prefix: string): Generator<string> {
+  const wanted = (rel: string) =>
+    prefix === '' || prefix === rel || prefix.startsWith(`${rel}/`) || rel.startsWith(`${prefix}/`);
   const visit = function* (dir: string): Generator<string> {
     let entries: Dirent[];
     try {
@@ -140,7 +170,8 @@ function* walkNames(tree: SourceTree, rootFd: number): Generator<string> {
     for (const d of entries) {
       const rel = dir === '' ? d.name : `${dir}/${d.name}`;
       if (!tree.excluded(rel)) yield rel;
-      if (d.isDirectory()) yield* visit(rel); // an excluded directory may still hold `!`-included files
+      // An excluded directory may still hold `!`-included files.
+      if (d.isDirectory() && wanted(rel)) yield* visit(rel);
     }
   };
   yield* visit('');
