@@ -413,6 +413,8 @@ describe('resolveSources', () => {
     expect(a).toMatch(/^file:[0-9a-f]{64}$/);
     expect(await sourceChecksum(resolveSources(ctx, ['dir']))).toMatch(/^dir:[0-9a-f]{64}$/);
     expect(await sourceChecksum(resolveSources(ctx, ['a.txt', 'b.txt']))).toMatch(/^multi:[0-9a-f]{64}$/);
+    await writeFile(path.join(ctx.root, 'a2.txt'), 'A');
+    expect(await sourceChecksum(resolveSources(ctx, ['a2.txt']))).not.toBe(a); // same bytes, another name
     const d1 = await sourceChecksum(resolveSources(ctx, ['dir']));
     await utimes(path.join(ctx.root, 'a.txt'), 1000, 1000);
     expect(await sourceChecksum(resolveSources(ctx, ['a.txt']))).toBe(a);

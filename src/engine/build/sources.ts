@@ -182,8 +182,9 @@ function* walkNames(tree: SourceTree, rootFd: number, prefix: string): Generator
 /**
  * The content checksum the build cache keys a COPY/ADD on, in dockerd's
  * shapes: "file:<hex>" for one file, "dir:<hex>" for one directory,
- * "multi:<hex>" for several sources. It covers names, types, permission
- * bits, link targets and contents; not owners (COPY sets them) nor mtimes.
+ * "multi:<hex>" for several sources. It covers names (a file source's base
+ * name, a directory's entries'), types, permission bits, link targets and
+ * contents; not owners (COPY sets them) nor mtimes.
  */
 export async function sourceChecksum(sources: readonly CopySource[]): Promise<string> {
   const sums: string[] = [];
@@ -195,7 +196,8 @@ export async function sourceChecksum(sources: readonly CopySource[]): Promise<st
 async function oneChecksum(s: CopySource): Promise<string> {
   if (!s.stat.isDirectory()) {
     const h = createHash('sha256');
-    h.update(`${kindOf(s.stat)} ${(s.stat.mode & 0o7777).toString(8)}\n`);
+    // The name too: it is the copied file's name under a destination directory (as tarsum's header has it).
+    h.update(`${posix.basename(s.rel)}\0${kindOf(s.stat)}\0${(s.stat.mode & 0o7777).toString(8)}\n`);
     if (s.stat.isFile()) await hashFile(h, s.abs);
     return `file:${h.digest('hex')}`;
   }
