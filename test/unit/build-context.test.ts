@@ -16,6 +16,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { type BuildContext, receiveContext } from '../../src/engine/build/context.js';
 import { downloadName, fetchUrl, resolveSources, sourceChecksum, sourcesTar } from '../../src/engine/build/sources.js';
 import { Extractor } from '../../src/engine/layers/extractor.js';
+import { lsetxattr } from '../../src/engine/os/xattrs.js';
 import * as tarStream from 'tar-stream';
 import { tarOf, type TarEntry } from '../harness/tar.js';
 
@@ -462,6 +463,31 @@ describe('sourcesTar', () => {
     ]);
     const rooted = await tarEntries(sourcesTar({ sources: resolveSources(ctx, ['dir/one']), destIsDir: true }));
     expect(rooted.map(([n]) => n)).toEqual(['one']);
+  });
+
+  it('keeps file capabilities (security.capability), as dockerd copies them', async () => {
+    const ctx = await receive([DF, { name: 'bin/ping', body: 'elf', mode: 0o755 }, { name: 'solo', body: 's' }]);
+    // VFS_CAP_REVISION_2 with the effective bit, permitted cap_net_raw.
+    const cap = Buffer.alloc(20);
+    cap.writeUInt32LE(0x02000001, 0);
+    cap.writeUInt32LE(1 << 13, 4);
+    lsetxattr(path.join(ctx.root, 'bin/ping'), 'security.capability', cap);
+    lsetxattr(path.join(ctx.root, 'solo'), 'security.capability', cap);
+    for (const src of ['bin', 'solo']) {
+      const ex = tarStream.extract();
+      sourcesTar({ sources: resolveSources(ctx, [src]), destIsDir: true }).pipe(ex as unknown as NodeJS.WritableStream);
+      const seen: Array<[string, string | undefined]> = [];
+      for await (const e of ex) {
+        seen.push([
+          e.header.name,
+          (e.header.pax as Record<string, string> | undefined)?.['SCHILY.xattr.security.capability'] === undefined
+            ? undefined
+            : 'cap',
+        ]);
+        e.resume();
+      }
+      expect(seen, src).toEqual([[src === 'bin' ? 'ping' : 'solo', 'cap']]);
+    }
   });
 
   it('ADD expands local archives (gzip, bzip2, xz, plain) but copies other files and downloads as they are', async () => {

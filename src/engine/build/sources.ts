@@ -32,6 +32,7 @@ import { bodyPadding, encodeEntryHeader, endOfArchive, type EntryHeader, type En
 import { cleanComponents } from '../layers/tarpath.js';
 import { openListed, walkTree, type EntryStat, type WalkEntry } from '../layers/walk.js';
 import { O_PATH, openInRoot } from '../os/rooted.js';
+import { lgetxattr } from '../os/xattrs.js';
 import type { BuildContext } from './context.js';
 import { getWithStatusError } from './context.js';
 import { decompress, peekBytes, SNIFF_BYTES, sniffCompression } from './compression.js';
@@ -335,15 +336,16 @@ async function* entry(
     links.set(key, name);
   }
   if (st.isFile()) {
+    const caps = capabilityOf(e.xattrs ? (e.xattrs.find(([n]) => n === CAPABILITY)?.[1] ?? null) : e.path);
     if (e.data) {
-      yield encodeEntryHeader({ ...m, name, type: 'file', size: e.data.length });
+      yield encodeEntryHeader({ ...m, name, type: 'file', size: e.data.length, ...caps });
       yield e.data;
       yield bodyPadding(e.data.length);
       return;
     }
     const opened = await openListed(e);
     if (!opened) throw systemError(`${JSON.stringify(e.rel)} changed while it was being read`);
-    yield* streamFile(opened.fh, Number(opened.st.size), { ...m, name }, e.rel);
+    yield* streamFile(opened.fh, Number(opened.st.size), { ...m, name, ...caps }, e.rel);
     return;
   }
   if (st.isSymbolicLink()) {
@@ -375,10 +377,28 @@ async function* fileSource(s: CopySource, name: string, uid: number, gid: number
   try {
     const st = await fh.stat({ bigint: true });
     if (!st.isFile()) throw systemError(`${JSON.stringify(s.rel)} changed while it was being read`);
-    yield* streamFile(fh, Number(st.size), { ...meta(st, uid, gid), name }, s.rel);
+    yield* streamFile(fh, Number(st.size), { ...meta(st, uid, gid), name, ...capabilityOf(s.abs) }, s.rel);
   } finally {
     await fh.close();
   }
+}
+
+const CAPABILITY = 'security.capability';
+
+/**
+ * A file's capabilities, the one xattr dockerd's copy keeps (TarWithOptions
+ * reads only it): given as the value already read, or a path to read it at.
+ */
+function capabilityOf(from: Buffer | null | string): Pick<EntryHeader, 'xattrs'> {
+  let value = typeof from === 'string' ? null : from;
+  if (typeof from === 'string') {
+    try {
+      value = lgetxattr(from, CAPABILITY);
+    } catch {
+      value = null; // a filesystem without xattrs has no capabilities to keep
+    }
+  }
+  return value ? { xattrs: [[CAPABILITY, value]] } : {};
 }
 
 const statBig = (abs: string): Promise<EntryStat> => lstat(abs, { bigint: true });
@@ -386,7 +406,7 @@ const statBig = (abs: string): Promise<EntryStat> => lstat(abs, { bigint: true }
 async function* streamFile(
   fh: FileHandle,
   size: number,
-  h: Pick<EntryHeader, 'mode' | 'uid' | 'gid' | 'mtime' | 'name'>,
+  h: Pick<EntryHeader, 'mode' | 'uid' | 'gid' | 'mtime' | 'name' | 'xattrs'>,
   rel: string,
 ): AsyncGenerator<Buffer> {
   yield encodeEntryHeader({ ...h, type: 'file', size });
