@@ -156,6 +156,15 @@ describe('receiveContext', () => {
       { name: 'real', body: 'FROM inside\n' },
     ]);
     expect(ctx.dockerfile).toBe('FROM inside\n');
+    await expect(
+      receive([
+        { name: 'Dockerfile', type: 'symlink', linkname: 'loop' },
+        { name: 'loop', type: 'symlink', linkname: 'Dockerfile' },
+      ]),
+    ).rejects.toThrow('Cannot locate specified Dockerfile: Dockerfile');
+    await expect(receive([{ name: 'Dockerfile', type: 'symlink', linkname: '/proc/self/environ' }])).rejects.toThrow(
+      'Cannot locate specified Dockerfile',
+    );
   });
 
   it('names and hard links that climb out, and absolute names, land inside (as in dockerd chrooted untar)', async () => {
@@ -396,6 +405,9 @@ describe('resolveSources', () => {
       'file not found in build context or excluded by .dockerignore: stat to-outside: file does not exist',
     );
     expect(resolveSources(ctx, ['dirlink'])[0]!.real).toBe('dir');
+    // `..` climbs no higher than the context, as dockerd's scoped resolution.
+    const [up] = resolveSources(ctx, ['../../etc/passwd']);
+    expect(readFileSync(up!.abs, 'utf8')).toBe('context passwd');
   });
 
   it('excluded files are not there, directly, through a link, or by wildcard', () => {
