@@ -314,7 +314,14 @@ describe('remote contexts', () => {
   const none = () => Readable.from([]);
 
   it('a tarball URL is a context; a plain-text one is the Dockerfile alone', async () => {
-    const ctx = await receiveContext({ body: none(), dir: fresh(), remote: `${url}/ctx.tar.gz` });
+    let bytes = 0;
+    const ctx = await receiveContext({
+      body: none(),
+      dir: fresh(),
+      remote: `${url}/ctx.tar.gz`,
+      progress: (c) => (bytes = c),
+    });
+    expect(bytes).toBe(tarball.length);
     expect(ctx.dockerfile).toBe('FROM remote\n');
     expect(readFileSync(path.join(ctx.root, 'r'), 'utf8')).toBe('R');
     const df = await receiveContext({ body: none(), dir: fresh(), remote: `${url}/Dockerfile` });
@@ -342,7 +349,9 @@ describe('remote contexts', () => {
 
   it('fetchUrl downloads ADD sources: 0600, Last-Modified mtime, named after the URL', async () => {
     const dir = path.join(base, 'dl');
-    const s = await fetchUrl(`${url}/file/some%20name.txt?x=1`, dir);
+    const told: Array<[number, number | null]> = [];
+    const s = await fetchUrl(`${url}/file/some%20name.txt?x=1`, dir, undefined, (c, t) => told.push([c, t]));
+    expect(told.at(-1)?.[0]).toBe(10); // total: the server sent no Content-Length
     expect(s.rel).toBe('some name.txt');
     expect(readFileSync(s.abs, 'utf8')).toBe('downloaded');
     expect(statSync(s.abs).mode & 0o7777).toBe(0o600);

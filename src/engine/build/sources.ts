@@ -34,7 +34,7 @@ import { openListed, walkTree, type EntryStat, type WalkEntry } from '../layers/
 import { O_PATH, openInRoot } from '../os/rooted.js';
 import { lgetxattr } from '../os/xattrs.js';
 import type { BuildContext } from './context.js';
-import { getWithStatusError } from './context.js';
+import { getWithStatusError, type Progress, responseBody } from './context.js';
 import { decompress, peekBytes, SNIFF_BYTES, sniffCompression } from './compression.js';
 import { containsWildcards, goClean, goMatch } from './dockerignore.js';
 
@@ -564,7 +564,12 @@ function insideName(raw: string, what: string): string {
  * (the epoch without one), named after the URL's path or the
  * Content-Disposition's filename (dockerd's getFilenameForDownload).
  */
-export async function fetchUrl(url: string, dir: string, signal?: AbortSignal): Promise<CopySource> {
+export async function fetchUrl(
+  url: string,
+  dir: string,
+  signal?: AbortSignal,
+  progress?: Progress,
+): Promise<CopySource> {
   await mkdir(dir, { recursive: true });
   const res = await getWithStatusError(url, signal);
   const filename = downloadName(url, res.headers.get('content-disposition'));
@@ -572,11 +577,7 @@ export async function fetchUrl(url: string, dir: string, signal?: AbortSignal): 
   // O_EXCL: never written through a link planted at that name.
   const out = createWriteStream(abs, { flags: 'wx', mode: 0o600 });
   try {
-    await pipeline(
-      Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>),
-      out,
-      ...(signal ? [{ signal }] : []),
-    );
+    await pipeline(responseBody(res, progress), out, ...(signal ? [{ signal }] : []));
   } catch (e) {
     await rm(abs, { force: true });
     throw isEngineError(e) ? e : systemError(`downloading ${url}: ${messageOf(e)}`, e);
