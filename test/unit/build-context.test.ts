@@ -4,7 +4,16 @@
 // of the context, device nodes, a context larger than memory should hold.
 import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import { existsSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import {
+  closeSync,
+  constants as C,
+  existsSync,
+  lstatSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  statSync,
+} from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,7 +24,9 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type BuildContext, receiveContext } from '../../src/engine/build/context.js';
 import { downloadName, fetchUrl, resolveSources, sourceChecksum, sourcesTar } from '../../src/engine/build/sources.js';
+import { applyLayer } from '../../src/engine/layers/apply.js';
 import { Extractor } from '../../src/engine/layers/extractor.js';
+import { O_PATH } from '../../src/engine/os/rooted.js';
 import { lsetxattr } from '../../src/engine/os/xattrs.js';
 import * as tarStream from 'tar-stream';
 import { tarOf, type TarEntry } from '../harness/tar.js';
@@ -484,6 +495,42 @@ describe('sourcesTar', () => {
     ]);
     const rooted = await tarEntries(sourcesTar({ sources: resolveSources(ctx, ['dir/one']), destIsDir: true }));
     expect(rooted.map(([n]) => n)).toEqual(['one']);
+  });
+
+  it('lands in a destination through the docker cp extraction core uses (ArchiveService.put)', async () => {
+    const inner = await tarOf([{ name: 'pkg/x', body: 'X', uid: 5, gid: 6 }]);
+    const ctx = await receive([
+      DF,
+      { name: 'app/', type: 'directory', mode: 0o750 },
+      { name: 'app/main.js', body: 'main', mode: 0o640 },
+      { name: 'app/lib/util.js', body: 'util' },
+      { name: 'app/link', type: 'symlink', linkname: '../../../etc/shadow' },
+      { name: 'app/hard', type: 'link', linkname: 'app/main.js' },
+      { name: 'pkg.tar', body: inner },
+    ]);
+    const dest = path.join(base, 'dest');
+    await mkdir(dest);
+    const dirFd = openSync(dest, O_PATH | C.O_DIRECTORY);
+    try {
+      const tar = sourcesTar({
+        sources: resolveSources(ctx, ['app', 'pkg.tar']),
+        destIsDir: true,
+        chown: { uid: 1234, gid: 5678 },
+        extractArchives: true,
+      });
+      await applyLayer(tar, '', { copy: { dirFd, name: '/dest', noOverwriteDirNonDir: false } });
+    } finally {
+      closeSync(dirFd);
+    }
+    expect(readFileSync(path.join(dest, 'main.js'), 'utf8')).toBe('main');
+    expect(statSync(path.join(dest, 'main.js'))).toMatchObject({ uid: 1234, gid: 5678 });
+    expect(statSync(path.join(dest, 'main.js')).mode & 0o7777).toBe(0o640);
+    expect(statSync(path.join(dest, 'hard')).ino).toBe(statSync(path.join(dest, 'main.js')).ino);
+    expect(readFileSync(path.join(dest, 'lib/util.js'), 'utf8')).toBe('util');
+    expect(readlinkSync(path.join(dest, 'link'))).toBe('../../../etc/shadow');
+    expect(lstatSync(path.join(dest, 'link'))).toMatchObject({ uid: 1234, gid: 5678 });
+    expect(readFileSync(path.join(dest, 'pkg/x'), 'utf8')).toBe('X');
+    expect(statSync(path.join(dest, 'pkg/x'))).toMatchObject({ uid: 5, gid: 6 }); // the archive's owners
   });
 
   it('keeps file capabilities (security.capability), as dockerd copies them', async () => {
