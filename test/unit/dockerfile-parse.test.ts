@@ -71,6 +71,14 @@ describe('parseDockerfile: lines', () => {
     );
   });
 
+  it("refuses a line longer than dockerd's scanner holds", () => {
+    expect(parseDockerfile(`LABEL a=${'x'.repeat(65527)}\n`).nodes).toHaveLength(1);
+    expect(refusal(() => parseDockerfile(`LABEL a=${'x'.repeat(65528)}\n`))).toBe(
+      'dockerfile line greater than max allowed size of 65535',
+    );
+    expect(refusal(() => parseDockerfile(`LABEL a=${'é'.repeat(32764)}\n`))).toMatch(/max allowed size/);
+  });
+
   it('keeps unknown instructions for parseInstruction to refuse', () => {
     expect(parseDockerfile('FOO bar').nodes[0]).toMatchObject({ command: 'foo', rest: 'bar', args: [] });
   });
