@@ -23,19 +23,22 @@ import {
   commandLine,
   DEFAULT_SHELL,
   envKey,
+  expandArg,
+  expandCopy,
   expandWord,
-  expandWords,
   type FromInstr,
   type Instruction,
   isConfigInstruction,
-  type LabelInstr,
-  type Node,
+  nopCommand,
   parseDockerfile,
-  parseInstruction,
   parseStages,
+  parseTrigger,
+  queryLabel,
   type RunInstr,
   type Stage,
+  sourceCode,
 } from '../dockerfile/index.js';
+import { mergeConfig } from '../commit/instructions.js';
 import type { ContainerConfigFields, ImageConfig } from '../images/config.js';
 import type { PullEvent } from '../images/pull.js';
 import type { ImageService } from '../images/service.js';
@@ -46,7 +49,7 @@ import type { AuthConfig } from '../registry/auth.js';
 import type { ImageRepository } from '../store/images.js';
 import { goArch } from '../system.js';
 import { type BuildContext, receiveContext } from './context.js';
-import { type CopySource, fetchUrl, resolveSources, sourceChecksum, sourcesTar } from './sources.js';
+import { type CopySource, fetchUrl, resolveSources, type SourceTree, sourceChecksum, sourcesTar } from './sources.js';
 
 /** dockerd's predefined build args: usable without an ARG, never reported unused, kept out of the cache key. */
 const PROXY_ARGS = new Set([
@@ -203,9 +206,10 @@ export class BuildService {
       const chosen = stages.slice(0, last + 1);
       const labelSteps = Object.keys(req.labels)
         .sort()
-        .map((k) => labelInstr(k, req.labels[k]!));
+        .map((k) => queryLabel(k, req.labels[k]!));
       const total = metaArgs.length + chosen.reduce((n, s) => n + 1 + s.instructions.length, 0) + labelSteps.length;
-      for (const w of df.warnings) out({ stream: `${w}\n` });
+      // dockerd writes the parser's warnings as one stderr record before the first step.
+      if (df.warnings.length) out({ stream: `\u001b[91m${df.warnings.join('\n')}\n\u001b[0m` });
 
       const run: Run = {
         req,
@@ -218,40 +222,33 @@ export class BuildService {
         cacheable: this.cacheSources(req.cacheFrom),
       };
       let step = 0;
-      const header = (node: Node) => {
+      const header = (instr: Instruction) => {
         step++;
-        out({ stream: `Step ${step}/${total} : ${node.original}` });
+        out({ stream: `Step ${step}/${total} : ${sourceCode(instr)}` });
         out({ stream: '\n' });
       };
       for (const a of metaArgs) {
-        header(a.node);
-        for (const { name, value } of a.args) {
+        header(a);
+        for (const { name, value } of expandArg(a, this.metaEnv(run)).args) {
           run.used.add(name);
           const given = req.buildArgs[name];
-          run.metaArgs.set(
-            name,
-            given != null
-              ? given
-              : value !== undefined
-                ? expandWord(value, this.metaEnv(run), a.node.escape)
-                : undefined,
-          );
+          run.metaArgs.set(name, given != null ? given : value);
         }
       }
       let imageId = '';
       for (const stage of chosen) {
         signal.throwIfAborted();
-        header(stage.from.node);
+        header(stage.from);
         const st = await this.from(run, stage);
         const steps = stage === chosen.at(-1) ? [...stage.instructions, ...labelSteps] : stage.instructions;
         for (const instr of steps) {
           signal.throwIfAborted();
-          header(instr.node);
+          header(instr);
           await this.dispatch(run, st, instr);
         }
         if (!st.imageId) {
           // Only metadata on scratch and nothing else: still an image.
-          st.imageId = await this.commitMeta(run, st, 'FROM scratch', st.config);
+          st.imageId = await this.commitMeta(st, nopCommand(st.config, 'FROM scratch'), st.config);
         }
         imageId = st.imageId;
         run.stages.set(String(stage.index), imageId);
@@ -322,17 +319,7 @@ export class BuildService {
       run.emit({ stream: `# Executing ${triggers.length} build trigger` });
       if (triggers.length > 1) run.emit({ stream: 's' });
       run.emit({ stream: '\n' });
-      for (const t of triggers) {
-        const df = parseDockerfile(t);
-        for (const node of df.nodes) {
-          const trigger = parseInstruction(node);
-          if (trigger.kind === 'onbuild')
-            throw invalidParameter("Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed");
-          if (trigger.kind === 'from' || trigger.kind === 'maintainer')
-            throw invalidParameter(`${trigger.kind.toUpperCase()} isn't allowed as an ONBUILD trigger`);
-          await this.dispatch(run, st, trigger, true);
-        }
-      }
+      for (const t of triggers) await this.dispatch(run, st, parseTrigger(t));
     }
     run.emit({ stream: ` ---> ${short(st.imageId!)}\n` });
     return st;
@@ -394,7 +381,7 @@ export class BuildService {
     return out;
   }
 
-  private async dispatch(run: Run, st: StageState, instr: Instruction, trigger = false): Promise<void> {
+  private async dispatch(run: Run, st: StageState, instr: Instruction): Promise<void> {
     if (instr.kind === 'run') return this.runStep(run, st, instr);
     if (instr.kind === 'copy' || instr.kind === 'add') return this.copyStep(run, st, instr);
     if (instr.kind === 'arg') return this.argStep(run, st, instr);
@@ -402,33 +389,24 @@ export class BuildService {
     if (!isConfigInstruction(instr)) throw invalidParameter(`unknown instruction: ${String(instr)}`);
     const env = this.env(run, st);
     const config = structuredClone(st.config);
-    applyConfigInstruction(config, instr, env, st.cfg);
+    const comment = applyConfigInstruction(config, instr, env, st.cfg);
     if (instr.kind === 'maintainer') st.author = instr.name;
-    const text = metaText(instr, config, env);
-    await this.metaStep(run, st, text, config);
-    void trigger;
+    await this.metaStep(run, st, nopCommand(config, comment), config);
   }
 
   private async argStep(run: Run, st: StageState, instr: ArgInstr): Promise<void> {
-    const env = this.env(run, st);
-    const parts: string[] = [];
-    for (const { name, value } of instr.args) {
+    const { args, comment } = expandArg(instr, this.env(run, st));
+    for (const { name, value } of args) {
       run.used.add(name);
       const given = run.req.buildArgs[name];
-      let v: string | undefined;
-      if (given != null) v = given;
-      else if (value !== undefined) v = expandWord(value, env, instr.node.escape);
-      else v = run.metaArgs.get(name);
-      st.args.set(name, v);
-      parts.push(value !== undefined ? `${name}=${value}` : name);
+      st.args.set(name, given != null ? given : value !== undefined ? value : run.metaArgs.get(name));
     }
-    await this.metaStep(run, st, `ARG ${parts.join(' ')}`, structuredClone(st.config));
+    await this.metaStep(run, st, nopCommand(st.config, comment), structuredClone(st.config));
   }
 
   /** A step that changes only the config: a cached image, or a new one without a container. */
-  private async metaStep(run: Run, st: StageState, text: string, config: ContainerConfigFields): Promise<void> {
-    const probe = { ...config, Cmd: [...shellOf(st.config), '#(nop) ', text] };
-    const cached = this.cached(run, st, probe);
+  private async metaStep(run: Run, st: StageState, cmd: string[], config: ContainerConfigFields): Promise<void> {
+    const cached = this.cached(run, st, { ...config, Cmd: cmd });
     if (cached) {
       st.imageId = cached;
       st.config = config;
@@ -436,16 +414,22 @@ export class BuildService {
       run.emit({ stream: ` ---> ${short(cached)}\n` });
       return;
     }
-    st.imageId = await this.commitMeta(run, st, text, config);
+    st.imageId = await this.commitMeta(st, cmd, config);
     st.config = config;
     run.emit({ stream: ` ---> ${short(st.imageId)}\n` });
   }
 
-  private commitMeta(_run: Run, st: StageState, text: string, config: ContainerConfigFields): Promise<string> {
-    const containerConfig = { ...config, Cmd: [...shellOf(st.config), '#(nop) ', text], Image: st.imageId ?? '' };
+  /**
+   * A step's image without a container. As dockerd's (made from a container
+   * whose create merged the step's config over the image's), the image's
+   * config is the run config merged over the parent's.
+   */
+  private commitMeta(st: StageState, cmd: string[], config: ContainerConfigFields): Promise<string> {
+    const containerConfig = { ...config, Cmd: cmd, Image: st.imageId ?? '' };
+    const parent = st.imageId ? (JSON.parse(this.deps.repo.find(st.imageId)!.config) as ImageConfig).config : undefined;
     return this.deps.commits.commitStep({
       parent: st.imageId,
-      config: { ...config, Image: st.imageId ?? '' },
+      config: { ...(parent ? mergeConfig(config, parent) : config), Image: st.imageId ?? '' },
       containerConfig,
       ...(st.author ? { author: st.author } : {}),
     });
@@ -587,16 +571,11 @@ export class BuildService {
   private async copyStep(run: Run, st: StageState, instr: CopyInstr): Promise<void> {
     const CMD = instr.kind.toUpperCase();
     const env = this.env(run, st);
-    const esc = instr.node.escape;
-    const patterns = instr.sources.map((s) => expandWord(s, env, esc));
-    const destWord = expandWord(instr.dest, env, esc);
+    const { sources: patterns, dest: destWord, chown: chownSpec } = expandCopy(instr, env);
     const temps: Array<() => Promise<void>> = [];
     try {
-      let tree: { root: string; excluded: (rel: string) => boolean } = run.ctx;
-      if (instr.from) {
-        const from = expandWord(instr.from, env, esc);
-        tree = await this.imageTree(run, from, temps);
-      }
+      // As dockerd 20.10, --from is not expanded.
+      const tree: SourceTree = instr.from ? await this.imageTree(run, instr.from, temps) : run.ctx;
       const sources: CopySource[] = [];
       const local = patterns.filter((p) => !/^https?:\/\//.test(p));
       try {
@@ -625,7 +604,7 @@ export class BuildService {
       }
       const id = await this.createContainer(run, st, { ...st.config, Cmd: probe.Cmd });
       try {
-        const chown = instr.chown ? await this.owner(id, expandWord(instr.chown, env, esc)) : undefined;
+        const chown = chownSpec ? await this.owner(id, chownSpec) : undefined;
         const dest = destWord.startsWith('/')
           ? destWord
           : path.posix.join('/', st.config.WorkingDir || '/', destWord) + (destWord.endsWith('/') ? '/' : '');
@@ -668,25 +647,21 @@ export class BuildService {
   }
 
   /** A finished stage's or an image's filesystem, mounted read-only for COPY --from. */
-  private async imageTree(
-    run: Run,
-    from: string,
-    temps: Array<() => Promise<void>>,
-  ): Promise<{ root: string; excluded: (rel: string) => boolean }> {
+  private async imageTree(run: Run, from: string, temps: Array<() => Promise<void>>): Promise<SourceTree> {
     const id = run.stages.get(from.toLowerCase()) ?? (await this.baseImage(run, from));
     const dirs = await this.deps.images.readyLayerDirs(id);
-    if (dirs.length === 1) return { root: dirs[0]!, excluded: () => false };
+    if (dirs.length === 1) return { root: dirs[0]!, excluded: () => false, image: true };
     const target = await mkdtemp(path.join(this.deps.tmpDir, 'from-'));
     if (dirs.length === 0) {
       temps.push(() => rm(target, { recursive: true, force: true }));
-      return { root: target, excluded: () => false };
+      return { root: target, excluded: () => false, image: true };
     }
     mountOverlay({ lowerDirs: dirs, target });
     temps.push(async () => {
       unmount(target);
       await rm(target, { recursive: true, force: true });
     });
-    return { root: target, excluded: () => false };
+    return { root: target, excluded: () => false, image: true };
   }
 
   private async isDir(id: string, p: string): Promise<boolean> {
@@ -796,62 +771,4 @@ function cacheKey(c: ContainerConfigFields): string {
     c.Healthcheck ?? null,
     c.Shell?.length ? c.Shell : null,
   ]);
-}
-
-/** Go's %q of a []string: `["a" "b"]`. */
-const goList = (l: readonly string[] | null | undefined) => `[${(l ?? []).map((s) => JSON.stringify(s)).join(' ')}]`;
-
-/** The text a metadata step's image records (its history's `#(nop)` line), as dockerd's dispatchers write it. */
-function metaText(instr: Instruction, config: ContainerConfigFields, env: readonly string[]): string {
-  const esc = instr.node.escape;
-  switch (instr.kind) {
-    case 'env':
-      return `ENV ${instr.pairs.map(([k, v]) => `${expandWord(k, env, esc)}=${expandWord(v, env, esc)}`).join(' ')}`;
-    case 'label':
-      return `LABEL ${instr.pairs.map(([k, v]) => `${expandWord(k, env, esc)}=${expandWord(v, env, esc)}`).join(' ')}`;
-    case 'cmd':
-      return `CMD ${goList(config.Cmd)}`;
-    case 'entrypoint':
-      return `ENTRYPOINT ${goList(config.Entrypoint)}`;
-    case 'expose':
-      return `EXPOSE ${instr.ports.flatMap((p) => expandWords(p, env, esc)).join(' ')}`;
-    case 'workdir':
-      return `WORKDIR ${config.WorkingDir}`;
-    case 'user':
-      return `USER ${config.User}`;
-    case 'volume':
-      return `VOLUME ${goList(instr.paths.map((p) => expandWord(p, env, esc)))}`;
-    case 'stopsignal':
-      return `STOPSIGNAL ${config.StopSignal}`;
-    case 'healthcheck':
-      return `HEALTHCHECK ${JSON.stringify(config.Healthcheck)}`;
-    case 'shell':
-      return `SHELL ${goList(config.Shell)}`;
-    case 'onbuild':
-      return `ONBUILD ${instr.expression}`;
-    case 'maintainer':
-      return `MAINTAINER ${instr.name}`;
-    default:
-      return instr.node.original;
-  }
-}
-
-/** One `labels` query parameter entry as the step dockerd adds for it. */
-function labelInstr(key: string, value: string): LabelInstr {
-  const original = `LABEL ${key}=${value}`;
-  return {
-    kind: 'label',
-    pairs: [[JSON.stringify(key), JSON.stringify(value)]],
-    node: {
-      command: 'label',
-      flags: [],
-      rest: `${key}=${value}`,
-      original,
-      startLine: 0,
-      endLine: 0,
-      json: null,
-      args: [key, value],
-      escape: '\\',
-    },
-  };
 }
