@@ -239,6 +239,32 @@ describe('POST /build: stages, args, triggers, failures', () => {
     expect((await inspect(id)).Config.Labels).toEqual({ a: 'b', 'from.api': 'yes' });
   });
 
+  it('COPY on a scratch stage, .dockerignore, --chown, and COPY --from of that stage', async () => {
+    const imagesBefore = (await d.request('GET', '/images/json?all=1')).json.length as number;
+    const r = await build({
+      Dockerfile: [
+        'FROM scratch AS files',
+        'COPY . /ctx/',
+        'FROM busybox',
+        'COPY --from=files --chown=1000:10 /ctx /ctx',
+        'RUN find /ctx | sort; stat -c "%u:%g %n" /ctx/a.txt',
+      ]
+        .join('\n')
+        .replace('FROM busybox', `FROM ${env.busybox}`),
+      '.dockerignore': 'secret.txt\n**/*.log\n',
+      'a.txt': 'a',
+      'secret.txt': 's',
+      'sub/x.log': 'l',
+      'sub/keep': 'k',
+    });
+    expect(r.status, r.text).toBe(200);
+    expect(r.out).toContain('/ctx\n/ctx/.dockerignore\n/ctx/Dockerfile\n/ctx/a.txt\n/ctx/sub\n/ctx/sub/keep\n1000:10 /ctx/a.txt\n');
+    const stage = r.messages.filter((m) => m.aux)[0]!.aux!.ID;
+    expect((await inspect(stage)).Parent).toBe('');
+    // Two stage images, the RUN's and the COPY's: the empty image the scratch COPY was made in is gone.
+    expect((await d.request('GET', '/images/json?all=1')).json.length).toBe(imagesBefore + 3);
+  });
+
   it('a build whose client goes away stops its RUN and leaves no container', async () => {
     const before = await containerCount();
     const body = await context({ Dockerfile: df(['FROM busybox', 'RUN echo started; sleep 60']) });

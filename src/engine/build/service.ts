@@ -159,6 +159,8 @@ const short = (id: string) => id.replace(/^sha256:/, '').slice(0, 12);
 
 export class BuildService {
   private readonly log: Logger;
+  /** Build containers of scratch stages → the empty image each was made of. */
+  private readonly vehicles = new Map<string, string>();
 
   constructor(private readonly deps: BuildDeps) {
     this.log = deps.logger.child({ component: 'build' });
@@ -467,19 +469,37 @@ export class BuildService {
   }
 
   private async createContainer(run: Run, st: StageState, config: ContainerConfigFields): Promise<string> {
-    if (!st.imageId)
-      throw invalidParameter('berthd cannot yet run RUN, COPY or ADD on a scratch stage before its first layer');
-    const { Id } = await this.deps.containers.create({
-      config: { ...(config as Record<string, unknown>), Image: st.imageId, Entrypoint: [] } as never,
-      hostConfig: this.hostConfig(run) as never,
-    });
-    return Id;
+    // A scratch stage's first container step needs an image to make a container of: an empty one, made
+    // for it and removed with the container (the step's image has no parent, as dockerd's).
+    const vehicle = st.imageId
+      ? undefined
+      : await this.deps.commits.commitStep({ parent: null, config: {}, containerConfig: {} });
+    try {
+      const { Id } = await this.deps.containers.create({
+        config: { ...(config as Record<string, unknown>), Image: st.imageId ?? vehicle, Entrypoint: [] } as never,
+        hostConfig: this.hostConfig(run) as never,
+      });
+      if (vehicle) this.vehicles.set(Id, vehicle);
+      return Id;
+    } catch (e) {
+      if (vehicle) await this.removeVehicle(vehicle);
+      throw e;
+    }
   }
 
   private async removeContainer(id: string): Promise<void> {
     await this.deps.containers
       .remove(id, { force: true, volumes: true })
       .catch((err: unknown) => this.log.warn({ err, id }, 'removing a build container failed'));
+    const vehicle = this.vehicles.get(id);
+    this.vehicles.delete(id);
+    if (vehicle) await this.removeVehicle(vehicle);
+  }
+
+  private async removeVehicle(id: string): Promise<void> {
+    await this.deps.images
+      .remove(id, { force: true })
+      .catch((err: unknown) => this.log.warn({ err, id }, 'removing the empty image of a scratch step failed'));
   }
 
   // ---------------------------------------------------------------- RUN
