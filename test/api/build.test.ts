@@ -6,6 +6,7 @@ import http from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../harness/daemon.js';
 import { useEnv, type Env } from '../harness/env.js';
+import { busyboxImage, pushImage } from '../harness/images.js';
 import { type TarEntry, tarOf } from '../harness/tar.js';
 
 const ctx = useEnv();
@@ -258,11 +259,33 @@ describe('POST /build: stages, args, triggers, failures', () => {
       'sub/keep': 'k',
     });
     expect(r.status, r.text).toBe(200);
-    expect(r.out).toContain('/ctx\n/ctx/.dockerignore\n/ctx/Dockerfile\n/ctx/a.txt\n/ctx/sub\n/ctx/sub/keep\n1000:10 /ctx/a.txt\n');
+    expect(r.out).toContain(
+      '/ctx\n/ctx/.dockerignore\n/ctx/Dockerfile\n/ctx/a.txt\n/ctx/sub\n/ctx/sub/keep\n1000:10 /ctx/a.txt\n',
+    );
     const stage = r.messages.filter((m) => m.aux)[0]!.aux!.ID;
     expect((await inspect(stage)).Parent).toBe('');
     // Two stage images, the RUN's and the COPY's: the empty image the scratch COPY was made in is gone.
     expect((await d.request('GET', '/images/json?all=1')).json.length).toBe(imagesBefore + 3);
+  });
+
+  it('pulls a missing base image, with the X-Registry-Config given, and shows the pull', async () => {
+    await pushImage(env.registry, 'tobepulled', '1', await busyboxImage());
+    const raw = await context({ Dockerfile: `FROM ${env.registry.host}/tobepulled:1\nRUN true` });
+    const auth = Buffer.from(JSON.stringify({ [env.registry.host]: { username: 'u', password: 'p' } })).toString(
+      'base64url',
+    );
+    const r = await d.request('POST', '/build?nocache=1', {
+      raw,
+      headers: { 'Content-Type': 'application/x-tar', 'X-Registry-Config': auth },
+    });
+    expect(r.status, r.text).toBe(200);
+    const lines = r.text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.some((l) => l.status === 'Pulling from tobepulled')).toBe(true);
+    expect(lines.at(-1)).toEqual({ stream: expect.stringMatching(/^Successfully built [0-9a-f]{12}\n$/) });
+    expect((await d.request('GET', `/images/${env.registry.host}/tobepulled:1/json`)).status).toBe(200);
   });
 
   it('a build whose client goes away stops its RUN and leaves no container', async () => {
