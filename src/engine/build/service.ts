@@ -524,6 +524,10 @@ export class BuildService {
     }
     const env = this.env(run, st);
     const id = await this.createContainer(run, st, { ...st.config, Env: env, Cmd: cmd });
+    if (run.signal.aborted) {
+      await this.removeContainer(id);
+      run.signal.throwIfAborted();
+    }
     run.emit({ stream: ` ---> Running in ${short(id)}\n` });
     let removed = false;
     const remove = async () => {
@@ -573,6 +577,7 @@ export class BuildService {
     })();
     const stop = () => void containers.kill(id, 'SIGKILL').catch(() => undefined);
     run.signal.addEventListener('abort', stop, { once: true });
+    if (run.signal.aborted) stop(); // it went while the container was starting
     try {
       const result = await containers.wait(id, 'not-running');
       follow.abort();

@@ -1,4 +1,4 @@
-// POST /build against a real berthd and runc: the classic builder's stream as
+// POST /build, the engine side (test/api/build.test.ts is the stream and client side) against a real berthd and runc: the classic builder's stream as
 // dockerd 20.10 writes it (notes captured from a real dockerd), stages and
 // --target, COPY --from, the cache, ARG/ENV, ONBUILD, failing RUNs and a
 // build its client abandons.
