@@ -5,7 +5,7 @@
 import http from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../harness/daemon.js';
-import { useEnv, type Env } from '../harness/env.js';
+import { pull, useEnv, type Env } from '../harness/env.js';
 import { busyboxImage, pushImage } from '../harness/images.js';
 import { type TarEntry, tarOf } from '../harness/tar.js';
 
@@ -286,6 +286,37 @@ describe('POST /build: stages, args, triggers, failures', () => {
     expect(lines.some((l) => l.status === 'Pulling from tobepulled')).toBe(true);
     expect(lines.at(-1)).toEqual({ stream: expect.stringMatching(/^Successfully built [0-9a-f]{12}\n$/) });
     expect((await d.request('GET', `/images/${env.registry.host}/tobepulled:1/json`)).status).toBe(200);
+  });
+
+  it('cachefrom: a pulled image’s history stands for the steps it made', async () => {
+    const files = {
+      Dockerfile: df([
+        'FROM busybox',
+        'COPY a.txt /a.txt',
+        'RUN echo cf > /cf.txt',
+        'ENV CF=1',
+        'CMD ["cat", "/cf.txt"]',
+      ]),
+      'a.txt': 'cachefrom\n',
+    };
+    const ref = `${env.registry.host}/cachefrom:1`;
+    const first = await build(files, { t: ref });
+    expect(first.status, first.text).toBe(200);
+    const push = await d.request('POST', `/images/${ref}/push`, { headers: { 'X-Registry-Auth': 'e30=' } });
+    expect(push.text).not.toContain('"error"');
+    // Gone with its parent chain; pulled back, it has no parents: only its history says how it was made.
+    expect((await d.request('DELETE', `/images/${ref}`)).status).toBe(200);
+    await pull(d, ref);
+    expect((await inspect(ref)).Parent).toBe('');
+    const again = await build(files, { cachefrom: JSON.stringify([ref]) });
+    expect(again.status, again.text).toBe(200);
+    expect(again.out.match(/ ---> Using cache\n/g)?.length).toBe(4);
+    expect(again.out).not.toContain('Running in');
+    expect(await runImage(again.id!)).toBe('cf\n');
+    const img = await inspect(again.id!);
+    expect(img.Config.Cmd).toEqual(['cat', '/cf.txt']);
+    expect(img.Config.Env).toContain('CF=1');
+    expect(img.RootFS.Layers).toEqual((await inspect(ref)).RootFS.Layers);
   });
 
   it('a build whose client goes away stops its RUN and leaves no container', async () => {

@@ -151,8 +151,8 @@ interface Run {
   used: Set<string>;
   /** Finished stages: name or index → image id. */
   stages: Map<string, string>;
-  /** Images a cached step may be (with cachefrom); null: any child. */
-  cacheable: Set<string> | null;
+  /** The cachefrom images: their history stands for steps (dockerd's imageCache), beside the local cache. */
+  cacheFrom: string[];
 }
 
 const short = (id: string) => id.replace(/^sha256:/, '').slice(0, 12);
@@ -221,7 +221,7 @@ export class BuildService {
         metaArgs: new Map(),
         used: new Set(),
         stages: new Map(),
-        cacheable: this.cacheSources(req.cacheFrom),
+        cacheFrom: this.cacheSources(req.cacheFrom),
       };
       let step = 0;
       const header = (instr: Instruction) => {
@@ -271,23 +271,17 @@ export class BuildService {
     }
   }
 
-  /** The images cachefrom names and their ancestors; unknown names are skipped, as dockerd does. */
-  private cacheSources(names: string[]): Set<string> | null {
-    if (!names.length) return null;
-    const set = new Set<string>();
+  /** The images cachefrom names, found locally; unknown names are skipped, as dockerd does. */
+  private cacheSources(names: string[]): string[] {
+    const out: string[] = [];
     for (const n of names) {
-      let row: ReturnType<ImageService['find']> | undefined;
       try {
-        row = this.deps.images.find(n);
-      } catch {
-        continue;
-      }
-      while (row && !set.has(row.id)) {
-        set.add(row.id);
-        row = row.parent ? this.deps.repo.find(row.parent) : undefined;
+        out.push(this.deps.images.find(n).id);
+      } catch (e) {
+        if (!isEngineError(e, 'not-found')) throw e;
       }
     }
-    return set;
+    return out;
   }
 
   private metaEnv(run: Run): string[] {
@@ -408,7 +402,7 @@ export class BuildService {
 
   /** A step that changes only the config: a cached image, or a new one without a container. */
   private async metaStep(run: Run, st: StageState, cmd: string[], config: ContainerConfigFields): Promise<void> {
-    const cached = this.cached(run, st, { ...config, Cmd: cmd });
+    const cached = await this.cached(run, st, { ...config, Cmd: cmd }, config);
     if (cached) {
       st.imageId = cached;
       st.config = config;
@@ -437,20 +431,52 @@ export class BuildService {
     });
   }
 
-  /** The classic cache: the newest child of the current image made by the same step. */
-  private cached(run: Run, st: StageState, probe: ContainerConfigFields): string | undefined {
+  /**
+   * The classic cache: the newest child of the current image made by the same
+   * step; failing that, a cachefrom image whose history goes through the
+   * current image and then this step (made into an image of its own).
+   */
+  private async cached(
+    run: Run,
+    st: StageState,
+    probe: ContainerConfigFields,
+    config: ContainerConfigFields,
+  ): Promise<string | undefined> {
     if (run.req.noCache || !st.imageId) return undefined;
     const key = cacheKey(probe);
     let best: { id: string; created: string } | undefined;
     for (const id of this.deps.repo.children(st.imageId)) {
-      if (run.cacheable && !run.cacheable.has(id) && !this.deps.repo.find(id)) continue;
       const row = this.deps.repo.find(id);
       if (!row) continue;
       const cfg = JSON.parse(row.config) as ImageConfig & { container_config?: ContainerConfigFields };
       if (!cfg.container_config || cacheKey(cfg.container_config) !== key) continue;
       if (!best || row.created > best.created) best = { id, created: row.created };
     }
-    return best?.id;
+    if (best || !run.cacheFrom.length) return best?.id;
+    const parent = JSON.parse(this.deps.repo.find(st.imageId)!.config) as ImageConfig;
+    const history = parent.history ?? [];
+    const diffIds = parent.rootfs?.diff_ids ?? [];
+    const createdBy = (probe.Cmd ?? []).join(' ');
+    for (const source of run.cacheFrom) {
+      const row = this.deps.repo.find(source);
+      if (!row) continue;
+      const img = JSON.parse(row.config) as ImageConfig;
+      const h = img.history ?? [];
+      const d = img.rootfs?.diff_ids ?? [];
+      if (h.length <= history.length || d.length < diffIds.length) continue;
+      if (!history.every((e, i) => canonical(e) === canonical(h[i]))) continue;
+      if (!diffIds.every((x, i) => x === d[i])) continue;
+      const step = h[history.length]!;
+      if (!step.created_by || step.created_by !== createdBy) continue;
+      return this.deps.commits.restoreStep({
+        parent: st.imageId,
+        source,
+        index: history.length,
+        containerConfig: { ...probe, Image: st.imageId },
+        config: { ...config, Image: st.imageId },
+      });
+    }
+    return undefined;
   }
 
   private hostConfig(run: Run): Record<string, unknown> {
@@ -515,7 +541,7 @@ export class BuildService {
       .sort();
     const saveCmd = keyArgs.length ? [`|${keyArgs.length}`, ...keyArgs, ...cmd] : cmd;
     const probe: ContainerConfigFields = { ...st.config, Cmd: saveCmd, Entrypoint: null };
-    const cached = this.cached(run, st, probe);
+    const cached = await this.cached(run, st, probe, st.config);
     if (cached) {
       st.imageId = cached;
       run.emit({ stream: ' ---> Using cache\n' });
@@ -620,7 +646,7 @@ export class BuildService {
       const sum = await sourceChecksum(sources);
       const text = `${CMD} ${sum} in ${destWord} `;
       const probe: ContainerConfigFields = { ...st.config, Cmd: [...shellOf(st.config), `#(nop) ${text}`] };
-      const cached = this.cached(run, st, probe);
+      const cached = await this.cached(run, st, probe, st.config);
       if (cached) {
         st.imageId = cached;
         run.emit({ stream: ' ---> Using cache\n' });
@@ -776,6 +802,16 @@ const hasWildcard = (p: string) => /[*?[]/.test(p);
 
 function shellOf(config: ContainerConfigFields): string[] {
   return config.Shell?.length ? [...config.Shell] : [...DEFAULT_SHELL];
+}
+
+/** JSON with sorted keys: history entries compare by content. */
+function canonical(v: unknown): string {
+  if (!v || typeof v !== 'object') return JSON.stringify(v ?? null);
+  const o = v as Record<string, unknown>;
+  return `{${Object.keys(o)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+    .join(',')}}`;
 }
 
 /** What two steps' configs must share for one to stand for the other (dockerd's compare). */
