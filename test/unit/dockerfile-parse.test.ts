@@ -171,6 +171,10 @@ describe('parseDockerfile: flags and arguments', () => {
     expect(refusal(() => parseDockerfile('ENV a=b c'))).toBe(
       'Syntax error - can\'t find = in "c". Must be of the form: name=value',
     );
+    // Quoted as Go's %q: controls as \x escapes, other characters as they are.
+    expect(refusal(() => parseDockerfile('ENV a=b é\x01'))).toBe(
+      'Syntax error - can\'t find = in "é\\x01". Must be of the form: name=value',
+    );
     expect(refusal(() => parseDockerfile('ENV a=b c', { name: 'Dockerfile.dev' }))).toMatch(
       /^failed to parse Dockerfile\.dev: Syntax error/,
     );

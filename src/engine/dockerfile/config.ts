@@ -7,6 +7,7 @@ import { invalidParameter } from '../../errors.js';
 import { normalizeSignal } from '../signals.js';
 import { expandWord, expandWords } from './expand.js';
 import type { ArgInstr, CopyInstr, FromInstr, Instruction, RunInstr } from './instructions.js';
+import { goQuote } from './parse.js';
 
 /** The fields of a container/image config these instructions touch (engine/images' ContainerConfigFields fits). */
 export interface ConfigFields {
@@ -169,26 +170,7 @@ export function nopCommand(config: ConfigFields, comment: string): string[] {
 
 /** Go's `%q` of a string slice: `["a" "b"]`. */
 export function goQuoteList(list: readonly string[] | null | undefined): string {
-  return `[${(list ?? []).map(goQuoteString).join(' ')}]`;
-}
-
-/** Go's strconv.Quote for the text a Dockerfile holds (printable characters kept, controls escaped). */
-export function goQuoteString(s: string): string {
-  let out = '"';
-  for (const ch of s) {
-    const c = ch.codePointAt(0)!;
-    if (ch === '"' || ch === '\\') out += `\\${ch}`;
-    else if (ch === '\n') out += '\\n';
-    else if (ch === '\t') out += '\\t';
-    else if (ch === '\r') out += '\\r';
-    else if (ch === '\x07') out += '\\a';
-    else if (ch === '\b') out += '\\b';
-    else if (ch === '\f') out += '\\f';
-    else if (ch === '\v') out += '\\v';
-    else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
-    else out += ch;
-  }
-  return `${out}"`;
+  return `[${(list ?? []).map(goQuote).join(' ')}]`;
 }
 
 /** Go's time.Duration String: `1m30s`, `1.5s`, `100ms`, `0s`. */

@@ -4,7 +4,7 @@
 // environment of that moment.
 import { invalidParameter } from '../../errors.js';
 import { expandWord } from './expand.js';
-import { type Node, parseDockerfile, trimSpace } from './parse.js';
+import { goQuote, type Node, parseDockerfile, trimSpace } from './parse.js';
 
 interface Base {
   node: Node;
@@ -214,7 +214,7 @@ export function parseInstruction(node: Node): Instruction {
         name = a[2]!.toLowerCase();
         if (!STAGE_NAME.test(name))
           throw invalidParameter(
-            `invalid name for build stage: ${JSON.stringify(a[2])}, name can't start with a number or contain symbols`,
+            `invalid name for build stage: ${goQuote(a[2]!)}, name can't start with a number or contain symbols`,
           );
       } else if (a.length !== 1) throw invalidParameter('FROM requires either one or three arguments');
       const flags = parseFlags(n, { platform: 'string' });
@@ -342,7 +342,7 @@ function healthcheck(n: Node): HealthcheckInstr {
     'start-interval': 'string',
     retries: 'string',
   });
-  if (type !== 'CMD') throw invalidParameter(`Unknown type ${JSON.stringify(type)} in HEALTHCHECK (try CMD)`);
+  if (type !== 'CMD') throw invalidParameter(`Unknown type ${goQuote(type)} in HEALTHCHECK (try CMD)`);
   if (rest.length === 0) throw invalidParameter('Missing command after HEALTHCHECK CMD');
   const out: HealthcheckInstr = {
     kind: 'healthcheck',
@@ -366,10 +366,10 @@ function healthcheck(n: Node): HealthcheckInstr {
   const retries = flags.get('retries');
   if (retries) {
     if (!/^[+-]?\d+$/.test(retries))
-      throw invalidParameter(`strconv.ParseInt: parsing ${JSON.stringify(retries)}: invalid syntax`);
+      throw invalidParameter(`strconv.ParseInt: parsing ${goQuote(retries)}: invalid syntax`);
     const r = Number(retries);
     if (r > 2147483647 || r < -2147483648)
-      throw invalidParameter(`strconv.ParseInt: parsing ${JSON.stringify(retries)}: value out of range`);
+      throw invalidParameter(`strconv.ParseInt: parsing ${goQuote(retries)}: value out of range`);
     if (r < 1) throw invalidParameter(`--retries must be at least 1 (not ${r})`);
     out.retries = r;
   }
@@ -380,7 +380,7 @@ const UNITS: Record<string, number> = { ns: 1, us: 1e3, µs: 1e3, μs: 1e3, ms: 
 
 /** Go's time.ParseDuration, in nanoseconds. */
 export function goDuration(s: string): number {
-  const bad = () => invalidParameter(`time: invalid duration ${JSON.stringify(s)}`);
+  const bad = () => invalidParameter(`time: invalid duration ${goQuote(s)}`);
   let body = s;
   let sign = 1;
   if (body.startsWith('-') || body.startsWith('+')) {
@@ -398,7 +398,7 @@ export function goDuration(s: string): number {
   }
   if (at === 0 || at !== body.length) {
     if (at === 0 && /^(\d+(\.\d*)?|\.\d+)$/.test(body))
-      throw invalidParameter(`time: missing unit in duration ${JSON.stringify(s)}`);
+      throw invalidParameter(`time: missing unit in duration ${goQuote(s)}`);
     throw bad();
   }
   return sign * Math.round(total);

@@ -408,5 +408,21 @@ export function parseWords(rest: string, esc: EscapeChar = '\\'): string[] {
   return words;
 }
 
-/** Go's %q for the printable text errors quote. */
-export const goQuote = (s: string): string => JSON.stringify(s);
+/** Go's strconv.Quote for the text a Dockerfile holds (printable characters kept, controls escaped). */
+export function goQuote(s: string): string {
+  let out = '"';
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    if (ch === '"' || ch === '\\') out += `\\${ch}`;
+    else if (ch === '\n') out += '\\n';
+    else if (ch === '\t') out += '\\t';
+    else if (ch === '\r') out += '\\r';
+    else if (ch === '\x07') out += '\\a';
+    else if (ch === '\b') out += '\\b';
+    else if (ch === '\f') out += '\\f';
+    else if (ch === '\v') out += '\\v';
+    else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
+    else out += ch;
+  }
+  return `${out}"`;
+}
