@@ -319,6 +319,21 @@ describe('POST /build: stages, args, triggers, failures', () => {
     expect(img.RootFS.Layers).toEqual((await inspect(ref)).RootFS.Layers);
   });
 
+  it('WORKDIR makes a directory the image lacks (a layer), and only records one it has', async () => {
+    const r = await build({ Dockerfile: df(['FROM busybox', 'WORKDIR /app/sub', 'WORKDIR /etc', 'CMD ["pwd"]']) });
+    expect(r.status, r.text).toBe(200);
+    const history = (await d.request('GET', `/images/${r.id}/history`)).json as Array<{
+      CreatedBy: string;
+      Size: number;
+    }>;
+    expect(history[2]).toMatchObject({ CreatedBy: '/bin/sh -c #(nop) WORKDIR /app/sub' });
+    expect(history[1]).toMatchObject({ CreatedBy: '/bin/sh -c #(nop) WORKDIR /etc', Size: 0 });
+    expect(await runImage(r.id!, ['ls', '-d', '/app/sub'])).toBe('/app/sub\n');
+    const again = await build({ Dockerfile: df(['FROM busybox', 'WORKDIR /app/sub', 'WORKDIR /etc', 'CMD ["pwd"]']) });
+    expect(again.out.match(/ ---> Using cache\n/g)?.length).toBe(3);
+    expect(again.id).toBe(r.id);
+  });
+
   it('a build whose client goes away stops its RUN and leaves no container', async () => {
     const before = await containerCount();
     const body = await context({ Dockerfile: df(['FROM busybox', 'RUN echo started; sleep 60']) });

@@ -5,7 +5,7 @@
 // container (an image config and a history entry, nothing else). The cache is
 // the classic one: a child of the current image whose container config equals
 // the step's is the step's result.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { Readable as ReadableStream } from 'node:stream';
@@ -387,7 +387,65 @@ export class BuildService {
     const config = structuredClone(st.config);
     const comment = applyConfigInstruction(config, instr, env, st.cfg);
     if (instr.kind === 'maintainer') st.author = instr.name;
+    if (instr.kind === 'workdir' && config.WorkingDir && !(await this.hasDir(st, config.WorkingDir)))
+      return this.workdirStep(run, st, nopCommand(config, comment), config);
     await this.metaStep(run, st, nopCommand(config, comment), config);
+  }
+
+  /**
+   * Whether the current image has `dir`, looked up in its layers from the top
+   * one component at a time: a symbolic link on the way is never followed
+   * (it would be followed on the host) and counts as there.
+   */
+  private async hasDir(st: StageState, dir: string): Promise<boolean> {
+    if (!st.imageId) return false;
+    const parts = dir.split('/').filter((p) => p && p !== '.');
+    if (parts.includes('..')) return true;
+    for (const layer of await this.deps.images.readyLayerDirs(st.imageId)) {
+      let at = layer;
+      let found = true;
+      for (const part of parts) {
+        at = path.join(at, part);
+        const s = await lstat(at).catch((e: NodeJS.ErrnoException) => {
+          if (e.code === 'ENOENT' || e.code === 'ENOTDIR') return undefined;
+          throw e;
+        });
+        if (!s) {
+          found = false;
+          break;
+        }
+        if (s.isSymbolicLink()) return true;
+        if (!s.isDirectory()) return false; // a file, or a whiteout hiding what is below
+      }
+      if (found) return true;
+    }
+    return false;
+  }
+
+  /** WORKDIR of a directory the image lacks: made in a layer, as dockerd's step makes it. */
+  private async workdirStep(run: Run, st: StageState, cmd: string[], config: ContainerConfigFields): Promise<void> {
+    const probe = { ...config, Cmd: cmd };
+    const cached = await this.cached(run, st, probe, config);
+    if (!cached) {
+      const id = await this.createContainer(run, st, { ...config, Cmd: cmd });
+      try {
+        await this.makeDirs(id, config.WorkingDir!);
+        st.imageId = await this.deps.commits.commitStep({
+          container: id,
+          parent: st.imageId,
+          config: { ...config, Image: st.imageId ?? '' },
+          containerConfig: { ...probe, Image: st.imageId ?? '' },
+          ...(st.author ? { author: st.author } : {}),
+        });
+      } finally {
+        await this.removeContainer(id);
+      }
+    } else {
+      st.imageId = cached;
+      run.emit({ stream: ' ---> Using cache\n' });
+    }
+    st.config = config;
+    run.emit({ stream: ` ---> ${short(st.imageId!)}\n` });
   }
 
   private async argStep(run: Run, st: StageState, instr: ArgInstr): Promise<void> {
