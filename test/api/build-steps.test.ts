@@ -334,6 +334,41 @@ describe('POST /build: stages, args, triggers, failures', () => {
     expect(again.id).toBe(r.id);
   });
 
+  it('ADD expands a local archive and downloads a URL', async () => {
+    const inner = await tarOf([{ name: 'inner/x.txt', body: 'from the archive\n', mode: 0o644 }]);
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/plain', 'Last-Modified': 'Mon, 01 Jan 2024 00:00:00 GMT' });
+      res.end('downloaded\n');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const raw = await tarOf([
+        {
+          name: 'Dockerfile',
+          body: df([
+            'FROM busybox',
+            'ADD a.tar /x/',
+            `ADD http://127.0.0.1:${port}/file.txt /dl/`,
+            'RUN cat /x/inner/x.txt /dl/file.txt; stat -c %a /dl/file.txt',
+          ]),
+          mode: 0o644,
+        },
+        { name: 'a.tar', body: inner, mode: 0o644 },
+      ]);
+      const r = await d.request('POST', '/build?nocache=1', { raw, headers: { 'Content-Type': 'application/x-tar' } });
+      expect(r.status, r.text).toBe(200);
+      const out = r.text
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as Msg).stream ?? '')
+        .join('');
+      expect(out, r.text).toContain('from the archive\ndownloaded\n600\n');
+    } finally {
+      server.close();
+    }
+  });
+
   it('a build whose client goes away stops its RUN and leaves no container', async () => {
     const before = await containerCount();
     const body = await context({ Dockerfile: df(['FROM busybox', 'RUN echo started; sleep 60']) });
