@@ -187,6 +187,8 @@ export class BuildService {
         ...(req.remote ? { remote: req.remote } : {}),
         signal,
         extractor: this.deps.extractor,
+        // dockerd's progress lines for a remote context (none with q).
+        ...(req.quiet ? {} : { progress: downloading({ emit }) }),
       });
     } catch (e) {
       await rm(dir, { recursive: true, force: true });
@@ -692,7 +694,7 @@ export class BuildService {
           for (const url of patterns.filter((p) => /^https?:\/\//.test(p))) {
             const dir = await mkdtemp(path.join(this.deps.tmpDir, 'add-'));
             temps.push(() => rm(dir, { recursive: true, force: true }));
-            sources.push(await fetchUrl(url, dir, run.signal));
+            sources.push(await fetchUrl(url, dir, run.signal, downloading(run)));
           }
         }
         if (local.length || instr.kind === 'copy')
@@ -860,6 +862,17 @@ const hasWildcard = (p: string) => /[*?[]/.test(p);
 
 function shellOf(config: ContainerConfigFields): string[] {
   return config.Shell?.length ? [...config.Shell] : [...DEFAULT_SHELL];
+}
+
+/** dockerd's "Downloading" progress records for a download the build makes, at most a few a second. */
+function downloading(run: { emit: (e: BuildEvent) => void }): (current: number, total: number | null) => void {
+  let last = 0;
+  return (current, total) => {
+    const now = Date.now();
+    if (now - last < 100 && (total === null || current < total)) return;
+    last = now;
+    run.emit({ pull: { status: 'Downloading', layer: true, current, ...(total !== null ? { total } : {}) } });
+  };
 }
 
 /** JSON with sorted keys: history entries compare by content. */
