@@ -4,7 +4,16 @@
 // of the context, device nodes, a context larger than memory should hold.
 import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import { existsSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import {
+  closeSync,
+  constants as C,
+  existsSync,
+  lstatSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  statSync,
+} from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,7 +24,10 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type BuildContext, receiveContext } from '../../src/engine/build/context.js';
 import { downloadName, fetchUrl, resolveSources, sourceChecksum, sourcesTar } from '../../src/engine/build/sources.js';
+import { applyLayer } from '../../src/engine/layers/apply.js';
 import { Extractor } from '../../src/engine/layers/extractor.js';
+import { O_PATH } from '../../src/engine/os/rooted.js';
+import { lsetxattr } from '../../src/engine/os/xattrs.js';
 import * as tarStream from 'tar-stream';
 import { tarOf, type TarEntry } from '../harness/tar.js';
 
@@ -155,6 +167,15 @@ describe('receiveContext', () => {
       { name: 'real', body: 'FROM inside\n' },
     ]);
     expect(ctx.dockerfile).toBe('FROM inside\n');
+    await expect(
+      receive([
+        { name: 'Dockerfile', type: 'symlink', linkname: 'loop' },
+        { name: 'loop', type: 'symlink', linkname: 'Dockerfile' },
+      ]),
+    ).rejects.toThrow('Cannot locate specified Dockerfile: Dockerfile');
+    await expect(receive([{ name: 'Dockerfile', type: 'symlink', linkname: '/proc/self/environ' }])).rejects.toThrow(
+      'Cannot locate specified Dockerfile',
+    );
   });
 
   it('names and hard links that climb out, and absolute names, land inside (as in dockerd chrooted untar)', async () => {
@@ -304,7 +325,14 @@ describe('remote contexts', () => {
   const none = () => Readable.from([]);
 
   it('a tarball URL is a context; a plain-text one is the Dockerfile alone', async () => {
-    const ctx = await receiveContext({ body: none(), dir: fresh(), remote: `${url}/ctx.tar.gz` });
+    let bytes = 0;
+    const ctx = await receiveContext({
+      body: none(),
+      dir: fresh(),
+      remote: `${url}/ctx.tar.gz`,
+      progress: (c) => (bytes = c),
+    });
+    expect(bytes).toBe(tarball.length);
     expect(ctx.dockerfile).toBe('FROM remote\n');
     expect(readFileSync(path.join(ctx.root, 'r'), 'utf8')).toBe('R');
     const df = await receiveContext({ body: none(), dir: fresh(), remote: `${url}/Dockerfile` });
@@ -332,7 +360,9 @@ describe('remote contexts', () => {
 
   it('fetchUrl downloads ADD sources: 0600, Last-Modified mtime, named after the URL', async () => {
     const dir = path.join(base, 'dl');
-    const s = await fetchUrl(`${url}/file/some%20name.txt?x=1`, dir);
+    const told: Array<[number, number | null]> = [];
+    const s = await fetchUrl(`${url}/file/some%20name.txt?x=1`, dir, undefined, (c, t) => told.push([c, t]));
+    expect(told.at(-1)?.[0]).toBe(10); // total: the server sent no Content-Length
     expect(s.rel).toBe('some name.txt');
     expect(readFileSync(s.abs, 'utf8')).toBe('downloaded');
     expect(statSync(s.abs).mode & 0o7777).toBe(0o600);
@@ -376,6 +406,10 @@ describe('resolveSources', () => {
     expect(resolveSources(ctx, ['./a.txt', '/b.txt']).map((s) => s.rel)).toEqual(['a.txt', 'b.txt']);
     expect(resolveSources(ctx, ['*.txt']).map((s) => s.rel)).toEqual(['a.txt', 'b.txt']);
     expect(resolveSources(ctx, ['dir/*']).map((s) => s.rel)).toEqual(['dir/one', 'dir/sub']);
+    expect(resolveSources(ctx, ['dir/s*/t*']).map((s) => s.rel)).toEqual(['dir/sub/three']);
+    expect(resolveSources(ctx, ['*/sub']).map((s) => s.rel)).toEqual(['dir/sub']);
+    expect(() => resolveSources(ctx, ['dirlink/*'])).toThrow('no source files were specified'); // Walk does not enter links
+    expect(() => resolveSources({ ...ctx, image: true }, ['nope'])).toThrow(/^stat nope: file does not exist$/);
     const dir = resolveSources(ctx, ['dir'])[0]!;
     expect(dir.stat.isDirectory()).toBe(true);
     expect(resolveSources(ctx, ['.'])[0]!.real).toBe('');
@@ -391,6 +425,9 @@ describe('resolveSources', () => {
       'file not found in build context or excluded by .dockerignore: stat to-outside: file does not exist',
     );
     expect(resolveSources(ctx, ['dirlink'])[0]!.real).toBe('dir');
+    // `..` climbs no higher than the context, as dockerd's scoped resolution.
+    const [up] = resolveSources(ctx, ['../../etc/passwd']);
+    expect(readFileSync(up!.abs, 'utf8')).toBe('context passwd');
   });
 
   it('excluded files are not there, directly, through a link, or by wildcard', () => {
@@ -409,6 +446,8 @@ describe('resolveSources', () => {
     expect(a).toMatch(/^file:[0-9a-f]{64}$/);
     expect(await sourceChecksum(resolveSources(ctx, ['dir']))).toMatch(/^dir:[0-9a-f]{64}$/);
     expect(await sourceChecksum(resolveSources(ctx, ['a.txt', 'b.txt']))).toMatch(/^multi:[0-9a-f]{64}$/);
+    await writeFile(path.join(ctx.root, 'a2.txt'), 'A');
+    expect(await sourceChecksum(resolveSources(ctx, ['a2.txt']))).not.toBe(a); // same bytes, another name
     const d1 = await sourceChecksum(resolveSources(ctx, ['dir']));
     await utimes(path.join(ctx.root, 'a.txt'), 1000, 1000);
     expect(await sourceChecksum(resolveSources(ctx, ['a.txt']))).toBe(a);
@@ -456,6 +495,67 @@ describe('sourcesTar', () => {
     ]);
     const rooted = await tarEntries(sourcesTar({ sources: resolveSources(ctx, ['dir/one']), destIsDir: true }));
     expect(rooted.map(([n]) => n)).toEqual(['one']);
+  });
+
+  it('lands in a destination through the docker cp extraction core uses (ArchiveService.put)', async () => {
+    const inner = await tarOf([{ name: 'pkg/x', body: 'X', uid: 5, gid: 6 }]);
+    const ctx = await receive([
+      DF,
+      { name: 'app/', type: 'directory', mode: 0o750 },
+      { name: 'app/main.js', body: 'main', mode: 0o640 },
+      { name: 'app/lib/util.js', body: 'util' },
+      { name: 'app/link', type: 'symlink', linkname: '../../../etc/shadow' },
+      { name: 'app/hard', type: 'link', linkname: 'app/main.js' },
+      { name: 'pkg.tar', body: inner },
+    ]);
+    const dest = path.join(base, 'dest');
+    await mkdir(dest);
+    const dirFd = openSync(dest, O_PATH | C.O_DIRECTORY);
+    try {
+      const tar = sourcesTar({
+        sources: resolveSources(ctx, ['app', 'pkg.tar']),
+        destIsDir: true,
+        chown: { uid: 1234, gid: 5678 },
+        extractArchives: true,
+      });
+      await applyLayer(tar, '', { copy: { dirFd, name: '/dest', noOverwriteDirNonDir: false } });
+    } finally {
+      closeSync(dirFd);
+    }
+    expect(readFileSync(path.join(dest, 'main.js'), 'utf8')).toBe('main');
+    expect(statSync(path.join(dest, 'main.js'))).toMatchObject({ uid: 1234, gid: 5678 });
+    expect(statSync(path.join(dest, 'main.js')).mode & 0o7777).toBe(0o640);
+    expect(statSync(path.join(dest, 'hard')).ino).toBe(statSync(path.join(dest, 'main.js')).ino);
+    expect(readFileSync(path.join(dest, 'lib/util.js'), 'utf8')).toBe('util');
+    expect(readlinkSync(path.join(dest, 'link'))).toBe('../../../etc/shadow');
+    expect(lstatSync(path.join(dest, 'link'))).toMatchObject({ uid: 1234, gid: 5678 });
+    expect(readFileSync(path.join(dest, 'pkg/x'), 'utf8')).toBe('X');
+    expect(statSync(path.join(dest, 'pkg/x'))).toMatchObject({ uid: 5, gid: 6 }); // the archive's owners
+  });
+
+  it('keeps file capabilities (security.capability), as dockerd copies them', async () => {
+    const ctx = await receive([DF, { name: 'bin/ping', body: 'elf', mode: 0o755 }, { name: 'solo', body: 's' }]);
+    // VFS_CAP_REVISION_2 with the effective bit, permitted cap_net_raw.
+    const cap = Buffer.alloc(20);
+    cap.writeUInt32LE(0x02000001, 0);
+    cap.writeUInt32LE(1 << 13, 4);
+    lsetxattr(path.join(ctx.root, 'bin/ping'), 'security.capability', cap);
+    lsetxattr(path.join(ctx.root, 'solo'), 'security.capability', cap);
+    for (const src of ['bin', 'solo']) {
+      const ex = tarStream.extract();
+      sourcesTar({ sources: resolveSources(ctx, [src]), destIsDir: true }).pipe(ex as unknown as NodeJS.WritableStream);
+      const seen: Array<[string, string | undefined]> = [];
+      for await (const e of ex) {
+        seen.push([
+          e.header.name,
+          (e.header.pax as Record<string, string> | undefined)?.['SCHILY.xattr.security.capability'] === undefined
+            ? undefined
+            : 'cap',
+        ]);
+        e.resume();
+      }
+      expect(seen, src).toEqual([[src === 'bin' ? 'ping' : 'solo', 'cap']]);
+    }
   });
 
   it('ADD expands local archives (gzip, bzip2, xz, plain) but copies other files and downloads as they are', async () => {

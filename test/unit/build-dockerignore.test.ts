@@ -65,6 +65,19 @@ describe('PatternMatcher (patternmatcher MatchesOrParentMatches)', () => {
     expect(excluded('src/x.ts')).toBe(false);
   });
 
+  it("an excluded directory's files come back only through an exception naming its path (the CLI's walk)", () => {
+    const byPrefix = ignoreMatcher(['docs', '!docs/keep.txt']);
+    expect(byPrefix('docs/keep.txt')).toBe(false);
+    expect(byPrefix('docs/other.txt')).toBe(true);
+    const anywhere = ignoreMatcher(['docs', '!**/keep.txt']);
+    expect(anywhere('docs/keep.txt')).toBe(true); // the CLI never walks into docs
+    expect(anywhere('src/keep.txt')).toBe(false);
+    const deep = ignoreMatcher(['a', '!a/b/c']);
+    expect(deep('a/b/c')).toBe(false);
+    expect(deep('a/b/d')).toBe(true);
+    expect(deep('a/x')).toBe(true);
+  });
+
   it('never excludes the context root', () => {
     expect(ignoreMatcher(['*', '**'])('.')).toBe(false);
     expect(ignoreMatcher(['**'])('./')).toBe(false);

@@ -3,12 +3,19 @@
 import { describe, expect, it } from 'vitest';
 import {
   applyConfigInstruction,
+  goDurationString,
+  nopCommand,
   type ConfigFields,
   type Instruction,
   isConfigInstruction,
   parseDockerfile,
   parseInstruction,
   parseStages,
+  queryLabel,
+  parseTrigger,
+  expandArg,
+  expandCopy,
+  sourceCode,
 } from '../../src/engine/dockerfile/index.js';
 import { isEngineError } from '../../src/errors.js';
 
@@ -84,6 +91,9 @@ describe('parseInstruction', () => {
     });
     expect(refused('ARG')).toBe('ARG requires at least one argument');
     expect(refused('ARG =x')).toBe('ARG names can not be blank');
+    // dockerd drops these flags unread: refused rather than ignored.
+    expect(refused('ARG --x a')).toBe('Unknown flag: x');
+    expect(refused('STOPSIGNAL --x TERM')).toBe('Unknown flag: x');
   });
 
   it('COPY, ADD: sources, destination, --from, --chown; --chmod and --link need BuildKit', () => {
@@ -144,6 +154,7 @@ describe('parseInstruction', () => {
     });
     expect(refused('HEALTHCHECK')).toBe('HEALTHCHECK requires at least one argument');
     expect(refused('HEALTHCHECK NONE x')).toBe('HEALTHCHECK NONE takes no arguments');
+    expect(refused('HEALTHCHECK --interval=5s NONE')).toBe('HEALTHCHECK NONE takes no arguments');
     expect(refused('HEALTHCHECK CMD')).toBe('Missing command after HEALTHCHECK CMD');
     expect(refused('HEALTHCHECK RUN x')).toBe('Unknown type "RUN" in HEALTHCHECK (try CMD)');
     expect(refused('HEALTHCHECK --interval=1us CMD x')).toBe('Interval "interval" cannot be less than 1ms');
@@ -191,6 +202,10 @@ describe('parseStages', () => {
     // Flags only BuildKit knows are refused as dockerd does at dispatch: without the line.
     expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN --mount=type=tmpfs,target=/t x')))).toBe(
       BUILDKIT('mount'),
+    );
+    // No heredocs in the classic builder: the body's lines are instructions of their own.
+    expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN <<EOF\necho hi\nEOF')))).toBe(
+      'dockerfile parse error line 3: unknown instruction: ECHO',
     );
     expect(refusal(() => parseStages(parseDockerfile('ARG a\nRUN x\nFROM y')))).toBe(
       'no build stage in current context',
@@ -280,5 +295,141 @@ describe('applyConfigInstruction', () => {
       isConfigInstruction(parseInstruction(parseDockerfile(l).nodes[0]!)),
     );
     expect(kinds).toEqual([false, false, false, false, false, true]);
+  });
+});
+
+describe('step comments (history and cache key), as dockerd 20.10 writes them', () => {
+  const history = (text: string, config: ConfigFields = {}) => {
+    const state = { cmdSet: false };
+    return parseDockerfile(text).nodes.map((node) => {
+      const i = parseInstruction(node);
+      if (!isConfigInstruction(i)) throw new Error(`not config: ${i.kind}`);
+      return nopCommand(config, applyConfigInstruction(config, i, config.Env ?? [], state)).join(' ');
+    });
+  };
+
+  it('prints expanded values after `#(nop) `', () => {
+    expect(
+      history(
+        [
+          'ENV A=1 B="two words"',
+          "LABEL 'k 1'=v q=$A",
+          'EXPOSE 80 53/udp $A',
+          'USER app:$A',
+          'WORKDIR rel/../dir',
+          'VOLUME ["/a", "/b"]',
+          'STOPSIGNAL SIGRTMIN+3',
+          'MAINTAINER me <m@e>',
+          'ONBUILD run echo hi',
+        ].join('\n'),
+      ),
+    ).toEqual([
+      '/bin/sh -c #(nop)  ENV A=1 B=two words',
+      '/bin/sh -c #(nop)  LABEL k 1=v q=1',
+      // Sorted before expansion, as dockerd sorts them.
+      '/bin/sh -c #(nop)  EXPOSE 1 53/udp 80',
+      '/bin/sh -c #(nop)  USER app:1',
+      '/bin/sh -c #(nop) WORKDIR /dir',
+      '/bin/sh -c #(nop)  VOLUME [/a /b]',
+      '/bin/sh -c #(nop)  STOPSIGNAL SIGRTMIN+3',
+      '/bin/sh -c #(nop)  MAINTAINER me <m@e>',
+      '/bin/sh -c #(nop)  ONBUILD run echo hi',
+    ]);
+  });
+
+  it("quotes commands as Go's %q and runs the comment through the current Shell", () => {
+    expect(
+      history('CMD echo "hi"\tthere\nENTRYPOINT ["a", "b\\tc"]\nSHELL ["/bin/bash", "-xc"]\nCMD x\nENTRYPOINT'),
+    ).toEqual([
+      '/bin/sh -c #(nop)  CMD ["/bin/sh" "-c" "echo \\"hi\\"\\tthere"]',
+      '/bin/sh -c #(nop)  ENTRYPOINT ["a" "b\\tc"]',
+      '/bin/bash -xc #(nop)  SHELL [/bin/bash -xc]',
+      '/bin/bash -xc #(nop)  CMD ["/bin/bash" "-xc" "x"]',
+      '/bin/bash -xc #(nop)  ENTRYPOINT []',
+    ]);
+  });
+
+  it('prints HEALTHCHECK as the Go struct dockerd prints', () => {
+    expect(
+      history(
+        [
+          'HEALTHCHECK --interval=1m30s --timeout=1.5s --start-period=100ms --retries=3 CMD ["a","b"]',
+          'HEALTHCHECK NONE',
+          'HEALTHCHECK --retries=65 CMD x',
+          'HEALTHCHECK --interval=2h0m1s --timeout=1500us CMD x',
+        ].join('\n'),
+      ),
+    ).toEqual([
+      `/bin/sh -c #(nop)  HEALTHCHECK &{["CMD" "a" "b"] "1m30s" "1.5s" "100ms" '\\x03'}`,
+      `/bin/sh -c #(nop)  HEALTHCHECK &{["NONE"] "0s" "0s" "0s" '\\x00'}`,
+      `/bin/sh -c #(nop)  HEALTHCHECK &{["CMD-SHELL" "x"] "0s" "0s" "0s" 'A'}`,
+      `/bin/sh -c #(nop)  HEALTHCHECK &{["CMD-SHELL" "x"] "2h0m1s" "1.5ms" "0s" '\\x00'}`,
+    ]);
+  });
+
+  it("formats durations as Go's time.Duration", () => {
+    expect([0, 1, 1500, 2e6, 1.5e9, 60e9, 3600e9, 3661e9, -5e9].map(goDurationString)).toEqual([
+      '0s',
+      '1ns',
+      '1.5µs',
+      '2ms',
+      '1.5s',
+      '1m0s',
+      '1h0m0s',
+      '1h1m1s',
+      '-5s',
+    ]);
+  });
+});
+
+describe('sourceCode', () => {
+  it('is the logical line, continuations joined, trimmed', () => {
+    const { stages } = parseStages(parseDockerfile('FROM  x  AS b \nRUN a \\\n    b  \n'));
+    expect([sourceCode(stages[0]!.from), sourceCode(stages[0]!.instructions[0]!)]).toEqual([
+      'FROM  x  AS b',
+      'RUN a     b',
+    ]);
+  });
+});
+
+describe('parseTrigger, expandArg, expandCopy', () => {
+  it('parses an ONBUILD trigger alone, refusing what dockerd refuses', () => {
+    expect(parseTrigger('RUN echo hi')).toMatchObject({ kind: 'run', args: ['echo hi'] });
+    expect(parseTrigger('COPY --from=x a b')).toMatchObject({ kind: 'copy', from: 'x', sources: ['a'], dest: 'b' });
+    expect(refusal(() => parseTrigger('RUN a\nRUN b'))).toBe('onbuild trigger should be a single expression');
+    expect(refusal(() => parseTrigger('BOGUS x'))).toBe('unknown instruction: BOGUS');
+    expect(refusal(() => parseTrigger('FROM x'))).toBe('*instructions.Stage is not a command type');
+  });
+
+  it('expands ARG names and defaults, and words the step', () => {
+    const arg = parseInstruction(parseDockerfile('ARG a=$X b c="${X}y"').nodes[0]!);
+    if (arg.kind !== 'arg') throw new Error(arg.kind);
+    expect(expandArg(arg, ['X=1'])).toEqual({
+      args: [{ name: 'a', value: '1' }, { name: 'b' }, { name: 'c', value: '1y' }],
+      comment: 'ARG a=1 b c=1y',
+    });
+  });
+
+  it('expands COPY sources, destination and --chown, not --from', () => {
+    const copy = parseInstruction(parseDockerfile('COPY --from=$S --chown=$U:$U a$X "b"c /d$X/').nodes[0]!);
+    if (copy.kind !== 'copy') throw new Error(copy.kind);
+    expect(copy.from).toBe('$S');
+    expect(expandCopy(copy, ['X=1', 'U=app'])).toEqual({ sources: ['a1', 'bc'], dest: '/d1/', chown: 'app:app' });
+    // The shell form splits on blanks before expansion: quotes do not hold a blank, as in dockerd.
+    const quoted = parseInstruction(parseDockerfile('COPY "b c" /d').nodes[0]!);
+    if (quoted.kind !== 'copy') throw new Error(quoted.kind);
+    expect(refusal(() => expandCopy(quoted, []))).toBe(
+      'failed to process "\\"b": unexpected end of statement while looking for matching double-quote',
+    );
+  });
+});
+
+describe('queryLabel', () => {
+  it("is the build's `labels` query as dockerd's LABEL step: as given, never expanded", () => {
+    const l = queryLabel('a b', '$HOME "q"');
+    expect(sourceCode(l)).toBe('LABEL a b=$HOME "q"');
+    const config: ConfigFields = { Env: ['HOME=/root'] };
+    expect(applyConfigInstruction(config, l, config.Env!)).toBe('LABEL a b=$HOME "q"');
+    expect(config.Labels).toEqual({ 'a b': '$HOME "q"' });
   });
 });

@@ -71,6 +71,14 @@ describe('parseDockerfile: lines', () => {
     );
   });
 
+  it("refuses a line longer than dockerd's scanner holds", () => {
+    expect(parseDockerfile(`LABEL a=${'x'.repeat(65527)}\n`).nodes).toHaveLength(1);
+    expect(refusal(() => parseDockerfile(`LABEL a=${'x'.repeat(65528)}\n`))).toBe(
+      'dockerfile line greater than max allowed size of 65535',
+    );
+    expect(refusal(() => parseDockerfile(`LABEL a=${'é'.repeat(32764)}\n`))).toMatch(/max allowed size/);
+  });
+
   it('keeps unknown instructions for parseInstruction to refuse', () => {
     expect(parseDockerfile('FOO bar').nodes[0]).toMatchObject({ command: 'foo', rest: 'bar', args: [] });
   });
@@ -162,6 +170,10 @@ describe('parseDockerfile: flags and arguments', () => {
     expect(refusal(() => parseDockerfile('LABEL a'))).toBe('LABEL must have two arguments');
     expect(refusal(() => parseDockerfile('ENV a=b c'))).toBe(
       'Syntax error - can\'t find = in "c". Must be of the form: name=value',
+    );
+    // Quoted as Go's %q: controls as \x escapes, other characters as they are.
+    expect(refusal(() => parseDockerfile('ENV a=b é\x01'))).toBe(
+      'Syntax error - can\'t find = in "é\\x01". Must be of the form: name=value',
     );
     expect(refusal(() => parseDockerfile('ENV a=b c', { name: 'Dockerfile.dev' }))).toMatch(
       /^failed to parse Dockerfile\.dev: Syntax error/,

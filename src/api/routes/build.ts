@@ -2,7 +2,7 @@
 // /session: thin translations between Docker's wire shapes and the build
 // service.
 import type { FastifyInstance } from 'fastify';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { type BuildResources, decodeRegistryConfig, type Engine, stepExitCode } from '../../engine/index.js';
 import { invalidParameter, messageOf, notImplemented, systemError } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
@@ -81,7 +81,8 @@ export function buildRoutes(app: FastifyInstance, engine: Engine): void {
     try {
       await engine.builds.build(
         {
-          body: req.body as Readable,
+          // No body (a `remote` build): an empty one.
+          body: (req.body as Readable | undefined) ?? Readable.from([]),
           ...(q.remote ? { remote: q.remote } : {}),
           ...(q.dockerfile ? { dockerfile: q.dockerfile } : {}),
           tags: allValues(req.query, 't').filter(Boolean),
@@ -91,7 +92,8 @@ export function buildRoutes(app: FastifyInstance, engine: Engine): void {
           labels: stringMap(q.labels, 'labels', false) as Record<string, string>,
           noCache: boolValue(q.nocache),
           pull: boolValue(q.pull),
-          rm: boolValue(q.rm, true),
+          // dockerd: an absent or empty `rm` means remove.
+          rm: q.rm === undefined || q.rm === '' ? true : boolValue(q.rm),
           forceRm: boolValue(q.forcerm),
           quiet: boolValue(q.q),
           cacheFrom: cacheFrom as string[],

@@ -58,6 +58,8 @@ export interface ReceiveOptions {
   signal?: AbortSignal;
   /** Bytes of context (as received, before decompression) beyond which it is refused. */
   maxBytes?: number;
+  /** Told the bytes of a `remote` downloaded so far, and its Content-Length when known (dockerd's progress bar). */
+  progress?: Progress;
   /** Extraction on the extractor's threads; without one it runs on the caller's thread. */
   extractor?: Extractor;
 }
@@ -79,7 +81,7 @@ export async function receiveContext(o: ReceiveOptions): Promise<BuildContext> {
     mkdirSync(o.dir, { recursive: true });
     if (o.remote !== undefined && o.remote !== '') {
       o.body.resume(); // dockerd reads no body with a remote context
-      const remote = await openRemote(o.remote, o.signal);
+      const remote = await openRemote(o.remote, o.signal, o.progress);
       if (remote.kind === 'dockerfile') {
         const text = await readWhole(remote.body, MAX_DOCKERFILE, 'Dockerfile');
         if (text.length === 0) throw invalidParameter(`the Dockerfile (${dockerfilePath}) cannot be empty`);
@@ -241,7 +243,7 @@ export function isGitUrl(s: string): boolean {
   return s.startsWith('git://') || s.startsWith('github.com/') || s.startsWith('git@');
 }
 
-async function openRemote(url: string, signal?: AbortSignal): Promise<Remote> {
+async function openRemote(url: string, signal?: AbortSignal, progress?: Progress): Promise<Remote> {
   if (isGitUrl(url))
     throw invalidParameter(
       `git build contexts are not supported by berth (remote ${url}): send the context as a tar, or an http(s) URL of a tarball`,
@@ -253,7 +255,7 @@ async function openRemote(url: string, signal?: AbortSignal): Promise<Remote> {
   } catch (e) {
     throw wrapped(e, `error downloading remote context ${url}`);
   }
-  const fetched = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>);
+  const fetched = responseBody(res, progress);
   const ct = res.headers.get('content-type') ?? '';
   const { head: preamble, stream: body } = await peekBytes(fetched, PREAMBLE);
   if (preamble.length === 0) {
@@ -270,6 +272,27 @@ async function openRemote(url: string, signal?: AbortSignal): Promise<Remote> {
     throw systemError(`error detecting content type for remote ${url}: unsupported Content-Type ${JSON.stringify(ct)}`);
   }
   return { kind: acceptable === 'text/plain' ? 'dockerfile' : 'archive', body };
+}
+
+export type Progress = (current: number, total: number | null) => void;
+
+/** A response's body as a stream, telling `progress` of the bytes as they come. */
+export function responseBody(res: Response, progress?: Progress): Readable {
+  const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>);
+  if (!progress) return body;
+  const length = Number(res.headers.get('content-length') ?? Number.NaN);
+  const total = Number.isSafeInteger(length) && length >= 0 ? length : null;
+  let current = 0;
+  const counted = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      current += chunk.length;
+      progress(current, total);
+      cb(null, chunk);
+    },
+  });
+  body.on('error', (e) => counted.destroy(e));
+  counted.on('close', () => body.destroy());
+  return body.pipe(counted);
 }
 
 /** Go's http.DetectContentType's test for text: no byte that only binary data has. */

@@ -104,13 +104,25 @@ export class PatternMatcher {
   }
 }
 
-/** A matcher for a context's .dockerignore patterns: `excluded(rel)` as the CLI decides it. */
+/**
+ * A matcher for a context's .dockerignore patterns: `excluded(rel)` as the
+ * CLI decides what to send. Besides the patterns, its walk (archive's
+ * TarWithOptions) never enters an excluded directory unless an exception
+ * pattern starts with that directory's path: with `docs` and `!docs/keep`
+ * docs/keep is sent; with `docs` and an exception that starts with `**`, it
+ * is not.
+ */
 export function ignoreMatcher(patterns: readonly string[]): (rel: string) => boolean {
   if (patterns.length === 0) return () => false;
   const pm = new PatternMatcher(patterns);
+  const exceptions = pm.patterns.filter((p) => p.exclusion).map((p) => `${p.cleaned}/`);
+  /** The CLI's walk skips this excluded directory whole. */
+  const skipped = (dir: string) => pm.matches(dir) && !exceptions.some((e) => e.startsWith(`${dir}/`));
   return (rel: string) => {
     const file = goClean(rel);
     if (file === '.') return false; // the context root itself is never excluded
+    const parts = file.split('/');
+    for (let i = 1; i < parts.length; i++) if (skipped(parts.slice(0, i).join('/'))) return true;
     return pm.matches(file);
   };
 }

@@ -5,7 +5,7 @@
 // container (an image config and a history entry, nothing else). The cache is
 // the classic one: a child of the current image whose container config equals
 // the step's is the step's result.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { Readable as ReadableStream } from 'node:stream';
@@ -23,19 +23,22 @@ import {
   commandLine,
   DEFAULT_SHELL,
   envKey,
+  expandArg,
+  expandCopy,
   expandWord,
-  expandWords,
   type FromInstr,
   type Instruction,
   isConfigInstruction,
-  type LabelInstr,
-  type Node,
+  nopCommand,
   parseDockerfile,
-  parseInstruction,
   parseStages,
+  parseTrigger,
+  queryLabel,
   type RunInstr,
   type Stage,
+  sourceCode,
 } from '../dockerfile/index.js';
+import { mergeConfig } from '../commit/instructions.js';
 import type { ContainerConfigFields, ImageConfig } from '../images/config.js';
 import type { PullEvent } from '../images/pull.js';
 import type { ImageService } from '../images/service.js';
@@ -46,7 +49,7 @@ import type { AuthConfig } from '../registry/auth.js';
 import type { ImageRepository } from '../store/images.js';
 import { goArch } from '../system.js';
 import { type BuildContext, receiveContext } from './context.js';
-import { type CopySource, fetchUrl, resolveSources, sourceChecksum, sourcesTar } from './sources.js';
+import { type CopySource, fetchUrl, resolveSources, type SourceTree, sourceChecksum, sourcesTar } from './sources.js';
 
 /** dockerd's predefined build args: usable without an ARG, never reported unused, kept out of the cache key. */
 const PROXY_ARGS = new Set([
@@ -148,14 +151,16 @@ interface Run {
   used: Set<string>;
   /** Finished stages: name or index → image id. */
   stages: Map<string, string>;
-  /** Images a cached step may be (with cachefrom); null: any child. */
-  cacheable: Set<string> | null;
+  /** The cachefrom images: their history stands for steps (dockerd's imageCache), beside the local cache. */
+  cacheFrom: string[];
 }
 
 const short = (id: string) => id.replace(/^sha256:/, '').slice(0, 12);
 
 export class BuildService {
   private readonly log: Logger;
+  /** Build containers of scratch stages → the empty image each was made of. */
+  private readonly vehicles = new Map<string, string>();
 
   constructor(private readonly deps: BuildDeps) {
     this.log = deps.logger.child({ component: 'build' });
@@ -182,6 +187,8 @@ export class BuildService {
         ...(req.remote ? { remote: req.remote } : {}),
         signal,
         extractor: this.deps.extractor,
+        // dockerd's progress lines for a remote context (none with q).
+        ...(req.quiet ? {} : { progress: downloading({ emit }) }),
       });
     } catch (e) {
       await rm(dir, { recursive: true, force: true });
@@ -203,9 +210,10 @@ export class BuildService {
       const chosen = stages.slice(0, last + 1);
       const labelSteps = Object.keys(req.labels)
         .sort()
-        .map((k) => labelInstr(k, req.labels[k]!));
+        .map((k) => queryLabel(k, req.labels[k]!));
       const total = metaArgs.length + chosen.reduce((n, s) => n + 1 + s.instructions.length, 0) + labelSteps.length;
-      for (const w of df.warnings) out({ stream: `${w}\n` });
+      // dockerd writes the parser's warnings as one stderr record before the first step.
+      if (df.warnings.length) out({ stream: `\u001b[91m${df.warnings.join('\n')}\n\u001b[0m` });
 
       const run: Run = {
         req,
@@ -215,43 +223,36 @@ export class BuildService {
         metaArgs: new Map(),
         used: new Set(),
         stages: new Map(),
-        cacheable: this.cacheSources(req.cacheFrom),
+        cacheFrom: this.cacheSources(req.cacheFrom),
       };
       let step = 0;
-      const header = (node: Node) => {
+      const header = (instr: Instruction) => {
         step++;
-        out({ stream: `Step ${step}/${total} : ${node.original}` });
+        out({ stream: `Step ${step}/${total} : ${sourceCode(instr)}` });
         out({ stream: '\n' });
       };
       for (const a of metaArgs) {
-        header(a.node);
-        for (const { name, value } of a.args) {
+        header(a);
+        for (const { name, value } of expandArg(a, this.metaEnv(run)).args) {
           run.used.add(name);
           const given = req.buildArgs[name];
-          run.metaArgs.set(
-            name,
-            given != null
-              ? given
-              : value !== undefined
-                ? expandWord(value, this.metaEnv(run), a.node.escape)
-                : undefined,
-          );
+          run.metaArgs.set(name, given != null ? given : value);
         }
       }
       let imageId = '';
       for (const stage of chosen) {
         signal.throwIfAborted();
-        header(stage.from.node);
+        header(stage.from);
         const st = await this.from(run, stage);
         const steps = stage === chosen.at(-1) ? [...stage.instructions, ...labelSteps] : stage.instructions;
         for (const instr of steps) {
           signal.throwIfAborted();
-          header(instr.node);
+          header(instr);
           await this.dispatch(run, st, instr);
         }
         if (!st.imageId) {
           // Only metadata on scratch and nothing else: still an image.
-          st.imageId = await this.commitMeta(run, st, 'FROM scratch', st.config);
+          st.imageId = await this.commitMeta(st, nopCommand(st.config, 'FROM scratch'), st.config);
         }
         imageId = st.imageId;
         run.stages.set(String(stage.index), imageId);
@@ -272,23 +273,17 @@ export class BuildService {
     }
   }
 
-  /** The images cachefrom names and their ancestors; unknown names are skipped, as dockerd does. */
-  private cacheSources(names: string[]): Set<string> | null {
-    if (!names.length) return null;
-    const set = new Set<string>();
+  /** The images cachefrom names, found locally; unknown names are skipped, as dockerd does. */
+  private cacheSources(names: string[]): string[] {
+    const out: string[] = [];
     for (const n of names) {
-      let row: ReturnType<ImageService['find']> | undefined;
       try {
-        row = this.deps.images.find(n);
-      } catch {
-        continue;
-      }
-      while (row && !set.has(row.id)) {
-        set.add(row.id);
-        row = row.parent ? this.deps.repo.find(row.parent) : undefined;
+        out.push(this.deps.images.find(n).id);
+      } catch (e) {
+        if (!isEngineError(e, 'not-found')) throw e;
       }
     }
-    return set;
+    return out;
   }
 
   private metaEnv(run: Run): string[] {
@@ -322,17 +317,7 @@ export class BuildService {
       run.emit({ stream: `# Executing ${triggers.length} build trigger` });
       if (triggers.length > 1) run.emit({ stream: 's' });
       run.emit({ stream: '\n' });
-      for (const t of triggers) {
-        const df = parseDockerfile(t);
-        for (const node of df.nodes) {
-          const trigger = parseInstruction(node);
-          if (trigger.kind === 'onbuild')
-            throw invalidParameter("Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed");
-          if (trigger.kind === 'from' || trigger.kind === 'maintainer')
-            throw invalidParameter(`${trigger.kind.toUpperCase()} isn't allowed as an ONBUILD trigger`);
-          await this.dispatch(run, st, trigger, true);
-        }
-      }
+      for (const t of triggers) await this.dispatch(run, st, parseTrigger(t));
     }
     run.emit({ stream: ` ---> ${short(st.imageId!)}\n` });
     return st;
@@ -394,7 +379,7 @@ export class BuildService {
     return out;
   }
 
-  private async dispatch(run: Run, st: StageState, instr: Instruction, trigger = false): Promise<void> {
+  private async dispatch(run: Run, st: StageState, instr: Instruction): Promise<void> {
     if (instr.kind === 'run') return this.runStep(run, st, instr);
     if (instr.kind === 'copy' || instr.kind === 'add') return this.copyStep(run, st, instr);
     if (instr.kind === 'arg') return this.argStep(run, st, instr);
@@ -402,33 +387,82 @@ export class BuildService {
     if (!isConfigInstruction(instr)) throw invalidParameter(`unknown instruction: ${String(instr)}`);
     const env = this.env(run, st);
     const config = structuredClone(st.config);
-    applyConfigInstruction(config, instr, env, st.cfg);
+    const comment = applyConfigInstruction(config, instr, env, st.cfg);
     if (instr.kind === 'maintainer') st.author = instr.name;
-    const text = metaText(instr, config, env);
-    await this.metaStep(run, st, text, config);
-    void trigger;
+    if (instr.kind === 'workdir' && config.WorkingDir && !(await this.hasDir(st, config.WorkingDir)))
+      return this.workdirStep(run, st, nopCommand(config, comment), config);
+    await this.metaStep(run, st, nopCommand(config, comment), config);
+  }
+
+  /**
+   * Whether the current image has `dir`, looked up in its layers from the top
+   * one component at a time: a symbolic link on the way is never followed
+   * (it would be followed on the host) and counts as there.
+   */
+  private async hasDir(st: StageState, dir: string): Promise<boolean> {
+    if (!st.imageId) return false;
+    const parts = dir.split('/').filter((p) => p && p !== '.');
+    if (parts.includes('..')) return true;
+    for (const layer of await this.deps.images.readyLayerDirs(st.imageId)) {
+      let at = layer;
+      let found = true;
+      for (const part of parts) {
+        at = path.join(at, part);
+        const s = await lstat(at).catch((e: NodeJS.ErrnoException) => {
+          if (e.code === 'ENOENT' || e.code === 'ENOTDIR') return undefined;
+          throw e;
+        });
+        if (!s) {
+          found = false;
+          break;
+        }
+        if (s.isSymbolicLink()) return true;
+        if (!s.isDirectory()) return false; // a file, or a whiteout hiding what is below
+      }
+      if (found) return true;
+    }
+    return false;
+  }
+
+  /** WORKDIR of a directory the image lacks: made in a layer, as dockerd's step makes it. */
+  private async workdirStep(run: Run, st: StageState, cmd: string[], config: ContainerConfigFields): Promise<void> {
+    const probe = { ...config, Cmd: cmd };
+    const cached = await this.cached(run, st, probe, config);
+    if (!cached) {
+      const id = await this.createContainer(run, st, { ...config, Cmd: cmd });
+      try {
+        await this.makeDirs(id, config.WorkingDir!);
+        st.imageId = await this.deps.commits.commitStep({
+          container: id,
+          parent: st.imageId,
+          config: { ...config, Image: st.imageId ?? '' },
+          containerConfig: { ...probe, Image: st.imageId ?? '' },
+          ...(st.author ? { author: st.author } : {}),
+        });
+      } finally {
+        await this.removeContainer(id);
+      }
+    } else {
+      st.imageId = cached;
+      run.emit({ stream: ' ---> Using cache\n' });
+    }
+    st.config = config;
+    run.emit({ stream: ` ---> ${short(st.imageId!)}\n` });
   }
 
   private async argStep(run: Run, st: StageState, instr: ArgInstr): Promise<void> {
-    const env = this.env(run, st);
-    const parts: string[] = [];
-    for (const { name, value } of instr.args) {
+    const { args, comment } = expandArg(instr, this.env(run, st));
+    for (const { name, value } of args) {
       run.used.add(name);
       const given = run.req.buildArgs[name];
-      let v: string | undefined;
-      if (given != null) v = given;
-      else if (value !== undefined) v = expandWord(value, env, instr.node.escape);
-      else v = run.metaArgs.get(name);
-      st.args.set(name, v);
-      parts.push(value !== undefined ? `${name}=${value}` : name);
+      st.args.set(name, given != null ? given : value !== undefined ? value : run.metaArgs.get(name));
     }
-    await this.metaStep(run, st, `ARG ${parts.join(' ')}`, structuredClone(st.config));
+    await this.metaStep(run, st, nopCommand(st.config, comment), structuredClone(st.config));
   }
 
   /** A step that changes only the config: a cached image, or a new one without a container. */
-  private async metaStep(run: Run, st: StageState, text: string, config: ContainerConfigFields): Promise<void> {
-    const probe = { ...config, Cmd: [...shellOf(st.config), '#(nop) ', text] };
-    const cached = this.cached(run, st, probe);
+  private async metaStep(run: Run, st: StageState, cmd: string[], config: ContainerConfigFields): Promise<void> {
+    const cached = await this.cached(run, st, { ...config, Cmd: cmd }, config);
     if (cached) {
       st.imageId = cached;
       st.config = config;
@@ -436,35 +470,73 @@ export class BuildService {
       run.emit({ stream: ` ---> ${short(cached)}\n` });
       return;
     }
-    st.imageId = await this.commitMeta(run, st, text, config);
+    st.imageId = await this.commitMeta(st, cmd, config);
     st.config = config;
     run.emit({ stream: ` ---> ${short(st.imageId)}\n` });
   }
 
-  private commitMeta(_run: Run, st: StageState, text: string, config: ContainerConfigFields): Promise<string> {
-    const containerConfig = { ...config, Cmd: [...shellOf(st.config), '#(nop) ', text], Image: st.imageId ?? '' };
+  /**
+   * A step's image without a container. As dockerd's (made from a container
+   * whose create merged the step's config over the image's), the image's
+   * config is the run config merged over the parent's.
+   */
+  private commitMeta(st: StageState, cmd: string[], config: ContainerConfigFields): Promise<string> {
+    const containerConfig = { ...config, Cmd: cmd, Image: st.imageId ?? '' };
+    const parent = st.imageId ? (JSON.parse(this.deps.repo.find(st.imageId)!.config) as ImageConfig).config : undefined;
     return this.deps.commits.commitStep({
       parent: st.imageId,
-      config: { ...config, Image: st.imageId ?? '' },
+      config: { ...(parent ? mergeConfig(config, parent) : config), Image: st.imageId ?? '' },
       containerConfig,
       ...(st.author ? { author: st.author } : {}),
     });
   }
 
-  /** The classic cache: the newest child of the current image made by the same step. */
-  private cached(run: Run, st: StageState, probe: ContainerConfigFields): string | undefined {
+  /**
+   * The classic cache: the newest child of the current image made by the same
+   * step; failing that, a cachefrom image whose history goes through the
+   * current image and then this step (made into an image of its own).
+   */
+  private async cached(
+    run: Run,
+    st: StageState,
+    probe: ContainerConfigFields,
+    config: ContainerConfigFields,
+  ): Promise<string | undefined> {
     if (run.req.noCache || !st.imageId) return undefined;
     const key = cacheKey(probe);
     let best: { id: string; created: string } | undefined;
     for (const id of this.deps.repo.children(st.imageId)) {
-      if (run.cacheable && !run.cacheable.has(id) && !this.deps.repo.find(id)) continue;
       const row = this.deps.repo.find(id);
       if (!row) continue;
       const cfg = JSON.parse(row.config) as ImageConfig & { container_config?: ContainerConfigFields };
       if (!cfg.container_config || cacheKey(cfg.container_config) !== key) continue;
       if (!best || row.created > best.created) best = { id, created: row.created };
     }
-    return best?.id;
+    if (best || !run.cacheFrom.length) return best?.id;
+    const parent = JSON.parse(this.deps.repo.find(st.imageId)!.config) as ImageConfig;
+    const history = parent.history ?? [];
+    const diffIds = parent.rootfs?.diff_ids ?? [];
+    const createdBy = (probe.Cmd ?? []).join(' ');
+    for (const source of run.cacheFrom) {
+      const row = this.deps.repo.find(source);
+      if (!row) continue;
+      const img = JSON.parse(row.config) as ImageConfig;
+      const h = img.history ?? [];
+      const d = img.rootfs?.diff_ids ?? [];
+      if (h.length <= history.length || d.length < diffIds.length) continue;
+      if (!history.every((e, i) => canonical(e) === canonical(h[i]))) continue;
+      if (!diffIds.every((x, i) => x === d[i])) continue;
+      const step = h[history.length]!;
+      if (!step.created_by || step.created_by !== createdBy) continue;
+      return this.deps.commits.restoreStep({
+        parent: st.imageId,
+        source,
+        index: history.length,
+        containerConfig: { ...probe, Image: st.imageId },
+        config: { ...config, Image: st.imageId },
+      });
+    }
+    return undefined;
   }
 
   private hostConfig(run: Run): Record<string, unknown> {
@@ -483,19 +555,37 @@ export class BuildService {
   }
 
   private async createContainer(run: Run, st: StageState, config: ContainerConfigFields): Promise<string> {
-    if (!st.imageId)
-      throw invalidParameter('berthd cannot yet run RUN, COPY or ADD on a scratch stage before its first layer');
-    const { Id } = await this.deps.containers.create({
-      config: { ...(config as Record<string, unknown>), Image: st.imageId, Entrypoint: [] } as never,
-      hostConfig: this.hostConfig(run) as never,
-    });
-    return Id;
+    // A scratch stage's first container step needs an image to make a container of: an empty one, made
+    // for it and removed with the container (the step's image has no parent, as dockerd's).
+    const vehicle = st.imageId
+      ? undefined
+      : await this.deps.commits.commitStep({ parent: null, config: {}, containerConfig: {} });
+    try {
+      const { Id } = await this.deps.containers.create({
+        config: { ...(config as Record<string, unknown>), Image: st.imageId ?? vehicle, Entrypoint: [] } as never,
+        hostConfig: this.hostConfig(run) as never,
+      });
+      if (vehicle) this.vehicles.set(Id, vehicle);
+      return Id;
+    } catch (e) {
+      if (vehicle) await this.removeVehicle(vehicle);
+      throw e;
+    }
   }
 
   private async removeContainer(id: string): Promise<void> {
     await this.deps.containers
       .remove(id, { force: true, volumes: true })
       .catch((err: unknown) => this.log.warn({ err, id }, 'removing a build container failed'));
+    const vehicle = this.vehicles.get(id);
+    this.vehicles.delete(id);
+    if (vehicle) await this.removeVehicle(vehicle);
+  }
+
+  private async removeVehicle(id: string): Promise<void> {
+    await this.deps.images
+      .remove(id, { force: true })
+      .catch((err: unknown) => this.log.warn({ err, id }, 'removing the empty image of a scratch step failed'));
   }
 
   // ---------------------------------------------------------------- RUN
@@ -511,7 +601,7 @@ export class BuildService {
       .sort();
     const saveCmd = keyArgs.length ? [`|${keyArgs.length}`, ...keyArgs, ...cmd] : cmd;
     const probe: ContainerConfigFields = { ...st.config, Cmd: saveCmd, Entrypoint: null };
-    const cached = this.cached(run, st, probe);
+    const cached = await this.cached(run, st, probe, st.config);
     if (cached) {
       st.imageId = cached;
       run.emit({ stream: ' ---> Using cache\n' });
@@ -520,6 +610,10 @@ export class BuildService {
     }
     const env = this.env(run, st);
     const id = await this.createContainer(run, st, { ...st.config, Env: env, Cmd: cmd });
+    if (run.signal.aborted) {
+      await this.removeContainer(id);
+      run.signal.throwIfAborted();
+    }
     run.emit({ stream: ` ---> Running in ${short(id)}\n` });
     let removed = false;
     const remove = async () => {
@@ -569,6 +663,7 @@ export class BuildService {
     })();
     const stop = () => void containers.kill(id, 'SIGKILL').catch(() => undefined);
     run.signal.addEventListener('abort', stop, { once: true });
+    if (run.signal.aborted) stop(); // it went while the container was starting
     try {
       const result = await containers.wait(id, 'not-running');
       follow.abort();
@@ -587,16 +682,11 @@ export class BuildService {
   private async copyStep(run: Run, st: StageState, instr: CopyInstr): Promise<void> {
     const CMD = instr.kind.toUpperCase();
     const env = this.env(run, st);
-    const esc = instr.node.escape;
-    const patterns = instr.sources.map((s) => expandWord(s, env, esc));
-    const destWord = expandWord(instr.dest, env, esc);
+    const { sources: patterns, dest: destWord, chown: chownSpec } = expandCopy(instr, env);
     const temps: Array<() => Promise<void>> = [];
     try {
-      let tree: { root: string; excluded: (rel: string) => boolean } = run.ctx;
-      if (instr.from) {
-        const from = expandWord(instr.from, env, esc);
-        tree = await this.imageTree(run, from, temps);
-      }
+      // As dockerd 20.10, --from is not expanded.
+      const tree: SourceTree = instr.from ? await this.imageTree(run, instr.from, temps) : run.ctx;
       const sources: CopySource[] = [];
       const local = patterns.filter((p) => !/^https?:\/\//.test(p));
       try {
@@ -604,7 +694,7 @@ export class BuildService {
           for (const url of patterns.filter((p) => /^https?:\/\//.test(p))) {
             const dir = await mkdtemp(path.join(this.deps.tmpDir, 'add-'));
             temps.push(() => rm(dir, { recursive: true, force: true }));
-            sources.push(await fetchUrl(url, dir, run.signal));
+            sources.push(await fetchUrl(url, dir, run.signal, downloading(run)));
           }
         }
         if (local.length || instr.kind === 'copy')
@@ -616,7 +706,7 @@ export class BuildService {
       const sum = await sourceChecksum(sources);
       const text = `${CMD} ${sum} in ${destWord} `;
       const probe: ContainerConfigFields = { ...st.config, Cmd: [...shellOf(st.config), `#(nop) ${text}`] };
-      const cached = this.cached(run, st, probe);
+      const cached = await this.cached(run, st, probe, st.config);
       if (cached) {
         st.imageId = cached;
         run.emit({ stream: ' ---> Using cache\n' });
@@ -625,7 +715,7 @@ export class BuildService {
       }
       const id = await this.createContainer(run, st, { ...st.config, Cmd: probe.Cmd });
       try {
-        const chown = instr.chown ? await this.owner(id, expandWord(instr.chown, env, esc)) : undefined;
+        const chown = chownSpec ? await this.owner(id, chownSpec) : undefined;
         const dest = destWord.startsWith('/')
           ? destWord
           : path.posix.join('/', st.config.WorkingDir || '/', destWord) + (destWord.endsWith('/') ? '/' : '');
@@ -668,25 +758,21 @@ export class BuildService {
   }
 
   /** A finished stage's or an image's filesystem, mounted read-only for COPY --from. */
-  private async imageTree(
-    run: Run,
-    from: string,
-    temps: Array<() => Promise<void>>,
-  ): Promise<{ root: string; excluded: (rel: string) => boolean }> {
+  private async imageTree(run: Run, from: string, temps: Array<() => Promise<void>>): Promise<SourceTree> {
     const id = run.stages.get(from.toLowerCase()) ?? (await this.baseImage(run, from));
     const dirs = await this.deps.images.readyLayerDirs(id);
-    if (dirs.length === 1) return { root: dirs[0]!, excluded: () => false };
+    if (dirs.length === 1) return { root: dirs[0]!, excluded: () => false, image: true };
     const target = await mkdtemp(path.join(this.deps.tmpDir, 'from-'));
     if (dirs.length === 0) {
       temps.push(() => rm(target, { recursive: true, force: true }));
-      return { root: target, excluded: () => false };
+      return { root: target, excluded: () => false, image: true };
     }
     mountOverlay({ lowerDirs: dirs, target });
     temps.push(async () => {
       unmount(target);
       await rm(target, { recursive: true, force: true });
     });
-    return { root: target, excluded: () => false };
+    return { root: target, excluded: () => false, image: true };
   }
 
   private async isDir(id: string, p: string): Promise<boolean> {
@@ -778,6 +864,27 @@ function shellOf(config: ContainerConfigFields): string[] {
   return config.Shell?.length ? [...config.Shell] : [...DEFAULT_SHELL];
 }
 
+/** dockerd's "Downloading" progress records for a download the build makes, at most a few a second. */
+function downloading(run: { emit: (e: BuildEvent) => void }): (current: number, total: number | null) => void {
+  let last = 0;
+  return (current, total) => {
+    const now = Date.now();
+    if (now - last < 100 && (total === null || current < total)) return;
+    last = now;
+    run.emit({ pull: { status: 'Downloading', layer: true, current, ...(total !== null ? { total } : {}) } });
+  };
+}
+
+/** JSON with sorted keys: history entries compare by content. */
+function canonical(v: unknown): string {
+  if (!v || typeof v !== 'object') return JSON.stringify(v ?? null);
+  const o = v as Record<string, unknown>;
+  return `{${Object.keys(o)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+    .join(',')}}`;
+}
+
 /** What two steps' configs must share for one to stand for the other (dockerd's compare). */
 function cacheKey(c: ContainerConfigFields): string {
   const sortObj = (o: Record<string, unknown> | null | undefined) =>
@@ -796,62 +903,4 @@ function cacheKey(c: ContainerConfigFields): string {
     c.Healthcheck ?? null,
     c.Shell?.length ? c.Shell : null,
   ]);
-}
-
-/** Go's %q of a []string: `["a" "b"]`. */
-const goList = (l: readonly string[] | null | undefined) => `[${(l ?? []).map((s) => JSON.stringify(s)).join(' ')}]`;
-
-/** The text a metadata step's image records (its history's `#(nop)` line), as dockerd's dispatchers write it. */
-function metaText(instr: Instruction, config: ContainerConfigFields, env: readonly string[]): string {
-  const esc = instr.node.escape;
-  switch (instr.kind) {
-    case 'env':
-      return `ENV ${instr.pairs.map(([k, v]) => `${expandWord(k, env, esc)}=${expandWord(v, env, esc)}`).join(' ')}`;
-    case 'label':
-      return `LABEL ${instr.pairs.map(([k, v]) => `${expandWord(k, env, esc)}=${expandWord(v, env, esc)}`).join(' ')}`;
-    case 'cmd':
-      return `CMD ${goList(config.Cmd)}`;
-    case 'entrypoint':
-      return `ENTRYPOINT ${goList(config.Entrypoint)}`;
-    case 'expose':
-      return `EXPOSE ${instr.ports.flatMap((p) => expandWords(p, env, esc)).join(' ')}`;
-    case 'workdir':
-      return `WORKDIR ${config.WorkingDir}`;
-    case 'user':
-      return `USER ${config.User}`;
-    case 'volume':
-      return `VOLUME ${goList(instr.paths.map((p) => expandWord(p, env, esc)))}`;
-    case 'stopsignal':
-      return `STOPSIGNAL ${config.StopSignal}`;
-    case 'healthcheck':
-      return `HEALTHCHECK ${JSON.stringify(config.Healthcheck)}`;
-    case 'shell':
-      return `SHELL ${goList(config.Shell)}`;
-    case 'onbuild':
-      return `ONBUILD ${instr.expression}`;
-    case 'maintainer':
-      return `MAINTAINER ${instr.name}`;
-    default:
-      return instr.node.original;
-  }
-}
-
-/** One `labels` query parameter entry as the step dockerd adds for it. */
-function labelInstr(key: string, value: string): LabelInstr {
-  const original = `LABEL ${key}=${value}`;
-  return {
-    kind: 'label',
-    pairs: [[JSON.stringify(key), JSON.stringify(value)]],
-    node: {
-      command: 'label',
-      flags: [],
-      rest: `${key}=${value}`,
-      original,
-      startLine: 0,
-      endLine: 0,
-      json: null,
-      args: [key, value],
-      escape: '\\',
-    },
-  };
 }

@@ -32,8 +32,9 @@ import { bodyPadding, encodeEntryHeader, endOfArchive, type EntryHeader, type En
 import { cleanComponents } from '../layers/tarpath.js';
 import { openListed, walkTree, type EntryStat, type WalkEntry } from '../layers/walk.js';
 import { O_PATH, openInRoot } from '../os/rooted.js';
+import { lgetxattr } from '../os/xattrs.js';
 import type { BuildContext } from './context.js';
-import { getWithStatusError } from './context.js';
+import { getWithStatusError, type Progress, responseBody } from './context.js';
 import { decompress, peekBytes, SNIFF_BYTES, sniffCompression } from './compression.js';
 import { containsWildcards, goClean, goMatch } from './dockerignore.js';
 
@@ -54,11 +55,19 @@ export interface CopySource {
   unnamed?: boolean;
 }
 
-/** What resolveSources needs of a context; a stage's or an image's tree serves as well (`excluded` then says no). */
-export type SourceTree = Pick<BuildContext, 'root' | 'excluded'>;
+/**
+ * What resolveSources needs of a context. A stage's or an image's tree
+ * (COPY --from) serves as well: `excluded` then says no, and `image` set
+ * gives dockerd's shorter not-found message for it.
+ */
+export type SourceTree = Pick<BuildContext, 'root' | 'excluded'> & { image?: boolean };
 
-const notFound = (path: string) =>
-  invalidParameter(`file not found in build context or excluded by .dockerignore: stat ${path}: file does not exist`);
+const notFound = (tree: SourceTree, path: string) =>
+  invalidParameter(
+    tree.image
+      ? `stat ${path}: file does not exist`
+      : `file not found in build context or excluded by .dockerignore: stat ${path}: file does not exist`,
+  );
 
 /**
  * The sources `patterns` name in `tree`, in order (a wildcard's matches in
@@ -76,7 +85,7 @@ export function resolveSources(tree: SourceTree, patterns: readonly string[]): C
       let p = orig.startsWith('/') ? orig.slice(1) : orig;
       if (p.startsWith('./')) p = p.slice(2);
       if (containsWildcards(p)) {
-        for (const rel of walkNames(tree, rootFd)) {
+        for (const rel of walkNames(tree, rootFd, literalPrefix(p))) {
           if (matches(p, rel)) out.push(single(tree, rootFd, realRoot, rel));
         }
       } else {
@@ -109,7 +118,7 @@ function single(tree: SourceTree, rootFd: number, realRoot: string, path: string
     fd = openInRoot(rootFd, rel === '.' ? '' : rel, O_PATH);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') throw notFound(path);
+    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') throw notFound(tree, path);
     throw systemError(`stat ${path}: ${messageOf(e)}`, e);
   }
   try {
@@ -117,7 +126,7 @@ function single(tree: SourceTree, rootFd: number, realRoot: string, path: string
     const real = abs === realRoot ? '' : posix.relative(realRoot, abs);
     if (real.startsWith('../') || real === '..' || posix.isAbsolute(real))
       throw systemError(`${path} resolved outside the build context`); // cannot happen with RESOLVE_IN_ROOT
-    if ((rel !== '.' && tree.excluded(rel)) || (real !== '' && tree.excluded(real))) throw notFound(path);
+    if ((rel !== '.' && tree.excluded(rel)) || (real !== '' && tree.excluded(real))) throw notFound(tree, path);
     const st = fstatSync(fd);
     const source: CopySource = { rel, abs, stat: st, real };
     if (st.isDirectory()) source.skip = (under: string) => tree.excluded(real === '' ? under : `${real}/${under}`);
@@ -127,8 +136,30 @@ function single(tree: SourceTree, rootFd: number, realRoot: string, path: string
   }
 }
 
-/** Every path of the tree, as Go's filepath.Walk visits them (lexical order, symlinks not followed), minus excluded ones. */
-function* walkNames(tree: SourceTree, rootFd: number): Generator<string> {
+/**
+ * The directory a wildcard pattern's matches must lie in: its components
+ * before the first with a wildcard, when they hold no escape ('' for the
+ * whole tree). filepath.Match compares them byte for byte, so nothing
+ * outside can match, and the walk need not go there.
+ */
+function literalPrefix(pattern: string): string {
+  const parts = pattern.split('/');
+  const fixed: string[] = [];
+  for (const part of parts.slice(0, -1)) {
+    if (containsWildcards(part) || part.includes('\\') || part === '' || part === '.' || part === '..') break;
+    fixed.push(part);
+  }
+  return fixed.join('/');
+}
+
+/**
+ * Every path of the tree, as Go's filepath.Walk visits them (lexical order,
+ * symlinks not followed), minus excluded ones; only into directories on the
+ * way to or under `prefix`.
+ */
+function* walkNames(tree: SourceTree, rootFd: number, prefix: string): Generator<string> {
+  const wanted = (rel: string) =>
+    prefix === '' || prefix === rel || prefix.startsWith(`${rel}/`) || rel.startsWith(`${prefix}/`);
   const visit = function* (dir: string): Generator<string> {
     let entries: Dirent[];
     try {
@@ -140,7 +171,8 @@ function* walkNames(tree: SourceTree, rootFd: number): Generator<string> {
     for (const d of entries) {
       const rel = dir === '' ? d.name : `${dir}/${d.name}`;
       if (!tree.excluded(rel)) yield rel;
-      if (d.isDirectory()) yield* visit(rel); // an excluded directory may still hold `!`-included files
+      // An excluded directory may still hold `!`-included files.
+      if (d.isDirectory() && wanted(rel)) yield* visit(rel);
     }
   };
   yield* visit('');
@@ -151,8 +183,9 @@ function* walkNames(tree: SourceTree, rootFd: number): Generator<string> {
 /**
  * The content checksum the build cache keys a COPY/ADD on, in dockerd's
  * shapes: "file:<hex>" for one file, "dir:<hex>" for one directory,
- * "multi:<hex>" for several sources. It covers names, types, permission
- * bits, link targets and contents; not owners (COPY sets them) nor mtimes.
+ * "multi:<hex>" for several sources. It covers names (a file source's base
+ * name, a directory's entries'), types, permission bits, link targets and
+ * contents; not owners (COPY sets them) nor mtimes.
  */
 export async function sourceChecksum(sources: readonly CopySource[]): Promise<string> {
   const sums: string[] = [];
@@ -164,7 +197,8 @@ export async function sourceChecksum(sources: readonly CopySource[]): Promise<st
 async function oneChecksum(s: CopySource): Promise<string> {
   if (!s.stat.isDirectory()) {
     const h = createHash('sha256');
-    h.update(`${kindOf(s.stat)} ${(s.stat.mode & 0o7777).toString(8)}\n`);
+    // The name too: it is the copied file's name under a destination directory (as tarsum's header has it).
+    h.update(`${posix.basename(s.rel)}\0${kindOf(s.stat)}\0${(s.stat.mode & 0o7777).toString(8)}\n`);
     if (s.stat.isFile()) await hashFile(h, s.abs);
     return `file:${h.digest('hex')}`;
   }
@@ -302,15 +336,16 @@ async function* entry(
     links.set(key, name);
   }
   if (st.isFile()) {
+    const caps = capabilityOf(e.xattrs ? (e.xattrs.find(([n]) => n === CAPABILITY)?.[1] ?? null) : e.path);
     if (e.data) {
-      yield encodeEntryHeader({ ...m, name, type: 'file', size: e.data.length });
+      yield encodeEntryHeader({ ...m, name, type: 'file', size: e.data.length, ...caps });
       yield e.data;
       yield bodyPadding(e.data.length);
       return;
     }
     const opened = await openListed(e);
     if (!opened) throw systemError(`${JSON.stringify(e.rel)} changed while it was being read`);
-    yield* streamFile(opened.fh, Number(opened.st.size), { ...m, name }, e.rel);
+    yield* streamFile(opened.fh, Number(opened.st.size), { ...m, name, ...caps }, e.rel);
     return;
   }
   if (st.isSymbolicLink()) {
@@ -342,10 +377,28 @@ async function* fileSource(s: CopySource, name: string, uid: number, gid: number
   try {
     const st = await fh.stat({ bigint: true });
     if (!st.isFile()) throw systemError(`${JSON.stringify(s.rel)} changed while it was being read`);
-    yield* streamFile(fh, Number(st.size), { ...meta(st, uid, gid), name }, s.rel);
+    yield* streamFile(fh, Number(st.size), { ...meta(st, uid, gid), name, ...capabilityOf(s.abs) }, s.rel);
   } finally {
     await fh.close();
   }
+}
+
+const CAPABILITY = 'security.capability';
+
+/**
+ * A file's capabilities, the one xattr dockerd's copy keeps (TarWithOptions
+ * reads only it): given as the value already read, or a path to read it at.
+ */
+function capabilityOf(from: Buffer | null | string): Pick<EntryHeader, 'xattrs'> {
+  let value = typeof from === 'string' ? null : from;
+  if (typeof from === 'string') {
+    try {
+      value = lgetxattr(from, CAPABILITY);
+    } catch {
+      value = null; // a filesystem without xattrs has no capabilities to keep
+    }
+  }
+  return value ? { xattrs: [[CAPABILITY, value]] } : {};
 }
 
 const statBig = (abs: string): Promise<EntryStat> => lstat(abs, { bigint: true });
@@ -353,7 +406,7 @@ const statBig = (abs: string): Promise<EntryStat> => lstat(abs, { bigint: true }
 async function* streamFile(
   fh: FileHandle,
   size: number,
-  h: Pick<EntryHeader, 'mode' | 'uid' | 'gid' | 'mtime' | 'name'>,
+  h: Pick<EntryHeader, 'mode' | 'uid' | 'gid' | 'mtime' | 'name' | 'xattrs'>,
   rel: string,
 ): AsyncGenerator<Buffer> {
   yield encodeEntryHeader({ ...h, type: 'file', size });
@@ -511,7 +564,12 @@ function insideName(raw: string, what: string): string {
  * (the epoch without one), named after the URL's path or the
  * Content-Disposition's filename (dockerd's getFilenameForDownload).
  */
-export async function fetchUrl(url: string, dir: string, signal?: AbortSignal): Promise<CopySource> {
+export async function fetchUrl(
+  url: string,
+  dir: string,
+  signal?: AbortSignal,
+  progress?: Progress,
+): Promise<CopySource> {
   await mkdir(dir, { recursive: true });
   const res = await getWithStatusError(url, signal);
   const filename = downloadName(url, res.headers.get('content-disposition'));
@@ -519,11 +577,7 @@ export async function fetchUrl(url: string, dir: string, signal?: AbortSignal): 
   // O_EXCL: never written through a link planted at that name.
   const out = createWriteStream(abs, { flags: 'wx', mode: 0o600 });
   try {
-    await pipeline(
-      Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>),
-      out,
-      ...(signal ? [{ signal }] : []),
-    );
+    await pipeline(responseBody(res, progress), out, ...(signal ? [{ signal }] : []));
   } catch (e) {
     await rm(abs, { force: true });
     throw isEngineError(e) ? e : systemError(`downloading ${url}: ${messageOf(e)}`, e);

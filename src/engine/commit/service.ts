@@ -223,6 +223,66 @@ export class CommitService {
     );
   }
 
+  /**
+   * A build step that a cachefrom image made (dockerd's restoreCachedImage):
+   * the parent's layers, plus the source's layer of that step unless it made
+   * none, with the source's history up to it and the step's config.
+   */
+  async restoreStep(o: {
+    parent: string;
+    source: string;
+    /** The step's index in the source's history. */
+    index: number;
+    config: ContainerConfigFields;
+    containerConfig: ContainerConfigFields;
+  }): Promise<string> {
+    const { repo, content } = this.deps;
+    const parent = repo.find(o.parent);
+    const source = repo.find(o.source);
+    if (!parent || !source) throw systemError('a cache source image is no longer in the store');
+    const pc = JSON.parse(parent.config) as ImageConfig;
+    const sc = JSON.parse(source.config) as ImageConfig;
+    const history = (sc.history ?? []).slice(0, o.index + 1);
+    const step = history[o.index];
+    if (!step) throw systemError(`cache source ${source.id} has no history entry ${o.index}`);
+    const parentLayers = repo.layersOf(parent.id);
+    const added = step.empty_layer ? undefined : repo.layersOf(source.id)[parentLayers.length];
+    if (!step.empty_layer && !added) throw systemError(`cache source ${source.id} lacks the layer of step ${o.index}`);
+    const rows = added ? [...parentLayers, added] : parentLayers;
+    const imageConfig: ImageConfig = {
+      created: step.created ?? new Date().toISOString(),
+      container_config: o.containerConfig,
+      docker_version: VERSION,
+      config: dockerConfig(o.config),
+      architecture: pc.architecture || goArch(),
+      ...(pc.variant ? { variant: pc.variant } : {}),
+      os: pc.os || 'linux',
+      rootfs: { type: 'layers', diff_ids: rows.map((l) => l.diff_id) },
+      history,
+    };
+    const configBytes = Buffer.from(JSON.stringify(imageConfig));
+    const imageId = `sha256:${createHash('sha256').update(configBytes).digest('hex')}`;
+    if (repo.find(imageId)) return imageId;
+    return this.serially(async () => {
+      await content.put(imageId, configBytes, { what: 'image config' });
+      repo.add({
+        image: {
+          id: imageId,
+          parent: parent.id,
+          config: configBytes.toString('utf8'),
+          size: rows.reduce((a, l) => a + l.size, 0),
+          created: imageConfig.created!,
+          added_at: Date.now(),
+        },
+        layers: rows,
+        blobs: [imageId, ...(added?.blob ? [added.blob] : [])],
+        tags: [],
+        repoDigests: [],
+      });
+      return imageId;
+    });
+  }
+
   /** `GET /containers/{id}/changes`: null when nothing changed, as dockerd answers. */
   async changes(ref: string): Promise<Change[] | null> {
     const c = this.deps.containers.get(ref);

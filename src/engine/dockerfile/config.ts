@@ -7,6 +7,7 @@ import { invalidParameter } from '../../errors.js';
 import { normalizeSignal } from '../signals.js';
 import { expandWord, expandWords } from './expand.js';
 import type { ArgInstr, CopyInstr, FromInstr, Instruction, RunInstr } from './instructions.js';
+import { goQuote } from './parse.js';
 
 /** The fields of a container/image config these instructions touch (engine/images' ContainerConfigFields fits). */
 export interface ConfigFields {
@@ -48,104 +49,161 @@ export interface HealthConfig {
 }
 
 /**
- * Applies `instr` to `config` in place. Words are expanded (where dockerd expands
- * them: not CMD, ENTRYPOINT, HEALTHCHECK, SHELL, ONBUILD, MAINTAINER) from `env`,
- * the environment of that moment (the config's Env, plus the build args in a build).
- * `state` is the stage's; without one, every ENTRYPOINT clears the Cmd.
+ * Applies `instr` to `config` in place, and returns dockerd's comment for the step
+ * (`ENV A=1`, `CMD ["/bin/sh" "-c" "x"]`…): the builder records it in the image's
+ * history and cache key as `nopCommand` makes them. Words are expanded (where
+ * dockerd expands them: not CMD, ENTRYPOINT, HEALTHCHECK, SHELL, ONBUILD,
+ * MAINTAINER) from `env`, the environment of that moment (the config's Env, plus
+ * the build args in a build). `state` is the stage's; without one, every
+ * ENTRYPOINT clears the Cmd.
  */
 export function applyConfigInstruction(
   config: ConfigFields,
   instr: ConfigInstruction,
   env: readonly string[],
   state: ConfigState = { cmdSet: false },
-): void {
+): string {
   const esc = instr.node.escape;
   const expand = (word: string) => expandWord(word, env, esc);
   switch (instr.kind) {
     case 'env': {
       const list = [...(config.Env ?? [])];
+      let comment = 'ENV';
       for (const [k, v] of instr.pairs) {
         const name = expand(k);
         const kv = `${name}=${expand(v)}`;
+        comment += ` ${kv}`;
         const at = list.findIndex((e) => envKey(e) === name);
         if (at >= 0) list[at] = kv;
         else list.push(kv);
       }
       config.Env = list;
-      return;
+      return comment;
     }
     case 'label': {
       const labels = { ...(config.Labels ?? {}) };
-      for (const [k, v] of instr.pairs) labels[expand(k)] = expand(v);
+      let comment = 'LABEL';
+      for (const [k, v] of instr.pairs) {
+        const [key, value] = instr.noExpand ? [k, v] : [expand(k), expand(v)];
+        labels[key] = value;
+        comment += ` ${key}=${value}`;
+      }
       config.Labels = labels;
-      return;
+      return comment;
     }
     case 'expose': {
       const ports = { ...(config.ExposedPorts ?? {}) };
       const specs = instr.ports.flatMap((p) => expandWords(p, env, esc));
       for (const spec of specs) for (const p of portSpec(spec)) ports[p] = {};
       config.ExposedPorts = ports;
-      return;
+      return `EXPOSE ${specs.join(' ')}`;
     }
     case 'user':
       config.User = expand(instr.value);
-      return;
+      return `USER ${config.User}`;
     case 'workdir': {
       const dir = expand(instr.value);
       if (dir === '') throw invalidParameter('cannot normalize nothing');
       config.WorkingDir = dir.startsWith('/') ? dir : joinClean('/', config.WorkingDir ?? '', dir);
-      return;
+      return `WORKDIR ${config.WorkingDir}`;
     }
     case 'volume': {
       const volumes = { ...(config.Volumes ?? {}) };
-      for (const p of instr.paths) {
-        const path = expand(p);
+      const paths = instr.paths.map(expand);
+      for (const path of paths) {
         if (path === '') throw invalidParameter('VOLUME specified can not be an empty string');
         volumes[path] = {};
       }
       config.Volumes = volumes;
-      return;
+      return `VOLUME [${paths.join(' ')}]`;
     }
     case 'stopsignal': {
       const sig = expand(instr.value);
       checkStopSignal(sig);
       config.StopSignal = sig;
-      return;
+      return `STOPSIGNAL ${sig}`;
     }
     case 'cmd':
       config.Cmd = commandLine(instr.args, instr.json, config, false);
       delete config.ArgsEscaped;
       if (instr.args.length > 0) state.cmdSet = true;
-      return;
+      return `CMD ${goQuoteList(config.Cmd)}`;
     case 'entrypoint':
       config.Entrypoint = commandLine(instr.args, instr.json, config, true);
       delete config.ArgsEscaped;
       if (!state.cmdSet) config.Cmd = null;
-      return;
+      return `ENTRYPOINT ${goQuoteList(config.Entrypoint)}`;
     case 'healthcheck': {
-      if (instr.test === 'NONE') {
-        config.Healthcheck = { Test: ['NONE'] } satisfies HealthConfig;
-        return;
+      const h: HealthConfig = { Test: instr.test === 'NONE' ? ['NONE'] : [...instr.test] };
+      if (instr.test !== 'NONE') {
+        if (instr.interval) h.Interval = instr.interval;
+        if (instr.timeout) h.Timeout = instr.timeout;
+        if (instr.startPeriod) h.StartPeriod = instr.startPeriod;
+        if (instr.startInterval) h.StartInterval = instr.startInterval;
+        if (instr.retries) h.Retries = instr.retries;
       }
-      const h: HealthConfig = { Test: [...instr.test] };
-      if (instr.interval) h.Interval = instr.interval;
-      if (instr.timeout) h.Timeout = instr.timeout;
-      if (instr.startPeriod) h.StartPeriod = instr.startPeriod;
-      if (instr.startInterval) h.StartInterval = instr.startInterval;
-      if (instr.retries) h.Retries = instr.retries;
       config.Healthcheck = h;
-      return;
+      return `HEALTHCHECK ${healthText(h)}`;
     }
     case 'shell':
       config.Shell = [...instr.args];
-      return;
+      return `SHELL [${config.Shell.join(' ')}]`;
     case 'onbuild':
       config.OnBuild = [...(config.OnBuild ?? []), instr.expression];
-      return;
+      return `ONBUILD ${instr.expression}`;
     case 'maintainer':
       // The author is the image's, not the config's: the builder records it.
-      return;
+      return `MAINTAINER ${instr.name}`;
   }
+}
+
+/**
+ * The Cmd dockerd gives a step that runs nothing, for its cache key and history
+ * (`/bin/sh -c #(nop)  ENV A=1` once joined): the config's Shell, then `#(nop) `
+ * and the step's comment. WORKDIR's is one word (`/bin/sh -c #(nop) WORKDIR /x`):
+ * dockerd makes that step by another path.
+ */
+export function nopCommand(config: ConfigFields, comment: string): string[] {
+  const shell = config.Shell?.length ? config.Shell : DEFAULT_SHELL;
+  return comment.startsWith('WORKDIR ') ? [...shell, `#(nop) ${comment}`] : [...shell, '#(nop) ', comment];
+}
+
+/** Go's `%q` of a string slice: `["a" "b"]`. */
+export function goQuoteList(list: readonly string[] | null | undefined): string {
+  return `[${(list ?? []).map(goQuote).join(' ')}]`;
+}
+
+/** Go's time.Duration String: `1m30s`, `1.5s`, `100ms`, `0s`. */
+export function goDurationString(ns: number): string {
+  if (ns === 0) return '0s';
+  const neg = ns < 0;
+  let n = Math.abs(ns);
+  let out: string;
+  if (n < 1e9) {
+    const [unit, size] = n < 1e3 ? ['ns', 1] : n < 1e6 ? ['µs', 1e3] : ['ms', 1e6];
+    out = `${trimFraction(n / size)}${unit}`;
+  } else {
+    const h = Math.floor(n / 3600e9);
+    n -= h * 3600e9;
+    const m = Math.floor(n / 60e9);
+    n -= m * 60e9;
+    out = `${h ? `${h}h` : ''}${h || m ? `${m}m` : ''}${trimFraction(n / 1e9)}s`;
+  }
+  return neg ? `-${out}` : out;
+}
+
+const trimFraction = (x: number): string => {
+  const s = x.toFixed(9);
+  return s.replace(/\.?0+$/, '');
+};
+
+/** Go's `%q` of dockerd's *HealthConfig, as its HEALTHCHECK step comment prints it. */
+function healthText(h: HealthConfig): string {
+  const d = (ns?: number) => `"${goDurationString(ns ?? 0)}"`;
+  const retries = h.Retries ?? 0;
+  const r = retries < 0x20 ? `'\\x${retries.toString(16).padStart(2, '0')}'` : `'${String.fromCodePoint(retries)}'`;
+  const start = h.StartInterval ? ` ${d(h.StartInterval)}` : '';
+  return `&{${goQuoteList(h.Test)} ${d(h.Interval)} ${d(h.Timeout)} ${d(h.StartPeriod)}${start} ${r}}`;
 }
 
 /**

@@ -3,7 +3,8 @@
 // words. Words stay unexpanded: the builder expands them at dispatch, with the
 // environment of that moment.
 import { invalidParameter } from '../../errors.js';
-import type { Node } from './parse.js';
+import { expandWord } from './expand.js';
+import { goQuote, type Node, parseDockerfile, trimSpace } from './parse.js';
 
 interface Base {
   node: Node;
@@ -38,6 +39,8 @@ export interface EnvInstr extends Base {
 export interface LabelInstr extends Base {
   kind: 'label';
   pairs: Array<[string, string]>;
+  /** The build's `labels` query: taken as given, never expanded (queryLabel makes these). */
+  noExpand?: true;
 }
 export interface ArgInstr extends Base {
   kind: 'arg';
@@ -125,6 +128,9 @@ export interface Stage {
   instructions: Instruction[];
 }
 
+/** The instruction as the build stream's "Step N/M : …" line prints it: the logical line, trimmed. */
+export const sourceCode = (i: { node: Node }): string => trimSpace(i.node.original);
+
 /** Refusals dockerd makes at dispatch, not parse: parseStages leaves their words without the line prefix. */
 const dispatchErrors = new WeakSet<Error>();
 
@@ -208,7 +214,7 @@ export function parseInstruction(node: Node): Instruction {
         name = a[2]!.toLowerCase();
         if (!STAGE_NAME.test(name))
           throw invalidParameter(
-            `invalid name for build stage: ${JSON.stringify(a[2])}, name can't start with a number or contain symbols`,
+            `invalid name for build stage: ${goQuote(a[2]!)}, name can't start with a number or contain symbols`,
           );
       } else if (a.length !== 1) throw invalidParameter('FROM requires either one or three arguments');
       const flags = parseFlags(n, { platform: 'string' });
@@ -239,7 +245,8 @@ export function parseInstruction(node: Node): Instruction {
     }
     case 'arg': {
       if (n.args.length === 0) throw atLeastOne('ARG');
-      // dockerd reads no flags on ARG: `--x` would be a name, and a bad one.
+      // dockerd drops flags on ARG unread; berth refuses them rather than ignore them.
+      noFlags(n);
       const args = n.args.map((w) => {
         const eq = w.indexOf('=');
         if (eq < 0) return { name: w };
@@ -282,8 +289,9 @@ export function parseInstruction(node: Node): Instruction {
       return { kind: n.command, node: n, value: n.args[0]! };
     }
     case 'stopsignal':
-      // dockerd reads no flags on STOPSIGNAL: they are part of the signal, refused at dispatch.
       if (n.args.length !== 1) throw exactlyOne('STOPSIGNAL');
+      // dockerd drops flags on STOPSIGNAL unread; berth refuses them rather than ignore them.
+      noFlags(n);
       return { kind: 'stopsignal', node: n, value: n.args[0]! };
     case 'volume': {
       if (n.args.length === 0) throw atLeastOne('VOLUME');
@@ -323,8 +331,8 @@ function healthcheck(n: Node): HealthcheckInstr {
   const type = n.args[0]!.toUpperCase();
   const rest = n.args.slice(1);
   if (type === 'NONE') {
-    if (rest.length !== 0) throw invalidParameter('HEALTHCHECK NONE takes no arguments');
-    // dockerd reads no flags on HEALTHCHECK NONE.
+    // dockerd drops flags on HEALTHCHECK NONE unread; berth refuses them rather than ignore them.
+    if (rest.length !== 0 || n.flags.length !== 0) throw invalidParameter('HEALTHCHECK NONE takes no arguments');
     return { kind: 'healthcheck', node: n, test: 'NONE' };
   }
   const flags = parseFlags(n, {
@@ -334,7 +342,7 @@ function healthcheck(n: Node): HealthcheckInstr {
     'start-interval': 'string',
     retries: 'string',
   });
-  if (type !== 'CMD') throw invalidParameter(`Unknown type ${JSON.stringify(type)} in HEALTHCHECK (try CMD)`);
+  if (type !== 'CMD') throw invalidParameter(`Unknown type ${goQuote(type)} in HEALTHCHECK (try CMD)`);
   if (rest.length === 0) throw invalidParameter('Missing command after HEALTHCHECK CMD');
   const out: HealthcheckInstr = {
     kind: 'healthcheck',
@@ -358,10 +366,10 @@ function healthcheck(n: Node): HealthcheckInstr {
   const retries = flags.get('retries');
   if (retries) {
     if (!/^[+-]?\d+$/.test(retries))
-      throw invalidParameter(`strconv.ParseInt: parsing ${JSON.stringify(retries)}: invalid syntax`);
+      throw invalidParameter(`strconv.ParseInt: parsing ${goQuote(retries)}: invalid syntax`);
     const r = Number(retries);
     if (r > 2147483647 || r < -2147483648)
-      throw invalidParameter(`strconv.ParseInt: parsing ${JSON.stringify(retries)}: value out of range`);
+      throw invalidParameter(`strconv.ParseInt: parsing ${goQuote(retries)}: value out of range`);
     if (r < 1) throw invalidParameter(`--retries must be at least 1 (not ${r})`);
     out.retries = r;
   }
@@ -372,7 +380,7 @@ const UNITS: Record<string, number> = { ns: 1, us: 1e3, µs: 1e3, μs: 1e3, ms: 
 
 /** Go's time.ParseDuration, in nanoseconds. */
 export function goDuration(s: string): number {
-  const bad = () => invalidParameter(`time: invalid duration ${JSON.stringify(s)}`);
+  const bad = () => invalidParameter(`time: invalid duration ${goQuote(s)}`);
   let body = s;
   let sign = 1;
   if (body.startsWith('-') || body.startsWith('+')) {
@@ -390,7 +398,7 @@ export function goDuration(s: string): number {
   }
   if (at === 0 || at !== body.length) {
     if (at === 0 && /^(\d+(\.\d*)?|\.\d+)$/.test(body))
-      throw invalidParameter(`time: missing unit in duration ${JSON.stringify(s)}`);
+      throw invalidParameter(`time: missing unit in duration ${goQuote(s)}`);
     throw bad();
   }
   return sign * Math.round(total);
@@ -432,4 +440,71 @@ export function parseStages(df: { nodes: readonly Node[] }): { metaArgs: ArgInst
     stages.at(-1)!.instructions.push(instr);
   }
   return { metaArgs, stages };
+}
+
+/**
+ * An ONBUILD trigger (from an image's OnBuild) as the instruction it runs, parsed
+ * as dockerd parses it when the next FROM fires it: alone, with the default escape.
+ */
+export function parseTrigger(expression: string): Instruction {
+  const nodes = parseDockerfile(expression).nodes;
+  if (nodes.length !== 1) throw invalidParameter('onbuild trigger should be a single expression');
+  const instr = parseInstruction(nodes[0]!);
+  // dockerd's ParseCommand takes no stage: a FROM trigger is no command.
+  if (instr.kind === 'from') throw invalidParameter('*instructions.Stage is not a command type');
+  return instr;
+}
+
+/** ARG's names and defaults expanded, and dockerd's step comment (`ARG a=1 b`). */
+export function expandArg(
+  instr: ArgInstr,
+  env: readonly string[],
+): { args: Array<{ name: string; value?: string }>; comment: string } {
+  const expand = (w: string) => expandWord(w, env, instr.node.escape);
+  const args = instr.args.map((a) => ({
+    name: expand(a.name),
+    ...(a.value !== undefined ? { value: expand(a.value) } : {}),
+  }));
+  return {
+    args,
+    comment: `ARG ${args.map((a) => (a.value !== undefined ? `${a.name}=${a.value}` : a.name)).join(' ')}`,
+  };
+}
+
+/** COPY/ADD's words expanded as dockerd expands them (sources, destination, --chown; not --from). */
+export function expandCopy(
+  instr: CopyInstr,
+  env: readonly string[],
+): { sources: string[]; dest: string; chown?: string } {
+  const expand = (w: string) => expandWord(w, env, instr.node.escape);
+  const chown = instr.chown !== undefined ? expand(instr.chown) : undefined;
+  return {
+    sources: instr.sources.map(expand),
+    dest: expand(instr.dest),
+    ...(chown ? { chown } : {}),
+  };
+}
+
+/**
+ * A label of the build's `labels` query as the step dockerd appends to the last
+ * stage for it: `LABEL k=v`, its words taken as given (no quotes, no expansion).
+ */
+export function queryLabel(key: string, value: string): LabelInstr {
+  const original = `LABEL ${key}=${value}`;
+  return {
+    kind: 'label',
+    pairs: [[key, value]],
+    noExpand: true,
+    node: {
+      command: 'label',
+      flags: [],
+      rest: `${key}=${value}`,
+      original,
+      startLine: 0,
+      endLine: 0,
+      json: null,
+      args: [key, value],
+      escape: '\\',
+    },
+  };
 }

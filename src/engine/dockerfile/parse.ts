@@ -53,6 +53,8 @@ export interface ParseOptions {
 const DIRECTIVE = /^#\s*([a-zA-Z][a-zA-Z0-9]*)\s*=\s*(.+?)\s*$/;
 const KNOWN_DIRECTIVES = new Set(['escape', 'syntax']);
 const WHITESPACE = /[\t\v\f\r ]+/;
+/** bufio.MaxScanTokenSize. */
+const MAX_LINE = 64 * 1024;
 const NOT_STRINGS = 'when using JSON array syntax, arrays must be comprised of strings only';
 
 /** Go's unicode.IsSpace. */
@@ -65,7 +67,7 @@ const trimLeft = (s: string): string => {
   while (i < s.length && isSpace(s[i]!)) i++;
   return s.slice(i);
 };
-const trimSpace = (s: string): string => {
+export const trimSpace = (s: string): string => {
   let end = s.length;
   while (end > 0 && isSpace(s[end - 1]!)) end--;
   return trimLeft(s.slice(0, end));
@@ -116,6 +118,10 @@ function parse(text: string): Dockerfile {
   // bufio.Scanner's lines: split on \n, one trailing \r dropped, no empty last line.
   const lines = text.split('\n').map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l));
   if (lines.at(-1) === '') lines.pop();
+  // The scanner's buffer holds a line and its newline (a UTF-16 unit is at most three bytes).
+  for (const l of lines)
+    if (l.length * 3 >= MAX_LINE && Buffer.byteLength(l) >= MAX_LINE)
+      throw invalidParameter(`dockerfile line greater than max allowed size of ${MAX_LINE - 1}`);
   if (lines.length > 0) lines[0] = lines[0]!.replace(/^\uFEFF/, '');
 
   const nodes: Node[] = [];
@@ -402,5 +408,21 @@ export function parseWords(rest: string, esc: EscapeChar = '\\'): string[] {
   return words;
 }
 
-/** Go's %q for the printable text errors quote. */
-export const goQuote = (s: string): string => JSON.stringify(s);
+/** Go's strconv.Quote for the text a Dockerfile holds (printable characters kept, controls escaped). */
+export function goQuote(s: string): string {
+  let out = '"';
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    if (ch === '"' || ch === '\\') out += `\\${ch}`;
+    else if (ch === '\n') out += '\\n';
+    else if (ch === '\t') out += '\\t';
+    else if (ch === '\r') out += '\\r';
+    else if (ch === '\x07') out += '\\a';
+    else if (ch === '\b') out += '\\b';
+    else if (ch === '\f') out += '\\f';
+    else if (ch === '\v') out += '\\v';
+    else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
+    else out += ch;
+  }
+  return `${out}"`;
+}
