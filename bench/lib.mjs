@@ -3,7 +3,7 @@
 // directories, talks HTTP over unix sockets, and undoes everything it started
 // (daemons, containers, mounts, directories) when the script ends, fails or is
 // interrupted: every start registers its own clean-up, run last-in first-out.
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import {
   cpSync,
@@ -532,6 +532,65 @@ export async function createContainer(d, body, name) {
 
 export async function startContainer(d, id) {
   expectOk(`start ${id} on ${d.kind}`, await d.request('POST', `/containers/${id}/start`), 204, 304);
+}
+
+// ───────────────────────────── daemons with networking ─────────────────────────────
+
+/**
+ * berthd with networking on a default bridge, a pool and iptables chains of its
+ * own (names from `id`); all removed at the end, aardvark-dns included.
+ */
+export async function berthdWithNetworks(id) {
+  const { Firewall } = await import('../dist/engine/network/firewall.js');
+  const bridge = `bn${id}`;
+  const prefix = `N${id}`.toUpperCase();
+  const poolOctet = crypto.randomInt(150, 199);
+  const made = new Set([bridge]);
+  // Registered before the daemon starts, so it runs after the daemon has stopped.
+  onCleanup(async () => {
+    for (const b of made) spawnSync('ip', ['link', 'del', b], { stdio: 'ignore' });
+    await new Firewall({ prefix }).teardown();
+  });
+  const d = await startBerthd({
+    args: [
+      '--bridge',
+      bridge,
+      '--bip',
+      `10.${crypto.randomInt(200, 250)}.${crypto.randomInt(0, 250)}.1/24`,
+      '--default-address-pool',
+      `base=10.${poolOctet}.0.0/16,size=24`,
+      '--iptables-chain-prefix',
+      prefix,
+    ],
+  });
+  // aardvark-dns outlives berthd by design (a restarted berthd adopts it): ours goes at the end.
+  onCleanup(() => {
+    for (const pid of pidsByComm('aardvark-dns')) {
+      if (!cmdline(pid).some((a) => a.includes(d.dir))) continue;
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch {}
+    }
+  });
+  d.bridges = made;
+  return d;
+}
+
+/** dockerd with its default bridge and iptables, in a network namespace of its own (deleted at the end). */
+export async function dockerdWithNetworks(id) {
+  const ns = `berth-bench-dockerd-${id}`;
+  execFileSync('ip', ['netns', 'add', ns]);
+  onCleanup(() => execFileSync('ip', ['netns', 'del', ns]));
+  execFileSync('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+  return startDockerd({
+    netns: ns,
+    args: [
+      '--bip',
+      `10.${crypto.randomInt(200, 250)}.${crypto.randomInt(0, 250)}.1/24`,
+      '--default-address-pool',
+      `base=10.${crypto.randomInt(150, 199)}.0.0/16,size=24`,
+    ],
+  });
 }
 
 // ──────────────────────────────── the docker CLI ────────────────────────────────

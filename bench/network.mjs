@@ -19,28 +19,26 @@
 //   bridges and chains are removed at the end.
 //
 // Usage: node bench/network.mjs [runs=15] [rounds=5] [parallel=20]   (as root, after npm run build)
-import { execFileSync, spawnSync } from 'node:child_process';
-import { randomBytes, randomInt } from 'node:crypto';
-import { Firewall } from '../dist/engine/network/firewall.js';
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { busyboxImage } from '../fixtures/images.mjs';
 import {
+  berthdWithNetworks,
   busyboxRegistry,
   clamp,
   cliRunner,
-  cmdline,
+  dockerdWithNetworks,
   dockerCli,
   loadImage,
   mapLimit,
   now,
   onCleanup,
-  pidsByComm,
   pull,
   ratio,
   removeAllContainers,
   runBench,
   runInterleaved,
   startBerthd,
-  startDockerd,
   stats,
   tag,
   which,
@@ -53,60 +51,6 @@ const WARMUP = 2;
 const id = randomBytes(3).toString('hex');
 
 // ─────────────────────────────── the daemons ───────────────────────────────
-
-/** berthd with networking on bridges, a pool and chains of its own; all removed at the end. */
-async function berthdWithNetworks() {
-  const bridge = `bn${id}`;
-  const prefix = `N${id}`.toUpperCase();
-  const poolOctet = randomInt(150, 199);
-  const made = new Set([bridge]);
-  // Registered before the daemon starts, so it runs after the daemon has stopped.
-  onCleanup(async () => {
-    for (const b of made) spawnSync('ip', ['link', 'del', b], { stdio: 'ignore' });
-    await new Firewall({ prefix }).teardown();
-  });
-  const d = await startBerthd({
-    args: [
-      '--bridge',
-      bridge,
-      '--bip',
-      `10.${randomInt(200, 250)}.${randomInt(0, 250)}.1/24`,
-      '--default-address-pool',
-      `base=10.${poolOctet}.0.0/16,size=24`,
-      '--iptables-chain-prefix',
-      prefix,
-    ],
-  });
-  // aardvark-dns outlives berthd by design (a restarted berthd adopts it): ours goes at the end.
-  onCleanup(() => {
-    for (const pid of pidsByComm('aardvark-dns')) if (cmdline(pid).some((a) => a.includes(d.dir))) killQuietly(pid);
-  });
-  d.bridges = made;
-  return d;
-}
-
-function killQuietly(pid) {
-  try {
-    process.kill(pid, 'SIGTERM');
-  } catch {}
-}
-
-/** dockerd with its default bridge and iptables, in a network namespace of its own (deleted at the end). */
-async function dockerdWithNetworks() {
-  const ns = `berth-bench-dockerd-${id}`;
-  execFileSync('ip', ['netns', 'add', ns]);
-  onCleanup(() => execFileSync('ip', ['netns', 'del', ns]));
-  execFileSync('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
-  return startDockerd({
-    netns: ns,
-    args: [
-      '--bip',
-      `10.${randomInt(200, 250)}.${randomInt(0, 250)}.1/24`,
-      '--default-address-pool',
-      `base=10.${randomInt(150, 199)}.0.0/16,size=24`,
-    ],
-  });
-}
 
 /** A user network on the daemon, removed at the end (berthd's bridge is noted for removal too). */
 async function userNetwork(d) {
@@ -186,8 +130,8 @@ await runBench(async () => {
   const load = () => execFileSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).split(' ').slice(0, 3).join(' ');
   console.log(`load average at start: ${load()} (${execFileSync('nproc', { encoding: 'utf8' }).trim()} cores)`);
   const { ref } = await busyboxRegistry();
-  const berthd = await berthdWithNetworks();
-  const dockerd = await dockerdWithNetworks();
+  const berthd = await berthdWithNetworks(id);
+  const dockerd = await dockerdWithNetworks(id);
   const bare = await startBerthd({ args: ['--bridge', 'none', '--iptables=false'] });
   for (const d of [berthd, bare]) {
     await pull(d, ref);

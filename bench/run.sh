@@ -51,3 +51,6 @@ node bench/network.mjs 15 5 20
 echo
 echo "== docker cp of 100 MiB + 2,000 files into and out of a running container (issue 15)"
 node bench/cp.mjs 5
+echo
+echo "== docker build, classic builder, beside dockerd's: 5 steps with a COPY of 2,000 files, cold and cached (issue 17)"
+node bench/build.mjs 10 2000

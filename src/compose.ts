@@ -9,6 +9,7 @@ import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';
 import { ArchiveService } from './engine/archive/service.js';
+import { BuildService } from './engine/build/service.js';
 import { CommitService } from './engine/commit/service.js';
 import { ImageService } from './engine/images/service.js';
 import type { Engine } from './engine/index.js';
@@ -206,7 +207,17 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     logger,
   });
   const archives = new ArchiveService({ containers, extractor });
-  const engine: Engine = { system, images, containers, execs, events, commits, networks, archives, volumes };
+  const builds = new BuildService({
+    images,
+    repo: imageRepo,
+    containers,
+    commits,
+    archives,
+    extractor,
+    tmpDir: dir('builds'),
+    logger,
+  });
+  const engine: Engine = { system, images, containers, execs, events, commits, networks, archives, volumes, builds };
   return {
     engine,
     db,

@@ -8,6 +8,7 @@ import { toHttpError } from './errors.js';
 import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
 import { archiveRoutes } from './routes/archive.js';
+import { buildRoutes } from './routes/build.js';
 import { dfRoutes } from './routes/df.js';
 import { volumeRoutes } from './routes/volumes.js';
 import { commitRoutes } from './routes/commit.js';
@@ -157,6 +158,7 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
   containerRoutes(app, engine);
   execRoutes(app, engine);
   commitRoutes(app, engine);
+  buildRoutes(app, engine);
   archiveRoutes(app, engine);
   dfRoutes(app, engine);
   networkRoutes(app, engine);

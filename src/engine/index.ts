@@ -3,6 +3,7 @@
 // routes need is named here: the services, the shapes they hand out, and the
 // few functions that turn wire input into engine terms.
 import type { ArchiveService } from './archive/service.js';
+import type { BuildService } from './build/service.js';
 import type { CommitService } from './commit/service.js';
 import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
@@ -22,9 +23,12 @@ export interface Engine {
   networks: NetworkService;
   archives: ArchiveService;
   volumes: VolumeService;
+  builds: BuildService;
 }
 
 export type { ArchiveService, PathStat, PutOptions } from './archive/service.js';
+export type { BuildEvent, BuildRequest, BuildResources, BuildService } from './build/service.js';
+export { stepExitCode } from './build/service.js';
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/attach.js';
 export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';
@@ -53,7 +57,7 @@ export { isoOrZero, statusText } from './containers/status.js';
 export { BEHIND_EVENTS } from './events.js';
 export { createdSeconds, dockerConfig } from './images/config.js';
 export { peerClosed, unreadBytes } from './os/sockets.js';
-export { decodeRegistryAuth } from './registry/auth.js';
+export { decodeRegistryAuth, decodeRegistryConfig } from './registry/auth.js';
 export { decodePlatform } from './registry/manifest.js';
 export { formatTimestamp } from './runtime/logs.js';
 export type { ContainerNetworking, Endpoint as ContainerEndpoint, EndpointSettings } from './network/endpoints.js';

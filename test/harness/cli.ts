@@ -12,7 +12,7 @@ export interface CliResult {
 }
 
 export interface Cli {
-  (args: string[], opts?: { input?: string; timeoutMs?: number }): Promise<CliResult>;
+  (args: string[], opts?: { input?: string; timeoutMs?: number; env?: Record<string, string> }): Promise<CliResult>;
   /** Runs docker; rejects with its stderr unless it exits 0; resolves with stdout. */
   ok(args: string[]): Promise<string>;
   configDir: string;
@@ -21,12 +21,16 @@ export interface Cli {
 /** A `docker` bound to `d` (DOCKER_HOST) with a private DOCKER_CONFIG. */
 export function dockerCli(d: Daemon): Cli {
   const configDir = mkdtempSync(path.join(os.tmpdir(), 'berth-cli-'));
-  const cli = (args: string[], opts: { input?: string; timeoutMs?: number } = {}) =>
+  const cli = (args: string[], opts: { input?: string; timeoutMs?: number; env?: Record<string, string> } = {}) =>
     new Promise<CliResult>((resolve) => {
       const child = execFile(
         'docker',
         args,
-        { env: { ...process.env, DOCKER_HOST: d.host, DOCKER_CONFIG: configDir }, timeout: opts.timeoutMs ?? 60_000 },
+        {
+          env: { ...process.env, ...opts.env, DOCKER_HOST: d.host, DOCKER_CONFIG: configDir },
+          timeout: opts.timeoutMs ?? 60_000,
+          maxBuffer: 16 * 1024 * 1024,
+        },
         (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
       );
       child.stdin?.end(opts.input ?? '');

@@ -108,6 +108,11 @@ describe('applyChanges', () => {
     expect(refusal(() => applyChanges(base, ['HEALTHCHECK --retries=0 CMD x']))).toMatch(
       /--retries must be at least 1/,
     );
+    // Only comments: dockerd's parser finds no instruction.
+    expect(refusal(() => applyChanges(base, ['# nothing']))).toBe('file with no instructions');
+    // As dockerd 20.10 at `docker commit --change ENTRYPOINT`: no entrypoint, the container's Cmd kept by the merge.
+    const bare = mergeConfig(applyChanges({ Cmd: ['x'] }, ['ENTRYPOINT']), { Cmd: ['x'] });
+    expect([bare.Entrypoint, bare.Cmd]).toEqual([null, ['x']]);
     // The config given is not changed.
     applyChanges(base, ['ENV X=1', 'LABEL a=b']);
     expect(base.Env).toEqual(['PATH=/bin', 'HOME=/root']);

@@ -167,7 +167,8 @@ export class CommitService {
     }
     const imageId = await this.serially(() =>
       this.record({
-        c,
+        containerId: c.id,
+        containerConfig: c.config,
         parent,
         parentLayers,
         layer,
@@ -187,6 +188,99 @@ export class CommitService {
       name: c.name,
     });
     return imageId;
+  }
+
+  /**
+   * A build step's image: the container's changes (none for a step that only
+   * changes the config) over `parent` (none: FROM scratch), with the configs
+   * given as they are: the builder computes them, nothing is merged.
+   */
+  async commitStep(o: {
+    container?: string;
+    parent: string | null;
+    config: ContainerConfigFields;
+    containerConfig: ContainerConfigFields;
+    author?: string;
+  }): Promise<string> {
+    const { repo } = this.deps;
+    const parent = o.parent ? repo.find(o.parent) : undefined;
+    if (o.parent && !parent) throw systemError(`image ${o.parent} is not in the store`);
+    const parentLayers = parent ? repo.layersOf(parent.id) : [];
+    const c = o.container ? this.deps.containers.get(o.container) : undefined;
+    const layer = c ? await this.buildLayer(c, () => undefined) : null;
+    return this.serially(() =>
+      this.record({
+        containerId: c?.id ?? '',
+        parent,
+        parentLayers,
+        layer,
+        config: o.config,
+        containerConfig: o.containerConfig,
+        target: undefined,
+        comment: '',
+        author: o.author ?? '',
+      }),
+    );
+  }
+
+  /**
+   * A build step that a cachefrom image made (dockerd's restoreCachedImage):
+   * the parent's layers, plus the source's layer of that step unless it made
+   * none, with the source's history up to it and the step's config.
+   */
+  async restoreStep(o: {
+    parent: string;
+    source: string;
+    /** The step's index in the source's history. */
+    index: number;
+    config: ContainerConfigFields;
+    containerConfig: ContainerConfigFields;
+  }): Promise<string> {
+    const { repo, content } = this.deps;
+    const parent = repo.find(o.parent);
+    const source = repo.find(o.source);
+    if (!parent || !source) throw systemError('a cache source image is no longer in the store');
+    const pc = JSON.parse(parent.config) as ImageConfig;
+    const sc = JSON.parse(source.config) as ImageConfig;
+    const history = (sc.history ?? []).slice(0, o.index + 1);
+    const step = history[o.index];
+    if (!step) throw systemError(`cache source ${source.id} has no history entry ${o.index}`);
+    const parentLayers = repo.layersOf(parent.id);
+    const added = step.empty_layer ? undefined : repo.layersOf(source.id)[parentLayers.length];
+    if (!step.empty_layer && !added) throw systemError(`cache source ${source.id} lacks the layer of step ${o.index}`);
+    const rows = added ? [...parentLayers, added] : parentLayers;
+    const imageConfig: ImageConfig = {
+      created: step.created ?? new Date().toISOString(),
+      container_config: o.containerConfig,
+      docker_version: VERSION,
+      config: dockerConfig(o.config),
+      architecture: pc.architecture || goArch(),
+      ...(pc.variant ? { variant: pc.variant } : {}),
+      os: pc.os || 'linux',
+      rootfs: { type: 'layers', diff_ids: rows.map((l) => l.diff_id) },
+      history,
+    };
+    const configBytes = Buffer.from(JSON.stringify(imageConfig));
+    const imageId = `sha256:${createHash('sha256').update(configBytes).digest('hex')}`;
+    if (repo.find(imageId)) return imageId;
+    return this.serially(async () => {
+      await content.put(imageId, configBytes, { what: 'image config' });
+      repo.add({
+        image: {
+          id: imageId,
+          parent: parent.id,
+          config: configBytes.toString('utf8'),
+          size: rows.reduce((a, l) => a + l.size, 0),
+          created: imageConfig.created!,
+          added_at: Date.now(),
+        },
+        layers: rows,
+        blobs: [imageId, ...(added?.blob ? [added.blob] : [])],
+        tags: [],
+        repoDigests: [],
+      });
+      return imageId;
+    });
   }
 
   /** `GET /containers/{id}/changes`: null when nothing changed, as dockerd answers. */
@@ -262,11 +356,13 @@ export class CommitService {
 
   /** Installs the layer (or finds it stored already) and records the image, all or nothing. */
   private async record(o: {
-    c: Container;
-    parent: ImageRow;
+    containerId: string;
+    parent: ImageRow | undefined;
     parentLayers: LayerRow[];
     layer: BuiltLayer | null;
     config: ContainerConfigFields;
+    /** What the image says made it: the container's config, or a build step's. */
+    containerConfig: ContainerConfigFields;
     target: string | undefined;
     comment: string;
     author: string;
@@ -274,13 +370,13 @@ export class CommitService {
     const { repo, content, layers } = this.deps;
     const { layer, parentLayers } = o;
     const created = new Date().toISOString();
-    const parentConfig = JSON.parse(o.parent.config) as ImageConfig;
+    const parentConfig = o.parent ? (JSON.parse(o.parent.config) as ImageConfig) : ({} as ImageConfig);
     const imageConfig = childConfig(parentConfig, {
       created,
       author: o.author,
       comment: o.comment,
-      containerId: o.c.id,
-      containerConfig: o.c.config,
+      containerId: o.containerId,
+      containerConfig: o.containerConfig,
       config: o.config,
       diffId: layer?.diffId,
     });
@@ -310,7 +406,7 @@ export class CommitService {
       repo.add({
         image: {
           id: imageId,
-          parent: o.parent.id,
+          parent: o.parent?.id ?? '',
           config: configBytes.toString('utf8'),
           size: rows.reduce((a, l) => a + l.size, 0),
           created,
@@ -340,7 +436,7 @@ export class CommitService {
           ),
         );
     } else if (layer) void dropTree(layer.tree); // the layer was there already
-    this.log.debug({ container: o.c.id, image: imageId, diffId: layer?.diffId ?? null }, 'committed');
+    this.log.debug({ container: o.containerId, image: imageId, diffId: layer?.diffId ?? null }, 'committed');
     return imageId;
   }
 

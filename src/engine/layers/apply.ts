@@ -84,6 +84,14 @@ export interface CopyTarget {
   noOverwriteDirNonDir: boolean;
   /** Every entry owned by these ids instead of the archive's (copyUIDGID with a container user). */
   chown?: { uid: number; gid: number };
+  /** Device nodes and fifos are skipped rather than made (a build context: berth's own directory, untrusted input). */
+  skipDevices?: boolean;
+  /**
+   * Names and hard link targets that climb out are clamped at the destination,
+   * as a layer's are, rather than refused: dockerd extracts a build context
+   * chrooted into it, where `../x` is `/x`.
+   */
+  clampNames?: boolean;
 }
 
 export interface ApplyResult {
@@ -130,7 +138,8 @@ const SMALL_FILE = 256 << 10;
 export async function applyLayer(tar: Readable, dir: string, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const tree = opts.copy ? new RootedTree(opts.copy.dirFd) : new LayerTree(openRoot(dir));
   try {
-    return await applyTar(tar, new Applier(tree, opts.trusted === true || opts.copy !== undefined, opts.copy));
+    const trusted = (opts.trusted === true || opts.copy !== undefined) && opts.copy?.skipDevices !== true;
+    return await applyTar(tar, new Applier(tree, trusted, opts.copy));
   } finally {
     tree.close();
   }
@@ -257,7 +266,7 @@ class Applier {
   }
 
   private async dispatch(h: TarHeader, body: EntryBody): Promise<void> {
-    if (this.copy) refuseEscape(h.name, 'entry name');
+    if (this.copy && !this.copy.clampNames) refuseEscape(h.name, 'entry name');
     const comps = cleanComponents(h.name);
     if (comps.length === 0) return this.copy ? undefined : this.rootEntry(h);
     const base = comps[comps.length - 1]!;
@@ -416,7 +425,7 @@ class Applier {
   }
 
   private hardlink(t: Target, h: TarHeader): void {
-    if (this.copy) refuseEscape(h.linkname ?? '', 'hardlink target');
+    if (this.copy && !this.copy.clampNames) refuseEscape(h.linkname ?? '', 'hardlink target');
     const comps = cleanComponents(h.linkname ?? '', 'hardlink target');
     if (comps.length === 0)
       throw invalidParameter(`layer archive hardlink ${JSON.stringify(h.name)} points at the layer root`);

@@ -51,6 +51,35 @@ export function decodeRegistryAuth(header: string | readonly string[] | undefine
   return Object.keys(config).length ? redacted(config) : undefined;
 }
 
+/**
+ * Decodes X-Registry-Config (a build's): base64, in the same four forms, of a
+ * JSON map from registry host to AuthConfig. Absent or empty: no credentials.
+ */
+export function decodeRegistryConfig(header: string | readonly string[] | undefined): Record<string, AuthConfig> {
+  const value = (typeof header === 'string' ? header : header?.[0])?.trim() ?? '';
+  if (!value) return {};
+  let doc: unknown;
+  try {
+    doc = JSON.parse(decodeBase64(value));
+  } catch (e) {
+    throw invalidParameter(`invalid X-Registry-Config header: ${(e as Error).message}`);
+  }
+  if (doc === null) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc))
+    throw invalidParameter('invalid X-Registry-Config header: expected a JSON object');
+  const out: Record<string, AuthConfig> = {};
+  for (const [host, entry] of Object.entries(doc as Record<string, unknown>)) {
+    if (!entry || typeof entry !== 'object') continue;
+    const config: AuthConfig = {};
+    for (const field of FIELDS) {
+      const v = (entry as Record<string, unknown>)[field];
+      if (typeof v === 'string' && v) config[field] = v;
+    }
+    if (Object.keys(config).length) out[host] = redacted(config);
+  }
+  return out;
+}
+
 function decodeBase64(value: string): string {
   // Buffer.from(…, 'base64') skips characters it does not know; check strictly first.
   const m = /^([A-Za-z0-9+/_-]*)(={0,2})$/.exec(value);
