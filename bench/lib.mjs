@@ -446,6 +446,9 @@ export async function startDockerd({ args = [], netns } = {}) {
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   const d = daemonHandle('dockerd', dir, socket, proc, tail(proc.stderr));
+  /** How it was started: to start it again on the same directories. */
+  d.file = file;
+  d.argv = proc.spawnargs.slice(1);
   await waitForPing(socket, proc, 'dockerd', d.logs);
   return d;
 }
