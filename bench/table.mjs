@@ -218,19 +218,27 @@ await runBench(async () => {
   console.log(`berthd ${fmt(logsB, 'ms', 2)}; dockerd ${fmt(logsD, 'ms', 2)}`);
 
   console.log(`\n== the workload: ${IMAGES} images, ${CONTAINERS} containers created and listed, ${COMMITS} commits`);
+  // Each daemon's idle clock starts at the end of its own workload.
+  const ends = [];
+  const after = [];
   for (const d of daemons) {
     const t0 = now();
     await pullImages(d, registry, 0, IMAGES);
     await fill(d);
     await commits(d);
-    console.log(`${d.kind.padEnd(8)} workload in ${((now() - t0) / 1000).toFixed(1)} s`);
+    ends.push(now());
+    after.push(pssMiB(d));
+    console.log(
+      `${d.kind.padEnd(8)} workload in ${((now() - t0) / 1000).toFixed(1)} s; PSS right after ${after.at(-1).toFixed(1)} MiB`,
+    );
   }
-  const after = daemons.map(pssMiB);
-  console.log(`PSS right after: berthd ${after[0].toFixed(1)} MiB, dockerd+containerd ${after[1].toFixed(1)} MiB`);
-  await sleep(IDLE_MS);
-  const idle = daemons.map(pssMiB);
+  const idle = [];
+  for (const [k, d] of daemons.entries()) {
+    await sleep(Math.max(0, ends[k] + IDLE_MS - now()));
+    idle.push(pssMiB(d));
+  }
   console.log(
-    `PSS after ${IDLE_MS / 1000} s idle: berthd ${idle[0].toFixed(1)} MiB, dockerd+containerd ${idle[1].toFixed(1)} MiB (load ${load()})`,
+    `PSS ${IDLE_MS / 1000} s after its workload: berthd ${idle[0].toFixed(1)} MiB, dockerd+containerd ${idle[1].toFixed(1)} MiB (load ${load()})`,
   );
   // The next request after idleness, to see that shrinking did not make it slow.
   const nextRun = [];
