@@ -263,12 +263,11 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     // headers with its first bytes, in one write.
     if (follow) res.flushHeaders();
     try {
-      await writeOutput(res, entries, { tty, timestamps: boolValue(q.timestamps) });
+      await writeOutput(res, entries, { tty, timestamps: boolValue(q.timestamps), end: true });
     } catch (e) {
       req.log.warn({ err: e }, 'log stream failed');
     }
     ended = true;
-    res.end();
   });
 
   app.post<IdParams>('/containers/:id/attach', async (req, reply) => {

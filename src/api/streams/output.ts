@@ -7,6 +7,8 @@ import { frame, STDERR, STDOUT } from './mux.js';
 export interface OutputOptions {
   tty: boolean;
   timestamps?: boolean;
+  /** End `out` when the source ends, its last batch with the end (one write fewer). */
+  end?: boolean;
 }
 
 /** A log entry, or a piece of live output (no timestamp). */
@@ -26,14 +28,18 @@ export async function writeOutput(out: Writable, entries: AsyncIterable<OutputEn
   let batch: Buffer[] = [];
   let size = 0;
   let later: NodeJS.Immediate | undefined;
-  const flush = () => {
+  const take = (): Buffer | undefined => {
     clearImmediate(later);
     later = undefined;
-    if (!batch.length || out.destroyed) return;
+    if (!batch.length || out.destroyed) return undefined;
     const chunk = batch.length === 1 ? (batch[0] as Buffer) : Buffer.concat(batch, size);
     batch = [];
     size = 0;
-    out.write(chunk);
+    return chunk;
+  };
+  const flush = () => {
+    const chunk = take();
+    if (chunk) out.write(chunk);
   };
   try {
     for await (const e of entries) {
@@ -50,7 +56,12 @@ export async function writeOutput(out: Writable, entries: AsyncIterable<OutputEn
       if (out.writableNeedDrain) await drained(out);
     }
   } finally {
-    flush();
+    if (!o.end) flush();
+    else if (!out.destroyed) {
+      const chunk = take();
+      if (chunk) out.end(chunk);
+      else out.end();
+    }
   }
 }
 
