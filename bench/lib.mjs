@@ -318,12 +318,15 @@ function daemonHandle(kind, dir, socket, proc, logs) {
     logs,
     request: (method, urlPath, opts) => request(socket, method, urlPath, opts),
   };
+  // d.proc, not proc: a bench that restarts the daemon on the same directories puts the new process there.
   d.stop = onCleanup(async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
+    const p = d.proc;
+    if (p.exitCode === null && p.signalCode === null) {
       await removeAllContainers(d).catch((e) => console.error(`bench: removing ${kind}'s containers: ${e.message}`));
-      proc.kill('SIGTERM');
-      const killer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
-      await exited;
+      const gone = p === proc ? exited : new Promise((r) => p.once('exit', r));
+      p.kill('SIGTERM');
+      const killer = setTimeout(() => p.kill('SIGKILL'), 30_000);
+      await gone;
       clearTimeout(killer);
     }
     await sleep(50);
@@ -446,6 +449,9 @@ export async function startDockerd({ args = [], netns } = {}) {
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   const d = daemonHandle('dockerd', dir, socket, proc, tail(proc.stderr));
+  /** How it was started: to start it again on the same directories. */
+  d.file = file;
+  d.argv = proc.spawnargs.slice(1);
   await waitForPing(socket, proc, 'dockerd', d.logs);
   return d;
 }

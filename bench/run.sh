@@ -14,6 +14,9 @@ if [ "${1:-}" = "--with-dockerd" ] && ! command -v dockerd >/dev/null; then
   apt-get install -y -qq --no-install-recommends docker.io >/dev/null 2>&1 ||
     { apt-get update -qq && apt-get install -y -qq --no-install-recommends docker.io >/dev/null; }
 fi
+echo "== issue 18's table beside dockerd: idle memory after a workload, run, logs, pull, start with 1,000 containers"
+node bench/table.mjs 2 10 1000
+echo
 echo "== daemon start-up"
 node bench/startup.mjs 20
 echo "== layer extraction"

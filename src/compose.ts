@@ -26,7 +26,7 @@ import { NetworkService } from './engine/network/service.js';
 import { ExitWatcher } from './engine/runtime/exits.js';
 import { DEFAULT_LOG_SIZE_MAX, Runtime } from './engine/runtime/runtime.js';
 import { ContainerRepository } from './engine/store/containers.js';
-import { guardFullDisk, openDb, type Db } from './engine/store/db.js';
+import { guardFullDisk, openDb, shrinkMemory, type Db } from './engine/store/db.js';
 import { ImageRepository } from './engine/store/images.js';
 import { NetworkRepository } from './engine/store/networks.js';
 import { SystemService } from './engine/system.js';
@@ -37,6 +37,8 @@ import type { Logger } from './log.js';
 export interface Built {
   engine: Engine;
   db: Db;
+  /** Frees the engine's caches that an idle daemon does not need (src/idle.ts). */
+  releaseMemory(): void;
   close(): Promise<void>;
 }
 
@@ -221,6 +223,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   return {
     engine,
     db,
+    releaseMemory: () => shrinkMemory(db),
     async close() {
       containers.close();
       exits.close();

@@ -18,6 +18,7 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './api/server.js';
 import { buildEngine, type Built } from './compose.js';
+import { idleTrim } from './idle.js';
 import { parseHost, type Config, type Listen } from './config.js';
 import { realtimeBudgetProblem } from './engine/containers/realtime.js';
 import { lockExclusive } from './engine/os/files.js';
@@ -115,6 +116,17 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
     built = await buildEngine(config, logger);
     return buildApp(built.engine, logger);
   })();
+  // Memory an idle daemon does not use goes back once requests stop coming (idle.ts).
+  const engine = built as Built;
+  const idle = idleTrim(() => engine.releaseMemory(), logger);
+  app.addHook('onRequest', (_req, _reply, done) => {
+    idle.touch();
+    done();
+  });
+  app.addHook('onResponse', (_req, _reply, done) => {
+    idle.touch();
+    done();
+  });
   try {
     for (const [i, l] of listens.entries()) {
       const s = await listen(app, l, i === 0);
@@ -137,6 +149,7 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
   const stop = () =>
     (stopping ??= (async () => {
       logger.info('shutting down');
+      idle.close();
       for (const s of extra) s.close();
       await app.close(); // stops accepting; in-flight requests finish
       await built?.close();

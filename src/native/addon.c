@@ -1,6 +1,6 @@
 // berth's native addon: the few system calls Node lacks (mount, mknod, the
 // l*xattr family, statx, flock, posix_spawn with a pidfd, SOCK_SEQPACKET,
-// rtnetlink sockets in another network namespace, openat2 and a private
+// rtnetlink sockets in another network namespace, malloc_trim, openat2 and a private
 // mount namespace for docker cp) and a sha256 that runs off
 // the event loop. Each concern has its file; this one
 // names what JS sees. Errors are JS errors carrying the errno name in `code`,
@@ -44,6 +44,7 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("seqpacketClose", js_seqpacket_close),
     EXPORT("netlinkOpen", js_netlink_open),
     EXPORT("netlinkRequest", js_netlink_request),
+    EXPORT("mallocTrim", js_malloc_trim),
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   napi_value fields;

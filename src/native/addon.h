@@ -35,6 +35,8 @@ BINDING(js_spawn_detached);
 BINDING(js_pipe);
 BINDING(js_sealed_copy);
 BINDING(js_x32_abi);
+// memory.c
+BINDING(js_malloc_trim);
 // sockets.c
 BINDING(js_unread_bytes);
 BINDING(js_peer_closed);

@@ -243,10 +243,11 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const since = timeParam(q.since, 'since');
     const until = timeParam(q.until, 'until');
     const abort = new AbortController();
+    const follow = boolValue(q.follow);
     const entries = containers.logs(req.params.id, {
       stdout,
       stderr,
-      follow: boolValue(q.follow),
+      follow,
       signal: abort.signal,
       ...(tail !== undefined ? { tail } : {}),
       ...(since ? { since } : {}),
@@ -255,15 +256,18 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     reply.hijack();
     closeOnShutdown(req.raw.socket);
     const res = reply.raw;
-    res.on('close', () => abort.abort());
+    let ended = false;
+    res.on('close', () => ended || abort.abort());
     res.writeHead(200, { ...COMMON_HEADERS, 'Content-Type': streamContentType(tty, req.apiVersion, versionBelow) });
-    res.flushHeaders();
+    // A follower learns at once that its stream is open; a read of the log so far sends the
+    // headers with its first bytes, in one write.
+    if (follow) res.flushHeaders();
     try {
-      await writeOutput(res, entries, { tty, timestamps: boolValue(q.timestamps) });
+      await writeOutput(res, entries, { tty, timestamps: boolValue(q.timestamps), end: true });
     } catch (e) {
       req.log.warn({ err: e }, 'log stream failed');
     }
-    res.end();
+    ended = true;
   });
 
   app.post<IdParams>('/containers/:id/attach', async (req, reply) => {

@@ -55,7 +55,8 @@ export class ContainerIo {
       yield* readLog(c.logPath, { ...o, signal: stop.signal });
     } finally {
       o.signal?.removeEventListener('abort', onAbort);
-      stop.abort();
+      // Only a follow has something waiting on it (an abort builds an exception to carry).
+      if (o.follow) stop.abort();
     }
   }
 

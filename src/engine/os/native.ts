@@ -86,6 +86,8 @@ export interface Native {
   netlinkOpen(nsPath: string | null): number;
   /** One request, on a thread of its own: the reply messages, without the closing ack. Rejects with errno errors. */
   netlinkRequest(fd: number, message: Buffer): Promise<Buffer[]>;
+  /** Returns the C heap's free pages, in every arena, to the kernel (malloc_trim); false when none were. */
+  mallocTrim(): boolean;
 }
 
 declare const seqpacketBrand: unique symbol;

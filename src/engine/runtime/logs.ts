@@ -202,14 +202,17 @@ class Cursor implements LogSource {
 
   /** Complete lines from the offset to the end of the file as it is now, a chunk's worth at a time. */
   async *batches(): AsyncGenerator<Buffer[]> {
-    const st = await this.fh.stat();
-    if (st.size < this.offset) this.restart(); // truncated in place: start over
+    // Truncated in place: start over. From the start, there is nothing to compare.
+    if (this.offset > 0 && (await this.fh.stat()).size < this.offset) this.restart();
     for (;;) {
       const { bytesRead } = await this.fh.read(this.buf, 0, CHUNK, this.offset);
       if (bytesRead === 0) return;
       this.offset += bytesRead;
       // A copy: lines (and pieces the joiner keeps) must not alias the reused read buffer.
       yield this.splitter.push(Buffer.from(this.buf.subarray(0, bytesRead)));
+      // A short read was the end of the file as it is now (what grows later, a follow drains
+      // again when it is told): no second read to learn it.
+      if (bytesRead < CHUNK) return;
     }
   }
 

@@ -36,6 +36,11 @@ export function openDb(file: string, migrations = loadMigrations()): Db {
   return db;
 }
 
+/** Frees what SQLite can of the connection's page cache and its other memory (the database is untouched). */
+export function shrinkMemory(db: Db): void {
+  db.pragma('shrink_memory');
+}
+
 export function schemaVersion(db: Db): number {
   return db.pragma('user_version', { simple: true }) as number;
 }

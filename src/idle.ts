@@ -1,0 +1,83 @@
+// Giving memory back once the daemon has gone quiet. After a burst of work
+// (pulls, commits, lists of many containers) berthd keeps what it grew to:
+// V8 keeps its heap and young generation at their high-water mark until it
+// needs them again, glibc keeps freed blocks in its arenas (one per thread
+// that allocated), SQLite keeps its page cache. None of it is used by an idle
+// daemon, and it is most of the memory of one. So, some time after the last
+// request began or ended, berthd runs one compacting collection that also
+// shrinks the young generation, asks SQLite to free its cache and returns the
+// C heap's free pages to the kernel. It happens once per quiet spell; the next
+// request re-arms it. Nothing is stopped or closed: the next request finds
+// everything as before and only allocates again.
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { releaseFreeCHeap } from './engine/os/memory.js';
+import type { Logger } from './log.js';
+
+/** How long after the last request began or ended berthd counts as quiet (longer than an extraction thread idles). */
+export const QUIET_MS = 20_000;
+/** From the collection to the C heap's trim: ArrayBuffers' memory is freed by a sweeper that runs after it. */
+const SWEEP_MS = 1000;
+
+type GcFunction = (options?: { type?: string; execution?: string; flavor?: string }) => void;
+let gc: GcFunction | undefined;
+
+/**
+ * V8's collection that frees all it can and shrinks the heap's spaces (what it
+ * runs before giving up on an allocation). The `gc` function exists only with
+ * --expose-gc; the flag set at run time gives it to contexts made afterwards.
+ */
+function collectAllGarbage(): void {
+  if (!gc) {
+    v8.setFlagsFromString('--expose-gc');
+    gc = vm.runInNewContext('gc') as GcFunction;
+  }
+  gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+}
+
+export interface IdleTrim {
+  /** A request began or ended: the quiet spell starts over. */
+  touch(): void;
+  close(): void;
+}
+
+/** Runs `release` (the engine's caches), the collection and the C heap's trim QUIET_MS after the last touch. */
+export function idleTrim(release: () => void, logger: Logger, quietMs = QUIET_MS): IdleTrim {
+  let timer: NodeJS.Timeout | undefined;
+  let sweep: NodeJS.Timeout | undefined;
+  const guarded = (what: string, fn: () => void) => {
+    try {
+      fn();
+    } catch (err) {
+      logger.warn({ err }, `giving memory back: ${what} failed`);
+    }
+  };
+  const trim = () => {
+    timer = undefined;
+    const t0 = performance.now();
+    const before = process.memoryUsage.rss();
+    guarded('releasing caches', release);
+    guarded('collecting garbage', collectAllGarbage);
+    const collectMs = performance.now() - t0;
+    sweep = setTimeout(() => {
+      sweep = undefined;
+      guarded('trimming the C heap', releaseFreeCHeap);
+      logger.debug(
+        { collectMs: Math.round(collectMs), rssBefore: before, rssAfter: process.memoryUsage.rss() },
+        'quiet: gave memory back',
+      );
+    }, SWEEP_MS).unref();
+  };
+  const touch = () => {
+    if (timer) timer.refresh();
+    else timer = setTimeout(trim, quietMs).unref();
+  };
+  touch(); // start-up's own garbage
+  return {
+    touch,
+    close: () => {
+      clearTimeout(timer);
+      clearTimeout(sweep);
+    },
+  };
+}
