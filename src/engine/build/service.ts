@@ -5,7 +5,7 @@
 // container (an image config and a history entry, nothing else). The cache is
 // the classic one: a child of the current image whose container config equals
 // the step's is the step's result.
-import { lstat, mkdtemp, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { Readable as ReadableStream } from 'node:stream';
@@ -164,6 +164,17 @@ export class BuildService {
 
   constructor(private readonly deps: BuildDeps) {
     this.log = deps.logger.child({ component: 'build' });
+  }
+
+  /** Leftovers of builds a crash cut short: received contexts, downloads, mounted stage trees. */
+  async sweep(): Promise<void> {
+    for (const name of await readdir(this.deps.tmpDir)) {
+      const p = path.join(this.deps.tmpDir, name);
+      if (name.startsWith('from-')) unmount(p);
+      await rm(p, { recursive: true, force: true }).catch((err: unknown) =>
+        this.log.warn({ err, path: p }, 'removing what a build left failed'),
+      );
+    }
   }
 
   /**
