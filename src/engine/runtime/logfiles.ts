@@ -34,6 +34,11 @@ const locks = new Map<string, Promise<unknown>>();
 /** The rotations of each log made by this process: how many, and the number of each live file's (by inode). */
 const rotations = new Map<string, { count: number; seqOf: Map<number, number> }>();
 
+/** Whether something (a rotation, a reader opening the files) holds the log now. */
+export function logLocked(log: string): boolean {
+  return locks.has(log);
+}
+
 /** Runs fn once the log's previous holder is done; renames and opens of one log's files never interleave. */
 export function lockLog<T>(log: string, fn: () => Promise<T>): Promise<T> {
   const run = (locks.get(log) ?? Promise.resolve()).then(fn);

@@ -10,12 +10,12 @@
 // reopening by conmon: berth's rotation, or conmon's own cap, which throws the
 // old file away) is a new inode: following drains the old file, reads the
 // rotated files newer than it, and continues at offset 0 of the new one.
-import { watch, type FSWatcher } from 'node:fs';
+import { closeSync, fstatSync, openSync, readdirSync, readSync, watch, type FSWatcher } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { createGunzip, gunzip } from 'node:zlib';
-import { lockLog, rotatedAfter, rotatedFiles } from './logfiles.js';
+import { lockLog, logLocked, rotatedAfter, rotatedFiles } from './logfiles.js';
 
 export type LogStream = 'stdout' | 'stderr';
 
@@ -516,9 +516,46 @@ async function* readAll(
  * options.signal aborts or `until` passes. A missing file reads as empty
  * (when following: until it appears).
  */
+/** The size up to which a log read whole, without following, is read in one go (smallLog). */
+const SMALL_LOG = 256 * 1024;
+
+/**
+ * A log read whole, without following, that is one small file (no rotated
+ * ones, no rotation under way): its bytes, read with a few synchronous calls
+ * rather than a trip to the thread pool for each (directory, open, stat, read,
+ * close), which is most of the time such a read takes. Null otherwise.
+ */
+function smallLog(file: string): Buffer | null {
+  if (logLocked(file)) return null;
+  const prefix = `${path.basename(file)}.`;
+  let fd: number;
+  try {
+    if (readdirSync(path.dirname(file)).some((n) => n.startsWith(prefix))) return null;
+    fd = openSync(file, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    if (size > SMALL_LOG) return null;
+    const buf = Buffer.allocUnsafe(size);
+    return buf.subarray(0, size ? readSync(fd, buf, 0, size, 0) : 0);
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGenerator<LogEntry> {
   const keep = makeFilter(o);
   const joiner = new Joiner();
+  const small = !o.follow && (o.tail === undefined || o.tail < 0) ? smallLog(file) : null;
+  if (small) {
+    yield* entries(new LineSplitter().push(small), joiner, keep);
+    for (const e of joiner.flush()) if (keep(e)) yield e;
+    return;
+  }
   const notifier = o.follow
     ? new DirNotifier(path.dirname(file), [path.basename(file), `${path.basename(file)}.tmp`])
     : null;
