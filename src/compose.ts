@@ -217,6 +217,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     tmpDir: dir('builds'),
     logger,
   });
+  await builds.sweep();
   const engine: Engine = { system, images, containers, execs, events, commits, networks, archives, volumes, builds };
   return {
     engine,

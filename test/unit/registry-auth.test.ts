@@ -10,6 +10,7 @@ import { isEngineError } from '../../src/errors.js';
 import { parseReference } from '../../src/engine/reference.js';
 import {
   basicCredentials,
+  decodeRegistryConfig,
   decodeRegistryAuth,
   fetchToken,
   parseChallenges,
@@ -100,6 +101,39 @@ describe('decodeRegistryAuth', () => {
     for (const secret of ['hunter2', 'tok-secret', 'dTpodW50ZXIy']) expect(shown).not.toContain(secret);
     expect(shown).toContain('[redacted]');
     expect(auth.password).toBe('hunter2'); // still usable
+  });
+});
+
+describe('decodeRegistryConfig', () => {
+  const map = {
+    'registry.example:5000': { username: 'u', password: 'p' },
+    'https://index.docker.io/v1/': { auth: '' },
+  };
+  const json = JSON.stringify(map);
+  const std = Buffer.from(json).toString('base64');
+  const url = Buffer.from(json).toString('base64url');
+
+  it('reads the four base64 forms a client may send, one AuthConfig per registry; empty entries are dropped', () => {
+    for (const h of [std, std.replace(/=+$/, ''), url, `${url}${'='.repeat((4 - (url.length % 4)) % 4)}`]) {
+      const out = decodeRegistryConfig(h);
+      expect(Object.keys(out)).toEqual(['registry.example:5000']);
+      expect({ ...out['registry.example:5000'] }).toEqual({ username: 'u', password: 'p' });
+    }
+  });
+
+  it('absent or empty: no credentials; not JSON or not an object: a 400', () => {
+    expect(decodeRegistryConfig(undefined)).toEqual({});
+    expect(decodeRegistryConfig('')).toEqual({});
+    for (const bad of ['!!!', Buffer.from('[1]').toString('base64'), Buffer.from('nope').toString('base64')]) {
+      let err: unknown;
+      try {
+        decodeRegistryConfig(bad);
+      } catch (e) {
+        err = e;
+      }
+      expect(isEngineError(err, 'invalid'), String(err)).toBe(true);
+      expect((err as Error).message).toMatch(/^invalid X-Registry-Config header: /);
+    }
   });
 });
 

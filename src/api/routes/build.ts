@@ -41,7 +41,10 @@ export function buildRoutes(app: FastifyInstance, engine: Engine): void {
   const running = new Map<string, AbortController>();
 
   app.post('/build', async (req, reply) => {
-    const q = query(req);
+    // A parameter given twice is read by its first value, as dockerd's Form.Get (docker-py sends `dockerfile` twice).
+    const q = Object.fromEntries(
+      Object.entries(query(req) as Record<string, unknown>).map(([k, v]) => [k, Array.isArray(v) ? String(v[0]) : v]),
+    ) as Record<string, string | undefined>;
     const version = q.version ?? '';
     if (version === '2') throw invalidParameter(BUILDKIT);
     if (version !== '' && version !== '1') throw systemError(`invalid version "${version}"`);

@@ -5,7 +5,7 @@
 // container (an image config and a history entry, nothing else). The cache is
 // the classic one: a child of the current image whose container config equals
 // the step's is the step's result.
-import { lstat, mkdtemp, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { Readable as ReadableStream } from 'node:stream';
@@ -151,8 +151,11 @@ interface Run {
   used: Set<string>;
   /** Finished stages: name or index → image id. */
   stages: Map<string, string>;
-  /** The cachefrom images: their history stands for steps (dockerd's imageCache), beside the local cache. */
-  cacheFrom: string[];
+  /**
+   * With cachefrom (dockerd's imageCache): the images named, whose history stands for steps, and the
+   * local images they descend from, the only ones a local cache hit may be. Null without cachefrom.
+   */
+  cacheFrom: { sources: string[]; ancestry: Set<string> } | null;
 }
 
 const short = (id: string) => id.replace(/^sha256:/, '').slice(0, 12);
@@ -164,6 +167,17 @@ export class BuildService {
 
   constructor(private readonly deps: BuildDeps) {
     this.log = deps.logger.child({ component: 'build' });
+  }
+
+  /** Leftovers of builds a crash cut short: received contexts, downloads, mounted stage trees. */
+  async sweep(): Promise<void> {
+    for (const name of await readdir(this.deps.tmpDir)) {
+      const p = path.join(this.deps.tmpDir, name);
+      if (name.startsWith('from-')) unmount(p);
+      await rm(p, { recursive: true, force: true }).catch((err: unknown) =>
+        this.log.warn({ err, path: p }, 'removing what a build left failed'),
+      );
+    }
   }
 
   /**
@@ -223,8 +237,12 @@ export class BuildService {
         metaArgs: new Map(),
         used: new Set(),
         stages: new Map(),
-        cacheFrom: this.cacheSources(req.cacheFrom),
+        cacheFrom: null,
       };
+      if (req.cacheFrom.length) {
+        const sources = this.cacheSources(req.cacheFrom);
+        run.cacheFrom = { sources, ancestry: this.ancestry(sources) };
+      }
       let step = 0;
       const header = (instr: Instruction) => {
         step++;
@@ -284,6 +302,19 @@ export class BuildService {
       }
     }
     return out;
+  }
+
+  /** The sources and all their ancestors: with cachefrom, the only local images a step may take from the cache. */
+  private ancestry(sources: string[]): Set<string> {
+    const set = new Set<string>();
+    for (const id of sources) {
+      let row = this.deps.repo.find(id);
+      while (row && !set.has(row.id)) {
+        set.add(row.id);
+        row = row.parent ? this.deps.repo.find(row.parent) : undefined;
+      }
+    }
+    return set;
   }
 
   private metaEnv(run: Run): string[] {
@@ -506,18 +537,19 @@ export class BuildService {
     const key = cacheKey(probe);
     let best: { id: string; created: string } | undefined;
     for (const id of this.deps.repo.children(st.imageId)) {
+      if (run.cacheFrom && !run.cacheFrom.ancestry.has(id)) continue;
       const row = this.deps.repo.find(id);
       if (!row) continue;
       const cfg = JSON.parse(row.config) as ImageConfig & { container_config?: ContainerConfigFields };
       if (!cfg.container_config || cacheKey(cfg.container_config) !== key) continue;
       if (!best || row.created > best.created) best = { id, created: row.created };
     }
-    if (best || !run.cacheFrom.length) return best?.id;
+    if (best || !run.cacheFrom) return best?.id;
     const parent = JSON.parse(this.deps.repo.find(st.imageId)!.config) as ImageConfig;
     const history = parent.history ?? [];
     const diffIds = parent.rootfs?.diff_ids ?? [];
     const createdBy = (probe.Cmd ?? []).join(' ');
-    for (const source of run.cacheFrom) {
+    for (const source of run.cacheFrom.sources) {
       const row = this.deps.repo.find(source);
       if (!row) continue;
       const img = JSON.parse(row.config) as ImageConfig;

@@ -62,7 +62,8 @@ export function decodeRegistryConfig(header: string | readonly string[] | undefi
   try {
     doc = JSON.parse(decodeBase64(value));
   } catch (e) {
-    throw invalidParameter(`invalid X-Registry-Config header: ${(e as Error).message}`);
+    const why = (e as Error).message.replace(/^invalid X-Registry-Auth header: /, '');
+    throw invalidParameter(`invalid X-Registry-Config header: ${why}`);
   }
   if (doc === null) return {};
   if (typeof doc !== 'object' || Array.isArray(doc))
