@@ -149,7 +149,8 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
     if (compareVersions(req.apiVersion, '1.23') < 0) {
       return reply.code(status).type('text/plain; charset=utf-8').send(`${message}\n`);
     }
-    return reply.code(status).send({ message });
+    // A stream that failed before its first byte leaves the route's content type (a tar's) on the reply.
+    return reply.code(status).type('application/json').send({ message });
   });
   app.setNotFoundHandler((_req, reply) => reply.code(404).send({ message: 'page not found' }));
 

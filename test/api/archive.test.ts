@@ -278,8 +278,9 @@ describe('symlinks planted by the container never lead a copy out of its root', 
     const swap = [
       'mkdir -p /race',
       'while :; do',
-      '  rm -rf /race/dir; mkdir /race/dir; echo inside > /race/dir/sentinel',
-      `  rm -rf /race/dir; ln -s ${hostDir} /race/dir`,
+      // Each state held for a spin, so that copies meet the real directory as well as the link.
+      '  rm -rf /race/dir; mkdir /race/dir; echo inside > /race/dir/sentinel; i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done',
+      `  rm -rf /race/dir; ln -s ${hostDir} /race/dir; i=0; while [ $i -lt 300 ]; do i=$((i+1)); done`,
       'done',
     ].join('\n');
     const id = await running(`(${swap}) & true`);
@@ -291,7 +292,11 @@ describe('symlinks planted by the container never lead a copy out of its root', 
         get(id, '/race/dir'),
         put(id, '/race/dir', tar),
       ]);
-      for (const r of [a, b, c]) expect(r.text).not.toContain(SECRET);
+      for (const r of [a, b, c]) {
+        expect(r.text).not.toContain(SECRET);
+        // A copy that lost the race is refused in Docker's shape, whatever stream it had begun.
+        if (r.status !== 200) expect(Object.keys(JSON.parse(r.text))).toEqual(['message']);
+      }
       if (a.status === 200) reads++;
     }
     expect(reads).toBeGreaterThan(0); // the copies did run against the real directory, some of the time

@@ -72,7 +72,7 @@ export class ArchiveService {
       fds.push(...found.fds);
       const stat = statOf(view.rootFd, path, found);
       const tar = found.st.isDirectory()
-        ? this.dirTar(found, rebaseName(path), fds)
+        ? this.dirTar(found, rebaseName(path), fds, ref, path)
         : entryTar(found.path, posix.basename(absolute(path)), found.st);
       tar.once('close', () => closeAll(fds));
       this.deps.containers.publish(c, 'archive-path');
@@ -123,9 +123,18 @@ export class ArchiveService {
     }
   }
 
-  private dirTar(found: Found, name: string, fds: number[]): Readable {
+  private dirTar(found: Found, name: string, fds: number[], ref: string, path: string): Readable {
     // A held parent and a name: opened without following, so a swap since the lstat is refused, not followed.
-    const fd = openSync(found.path, C.O_RDONLY | C.O_DIRECTORY | (found.followed ? 0 : C.O_NOFOLLOW));
+    let fd: number;
+    try {
+      fd = openSync(found.path, C.O_RDONLY | C.O_DIRECTORY | (found.followed ? 0 : C.O_NOFOLLOW));
+    } catch (e) {
+      // Gone, or swapped for a link, since it was found: what was asked for is not there any more.
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ELOOP' || code === 'ENOTDIR')
+        throw notFound(`Could not find the file ${path} in container ${ref}`);
+      throw e;
+    }
     fds.push(fd);
     return treeTar(fdPath(fd), name, found.st);
   }
