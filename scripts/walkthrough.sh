@@ -85,6 +85,22 @@ show POST "/v1.43/images/quickstart/ticker:v1/tag?repo=$REG/quickstart/ticker&ta
 echo; echo "\$ curl -X POST --unix-socket $SOCK -H 'X-Registry-Auth: e30=' 'http://localhost/v1.43/images/$REG/quickstart/ticker/push?tag=v1'"
 api -X POST -H 'X-Registry-Auth: e30=' "http://localhost/v1.43/images/$REG/quickstart/ticker/push?tag=v1"; echo
 
+echo; echo "# Build an image from a Dockerfile (the classic builder), then again: every step from the cache"
+mkdir -p "$Q/build"
+printf 'FROM %s/busybox:latest\nARG WHO=world\nCOPY greeting.txt /greeting.txt\nRUN echo "hello $WHO" >> /greeting.txt\nCMD ["cat", "/greeting.txt"]\n' "$REG" >"$Q/build/Dockerfile"
+echo "built by berth" >"$Q/build/greeting.txt"
+tar -C "$Q/build" -cf "$Q/context.tar" Dockerfile greeting.txt
+for round in first cached; do
+  echo; echo "\$ curl -X POST --unix-socket $SOCK -H 'Content-Type: application/x-tar' --data-binary @$Q/context.tar 'http://localhost/v1.43/build?t=quickstart/built:v1&buildargs={\"WHO\":\"quickstart\"}'   # $round"
+  api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$Q/context.tar" \
+    "http://localhost/v1.43/build?t=quickstart/built:v1&buildargs=%7B%22WHO%22%3A%22quickstart%22%7D"
+done
+run_to_end '{"Image":"quickstart/built:v1"}'
+BID=$CID
+show_logs "$BID" "the built image's CMD"
+show DELETE "/v1.43/containers/$BID"
+show DELETE /v1.43/images/quickstart/built:v1
+
 echo; echo "# Clean up the containers, the volume and the network"
 show DELETE "/v1.43/containers/$ID"
 show DELETE "/v1.43/containers/ticker?force=1"
