@@ -4,7 +4,7 @@
 // COPY --from, cache hits and misses, .dockerignore, ARG/ENV substitution,
 // ONBUILD, a failing RUN, an unconsumed build arg, -q; the output is dockerd
 // 20.10's (see the captures in the builder's tests).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   ARG_ENV_OUT,
   argEnv,
@@ -12,7 +12,7 @@ import {
   buildLeftovers,
   cacheHits,
   cacheSteps,
-  contextDir,
+  contextDirs,
   DOCKERIGNORE_LISTING,
   dockerignore,
   FAILING_RUN_ERROR,
@@ -22,7 +22,6 @@ import {
   ONBUILD_OUT,
   onbuildBase,
   onbuildChild,
-  removeContext,
   steps,
   UNUSED_WARNING,
   writeContext,
@@ -32,21 +31,12 @@ import { useEnv } from '../harness/env.js';
 
 const ctx = useEnv();
 let docker: Cli;
-const dirs: string[] = [];
 
 beforeAll(() => {
   docker = dockerCli(ctx.daemon);
 });
 
-afterAll(() => {
-  for (const d of dirs) removeContext(d);
-});
-
-const context = (files: Record<string, string>) => {
-  const d = contextDir(files);
-  dirs.push(d);
-  return d;
-};
+const context = contextDirs();
 
 /** The two ways the CLI reaches the classic builder on these machines. */
 const MODES = [

@@ -8,7 +8,7 @@ import Docker from 'dockerode';
 import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   ARG_ENV_OUT,
   argEnv,
@@ -17,7 +17,7 @@ import {
   buildLeftovers,
   cacheHits,
   cacheSteps,
-  contextDir,
+  contextDirs,
   contextTar,
   DOCKERIGNORE_LISTING,
   dockerignore,
@@ -28,7 +28,6 @@ import {
   ONBUILD_OUT,
   onbuildBase,
   onbuildChild,
-  removeContext,
   UNUSED_WARNING,
   writeContext,
 } from '../harness/build.js';
@@ -37,21 +36,12 @@ import { demuxText } from '../harness/streams.js';
 
 const ctx = useEnv();
 let docker: Docker;
-const dirs: string[] = [];
 
 beforeAll(() => {
   docker = new Docker({ socketPath: ctx.daemon.socket });
 });
 
-afterAll(() => {
-  for (const d of dirs) removeContext(d);
-});
-
-const context = (files: Record<string, string>) => {
-  const d = contextDir(files);
-  dirs.push(d);
-  return d;
-};
+const context = contextDirs();
 
 /** Every file under `dir`, relative: dockerode's `src`. */
 function filesUnder(dir: string, rel = ''): string[] {

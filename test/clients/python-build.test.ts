@@ -5,13 +5,13 @@
 // with the build log on an error record. Multi-stage with target and COPY
 // --from, cache hits and misses, .dockerignore, ARG/ENV, ONBUILD, a failing
 // RUN, an unconsumed build arg.
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   ARG_ENV_OUT,
   argEnv,
   buildArgs,
   cacheSteps,
-  contextDir,
+  contextDirs,
   DOCKERIGNORE_LISTING,
   dockerignore,
   FAILING_RUN_ERROR,
@@ -21,7 +21,6 @@ import {
   ONBUILD_OUT,
   onbuildBase,
   onbuildChild,
-  removeContext,
   UNUSED_WARNING,
   writeContext,
 } from '../harness/build.js';
@@ -29,17 +28,8 @@ import { runPython } from '../harness/clients.js';
 import { useEnv } from '../harness/env.js';
 
 const ctx = useEnv();
-const dirs: string[] = [];
 
-afterAll(() => {
-  for (const d of dirs) removeContext(d);
-});
-
-const context = (files: Record<string, string>) => {
-  const d = contextDir(files);
-  dirs.push(d);
-  return d;
-};
+const context = contextDirs();
 
 /** Runs a script (see runPython) and fails with its traceback unless it exits 0. */
 async function python(script: string): Promise<Record<string, any>> {

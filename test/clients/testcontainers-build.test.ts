@@ -12,7 +12,7 @@ import {
   argEnv,
   buildLeftovers,
   cacheSteps,
-  contextDir,
+  contextDirs,
   DOCKERIGNORE_LISTING,
   dockerignore,
   failingRun,
@@ -21,7 +21,6 @@ import {
   ONBUILD_OUT,
   onbuildBase,
   onbuildChild,
-  removeContext,
   writeContext,
 } from '../harness/build.js';
 import { useEnv } from '../harness/env.js';
@@ -30,7 +29,6 @@ import { networkSetup, tearDownAfterAll } from '../harness/network.js';
 const net = networkSetup();
 tearDownAfterAll(net);
 const ctx = useEnv({ args: net.args });
-const dirs: string[] = [];
 const started: StartedTestContainer[] = [];
 
 beforeAll(() => {
@@ -40,14 +38,9 @@ beforeAll(() => {
 
 afterAll(async () => {
   for (const c of started.splice(0)) await c.stop({ timeout: 1 }).catch(() => undefined);
-  for (const d of dirs) removeContext(d);
 });
 
-const context = (files: Record<string, string>) => {
-  const d = contextDir(files);
-  dirs.push(d);
-  return d;
-};
+const context = contextDirs();
 
 /** Starts the image with `cmd` kept alive, then runs `cat` of `file` in it. */
 async function catIn(c: GenericContainer, file: string): Promise<string> {

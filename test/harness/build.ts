@@ -5,6 +5,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { afterAll } from 'vitest';
 import type { ApiResponse, Daemon } from './daemon.js';
 import { type TarEntry, tarOf } from './tar.js';
 
@@ -26,6 +27,19 @@ export function writeContext(dir: string, files: ContextFiles): void {
 }
 
 export const removeContext = (dir: string) => rmSync(dir, { recursive: true, force: true });
+
+/** A test file's contextDir: each directory it makes is removed after all the file's tests. */
+export function contextDirs(): (files: ContextFiles) => string {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const d of dirs.splice(0)) removeContext(d);
+  });
+  return (files) => {
+    const d = contextDir(files);
+    dirs.push(d);
+    return d;
+  };
+}
 
 /** A context tar of `files` (plain files, mode 0644) plus any raw entries. */
 export const contextTar = (files: ContextFiles, raw: TarEntry[] = []): Promise<Buffer> =>

@@ -491,14 +491,19 @@ export class BuildService {
     await this.metaStep(run, st, nopCommand(st.config, comment), structuredClone(st.config));
   }
 
+  /** The step's image comes from the cache: said as dockerd says it. */
+  private useCached(run: Run, st: StageState, cached: string): void {
+    st.imageId = cached;
+    run.emit({ stream: ' ---> Using cache\n' });
+    run.emit({ stream: ` ---> ${short(cached)}\n` });
+  }
+
   /** A step that changes only the config: a cached image, or a new one without a container. */
   private async metaStep(run: Run, st: StageState, cmd: string[], config: ContainerConfigFields): Promise<void> {
     const cached = await this.cached(run, st, { ...config, Cmd: cmd }, config);
     if (cached) {
-      st.imageId = cached;
       st.config = config;
-      run.emit({ stream: ' ---> Using cache\n' });
-      run.emit({ stream: ` ---> ${short(cached)}\n` });
+      this.useCached(run, st, cached);
       return;
     }
     st.imageId = await this.commitMeta(st, cmd, config);
@@ -635,9 +640,7 @@ export class BuildService {
     const probe: ContainerConfigFields = { ...st.config, Cmd: saveCmd, Entrypoint: null };
     const cached = await this.cached(run, st, probe, st.config);
     if (cached) {
-      st.imageId = cached;
-      run.emit({ stream: ' ---> Using cache\n' });
-      run.emit({ stream: ` ---> ${short(cached)}\n` });
+      this.useCached(run, st, cached);
       return;
     }
     const env = this.env(run, st);
@@ -740,9 +743,7 @@ export class BuildService {
       const probe: ContainerConfigFields = { ...st.config, Cmd: [...shellOf(st.config), `#(nop) ${text}`] };
       const cached = await this.cached(run, st, probe, st.config);
       if (cached) {
-        st.imageId = cached;
-        run.emit({ stream: ' ---> Using cache\n' });
-        run.emit({ stream: ` ---> ${short(cached)}\n` });
+        this.useCached(run, st, cached);
         return;
       }
       const id = await this.createContainer(run, st, { ...st.config, Cmd: probe.Cmd });

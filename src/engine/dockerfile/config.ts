@@ -9,7 +9,7 @@ import { expandWord, expandWords } from './expand.js';
 import type { ArgInstr, CopyInstr, FromInstr, Instruction, RunInstr } from './instructions.js';
 import { goQuote } from './parse.js';
 
-/** The fields of a container/image config these instructions touch (engine/images' ContainerConfigFields fits). */
+/** The fields of a container/image config these instructions touch (engine/images' ContainerConfigFields extends it). */
 export interface ConfigFields {
   User?: string;
   Env?: string[] | null;

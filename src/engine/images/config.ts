@@ -1,23 +1,12 @@
 // The OCI / Docker image config: the parts berth reads.
 import { invalidParameter, messageOf } from '../../errors.js';
+import type { ConfigFields } from '../dockerfile/config.js';
 import type { ImageRow } from '../store/images.js';
 
-export interface ContainerConfigFields {
+/** A container config as an image carries it: the fields Dockerfile instructions set, and the rest as given. */
+export interface ContainerConfigFields extends ConfigFields {
   Hostname?: string;
   Domainname?: string;
-  User?: string;
-  Env?: string[] | null;
-  Cmd?: string[] | null;
-  Entrypoint?: string[] | null;
-  WorkingDir?: string;
-  Labels?: Record<string, string> | null;
-  ExposedPorts?: Record<string, object> | null;
-  Volumes?: Record<string, object> | null;
-  StopSignal?: string;
-  OnBuild?: string[] | null;
-  Shell?: string[] | null;
-  Healthcheck?: unknown;
-  ArgsEscaped?: boolean;
   [k: string]: unknown;
 }
 
