@@ -103,10 +103,24 @@ function checkShape(json: unknown): void {
   }
 }
 
+/** Up to this many declared bytes, an oversized body is read to its end before it is refused. */
+const DRAIN_BEFORE_ANSWER = 64 * 1024 * 1024;
+
+/** Reads `body` to its end (or its failure), keeping nothing. */
+const drained = (body: Readable) =>
+  new Promise<void>((resolve) => {
+    body.on('data', () => undefined);
+    body.once('end', resolve);
+    body.once('close', resolve);
+    body.once('error', () => resolve());
+    body.resume();
+  });
+
 /**
  * The body as text, at most MAX_JSON_BODY bytes. A larger one is refused with
- * 413 (at once when Content-Length says so); its rest is read and dropped, not
- * cut off, so that the client, still writing, gets to read the answer.
+ * 413; its rest is read and dropped, not cut off, so that the client, still
+ * writing, gets to read the answer (a declared one of a modest size before the
+ * answer, a larger one as the answer goes).
  */
 async function readBodyText(req: FastifyRequest): Promise<string> {
   const body = req.body as Readable | undefined;
@@ -115,7 +129,10 @@ async function readBodyText(req: FastifyRequest): Promise<string> {
     payloadTooLarge(`request body is larger than the ${MAX_JSON_BODY / 1024 / 1024} MiB allowed for JSON`);
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > MAX_JSON_BODY) {
-    body.resume();
+    // A body of a modest size is read and dropped before the answer: the connection closes behind
+    // the answer, and a client still writing into it then fails on its write and never reads the 413.
+    if (declared <= DRAIN_BEFORE_ANSWER) await drained(body);
+    else body.resume();
     throw tooLarge();
   }
   return new Promise((resolve, reject) => {
