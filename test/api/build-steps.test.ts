@@ -6,6 +6,7 @@ import http from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../harness/daemon.js';
 import { pull, useEnv, type Env } from '../harness/env.js';
+import { demuxText } from '../harness/streams.js';
 import { busyboxImage, pushImage } from '../harness/images.js';
 import { type TarEntry, tarOf } from '../harness/tar.js';
 
@@ -58,15 +59,7 @@ async function runImage(image: string, cmd?: string[]): Promise<string> {
   await d.request('POST', `/containers/${id}/wait`);
   const logs = await d.request('GET', `/containers/${id}/logs?stdout=1&stderr=1`);
   await d.request('DELETE', `/containers/${id}?force=1`);
-  // Strip the multiplexing headers.
-  const b = logs.body;
-  let text = '';
-  for (let i = 0; i + 8 <= b.length; ) {
-    const n = b.readUInt32BE(i + 4);
-    text += b.subarray(i + 8, i + 8 + n).toString();
-    i += 8 + n;
-  }
-  return text;
+  return demuxText(logs.body);
 }
 
 describe('POST /build', () => {

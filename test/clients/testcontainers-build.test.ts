@@ -23,7 +23,7 @@ import {
   onbuildChild,
   writeContext,
 } from '../harness/build.js';
-import { useEnv } from '../harness/env.js';
+import { runToEnd, useEnv } from '../harness/env.js';
 import { networkSetup, tearDownAfterAll } from '../harness/network.js';
 
 const net = networkSetup();
@@ -54,22 +54,7 @@ async function catIn(c: GenericContainer, file: string): Promise<string> {
 }
 
 /** The image's own CMD, run to its end: the container's logs. */
-async function runCmd(image: string): Promise<string> {
-  const d = ctx.daemon;
-  const c = await d.request('POST', '/containers/create', { body: { Image: image } });
-  await d.request('POST', `/containers/${c.json.Id}/start`);
-  await d.request('POST', `/containers/${c.json.Id}/wait`);
-  const logs = await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`);
-  await d.request('DELETE', `/containers/${c.json.Id}`);
-  // One stdout frame per line of output: strip the 8-byte headers.
-  const out: Buffer[] = [];
-  for (let i = 0; i + 8 <= logs.body.length; ) {
-    const n = logs.body.readUInt32BE(i + 4);
-    out.push(logs.body.subarray(i + 8, i + 8 + n));
-    i += 8 + n;
-  }
-  return Buffer.concat(out).toString();
-}
+const runCmd = (image: string) => runToEnd(ctx.daemon, { Image: image });
 
 describe('testcontainers fromDockerfile', () => {
   it('multi-stage with a target and COPY --from, then started', async () => {

@@ -15,7 +15,7 @@ import zlib from 'node:zlib';
 import * as tarStream from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRaw, type BuildResult, contextTar } from '../harness/build.js';
-import { useEnv } from '../harness/env.js';
+import { runToEnd, useEnv } from '../harness/env.js';
 
 const ctx = useEnv();
 /** A directory on the host, outside every context: what must stay unread and unwritten. */
@@ -36,22 +36,7 @@ afterAll(() => {
 const rel = (p: string) => p.replace(/^\/+/, '');
 
 /** Runs `cmd` in the built image; resolves with its stdout. */
-async function runIn(image: string, cmd: string[]): Promise<string> {
-  const d = ctx.daemon;
-  const c = await d.request('POST', '/containers/create', { body: { Image: image, Cmd: cmd } });
-  if (c.status !== 201) throw new Error(`create: ${c.status} ${c.text}`);
-  await d.request('POST', `/containers/${c.json.Id}/start`);
-  await d.request('POST', `/containers/${c.json.Id}/wait`);
-  const logs = await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`);
-  await d.request('DELETE', `/containers/${c.json.Id}`);
-  const out: Buffer[] = [];
-  for (let i = 0; i + 8 <= logs.body.length; ) {
-    const n = logs.body.readUInt32BE(i + 4);
-    out.push(logs.body.subarray(i + 8, i + 8 + n));
-    i += 8 + n;
-  }
-  return Buffer.concat(out).toString();
-}
+const runIn = (image: string, cmd: string[]) => runToEnd(ctx.daemon, { Image: image, Cmd: cmd });
 
 /** A refused build: an HTTP error, or an error record in the stream. */
 const refused = (r: BuildResult) => r.status !== 200 || r.error !== undefined;

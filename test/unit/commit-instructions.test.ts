@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { commitReference } from '../../src/engine/commit/service.js';
 import type { ContainerConfigFields } from '../../src/engine/images/config.js';
 import { applyChanges, expandWord, mergeConfig } from '../../src/engine/commit/instructions.js';
-import { isEngineError } from '../../src/errors.js';
+import { refusal } from '../harness/errors.js';
 
 const base: ContainerConfigFields = {
   Env: ['PATH=/bin', 'HOME=/root'],
@@ -12,16 +12,6 @@ const base: ContainerConfigFields = {
   Entrypoint: null,
   WorkingDir: '/app',
   Labels: { keep: 'me' },
-};
-
-const refusal = (fn: () => unknown): string => {
-  try {
-    fn();
-  } catch (e) {
-    expect(isEngineError(e, 'invalid')).toBe(true);
-    return (e as Error).message;
-  }
-  throw new Error('expected a refusal');
 };
 
 describe('applyChanges', () => {

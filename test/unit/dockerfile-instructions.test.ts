@@ -17,17 +17,7 @@ import {
   expandCopy,
   sourceCode,
 } from '../../src/engine/dockerfile/index.js';
-import { isEngineError } from '../../src/errors.js';
-
-const refusal = (fn: () => unknown): string => {
-  try {
-    fn();
-  } catch (e) {
-    expect(isEngineError(e, 'invalid')).toBe(true);
-    return (e as Error).message;
-  }
-  throw new Error('expected a refusal');
-};
+import { refusal } from '../harness/errors.js';
 
 /** The one instruction of `line`, without its node. */
 const instr = (line: string): Omit<Instruction, 'node'> => {

@@ -2,17 +2,7 @@
 // continuations, line numbers, flags and each command's argument split.
 import { describe, expect, it } from 'vitest';
 import { jsonArray, type Node, parseDockerfile, parseWords } from '../../src/engine/dockerfile/index.js';
-import { isEngineError } from '../../src/errors.js';
-
-const refusal = (fn: () => unknown): string => {
-  try {
-    fn();
-  } catch (e) {
-    expect(isEngineError(e, 'invalid')).toBe(true);
-    return (e as Error).message;
-  }
-  throw new Error('expected a refusal');
-};
+import { refusal } from '../harness/errors.js';
 
 /** A node as dockerd's parser dumps it: `(cmd ["--flag"] "arg" …)`. */
 const dump = (n: Node): string => {

@@ -7,6 +7,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HostPorts, mappingsOf, parsePortBindings } from '../../src/engine/network/ports.js';
 import { isEngineError } from '../../src/errors.js';
+import { refusal } from '../harness/errors.js';
 
 const LO = '127.0.0.1';
 
@@ -38,15 +39,6 @@ describe('parsePortBindings', () => {
   });
 
   it('refuses what dockerd refuses, in its words', () => {
-    const refusal = (f: () => unknown) => {
-      try {
-        f();
-      } catch (e) {
-        expect(isEngineError(e, 'invalid')).toBe(true);
-        return (e as Error).message;
-      }
-      throw new Error('not refused');
-    };
     expect(refusal(() => parsePortBindings({ '80/tcp': [{ HostPort: 'http' }] }))).toBe(
       'invalid port specification: "http"',
     );
