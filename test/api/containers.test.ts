@@ -99,6 +99,23 @@ describe('the foreground sequence', () => {
     expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(42);
   });
 
+  it("stops with a real-time StopSignal (systemd's SIGRTMIN+3) and kills with RTMIN+n", async () => {
+    const trap = 'trap "exit 9" 37; trap "exit 11" 40; echo started; while :; do sleep 0.1; done';
+    const stopped = await create({ Cmd: ['sh', '-c', trap], StopSignal: 'SIGRTMIN+3' });
+    const killed = await create({ Cmd: ['sh', '-c', trap] });
+    for (const id of [stopped, killed]) {
+      await d.request('POST', `/containers/${id}/start`);
+      await waitFor(async () => (await stdoutOf(id)).includes('started'), 'the traps set');
+    }
+    // SIGRTMIN+3 is 37 as glibc numbers them (and dockerd's signal map); RTMAX-58 is not a name.
+    expect((await d.request('POST', `/containers/${stopped}/stop?t=30`)).status).toBe(204);
+    expect((await d.request('GET', `/containers/${stopped}/json`)).json.State.ExitCode).toBe(9);
+    const bad = await d.request('POST', `/containers/${killed}/kill?signal=RTMAX-58`);
+    expect([bad.status, bad.json.message]).toEqual([400, 'Invalid signal: RTMAX-58']);
+    expect((await d.request('POST', `/containers/${killed}/kill?signal=rtmin%2B6`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${killed}/wait`)).json.StatusCode).toBe(11);
+  });
+
   it('restart takes the stop signal and timeout (t, signal)', async () => {
     const id = await create({ Cmd: ['sh', '-c', 'trap "exit 7" USR2; echo started; while :; do sleep 0.1; done'] });
     const since = (Date.now() / 1000).toFixed(3);

@@ -4,7 +4,7 @@
 import { parsePortBindings } from '../network/ports.js';
 import { conflict, isEngineError, messageOf, noSuchContainer, notModified } from '../../errors.js';
 import { RuntimeCreateError } from '../runtime/errors.js';
-import { normalizeSignal, SIGNALS } from '../signals.js';
+import { normalizeSignal, SIGNALS, signalNumber } from '../signals.js';
 import { markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
 import { dirInRoot } from '../os/rootfs.js';
 import { publish, type Shared } from './context.js';
@@ -206,7 +206,8 @@ export class Lifecycle {
    * forced remove never depends on which of the two came first.
    */
   private async signal(id: string, sig: string): Promise<void> {
-    await this.s.deps.runtime.kill(id, sig, { all: false });
+    // By number: runc knows the real-time signals only so.
+    await this.s.deps.runtime.kill(id, signalNumber(sig), { all: false });
   }
 
   /**

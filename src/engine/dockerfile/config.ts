@@ -231,8 +231,6 @@ function checkStopSignal(sig: string): void {
     if (Number(sig) === 0) throw invalidParameter(`Invalid signal: ${sig}`);
     return;
   }
-  const name = sig.toUpperCase().replace(/^SIG/, '');
-  if (/^RTMIN(?:\+(?:[1-9]|1[0-5]))?$|^RTMAX(?:-(?:[1-9]|1[0-4]))?$/.test(name)) return;
   normalizeSignal(sig);
 }
 
