@@ -1,8 +1,6 @@
 // Runs the real docker CLI against a berthd, with its own client config dir.
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import { scratchDir } from './tmp.js';
 import type { Daemon } from './daemon.js';
 
 export interface CliResult {
@@ -20,7 +18,7 @@ export interface Cli {
 
 /** A `docker` bound to `d` (DOCKER_HOST) with a private DOCKER_CONFIG. */
 export function dockerCli(d: Daemon): Cli {
-  const configDir = mkdtempSync(path.join(os.tmpdir(), 'berth-cli-'));
+  const configDir = scratchDir('berth-cli-');
   const cli = (args: string[], opts: { input?: string; timeoutMs?: number; env?: Record<string, string> } = {}) =>
     new Promise<CliResult>((resolve) => {
       const child = execFile(

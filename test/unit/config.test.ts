@@ -1,10 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { scratchDir } from '../harness/tmp.js';
 import { ConfigError, loadConfig, parseHost } from '../../src/config.js';
 
-const tmp = mkdtempSync(path.join(os.tmpdir(), 'berth-config-'));
+const tmp = scratchDir('berth-config-');
 const file = (name: string, json: unknown) => {
   const p = path.join(tmp, name);
   writeFileSync(p, JSON.stringify(json));

@@ -1,15 +1,15 @@
 // Whether berthd can give its containers' parent cgroup a real-time budget
 // (--cpu-rt-period, --cpu-rt-runtime), judged from a cgroup tree as dockerd's
 // validateCPURealtimeOptions judges the host's.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { scratchDir } from '../harness/tmp.js';
 import { realtimeBudgetProblem } from '../../src/engine/containers/realtime.js';
 
 /** A cgroup root holding `files` (paths under it). */
 function cgroupRoot(files: string[]): string {
-  const root = mkdtempSync(path.join(os.tmpdir(), 'berth-cgroup-'));
+  const root = scratchDir('berth-cgroup-');
   for (const f of files) {
     mkdirSync(path.dirname(path.join(root, f)), { recursive: true });
     writeFileSync(path.join(root, f), '');

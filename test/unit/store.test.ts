@@ -1,10 +1,9 @@
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { scratchDir } from '../harness/tmp.js';
 import { loadMigrations, openDb, schemaVersion } from '../../src/engine/store/db.js';
 
-const tmp = () => path.join(mkdtempSync(path.join(os.tmpdir(), 'berth-db-')), 'berth.db');
+const tmp = () => path.join(scratchDir('berth-db-'), 'berth.db');
 
 describe('store', () => {
   it('applies every migration in order, with WAL and foreign keys on', () => {
