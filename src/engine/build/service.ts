@@ -200,7 +200,6 @@ export class BuildService {
         ...(req.dockerfile ? { dockerfile: req.dockerfile } : {}),
         ...(req.remote ? { remote: req.remote } : {}),
         signal,
-        extractor: this.deps.extractor,
         // dockerd's progress lines for a remote context (none with q).
         ...(req.quiet ? {} : { progress: downloading({ emit }) }),
       });
