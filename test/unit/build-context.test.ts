@@ -252,7 +252,7 @@ describe('receiveContext', () => {
     expect(ctx.index.lstat('pipe')).toBeNull();
   });
 
-  it('a huge context streams to disk (memory stays flat) and maxBytes refuses beyond it', async () => {
+  it('a huge context streams to one spool file (memory stays flat) and maxBytes refuses beyond it', async () => {
     const size = 512 << 20;
     const header = await tarOf([DF]);
     const body = new PassThrough();
@@ -273,8 +273,10 @@ describe('receiveContext', () => {
       peak = Math.max(peak, process.memoryUsage().rss);
     }, 20);
     try {
-      const ctx = await receiveContext({ body, dir: fresh() });
+      const dir = fresh();
+      const ctx = await receiveContext({ body, dir });
       expect(ctx.index.lstat('big')?.size).toBe(size);
+      expect(readdirSync(dir)).toEqual(['context.spool']); // one file for all the bodies beyond the memory bound
       let read = 0;
       for await (const c of ctx.index.read(ctx.index.lstat('big')!)) read += c.length;
       expect(read).toBe(size);
