@@ -24,6 +24,7 @@ import { pipeline } from 'node:stream/promises';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type BuildContext, receiveContext } from '../../src/engine/build/context.js';
+import { ContextIndex } from '../../src/engine/build/context-index.js';
 import {
   type CopySource,
   downloadName,
@@ -735,5 +736,20 @@ describe('the context index against an extracted context', () => {
       expect(() => resolveSources(onDisk, [p]), p).toThrow(/file does not exist/);
     }
     await ctx.dispose();
+  });
+});
+
+describe('ContextIndex', () => {
+  it('refuses a context with more entries than it may hold', async () => {
+    const entries: TarEntry[] = [DF, ...Array.from({ length: 10 }, (_, i) => ({ name: `e${i}`, body: '' }))];
+    const small = new ContextIndex(path.join(base, 'spool'), 10);
+    await expect(small.ingest(Readable.from([await tarOf(entries)]))).rejects.toMatchObject({
+      kind: 'invalid',
+      message: 'the build context has more than 10 entries',
+    });
+    const enough = new ContextIndex(path.join(base, 'spool2'), 11);
+    await enough.ingest(Readable.from([await tarOf(entries)]));
+    expect(enough.lstat('e9')?.size).toBe(0);
+    await enough.close();
   });
 });

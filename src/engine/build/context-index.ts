@@ -67,6 +67,11 @@ export interface Resolved {
 const MAX_SYMLINK_HOPS = 40;
 /** File bodies are held in memory up to this many bytes in all; the rest goes to the spool file. */
 const MEMORY_BYTES = 32 << 20;
+/**
+ * Entries a context may have: the index holds every one in memory, and a
+ * small compressed body can hold a great many empty ones.
+ */
+export const MAX_ENTRIES = 1 << 20;
 const SPOOL_CHUNK = 1 << 20;
 
 const newDir = (mode: number, mtime: number): ContextNode => ({
@@ -83,9 +88,13 @@ export class ContextIndex {
   private spool: FileHandle | null = null;
   private spoolSize = 0;
   private memory = 0;
+  private entries = 0;
 
   /** `spoolPath`: the file bodies beyond the memory bound go to (created when first needed). */
-  constructor(private readonly spoolPath: string) {}
+  constructor(
+    private readonly spoolPath: string,
+    private readonly maxEntries = MAX_ENTRIES,
+  ) {}
 
   // ---- lookups ------------------------------------------------------------------
 
@@ -204,6 +213,8 @@ export class ContextIndex {
   }
 
   private async add(h: TarHeader, body: AsyncIterable<Buffer>): Promise<void> {
+    if (++this.entries > this.maxEntries)
+      throw invalidParameter(`the build context has more than ${this.maxEntries} entries`);
     const comps = cleanComponents(h.name);
     if (comps.length === 0) return; // the context's root: as dockerd's untar into a directory, skipped
     const type = h.type;
@@ -319,7 +330,8 @@ export class ContextIndex {
         hash.update(c);
         n += c.length;
       }
-      node.data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, n);
+      // A copy even of one chunk: that is often a view of a much larger buffer of the input.
+      node.data = Buffer.concat(chunks, n);
       node.size = n;
       this.memory += n;
     } else {
