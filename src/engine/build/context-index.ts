@@ -382,5 +382,7 @@ function contains(dir: ContextNode, node: ContextNode): boolean {
 
 /** Children of a directory in byte order of their names, as Go's filepath.Walk and our walkTree visit them. */
 export function sortedChildren(dir: ContextNode): Array<[string, ContextNode]> {
-  return [...dir.children!].sort(([a], [b]) => (a === b ? 0 : Buffer.compare(Buffer.from(a), Buffer.from(b))));
+  const keyed = [...dir.children!].map((e) => [Buffer.from(e[0]), e] as const);
+  keyed.sort(([a], [b]) => Buffer.compare(a, b));
+  return keyed.map(([, e]) => e);
 }
