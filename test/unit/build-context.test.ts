@@ -753,3 +753,67 @@ describe('ContextIndex', () => {
     await enough.close();
   });
 });
+
+describe('the context index refuses what extraction refuses', () => {
+  const hostile: Array<[string, TarEntry[]]> = [
+    ['a hard link to nothing', [{ name: 'h', type: 'link', linkname: 'nope' }]],
+    [
+      'a hard link to a directory',
+      [
+        { name: 'd/', type: 'directory' },
+        { name: 'h', type: 'link', linkname: 'd' },
+      ],
+    ],
+    [
+      'a hard link replacing its own target',
+      [
+        { name: 'd/f', body: 'f' },
+        { name: 'd', type: 'link', linkname: 'd/f' },
+      ],
+    ],
+    ['a hard link to the root', [{ name: 'h', type: 'link', linkname: '/' }]],
+    ['a hard link through a missing directory', [{ name: 'h', type: 'link', linkname: 'no/such' }]],
+    [
+      'a file under a file',
+      [
+        { name: 'f', body: 'f' },
+        { name: 'f/x', body: 'x' },
+      ],
+    ],
+    [
+      'a parent that is a symlink loop',
+      [
+        { name: 'l1', type: 'symlink', linkname: 'l2' },
+        { name: 'l2', type: 'symlink', linkname: 'l1' },
+        { name: 'l1/x', body: 'x' },
+      ],
+    ],
+    ['a symlink with no target', [{ name: 's', type: 'symlink', linkname: '' }]],
+    ['a name with a component too long', [{ name: `${'n'.repeat(256)}/x`, body: 'x' }]],
+  ];
+  for (const [what, entries] of hostile) {
+    it(what, async () => {
+      const tar = await tarOf([DF, ...entries]);
+      const dest = fresh();
+      await mkdir(dest);
+      const dirFd = openSync(dest, O_PATH | C.O_DIRECTORY);
+      let old: unknown;
+      try {
+        const copy = { dirFd, name: '/', noOverwriteDirNonDir: false, skipDevices: true, clampNames: true };
+        await applyLayer(Readable.from([tar]), '', { copy }).catch((e: unknown) => {
+          old = e;
+        });
+      } finally {
+        closeSync(dirFd);
+      }
+      expect(old, 'extraction refuses it').toMatchObject({ kind: 'invalid' });
+      const index = new ContextIndex(path.join(base, 'spool'));
+      const refused = await index.ingest(Readable.from([tar])).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(refused).toMatchObject({ kind: 'invalid' });
+      expect((old as Error).message.startsWith(refused!.message)).toBe(true);
+    });
+  }
+});
