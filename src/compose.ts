@@ -215,7 +215,6 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     containers,
     commits,
     archives,
-    extractor,
     tmpDir: dir('builds'),
     logger,
   });

@@ -11,10 +11,11 @@ import {
   lstatSync,
   openSync,
   readFileSync,
+  readdirSync,
   readlinkSync,
   statSync,
 } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -23,11 +24,17 @@ import { pipeline } from 'node:stream/promises';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type BuildContext, receiveContext } from '../../src/engine/build/context.js';
-import { downloadName, fetchUrl, resolveSources, sourceChecksum, sourcesTar } from '../../src/engine/build/sources.js';
+import { ContextIndex } from '../../src/engine/build/context-index.js';
+import {
+  type CopySource,
+  downloadName,
+  fetchUrl,
+  resolveSources,
+  sourceChecksum,
+  sourcesTar,
+} from '../../src/engine/build/sources.js';
 import { applyLayer } from '../../src/engine/layers/apply.js';
-import { Extractor } from '../../src/engine/layers/extractor.js';
 import { O_PATH } from '../../src/engine/os/rooted.js';
-import { lsetxattr } from '../../src/engine/os/xattrs.js';
 import * as tarStream from 'tar-stream';
 import { tarOf, type TarEntry } from '../harness/tar.js';
 
@@ -64,6 +71,14 @@ afterEach(async () => {
 
 const DF = { name: 'Dockerfile', body: 'FROM scratch\n' };
 
+/** A file of a received context, as text, resolved inside it; null when not there. */
+async function ctxText(ctx: BuildContext, rel: string): Promise<string | null> {
+  const node = ctx.index.lstat(rel);
+  if (!node) return null;
+  const { node: file } = ctx.index.resolve(rel);
+  return (await ctx.index.readAll(file)).toString('utf8');
+}
+
 async function receive(entries: TarEntry[], opts: { dockerfile?: string } = {}): Promise<BuildContext> {
   return receiveContext({ body: Readable.from([await tarOf(entries)]), dir: fresh(), ...opts });
 }
@@ -80,13 +95,12 @@ describe('receiveContext', () => {
     ]);
     expect(ctx.dockerfile).toBe('FROM scratch\n');
     expect(ctx.dockerfilePath).toBe('Dockerfile');
-    expect(readFileSync(path.join(ctx.root, 'src/a.txt'), 'utf8')).toBe('a');
-    expect(statSync(path.join(ctx.root, 'src/a.txt')).mode & 0o7777).toBe(0o640);
+    expect(await ctxText(ctx, 'src/a.txt')).toBe('a');
+    expect(ctx.index.lstat('src/a.txt')?.mode).toBe(0o640);
     expect(ctx.excluded('x.log')).toBe(true);
     expect(ctx.excluded('keep.log')).toBe(false);
     expect(ctx.excluded('src/a.txt')).toBe(false);
     await ctx.dispose();
-    expect(existsSync(ctx.root)).toBe(false);
   });
 
   it('takes gzip, bzip2 and xz bodies', async () => {
@@ -102,7 +116,7 @@ describe('receiveContext', () => {
     ] as const) {
       const ctx = await receiveContext({ body: Readable.from([body]), dir: fresh() });
       expect(ctx.dockerfile, name).toBe('FROM busybox\n');
-      expect(readFileSync(path.join(ctx.root, 'f'), 'utf8'), name).toBe('content');
+      expect(await ctxText(ctx, 'f'), name).toBe('content');
       await ctx.dispose();
     }
   });
@@ -114,26 +128,23 @@ describe('receiveContext', () => {
     expect(existsSync(dir)).toBe(false);
   });
 
-  it('runs on the extractor threads when given one', async () => {
-    const extractor = new Extractor({ maxThreads: 1, idleMs: 100 });
-    try {
-      const ctx = await receiveContext({
-        body: Readable.from([gzipSync(await tarOf([DF, { name: 'a', body: 'A' }, { name: '../up', body: 'U' }]))]),
+  it('creates no file for the context (a spool file only beyond the memory bound); not a tar is refused', async () => {
+    const dir = fresh();
+    const ctx = await receiveContext({
+      body: Readable.from([gzipSync(await tarOf([DF, { name: 'a', body: 'A' }, { name: '../up', body: 'U' }]))]),
+      dir,
+    });
+    expect(await ctxText(ctx, 'a')).toBe('A');
+    expect(await ctxText(ctx, 'up')).toBe('U'); // clamped
+    expect(readdirSync(dir)).toEqual([]);
+    await ctx.dispose();
+    expect(existsSync(dir)).toBe(false);
+    await expect(
+      receiveContext({
+        body: Readable.from([Buffer.alloc(2048, 0x41)]), // not a tar
         dir: fresh(),
-        extractor,
-      });
-      expect(readFileSync(path.join(ctx.root, 'a'), 'utf8')).toBe('A');
-      expect(readFileSync(path.join(ctx.root, 'up'), 'utf8')).toBe('U'); // clamped on the thread too (dist/ bundle)
-      await expect(
-        receiveContext({
-          body: Readable.from([Buffer.alloc(2048, 0x41)]), // not a tar
-          dir: fresh(),
-          extractor,
-        }),
-      ).rejects.toMatchObject({ kind: 'invalid' });
-    } finally {
-      await extractor.close();
-    }
+      }),
+    ).rejects.toMatchObject({ kind: 'invalid' });
   });
 
   it('Dockerfile: a named one, the lower-case fallback, a missing one, an empty one (dockerd words)', async () => {
@@ -190,11 +201,12 @@ describe('receiveContext', () => {
       { name: 'hl-abs', type: 'link', linkname: '/victim' },
     ]);
     expect(existsSync(path.join(base, 'escape'))).toBe(false);
-    expect(readFileSync(path.join(ctx.root, 'escape'), 'utf8')).toBe('x');
-    expect(readFileSync(path.join(ctx.root, 'etc/abs'), 'utf8')).toBe('inside');
-    expect(readFileSync(path.join(ctx.root, 'b'), 'utf8')).toBe('b');
-    expect(statSync(path.join(ctx.root, 'hl')).ino).toBe(statSync(path.join(ctx.root, 'victim')).ino);
-    expect(statSync(path.join(ctx.root, 'hl-abs')).ino).toBe(statSync(path.join(ctx.root, 'victim')).ino);
+    expect(await ctxText(ctx, 'escape')).toBe('x');
+    expect(await ctxText(ctx, 'etc/abs')).toBe('inside');
+    expect(await ctxText(ctx, 'b')).toBe('b');
+    expect(ctx.index.lstat('hl')).toBe(ctx.index.lstat('victim'));
+    expect(ctx.index.lstat('hl-abs')).toBe(ctx.index.lstat('victim'));
+    expect(await ctxText(ctx, 'hl')).toBe('context victim');
     expect(statSync(path.join(base, 'victim')).nlink).toBe(1);
     expect(readFileSync(path.join(base, 'victim'), 'utf8')).toBe('host');
 
@@ -222,10 +234,11 @@ describe('receiveContext', () => {
     ]);
     expect(existsSync(path.join(outside, 'planted'))).toBe(false);
     // Followed as if the context were `/`, as docker cp's extraction does.
-    expect(readFileSync(path.join(ctx.root, outside, 'planted'), 'utf8')).toBe('x');
-    expect(lstatSync(path.join(ctx.root, 'link')).isSymbolicLink()).toBe(true);
+    expect(await ctxText(ctx, path.join(outside, 'planted'))).toBe('x');
+    expect(await ctxText(ctx, 'link/planted')).toBe('x');
+    expect(ctx.index.lstat('link')?.kind).toBe('symlink');
     const kept = await receive([DF, { name: 'l', type: 'symlink', linkname: '/etc/passwd' }]);
-    expect(readlinkSync(path.join(kept.root, 'l'))).toBe('/etc/passwd');
+    expect(kept.index.lstat('l')?.target).toBe('/etc/passwd');
   });
 
   it('skips device nodes and fifos', async () => {
@@ -235,12 +248,12 @@ describe('receiveContext', () => {
       { name: 'sda', type: 'block-device', devmajor: 8, devminor: 0 },
       { name: 'pipe', type: 'fifo' },
     ]);
-    expect(existsSync(path.join(ctx.root, 'null'))).toBe(false);
-    expect(existsSync(path.join(ctx.root, 'sda'))).toBe(false);
-    expect(existsSync(path.join(ctx.root, 'pipe'))).toBe(false);
+    expect(ctx.index.lstat('null')).toBeNull();
+    expect(ctx.index.lstat('sda')).toBeNull();
+    expect(ctx.index.lstat('pipe')).toBeNull();
   });
 
-  it('a huge context streams to disk (memory stays flat) and maxBytes refuses beyond it', async () => {
+  it('a huge context streams to one spool file (memory stays flat) and maxBytes refuses beyond it', async () => {
     const size = 512 << 20;
     const header = await tarOf([DF]);
     const body = new PassThrough();
@@ -261,8 +274,13 @@ describe('receiveContext', () => {
       peak = Math.max(peak, process.memoryUsage().rss);
     }, 20);
     try {
-      const ctx = await receiveContext({ body, dir: fresh() });
-      expect(statSync(path.join(ctx.root, 'big')).size).toBe(size);
+      const dir = fresh();
+      const ctx = await receiveContext({ body, dir });
+      expect(ctx.index.lstat('big')?.size).toBe(size);
+      expect(readdirSync(dir)).toEqual(['context.spool']); // one file for all the bodies beyond the memory bound
+      let read = 0;
+      for await (const c of ctx.index.read(ctx.index.lstat('big')!)) read += c.length;
+      expect(read).toBe(size);
       expect(peak - before).toBeLessThan(size / 4);
       await ctx.dispose();
     } finally {
@@ -334,7 +352,7 @@ describe('remote contexts', () => {
     });
     expect(bytes).toBe(tarball.length);
     expect(ctx.dockerfile).toBe('FROM remote\n');
-    expect(readFileSync(path.join(ctx.root, 'r'), 'utf8')).toBe('R');
+    expect(await ctxText(ctx, 'r')).toBe('R');
     const df = await receiveContext({ body: none(), dir: fresh(), remote: `${url}/Dockerfile` });
     expect(df.dockerfile).toBe('FROM plain\n');
   });
@@ -415,19 +433,20 @@ describe('resolveSources', () => {
     expect(resolveSources(ctx, ['.'])[0]!.real).toBe('');
   });
 
-  it('symlinks are followed inside the context only', () => {
+  it('symlinks are followed inside the context only', async () => {
     const [abs] = resolveSources(ctx, ['abs-out']);
-    expect(readFileSync(abs!.abs, 'utf8')).toBe('context passwd');
+    expect(abs!.real).toBe('etc/passwd');
     expect(abs!.rel).toBe('abs-out');
     const [rel] = resolveSources(ctx, ['rel-out']);
-    expect(readFileSync(rel!.abs, 'utf8')).toBe('context passwd');
+    expect(rel!.real).toBe('etc/passwd');
     expect(() => resolveSources(ctx, ['to-outside'])).toThrow(
       'file not found in build context or excluded by .dockerignore: stat to-outside: file does not exist',
     );
     expect(resolveSources(ctx, ['dirlink'])[0]!.real).toBe('dir');
     // `..` climbs no higher than the context, as dockerd's scoped resolution.
     const [up] = resolveSources(ctx, ['../../etc/passwd']);
-    expect(readFileSync(up!.abs, 'utf8')).toBe('context passwd');
+    expect(up!.real).toBe('etc/passwd');
+    expect(await ctxText(ctx, '../../etc/passwd')).toBe('context passwd');
   });
 
   it('excluded files are not there, directly, through a link, or by wildcard', () => {
@@ -446,17 +465,32 @@ describe('resolveSources', () => {
     expect(a).toMatch(/^file:[0-9a-f]{64}$/);
     expect(await sourceChecksum(resolveSources(ctx, ['dir']))).toMatch(/^dir:[0-9a-f]{64}$/);
     expect(await sourceChecksum(resolveSources(ctx, ['a.txt', 'b.txt']))).toMatch(/^multi:[0-9a-f]{64}$/);
-    await writeFile(path.join(ctx.root, 'a2.txt'), 'A');
-    expect(await sourceChecksum(resolveSources(ctx, ['a2.txt']))).not.toBe(a); // same bytes, another name
     const d1 = await sourceChecksum(resolveSources(ctx, ['dir']));
-    await utimes(path.join(ctx.root, 'a.txt'), 1000, 1000);
-    expect(await sourceChecksum(resolveSources(ctx, ['a.txt']))).toBe(a);
-    await chmod(path.join(ctx.root, 'a.txt'), 0o600);
-    expect(await sourceChecksum(resolveSources(ctx, ['a.txt']))).not.toBe(a);
-    await writeFile(path.join(ctx.root, 'dir/two.tmp'), 'changed but excluded');
-    expect(await sourceChecksum(resolveSources(ctx, ['dir']))).toBe(d1);
-    await writeFile(path.join(ctx.root, 'dir/sub/three'), 'changed');
-    expect(await sourceChecksum(resolveSources(ctx, ['dir']))).not.toBe(d1);
+    const other = async (entries: TarEntry[]) =>
+      receive([DF, { name: '.dockerignore', body: '**/*.tmp\n' }, { name: 'dir/one', body: '1' }, ...entries]);
+    const base0 = await other([
+      { name: 'a.txt', body: 'A' },
+      { name: 'dir/two.tmp', body: '2' },
+      { name: 'dir/sub/three', body: '3' },
+    ]);
+    expect(await sourceChecksum(resolveSources(base0, ['a.txt']))).toBe(a);
+    expect(await sourceChecksum(resolveSources(base0, ['dir']))).toBe(d1);
+    const renamed = await other([{ name: 'a2.txt', body: 'A' }]);
+    expect(await sourceChecksum(resolveSources(renamed, ['a2.txt']))).not.toBe(a); // same bytes, another name
+    const touched = await other([{ name: 'a.txt', body: 'A', mtime: new Date(1_000_000) }]);
+    expect(await sourceChecksum(resolveSources(touched, ['a.txt']))).toBe(a);
+    const chmodded = await other([{ name: 'a.txt', body: 'A', mode: 0o600 }]);
+    expect(await sourceChecksum(resolveSources(chmodded, ['a.txt']))).not.toBe(a);
+    const excludedChanged = await other([
+      { name: 'dir/two.tmp', body: 'changed but excluded' },
+      { name: 'dir/sub/three', body: '3' },
+    ]);
+    expect(await sourceChecksum(resolveSources(excludedChanged, ['dir']))).toBe(d1);
+    const changed = await other([
+      { name: 'dir/two.tmp', body: '2' },
+      { name: 'dir/sub/three', body: 'changed' },
+    ]);
+    expect(await sourceChecksum(resolveSources(changed, ['dir']))).not.toBe(d1);
   });
 });
 
@@ -534,13 +568,17 @@ describe('sourcesTar', () => {
   });
 
   it('keeps file capabilities (security.capability), as dockerd copies them', async () => {
-    const ctx = await receive([DF, { name: 'bin/ping', body: 'elf', mode: 0o755 }, { name: 'solo', body: 's' }]);
     // VFS_CAP_REVISION_2 with the effective bit, permitted cap_net_raw.
     const cap = Buffer.alloc(20);
     cap.writeUInt32LE(0x02000001, 0);
     cap.writeUInt32LE(1 << 13, 4);
-    lsetxattr(path.join(ctx.root, 'bin/ping'), 'security.capability', cap);
-    lsetxattr(path.join(ctx.root, 'solo'), 'security.capability', cap);
+    const pax = { 'SCHILY.xattr.security.capability': cap.toString('latin1') };
+    const ctx = await receive([
+      DF,
+      { name: 'bin/ping', body: 'elf', mode: 0o755, pax },
+      { name: 'solo', body: 's', pax },
+    ]);
+    expect(ctx.index.lstat('solo')?.capability).toEqual(cap);
     for (const src of ['bin', 'solo']) {
       const ex = tarStream.extract();
       sourcesTar({ sources: resolveSources(ctx, [src]), destIsDir: true }).pipe(ex as unknown as NodeJS.WritableStream);
@@ -595,4 +633,187 @@ describe('sourcesTar', () => {
     const dl = await tarEntries(sourcesTar({ sources: [download], destIsDir: true, extractArchives: true }));
     expect(dl.map(([n]) => n)).toEqual(['a.tar']);
   });
+});
+
+describe('the context index against an extracted context', () => {
+  /** Every entry of a tar stream: name, type, mode, link target, body (and mtime, but for directories). */
+  async function entriesOf(tar: Readable): Promise<string[]> {
+    const ex = tarStream.extract();
+    tar.pipe(ex as unknown as NodeJS.WritableStream);
+    const out: string[] = [];
+    for await (const e of ex) {
+      const chunks: Buffer[] = [];
+      for await (const c of e) chunks.push(c as Buffer);
+      const h = e.header;
+      const mtime = h.type === 'directory' ? '' : String(h.mtime?.getTime());
+      out.push([h.name, h.type, h.mode?.toString(8), h.linkname ?? '', mtime, Buffer.concat(chunks)].join(' '));
+    }
+    return out;
+  }
+
+  it('resolves, checksums and lays out sources as the directory dockerd would have extracted', async () => {
+    const entries: TarEntry[] = [
+      DF,
+      { name: '.dockerignore', body: 'dir/ignored\n' },
+      { name: 'dir/', type: 'directory', mode: 0o750, mtime: new Date(5_000_000) },
+      { name: 'dir/a', body: 'a', mode: 0o644, mtime: new Date(7_000_000) },
+      { name: 'dir/ignored', body: 'i' },
+      { name: 'dir/sub/b', body: 'b', mode: 0o4755 },
+      { name: '../../up', body: 'up' },
+      { name: '/abs/c', body: 'c' },
+      { name: 'link-abs', type: 'symlink', linkname: '/dir' },
+      { name: 'link-rel', type: 'symlink', linkname: '../../../dir' },
+      { name: 'link-out', type: 'symlink', linkname: '/etc' },
+      { name: 'link-abs/d', body: 'through a link' },
+      { name: 'rel-in', type: 'symlink', linkname: 'dir/sub' },
+      { name: 'rel-in/e', body: 'e' },
+      { name: 'hl', type: 'link', linkname: 'dir/a' },
+      { name: 'hl2', type: 'link', linkname: '../dir/a' },
+      { name: 'dup', body: 'one' },
+      { name: 'dup', body: 'two', mode: 0o600 },
+      { name: 'rep/x', body: 'x' },
+      { name: 'rep', body: 'now a file' },
+      { name: 'f2', body: 'file' },
+      { name: 'f2/', type: 'directory', mode: 0o700 },
+      { name: 'orig', body: 'O' },
+      { name: 'hl3', type: 'link', linkname: 'orig' },
+      { name: 'orig', body: 'N' },
+      { name: 'loop1', type: 'symlink', linkname: 'loop2' },
+      { name: 'loop2', type: 'symlink', linkname: 'loop1' },
+      { name: 'pipe', type: 'fifo' },
+      { name: 'null', type: 'character-device', devmajor: 1, devminor: 3 },
+      { name: 'tree/', type: 'directory' },
+      { name: 'tree/hard-a', type: 'link', linkname: 'dir/a' },
+      { name: 'tree/hard-b', type: 'link', linkname: 'dir/a' },
+      { name: 'tree/ln', type: 'symlink', linkname: '../up' },
+    ];
+    const tar = await tarOf(entries, { mtime: new Date(3_000_000) });
+    const ctx = await receiveContext({ body: Readable.from([tar]), dir: fresh() });
+    const dest = fresh();
+    await mkdir(dest);
+    const dirFd = openSync(dest, O_PATH | C.O_DIRECTORY);
+    try {
+      const copy = { dirFd, name: '/', noOverwriteDirNonDir: false, skipDevices: true, clampNames: true };
+      await applyLayer(Readable.from([tar]), '', { copy });
+    } finally {
+      closeSync(dirFd);
+    }
+    const onDisk = { root: dest, excluded: ctx.excluded };
+    const patterns = [
+      ['.'],
+      ['dir'],
+      ['link-abs'],
+      ['link-rel'],
+      ['link-abs/a'],
+      ['hl'],
+      ['dup'],
+      ['rep'],
+      ['f2'],
+      ['hl3', 'orig'],
+      ['up', 'abs'],
+      ['h*'],
+      ['r*', 'd*'],
+      ['dir/*'],
+      ['tree'],
+      ['rel-in'],
+      ['dir/sub/b'],
+    ];
+    for (const p of patterns) {
+      const fromIndex = resolveSources(ctx, p);
+      const fromDisk = resolveSources(onDisk, p);
+      const shape = (s: CopySource) => [s.rel, s.real, s.stat.mode & 0o170777];
+      expect(fromIndex.map(shape), p.join(' ')).toEqual(fromDisk.map(shape));
+      expect(await sourceChecksum(fromIndex), p.join(' ')).toBe(await sourceChecksum(fromDisk));
+      for (const destIsDir of [true, false]) {
+        const o = { destIsDir, destName: 'named', chown: { uid: 3, gid: 4 } };
+        expect(await entriesOf(sourcesTar({ ...o, sources: fromIndex })), p.join(' ')).toEqual(
+          await entriesOf(sourcesTar({ ...o, sources: fromDisk })),
+        );
+      }
+    }
+    for (const p of ['loop1', 'link-out', 'link-out/passwd', 'dir/ignored', 'missing', 'dup/x']) {
+      expect(() => resolveSources(ctx, [p]), p).toThrow(/file does not exist/);
+      expect(() => resolveSources(onDisk, [p]), p).toThrow(/file does not exist/);
+    }
+    await ctx.dispose();
+  });
+});
+
+describe('ContextIndex', () => {
+  it('refuses a context with more entries than it may hold', async () => {
+    const entries: TarEntry[] = [DF, ...Array.from({ length: 10 }, (_, i) => ({ name: `e${i}`, body: '' }))];
+    const small = new ContextIndex(path.join(base, 'spool'), 10);
+    await expect(small.ingest(Readable.from([await tarOf(entries)]))).rejects.toMatchObject({
+      kind: 'invalid',
+      message: 'the build context has more than 10 entries',
+    });
+    const enough = new ContextIndex(path.join(base, 'spool2'), 11);
+    await enough.ingest(Readable.from([await tarOf(entries)]));
+    expect(enough.lstat('e9')?.size).toBe(0);
+    await enough.close();
+  });
+});
+
+describe('the context index refuses what extraction refuses', () => {
+  const hostile: Array<[string, TarEntry[]]> = [
+    ['a hard link to nothing', [{ name: 'h', type: 'link', linkname: 'nope' }]],
+    [
+      'a hard link to a directory',
+      [
+        { name: 'd/', type: 'directory' },
+        { name: 'h', type: 'link', linkname: 'd' },
+      ],
+    ],
+    [
+      'a hard link replacing its own target',
+      [
+        { name: 'd/f', body: 'f' },
+        { name: 'd', type: 'link', linkname: 'd/f' },
+      ],
+    ],
+    ['a hard link to the root', [{ name: 'h', type: 'link', linkname: '/' }]],
+    ['a hard link through a missing directory', [{ name: 'h', type: 'link', linkname: 'no/such' }]],
+    [
+      'a file under a file',
+      [
+        { name: 'f', body: 'f' },
+        { name: 'f/x', body: 'x' },
+      ],
+    ],
+    [
+      'a parent that is a symlink loop',
+      [
+        { name: 'l1', type: 'symlink', linkname: 'l2' },
+        { name: 'l2', type: 'symlink', linkname: 'l1' },
+        { name: 'l1/x', body: 'x' },
+      ],
+    ],
+    ['a symlink with no target', [{ name: 's', type: 'symlink', linkname: '' }]],
+    ['a name with a component too long', [{ name: `${'n'.repeat(256)}/x`, body: 'x' }]],
+  ];
+  for (const [what, entries] of hostile) {
+    it(what, async () => {
+      const tar = await tarOf([DF, ...entries]);
+      const dest = fresh();
+      await mkdir(dest);
+      const dirFd = openSync(dest, O_PATH | C.O_DIRECTORY);
+      let old: unknown;
+      try {
+        const copy = { dirFd, name: '/', noOverwriteDirNonDir: false, skipDevices: true, clampNames: true };
+        await applyLayer(Readable.from([tar]), '', { copy }).catch((e: unknown) => {
+          old = e;
+        });
+      } finally {
+        closeSync(dirFd);
+      }
+      expect(old, 'extraction refuses it').toMatchObject({ kind: 'invalid' });
+      const index = new ContextIndex(path.join(base, 'spool'));
+      const refused = await index.ingest(Readable.from([tar])).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(refused).toMatchObject({ kind: 'invalid' });
+      expect((old as Error).message.startsWith(refused!.message)).toBe(true);
+    });
+  }
 });

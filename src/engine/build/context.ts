@@ -1,20 +1,20 @@
 // Receiving a build's context: the request body (a tar, plain or gzip, bzip2,
 // xz) or an http(s) URL (`remote`: a tarball the same way, or a Dockerfile
-// alone), extracted into a directory of berth's own, then its Dockerfile and
-// .dockerignore read, as dockerd's remotecontext.Detect does.
+// alone), read into an index of its entries (context-index.ts), then its
+// Dockerfile and .dockerignore read, as dockerd's remotecontext.Detect does.
 //
-// The body is hostile input and may be larger than memory. It streams to disk
-// through the layer extractor's copy mode (layers/apply.ts, on a thread of
-// its own when an Extractor is given): names are resolved under the
-// directory through held descriptors; a name or hard link target that climbs
-// out of it, or is absolute, is taken as if the directory were `/` (dockerd
-// extracts chrooted into it, so `../x` and `/x` are both its `x`); symlinks
-// are kept as written (whatever they point at is only ever resolved inside
-// the context, see sources.ts); device nodes and fifos are skipped.
-import { closeSync, constants as C, fstatSync, mkdirSync, openSync, readSync } from 'node:fs';
+// The body is hostile input and may be larger than memory. No file of it is
+// created: its bodies are held in memory up to a bound and in one spool file
+// beyond it, and the index is the tree dockerd's untar chrooted into a
+// directory would make: a name or hard link target that climbs out of it, or
+// is absolute, is taken as if the context were `/` (so `../x` and `/x` are
+// both its `x`); symlinks are kept as written (whatever they point at is only
+// ever resolved inside the context, see sources.ts); device nodes and fifos
+// are skipped.
+import { mkdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
+import path from 'node:path';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import {
   EngineError,
   forbidden,
@@ -26,30 +26,27 @@ import {
   systemError,
   unauthorized,
 } from '../../errors.js';
-import type { CopyTarget } from '../layers/apply.js';
-import type { Extractor } from '../layers/extractor.js';
-import { extractLayer } from '../layers/unpack.js';
-import { O_PATH, openInRoot } from '../os/rooted.js';
+import { ContextIndex, LookupError } from './context-index.js';
 import { decompress, peekBytes, SNIFF_BYTES, sniffCompression } from './compression.js';
 import { ignoreMatcher, readIgnoreFile } from './dockerignore.js';
 
 export interface BuildContext {
-  /** The directory holding the extracted context. */
-  root: string;
+  /** The context's entries. */
+  index: ContextIndex;
   /** The Dockerfile's text. */
   dockerfile: string;
   /** The Dockerfile's path in the context, as given. */
   dockerfilePath: string;
   /** Whether .dockerignore leaves `rel` (a path in the context) out: COPY and ADD do not see it. */
   excluded(rel: string): boolean;
-  /** Removes the directory and all in it. */
+  /** Closes the index and removes the directory (its spool file). */
   dispose(): Promise<void>;
 }
 
 export interface ReceiveOptions {
   /** The request body (ignored when `remote` is given). */
   body: Readable;
-  /** An empty directory to fill; removed again if receiving fails. */
+  /** An empty directory of the build's own (the spool file goes there); removed again if receiving fails. */
   dir: string;
   /** The query's `dockerfile`: a path in the context, default "Dockerfile". */
   dockerfile?: string;
@@ -60,8 +57,6 @@ export interface ReceiveOptions {
   maxBytes?: number;
   /** Told the bytes of a `remote` downloaded so far, and its Content-Length when known (dockerd's progress bar). */
   progress?: Progress;
-  /** Extraction on the extractor's threads; without one it runs on the caller's thread. */
-  extractor?: Extractor;
 }
 
 export const DEFAULT_DOCKERFILE = 'Dockerfile';
@@ -76,6 +71,7 @@ const ACCEPTABLE_MIME = /application\/(?:(?:x-)?tar|octet-stream|((?:x-)?(?:gzip
 
 export async function receiveContext(o: ReceiveOptions): Promise<BuildContext> {
   const dockerfilePath = o.dockerfile || DEFAULT_DOCKERFILE;
+  const index = new ContextIndex(path.join(o.dir, 'context.spool'));
   try {
     o.signal?.throwIfAborted();
     mkdirSync(o.dir, { recursive: true });
@@ -85,16 +81,17 @@ export async function receiveContext(o: ReceiveOptions): Promise<BuildContext> {
       if (remote.kind === 'dockerfile') {
         const text = await readWhole(remote.body, MAX_DOCKERFILE, 'Dockerfile');
         if (text.length === 0) throw invalidParameter(`the Dockerfile (${dockerfilePath}) cannot be empty`);
-        return context(o.dir, text.toString('utf8'), dockerfilePath, () => false);
+        return context(o.dir, index, text.toString('utf8'), dockerfilePath, () => false);
       }
-      await extractContext(remote.body, o);
+      await ingestContext(index, remote.body, o);
     } else {
-      await extractContext(o.body, o);
+      await ingestContext(index, o.body, o);
     }
     o.signal?.throwIfAborted();
-    return readContext(o.dir, dockerfilePath);
+    return await readContext(o.dir, index, dockerfilePath);
   } catch (e) {
     o.body.destroy();
+    await index.close().catch(() => undefined);
     await rm(o.dir, { recursive: true, force: true }).catch(() => undefined);
     if (o.signal?.aborted) throw o.signal.reason ?? e;
     throw e;
@@ -102,54 +99,38 @@ export async function receiveContext(o: ReceiveOptions): Promise<BuildContext> {
 }
 
 function context(
-  root: string,
+  dir: string,
+  index: ContextIndex,
   dockerfile: string,
   dockerfilePath: string,
   excluded: (rel: string) => boolean,
 ): BuildContext {
   return {
-    root,
+    index,
     dockerfile,
     dockerfilePath,
     excluded,
-    dispose: () => rm(root, { recursive: true, force: true }),
+    dispose: async () => {
+      await index.close();
+      await rm(dir, { recursive: true, force: true });
+    },
   };
 }
 
-// ---- extraction ---------------------------------------------------------------
+// ---- reading the tar ------------------------------------------------------------
 
-async function extractContext(received: Readable, o: ReceiveOptions): Promise<void> {
+async function ingestContext(index: ContextIndex, received: Readable, o: ReceiveOptions): Promise<void> {
   let body = received;
   const abort = () => body.destroy(o.signal?.reason instanceof Error ? o.signal.reason : new Error('aborted'));
   o.signal?.addEventListener('abort', abort, { once: true });
-  const dirFd = openSync(o.dir, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW);
   try {
     const peeked = await peekBytes(body, SNIFF_BYTES);
     body = peeked.stream;
     const compression = sniffCompression(peeked.head);
     const counted = o.maxBytes !== undefined ? body.pipe(new Limit(o.maxBytes, body)) : body;
-    // gzip is the extractor's to undo (on its thread); bzip2 and xz go through their programs first.
-    const input = compression === 'bzip2' || compression === 'xz' ? decompress(counted, compression) : counted;
-    const copy: CopyTarget = { dirFd, name: '/', noOverwriteDirNonDir: false, skipDevices: true, clampNames: true };
-    const mediaType = compression === 'gzip' ? 'application/x-tar+gzip' : 'application/x-tar';
-    if (o.extractor) {
-      const job = o.extractor.extract('', { mediaType, copy });
-      try {
-        await Promise.all([pipeline(input, job.input), job.done]);
-      } catch (e) {
-        input.destroy();
-        job.input.destroy();
-        throw await job.done.then(
-          () => e,
-          (err: unknown) => err,
-        ); // once nothing writes in the directory any more
-      }
-    } else {
-      await extractLayer(input, '', { compression: compression === 'gzip' ? 'gzip' : 'none', digest: false, copy });
-    }
+    await index.ingest(decompress(counted, compression));
   } finally {
     o.signal?.removeEventListener('abort', abort);
-    closeSync(dirFd);
   }
 }
 
@@ -172,32 +153,27 @@ class Limit extends Transform {
 
 // ---- the Dockerfile and .dockerignore ------------------------------------------
 
-function readContext(dir: string, dockerfilePath: string): BuildContext {
-  const rootFd = openSync(dir, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW);
+async function readContext(dir: string, index: ContextIndex, dockerfilePath: string): Promise<BuildContext> {
+  const patterns = readIgnoreFile(
+    (await readInContext(index, '.dockerignore', MAX_IGNORE_FILE, '.dockerignore'))?.toString('utf8') ?? '',
+  );
+  let excluded: (rel: string) => boolean;
   try {
-    const patterns = readIgnoreFile(
-      readInContext(rootFd, '.dockerignore', MAX_IGNORE_FILE, '.dockerignore')?.toString('utf8') ?? '',
-    );
-    let excluded: (rel: string) => boolean;
-    try {
-      excluded = ignoreMatcher(patterns);
-    } catch (e) {
-      throw invalidParameter(`error checking context: '${messageOf(e)}'.`, e);
-    }
-    let path = dockerfilePath;
-    let text = readInContext(rootFd, path, MAX_DOCKERFILE, 'Dockerfile');
-    // dockerd's fallback: the default name also finds a lower-case "dockerfile".
-    if (text === null && path === DEFAULT_DOCKERFILE) {
-      path = path.toLowerCase();
-      text = readInContext(rootFd, path, MAX_DOCKERFILE, 'Dockerfile');
-    }
-    // dockerd answers this one with a 500 (a plain error), and clients print its text either way.
-    if (text === null) throw systemError(`Cannot locate specified Dockerfile: ${dockerfilePath}`);
-    if (text.length === 0) throw invalidParameter(`the Dockerfile (${path}) cannot be empty`);
-    return context(dir, stripBom(text.toString('utf8')), path, excluded);
-  } finally {
-    closeSync(rootFd);
+    excluded = ignoreMatcher(patterns);
+  } catch (e) {
+    throw invalidParameter(`error checking context: '${messageOf(e)}'.`, e);
   }
+  let name = dockerfilePath;
+  let text = await readInContext(index, name, MAX_DOCKERFILE, 'Dockerfile');
+  // dockerd's fallback: the default name also finds a lower-case "dockerfile".
+  if (text === null && name === DEFAULT_DOCKERFILE) {
+    name = name.toLowerCase();
+    text = await readInContext(index, name, MAX_DOCKERFILE, 'Dockerfile');
+  }
+  // dockerd answers this one with a 500 (a plain error), and clients print its text either way.
+  if (text === null) throw systemError(`Cannot locate specified Dockerfile: ${dockerfilePath}`);
+  if (text.length === 0) throw invalidParameter(`the Dockerfile (${name}) cannot be empty`);
+  return context(dir, index, stripBom(text.toString('utf8')), name, excluded);
 }
 
 const stripBom = (s: string) => (s.startsWith('\uFEFF') ? s.slice(1) : s);
@@ -206,31 +182,18 @@ const stripBom = (s: string) => (s.startsWith('\uFEFF') ? s.slice(1) : s);
  * A file of the context, resolved inside it (a symlink that points out is
  * followed as if the context were `/`); null when it is not there.
  */
-function readInContext(rootFd: number, rel: string, max: number, what: string): Buffer | null {
-  let fd: number;
+async function readInContext(index: ContextIndex, rel: string, max: number, what: string): Promise<Buffer | null> {
+  let node: ContextIndex['root'];
   try {
-    fd = openInRoot(rootFd, rel, C.O_RDONLY | C.O_NONBLOCK | C.O_NOCTTY);
+    node = index.resolve(rel).node;
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') return null;
-    throw systemError(`opening ${rel} in the build context: ${messageOf(e)}`, e);
+    if (e instanceof LookupError) return null;
+    throw e;
   }
-  try {
-    const st = fstatSync(fd);
-    if (st.isDirectory()) throw systemError(`unexpected error reading ${what}: read ${rel}: is a directory`);
-    if (!st.isFile()) return null;
-    if (st.size > max) throw invalidParameter(`${rel} is larger than ${max} bytes`);
-    const buf = Buffer.alloc(st.size);
-    let at = 0;
-    while (at < buf.length) {
-      const n = readSync(fd, buf, at, buf.length - at, at);
-      if (n === 0) break;
-      at += n;
-    }
-    return buf.subarray(0, at);
-  } finally {
-    closeSync(fd);
-  }
+  if (node.kind === 'dir') throw systemError(`unexpected error reading ${what}: read ${rel}: is a directory`);
+  if (node.kind !== 'file') return null;
+  if (node.size > max) throw invalidParameter(`${rel} is larger than ${max} bytes`);
+  return index.readAll(node);
 }
 
 // ---- remote contexts -------------------------------------------------------------

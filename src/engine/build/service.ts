@@ -42,7 +42,6 @@ import { mergeConfig } from '../commit/instructions.js';
 import type { ContainerConfigFields, ImageConfig } from '../images/config.js';
 import type { PullEvent } from '../images/pull.js';
 import type { ImageService } from '../images/service.js';
-import type { Extractor } from '../layers/extractor.js';
 import { mountOverlay, unmount } from '../os/mount.js';
 import { familiarString, parseReference, withTag } from '../reference.js';
 import type { AuthConfig } from '../registry/auth.js';
@@ -108,7 +107,6 @@ export interface BuildDeps {
   containers: ContainerService;
   commits: CommitService;
   archives: ArchiveService;
-  extractor: Extractor;
   /** Where contexts are received, one temp dir per build. */
   tmpDir: string;
   logger: Logger;
@@ -200,7 +198,6 @@ export class BuildService {
         ...(req.dockerfile ? { dockerfile: req.dockerfile } : {}),
         ...(req.remote ? { remote: req.remote } : {}),
         signal,
-        extractor: this.deps.extractor,
         // dockerd's progress lines for a remote context (none with q).
         ...(req.quiet ? {} : { progress: downloading({ emit }) }),
       });

@@ -5,8 +5,9 @@
 // Names resolve as dockerd's classic builder resolves them (builder/dockerfile
 // copy.go): wildcards with Go's filepath.Match against every path of the tree,
 // other names followed through symlinks the way a process chrooted into the
-// context would (openat2 RESOLVE_IN_ROOT): a link that points out of the
-// context lands inside it, never outside. A directory's own symlinks are
+// context would (openat2 RESOLVE_IN_ROOT, or its like over a received
+// context's index, context-index.ts): a link that points out of the context
+// lands inside it, never outside. A directory's own symlinks are
 // copied as symlinks, never followed. Files .dockerignore leaves out are not
 // there for COPY and ADD, as if the client had not sent them.
 import { createHash } from 'node:crypto';
@@ -33,18 +34,26 @@ import { cleanComponents } from '../layers/tarpath.js';
 import { openListed, walkTree, type EntryStat, type WalkEntry } from '../layers/walk.js';
 import { O_PATH, openInRoot } from '../os/rooted.js';
 import { lgetxattr } from '../os/xattrs.js';
-import type { BuildContext } from './context.js';
+import { type ContextIndex, type ContextNode, LookupError, sortedChildren } from './context-index.js';
 import { getWithStatusError, type Progress, responseBody } from './context.js';
 import { decompress, peekBytes, SNIFF_BYTES, sniffCompression } from './compression.js';
 import { containsWildcards, goClean, goMatch } from './dockerignore.js';
 
+/** What the steps need of a source's stats: a file's Stats has it, and so has an index entry's (statOf). */
+export type SourceStat = Pick<
+  Stats,
+  'mode' | 'isFile' | 'isDirectory' | 'isSymbolicLink' | 'isSocket' | 'isCharacterDevice' | 'isBlockDevice' | 'isFIFO'
+>;
+
 export interface CopySource {
   /** The path in the context, as the step names it (cleaned): its base name names a file source. */
   rel: string;
-  /** Where it is on disk, symlinks resolved (always inside the context root). */
+  /** Where it is on disk, symlinks resolved (always inside the tree's root); '' for an entry of an index. */
   abs: string;
-  /** Of what `abs` names. */
-  stat: Stats;
+  /** An entry of a received context's index, symlinks resolved (instead of `abs`). */
+  node?: { index: ContextIndex; node: ContextNode };
+  /** Of what `abs` or `node` names. */
+  stat: SourceStat;
   /** `abs` relative to the context root ('' for the root itself). */
   real?: string;
   /** Under a directory source, the entries (paths relative to the source) .dockerignore leaves out. */
@@ -56,11 +65,13 @@ export interface CopySource {
 }
 
 /**
- * What resolveSources needs of a context. A stage's or an image's tree
- * (COPY --from) serves as well: `excluded` then says no, and `image` set
- * gives dockerd's shorter not-found message for it.
+ * Where sources are looked up: a received context's index, or a directory
+ * (a stage's or an image's tree for COPY --from, where `excluded` says no
+ * and `image` set gives dockerd's shorter not-found message).
  */
-export type SourceTree = Pick<BuildContext, 'root' | 'excluded'> & { image?: boolean };
+export type SourceTree =
+  | { index: ContextIndex; excluded(rel: string): boolean; image?: boolean }
+  | { root: string; excluded(rel: string): boolean; image?: boolean };
 
 const notFound = (tree: SourceTree, path: string) =>
   invalidParameter(
@@ -76,6 +87,7 @@ const notFound = (tree: SourceTree, path: string) =>
  * not sources here: ADD fetches them with fetchUrl; COPY refuses them.
  */
 export function resolveSources(tree: SourceTree, patterns: readonly string[]): CopySource[] {
+  if ('index' in tree) return resolveInIndex(tree, tree.index, patterns);
   const rootFd = openSync(tree.root, O_PATH | C.O_DIRECTORY);
   try {
     const realRoot = readlinkSync(fdPath(rootFd));
@@ -178,6 +190,161 @@ function* walkNames(tree: SourceTree, rootFd: number, prefix: string): Generator
   yield* visit('');
 }
 
+// ---- sources in a received context's index --------------------------------------------
+
+function resolveInIndex(tree: SourceTree, index: ContextIndex, patterns: readonly string[]): CopySource[] {
+  const out: CopySource[] = [];
+  for (const orig of patterns) {
+    if (/^https?:\/\//.test(orig)) throw invalidParameter("source can't be a URL for COPY");
+    let p = orig.startsWith('/') ? orig.slice(1) : orig;
+    if (p.startsWith('./')) p = p.slice(2);
+    if (containsWildcards(p)) {
+      for (const rel of indexNames(tree, index, literalPrefix(p))) {
+        if (matches(p, rel)) out.push(singleInIndex(tree, index, rel));
+      }
+    } else {
+      out.push(singleInIndex(tree, index, p));
+    }
+  }
+  if (out.length === 0) throw invalidParameter('no source files were specified');
+  return out;
+}
+
+function singleInIndex(tree: SourceTree, index: ContextIndex, path: string): CopySource {
+  const rel = goClean(path);
+  let found: { node: ContextNode; real: string };
+  try {
+    found = index.resolve(rel === '.' ? '' : rel);
+  } catch (e) {
+    if (e instanceof LookupError) throw notFound(tree, path);
+    throw e;
+  }
+  const { node, real } = found;
+  if ((rel !== '.' && tree.excluded(rel)) || (real !== '' && tree.excluded(real))) throw notFound(tree, path);
+  const source: CopySource = { rel, abs: '', node: { index, node }, stat: statOf(node), real };
+  if (node.kind === 'dir') source.skip = (under: string) => tree.excluded(real === '' ? under : `${real}/${under}`);
+  return source;
+}
+
+/** An index entry's stats, as lstat would give them of the extracted inode. */
+export function statOf(node: ContextNode): SourceStat {
+  const type = node.kind === 'dir' ? C.S_IFDIR : node.kind === 'symlink' ? C.S_IFLNK : C.S_IFREG;
+  return {
+    mode: type | node.mode,
+    isFile: () => node.kind === 'file',
+    isDirectory: () => node.kind === 'dir',
+    isSymbolicLink: () => node.kind === 'symlink',
+    isSocket: () => false,
+    isCharacterDevice: () => false,
+    isBlockDevice: () => false,
+    isFIFO: () => false,
+  };
+}
+
+/** walkNames over an index. */
+function* indexNames(tree: SourceTree, index: ContextIndex, prefix: string): Generator<string> {
+  const wanted = (rel: string) =>
+    prefix === '' || prefix === rel || prefix.startsWith(`${rel}/`) || rel.startsWith(`${prefix}/`);
+  const visit = function* (dir: ContextNode, at: string): Generator<string> {
+    for (const [name, node] of sortedChildren(dir)) {
+      const rel = at === '' ? name : `${at}/${name}`;
+      if (!tree.excluded(rel)) yield rel;
+      if (node.kind === 'dir' && wanted(rel)) yield* visit(node, rel);
+    }
+  };
+  yield* visit(index.root, '');
+}
+
+/** Every entry under a directory of the index (not itself), as walkTree visits a directory: depth first, byte order. */
+function* indexWalk(dir: ContextNode, at = ''): Generator<{ rel: string; node: ContextNode }> {
+  for (const [name, node] of sortedChildren(dir)) {
+    const rel = at === '' ? name : `${at}/${name}`;
+    yield { rel, node };
+    if (node.kind === 'dir') yield* indexWalk(node, rel);
+  }
+}
+
+const KIND_LETTER = { file: 'f', dir: 'd', symlink: 'l' } as const;
+
+async function indexChecksum(s: CopySource, index: ContextIndex, node: ContextNode): Promise<string> {
+  if (node.kind !== 'dir') {
+    const h = createHash('sha256');
+    h.update(`${posix.basename(s.rel)}\0${KIND_LETTER[node.kind]}\0${node.mode.toString(8)}\n`);
+    if (node.kind === 'file') for await (const c of index.read(node)) h.update(c);
+    return `file:${h.digest('hex')}`;
+  }
+  const h = createHash('sha256');
+  for (const e of indexWalk(node)) {
+    if (s.skip?.(e.rel)) continue;
+    const n = e.node;
+    h.update(`${e.rel}\0${KIND_LETTER[n.kind]}\0${n.mode.toString(8)}\0`);
+    if (n.kind === 'file') h.update(n.sha256!);
+    else if (n.kind === 'symlink') h.update(n.target!);
+    h.update('\n');
+  }
+  return `dir:${h.digest('hex')}`;
+}
+
+async function* indexEntries(
+  s: CopySource,
+  index: ContextIndex,
+  node: ContextNode,
+  o: { name: string; uid: number; gid: number; extractArchives: boolean },
+  links: Map<unknown, string>,
+): AsyncGenerator<Buffer> {
+  if (node.kind === 'dir') {
+    for (const e of indexWalk(node)) {
+      if (s.skip?.(e.rel)) continue;
+      yield* indexEntry(index, e.node, e.rel, o.uid, o.gid, links);
+    }
+    return;
+  }
+  if (o.extractArchives && node.kind === 'file' && (await isArchive(() => indexStream(index, node)))) {
+    yield* archiveEntries(() => indexStream(index, node), s.rel);
+    return;
+  }
+  yield* indexEntry(index, node, o.name, o.uid, o.gid, null);
+}
+
+const indexStream = (index: ContextIndex, node: ContextNode): Readable =>
+  Readable.from(index.read(node), { objectMode: false, highWaterMark: READ_CHUNK });
+
+async function* indexEntry(
+  index: ContextIndex,
+  node: ContextNode,
+  name: string,
+  uid: number,
+  gid: number,
+  links: Map<unknown, string> | null,
+): AsyncGenerator<Buffer> {
+  const m = { mode: node.mode, uid, gid, mtime: Math.floor(node.mtime) };
+  if (node.kind === 'dir') {
+    yield encodeEntryHeader({ ...m, name, type: 'dir', size: 0 });
+    return;
+  }
+  if (links && node.nlink > 1) {
+    const first = links.get(node);
+    if (first !== undefined) {
+      yield encodeEntryHeader({ ...m, name, type: 'link', linkname: first, size: 0 });
+      return;
+    }
+    links.set(node, name);
+  }
+  if (node.kind === 'symlink') {
+    yield encodeEntryHeader({ ...m, name, type: 'symlink', linkname: node.target!, size: 0 });
+    return;
+  }
+  const caps = node.capability ? { xattrs: [[CAPABILITY, node.capability]] as Array<[string, Buffer]> } : {};
+  yield encodeEntryHeader({ ...m, name, type: 'file', size: node.size, ...caps });
+  let n = 0;
+  for await (const c of index.read(node)) {
+    n += c.length;
+    yield c;
+  }
+  if (n !== node.size) throw systemError(`${JSON.stringify(name)} changed while it was being read`);
+  yield bodyPadding(node.size);
+}
+
 // ---- the cache key ------------------------------------------------------------------
 
 /**
@@ -195,6 +362,7 @@ export async function sourceChecksum(sources: readonly CopySource[]): Promise<st
 }
 
 async function oneChecksum(s: CopySource): Promise<string> {
+  if (s.node) return indexChecksum(s, s.node.index, s.node.node);
   if (!s.stat.isDirectory()) {
     const h = createHash('sha256');
     // The name too: it is the copied file's name under a destination directory (as tarsum's header has it).
@@ -282,8 +450,15 @@ async function* tarOf(o: SourcesTarOptions): AsyncGenerator<Buffer> {
   const uid = o.chown?.uid ?? 0;
   const gid = o.chown?.gid ?? 0;
   const links = new Map<string, string>(); // "dev:ino" → first name, for hard links inside directories
+  const nodeLinks = new Map<unknown, string>(); // the same for an index: node → first name
   try {
     for (const s of o.sources) {
+      if (s.node) {
+        const name = o.destIsDir || o.destName === undefined ? posix.basename(s.rel) : o.destName;
+        const extractArchives = o.extractArchives === true && !s.download;
+        yield* indexEntries(s, s.node.index, s.node.node, { name, uid, gid, extractArchives }, nodeLinks);
+        continue;
+      }
       if (s.stat.isDirectory()) {
         for await (const e of walkTree(s.abs, { readAhead: READ_AHEAD })) {
           if (s.skip?.(e.rel)) continue;
@@ -291,8 +466,8 @@ async function* tarOf(o: SourcesTarOptions): AsyncGenerator<Buffer> {
         }
         continue;
       }
-      if (o.extractArchives && !s.download && s.stat.isFile() && (await isArchive(s.abs))) {
-        yield* archiveEntries(s.abs);
+      if (o.extractArchives && !s.download && s.stat.isFile() && (await isArchive(() => fileStream(s.abs)))) {
+        yield* archiveEntries(() => fileStream(s.abs), s.abs);
         continue;
       }
       const name = o.destIsDir || o.destName === undefined ? posix.basename(s.rel) : o.destName;
@@ -426,10 +601,10 @@ async function* streamFile(
  * dockerd's isArchivePath: the file, decompressed if it is, starts with a
  * valid tar header (an empty archive or a text file is copied as a file).
  */
-export async function isArchive(abs: string): Promise<boolean> {
-  const fh = await open(abs, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK);
-  const raw = fh.createReadStream({ highWaterMark: 64 << 10 });
+export async function isArchive(opened: () => Readable | Promise<Readable>): Promise<boolean> {
+  let raw: Readable | undefined;
   try {
+    raw = await opened();
     const sniffed = await peekBytes(raw, SNIFF_BYTES);
     const plain = decompress(sniffed.stream, sniffCompression(sniffed.head));
     plain.on('error', () => undefined);
@@ -442,9 +617,14 @@ export async function isArchive(abs: string): Promise<boolean> {
   } catch {
     return false;
   } finally {
-    raw.destroy();
-    await fh.close().catch(() => undefined);
+    raw?.destroy();
   }
+}
+
+/** A file of a tree on disk, opened without following (its path is resolved already), as a stream closed with it. */
+async function fileStream(abs: string): Promise<Readable> {
+  const fh = await open(abs, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK);
+  return fh.createReadStream({ highWaterMark: READ_CHUNK });
 }
 
 /** Go's archive/tar: a first block that is not all zeros and whose checksum holds (signed or unsigned sums). */
@@ -494,9 +674,8 @@ const ARCHIVE_TYPES: Record<string, EntryType> = {
 };
 
 /** The entries of a local archive, re-encoded relative to the destination; owners kept, names that climb out refused. */
-async function* archiveEntries(abs: string): AsyncGenerator<Buffer> {
-  const fh = await open(abs, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK);
-  const raw = fh.createReadStream({ highWaterMark: READ_CHUNK });
+async function* archiveEntries(opened: () => Promise<Readable> | Readable, abs: string): AsyncGenerator<Buffer> {
+  const raw = await opened();
   const extract = tarStream.extract();
   let parseError: unknown;
   extract.on('error', (e: unknown) => {
@@ -540,7 +719,6 @@ async function* archiveEntries(abs: string): AsyncGenerator<Buffer> {
   } finally {
     extract.destroy();
     raw.destroy();
-    await fh.close().catch(() => undefined);
   }
 }
 

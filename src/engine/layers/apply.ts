@@ -100,7 +100,7 @@ export interface ApplyResult {
 }
 
 /** A tar-stream header as it really is at run time (unknown type flags come out as null). */
-interface TarHeader {
+export interface TarHeader {
   name: string;
   type: string | null;
   mode: number;
@@ -208,7 +208,7 @@ function classify(e: unknown, inputError: unknown, parseError: unknown): EngineE
  * xattr records beside the decoded ones. If a future tar-stream renames the
  * hook, we fall back to its text values (tests cover binary xattrs).
  */
-function keepRawPaxXattrs(extract: tarStream.Extract): void {
+export function keepRawPaxXattrs(extract: tarStream.Extract): void {
   type Internals = {
     _decodeLongHeader?: (buf: Buffer) => void;
     _header?: { type?: string } | null;
@@ -595,7 +595,7 @@ function chmodNoFollow(path: string, mode: number): void {
 }
 
 /** PAX uid/gid win over the header fields, which tar-stream does not apply itself. */
-function owner(h: TarHeader, field: 'uid' | 'gid'): number {
+export function owner(h: TarHeader, field: 'uid' | 'gid'): number {
   const pax = h.pax?.[field];
   const id = pax !== undefined ? Number(pax) : h[field];
   if (!Number.isSafeInteger(id) || id < 0 || id > 0xfffffffe) {
@@ -605,7 +605,7 @@ function owner(h: TarHeader, field: 'uid' | 'gid'): number {
 }
 
 /** Seconds since the epoch, with the PAX sub-second precision when present. */
-function mtimeOf(h: TarHeader): number {
+export function mtimeOf(h: TarHeader): number {
   const pax = h.pax?.mtime;
   const t = pax !== undefined ? Number(pax) : h.mtime.getTime() / 1000;
   return Number.isFinite(t) ? t : 0;
@@ -630,7 +630,7 @@ function setXattrs(path: string, h: TarHeader): void {
   }
 }
 
-function entryXattrs(h: TarHeader): Array<[string, Buffer]> {
+export function entryXattrs(h: TarHeader): Array<[string, Buffer]> {
   const pax = h.pax;
   if (!pax) return [];
   const raw = pax[RAW_XATTRS];
