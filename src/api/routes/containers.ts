@@ -49,15 +49,10 @@ export function containerList(
     return name;
   };
   const { containers } = engine;
+  const details = containers.listedDetails(list);
   return Promise.all(
-    list.map(async (c) => ({
-      ...containerSummary(
-        c,
-        nameOf(c.imageRef, c.imageId),
-        containers.networkingOf(c),
-        containers.mountPoints(c),
-        apiVersion,
-      ),
+    list.map(async (c, i) => ({
+      ...containerSummary(c, nameOf(c.imageRef, c.imageId), details[i]!.networking, details[i]!.mounts, apiVersion),
       ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
     })),
   );

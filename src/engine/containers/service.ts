@@ -349,6 +349,20 @@ export class ContainerService {
     return { endpoints: this.s.deps.endpoints.of(c.id, c.name), ports: this.s.deps.endpoints.published(c.id) };
   }
 
+  /**
+   * networkingOf and mountPoints of each listed container, in the list's order:
+   * a few queries for the whole list instead of a few per container.
+   */
+  listedDetails(list: Container[]): { networking: ContainerNetworking; mounts: ContainerMount[] }[] {
+    const { endpoints, volumes } = this.s.deps;
+    const networking = endpoints.ofMany(list);
+    const mounts = volumes.mountsOfMany(list.map((c) => c.id));
+    return list.map((c) => ({
+      networking: networking.get(c.id) ?? { endpoints: [], ports: [] },
+      mounts: containerMounts(c.hostConfig, mounts.get(c.id) ?? []),
+    }));
+  }
+
   /** `POST /networks/{id}/connect`: a running container gets its interface at once. */
   async connectNetwork(networkRef: string, ref: string, settings: unknown): Promise<void> {
     const c = this.s.lookup.find(ref);

@@ -71,6 +71,11 @@ const statements = (db: Db) => ({
      FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
      WHERE l.parent_id = @id OR l.child_id = @id ORDER BY l.seq`,
   ),
+  allLinks: db.prepare(
+    `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
+     FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
+     ORDER BY l.seq`,
+  ),
   linkByName: db.prepare(
     `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
      FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
@@ -188,6 +193,11 @@ export class ContainerRepository {
   /** The links a container makes (as parent) or is the target of (as child). */
   linksOf(id: string): LinkRow[] {
     return this.q.linksOf.all({ id }) as LinkRow[];
+  }
+
+  /** Every link, in the order linksOf gives each container's (a list's one query instead of one per container). */
+  allLinks(): LinkRow[] {
+    return this.q.allLinks.all() as LinkRow[];
   }
 
   /** The link named /<parent name>/<alias>. */
