@@ -6,8 +6,8 @@
 //   - GET /_ping
 //   - GET /containers/{id}/logs?stdout=1&stderr=1
 //   - GET /containers/json?all=1
-// Beside the wall-clock medians it prints each daemon's CPU time per request
-// (utime+stime from /proc), which the machine's load disturbs far less.
+// Beside the wall-clock medians it prints each daemon's CPU time per request (its
+// main thread's, from /proc), which the machine's load disturbs far less.
 //
 // Usage: node bench/api.mjs [rounds=50] [containers=1000] [launcher ...]
 //   launchers: bin/berthd.cjs of other builds (default: this work tree's build).
@@ -43,11 +43,12 @@ const load = () =>
     .map((x) => x.toFixed(2))
     .join(' ');
 
-/** utime+stime of a process, in ms. */
+/**
+ * CPU time of a process's main thread (its event loop: where a request's work is), in ms:
+ * the scheduler's own count in nanoseconds, where /proc/<pid>/stat counts in 10 ms ticks.
+ */
 function cpuMs(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // fields 14 and 15, in clock ticks (USER_HZ = 100)
+  return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
 }
 
 const REQUESTS = [
@@ -75,9 +76,7 @@ await runBench(async () => {
     const prof = process.env.BERTH_BENCH_PROF;
     const d = await startBerthd({
       bin,
-      nodeArgs: prof
-        ? ['--cpu-prof', '--cpu-prof-interval=100', `--cpu-prof-dir=${path.join(prof, String(n))}`]
-        : [],
+      nodeArgs: prof ? ['--cpu-prof', '--cpu-prof-interval=100', `--cpu-prof-dir=${path.join(prof, String(n))}`] : [],
     });
     d.name = `${String.fromCharCode(65 + n)} ${bin}`;
     await loadImage(d, busybox, 'busybox:latest');
@@ -95,7 +94,7 @@ await runBench(async () => {
     daemons.push(d);
   }
   const times = REQUESTS.map(() => daemons.map(() => []));
-  const cpu = REQUESTS.map(() => daemons.map(() => 0));
+  const cpu = REQUESTS.map(() => daemons.map(() => []));
   const spans = REQUESTS.map(() => daemons.map(() => []));
   for (let i = 0; i < ROUNDS + WARMUP; i++) {
     for (const [q, req] of REQUESTS.entries()) {
@@ -108,7 +107,7 @@ await runBench(async () => {
         if (r.status !== 200 || !req.check(r)) throw new Error(`${d.name} ${req.name}: ${r.status} ${r.body.length} B`);
         if (i >= WARMUP) {
           times[q][k].push(ms);
-          cpu[q][k] += cpuMs(d.pid) - c0;
+          cpu[q][k].push(cpuMs(d.pid) - c0);
           spans[q][k].push([Math.round(t0 * 1000), Math.round((t0 + ms) * 1000)]);
         }
       }
@@ -123,9 +122,13 @@ await runBench(async () => {
     console.log(`\n== ${req.name}`);
     for (const [k, d] of daemons.entries()) {
       const s = stats(times[q][k]);
-      const ratio = k > 0 ? `  ${(s.median / stats(times[q][0]).median).toFixed(2)}× A` : '';
+      const c = stats(cpu[q][k]);
+      const ratio =
+        k > 0
+          ? `; ${(s.median / stats(times[q][0]).median).toFixed(2)}× A's time, ${(c.median / stats(cpu[q][0]).median).toFixed(2)}× its CPU`
+          : '';
       console.log(
-        `${d.name}: median ${s.median.toFixed(2)} ms (${s.min.toFixed(2)}–${s.max.toFixed(2)}, p90 ${s.p90.toFixed(2)}, n=${s.n}); CPU ${(cpu[q][k] / s.n).toFixed(2)} ms/request${ratio}`,
+        `${d.name}: median ${s.median.toFixed(2)} ms (${s.min.toFixed(2)}–${s.max.toFixed(2)}, p90 ${s.p90.toFixed(2)}, n=${s.n}); main thread CPU median ${c.median.toFixed(3)} ms (${c.min.toFixed(3)}–${c.p90.toFixed(3)} p90)${ratio}`,
       );
     }
   }

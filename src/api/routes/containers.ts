@@ -233,13 +233,14 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const stdout = boolValue(q.stdout);
     const stderr = boolValue(q.stderr);
     if (!stdout && !stderr) throw invalidParameter('Bad parameters: you must choose at least one stream');
-    const tty = containers.get(req.params.id).config.Tty;
+    const c = containers.get(req.params.id);
+    const tty = c.config.Tty;
     const tail = q.tail === undefined || q.tail === 'all' || q.tail === '' ? undefined : intValue(q.tail, 'tail');
     const since = timeParam(q.since, 'since');
     const until = timeParam(q.until, 'until');
     const abort = new AbortController();
     const follow = boolValue(q.follow);
-    const entries = containers.logs(req.params.id, {
+    const entries = containers.logBatches(c, {
       stdout,
       stderr,
       follow,

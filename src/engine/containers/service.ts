@@ -473,6 +473,13 @@ export class ContainerService {
     return this.io.logs(ref, o);
   }
 
+  logBatches(
+    ref: string | Container,
+    o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal },
+  ): AsyncGenerator<LogEntry[]> {
+    return this.io.logBatches(ref, o);
+  }
+
   attach(ref: string, o: AttachOptions): AttachSession {
     return this.io.attach(ref, o);
   }

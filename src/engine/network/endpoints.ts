@@ -241,7 +241,10 @@ export class Endpoints {
     const networks = new Map<string, Network>();
     for (const row of this.deps.repo.endpointsOfContainers(ids)) {
       let network = networks.get(row.network_id);
-      if (!network) networks.set(row.network_id, (network = this.deps.networks.find(row.network_id)));
+      if (!network) {
+        network = this.deps.networks.find(row.network_id);
+        networks.set(row.network_id, network);
+      }
       out.get(row.container_id)?.endpoints.push(endpointOf(row, network, names.get(row.container_id) ?? ''));
     }
     for (const [id, text] of this.deps.repo.publishedOf(ids)) {

@@ -49,15 +49,34 @@ export interface ReadLogOptions {
 
 const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$/;
 
+/**
+ * The last whole second parsed, as written (up to the seconds, and the zone), and
+ * its nanoseconds: a log's lines come many to a second, and the next one
+ * differs only in its fraction, parsed alone.
+ */
+let lastDate = '';
+let lastZone = '';
+let lastSecondNano = 0n;
+const FRACTION = /^\.(\d{1,9})$/;
+
 /** RFC 3339 with up to nanoseconds → nanoseconds since the epoch; null when malformed. */
 function parseTimestamp(text: string): bigint | null {
+  // The same second as the last (TIMESTAMP's match, as its date and zone matched then).
+  if (lastDate && text.startsWith(lastDate) && text.endsWith(lastZone)) {
+    const m = FRACTION.exec(text.slice(19, text.length - lastZone.length));
+    if (m) return lastSecondNano + BigInt(m[1]!.padEnd(9, '0'));
+  }
   const m = TIMESTAMP.exec(text);
   if (!m) return null;
   const [, y, mo, d, h, mi, s, frac = '', zone = 'Z'] = m;
   const ms = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s));
   const offsetMin =
     zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6)));
-  return (BigInt(ms) - BigInt(offsetMin) * 60_000n) * 1_000_000n + BigInt(frac.padEnd(9, '0'));
+  const second = (BigInt(ms) - BigInt(offsetMin) * 60_000n) * 1_000_000n;
+  lastDate = text.slice(0, 19);
+  lastZone = zone;
+  lastSecondNano = second;
+  return second + BigInt(frac.padEnd(9, '0'));
 }
 
 /** Nanoseconds since the epoch → RFC 3339 in UTC with nine fraction digits (dockerd's log timestamps). */
@@ -453,22 +472,35 @@ function makeFilter(o: ReadLogOptions): (e: LogEntry) => boolean {
     (until === undefined || e.timeNano <= until);
 }
 
-/** Records → joined entries that pass the filter. */
-function* entries(lines: Buffer[], joiner: Joiner, keep: (e: LogEntry) => boolean): Generator<LogEntry> {
+/**
+ * Records → joined entries that pass the filter. Entries travel in batches (a
+ * read's worth): a step of an async generator per entry costs more than the
+ * entry's parsing.
+ */
+function entries(lines: Buffer[], joiner: Joiner, keep: (e: LogEntry) => boolean): LogEntry[] {
+  const out: LogEntry[] = [];
   for (const line of lines) {
     const r = parseRecord(line);
     const e = r && joiner.push(r);
-    if (e && keep(e)) yield e;
+    if (e && keep(e)) out.push(e);
   }
+  return out;
 }
 
 /** Everything from where the source is to the end of its file. */
-async function* drain(src: LogSource, joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry> {
-  for await (const batch of src.batches()) yield* entries(batch, joiner, keep);
+async function* drain(src: LogSource, joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry[]> {
+  for await (const lines of src.batches()) {
+    const batch = entries(lines, joiner, keep);
+    if (batch.length) yield batch;
+  }
 }
 
 /** Rotated files, whole, oldest first; each closed once read. */
-async function* drainAll(older: LogSource[], joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry> {
+async function* drainAll(
+  older: LogSource[],
+  joiner: Joiner,
+  keep: (e: LogEntry) => boolean,
+): AsyncGenerator<LogEntry[]> {
   try {
     for (const src of older) yield* drain(src, joiner, keep);
   } finally {
@@ -487,7 +519,7 @@ async function* readAll(
   tail: number | undefined,
   joiner: Joiner,
   keep: (e: LogEntry) => boolean,
-): AsyncGenerator<LogEntry> {
+): AsyncGenerator<LogEntry[]> {
   if (tail === undefined || tail < 0) {
     yield* drainAll(older, joiner, keep);
   } else {
@@ -505,7 +537,8 @@ async function* readAll(
     } finally {
       await Promise.all(older.map((src) => src.close()));
     }
-    yield* entries(parts.flat(), joiner, keep);
+    const batch = entries(parts.flat(), joiner, keep);
+    if (batch.length) yield batch;
   }
   if (live) yield* drain(live, joiner, keep);
 }
@@ -548,12 +581,18 @@ function smallLog(file: string): Buffer | null {
 }
 
 export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGenerator<LogEntry> {
+  for await (const batch of readLogBatches(file, o)) yield* batch;
+}
+
+/** readLog's entries in batches, as they are read (never an empty one). */
+export async function* readLogBatches(file: string, o: ReadLogOptions = {}): AsyncGenerator<LogEntry[]> {
   const keep = makeFilter(o);
   const joiner = new Joiner();
   const small = !o.follow && (o.tail === undefined || o.tail < 0) ? smallLog(file) : null;
   if (small) {
-    yield* entries(new LineSplitter().push(small), joiner, keep);
-    for (const e of joiner.flush()) if (keep(e)) yield e;
+    const batch = entries(new LineSplitter().push(small), joiner, keep);
+    for (const e of joiner.flush()) if (keep(e)) batch.push(e);
+    if (batch.length) yield batch;
     return;
   }
   const notifier = o.follow
@@ -584,7 +623,8 @@ export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGener
       }
     }
     // The last output may lack its newline; it is the end of the log now.
-    for (const e of joiner.flush()) if (keep(e)) yield e;
+    const last = joiner.flush().filter(keep);
+    if (last.length) yield last;
   } finally {
     notifier?.close();
     stop?.dispose();

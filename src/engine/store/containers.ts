@@ -82,6 +82,7 @@ const statements = (db: Db) => ({
      WHERE p.name = ? AND l.alias = ?`,
   ),
   removeLink: db.prepare('DELETE FROM container_links WHERE parent_id = ? AND alias = ?'),
+  anyLink: db.prepare('SELECT EXISTS (SELECT 1 FROM container_links) AS n'),
 });
 
 /** A legacy link: the parent knows the child as alias (and the child is named /<parent>/<alias>). */
@@ -97,6 +98,12 @@ export interface LinkRow {
 export class ContainerRepository {
   private readonly q: ReturnType<typeof statements>;
   private readonly patchers = new Map<string, ReturnType<Db['prepare']>>();
+  /**
+   * false: no link is recorded, and every view of a container (each request
+   * that names one) skips its links' query. Only insertLinks adds links, and
+   * sets it first; undefined: to be asked again.
+   */
+  private linksExist: boolean | undefined;
 
   constructor(private readonly db: Db) {
     this.q = statements(db);
@@ -185,6 +192,7 @@ export class ContainerRepository {
 
   /** Records a container's legacy links, in the order given. */
   insertLinks(parentId: string, links: { childId: string; alias: string }[]): void {
+    this.linksExist = true;
     this.db.transaction(() => {
       for (const [i, l] of links.entries()) this.q.insertLink.run(parentId, l.childId, l.alias, i);
     })();
@@ -192,12 +200,17 @@ export class ContainerRepository {
 
   /** The links a container makes (as parent) or is the target of (as child). */
   linksOf(id: string): LinkRow[] {
-    return this.q.linksOf.all({ id }) as LinkRow[];
+    return this.anyLinks() ? (this.q.linksOf.all({ id }) as LinkRow[]) : [];
   }
 
   /** Every link, in the order linksOf gives each container's (a list's one query instead of one per container). */
   allLinks(): LinkRow[] {
-    return this.q.allLinks.all() as LinkRow[];
+    return this.anyLinks() ? (this.q.allLinks.all() as LinkRow[]) : [];
+  }
+
+  private anyLinks(): boolean {
+    this.linksExist ??= (this.q.anyLink.get() as { n: number }).n === 1;
+    return this.linksExist;
   }
 
   /** The link named /<parent name>/<alias>. */
@@ -207,6 +220,7 @@ export class ContainerRepository {
 
   removeLink(parentId: string, alias: string): void {
     this.q.removeLink.run(parentId, alias);
+    this.linksExist = undefined;
   }
 }
 

@@ -156,7 +156,6 @@ export class NetworkRepository {
     return new Map(rows.map((r) => [r.container_id, r.bindings]));
   }
 
-
   setPublished(containerId: string, bindings: string): void {
     this.q.setPublished.run(containerId, bindings);
   }
