@@ -57,14 +57,28 @@ const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}
 let lastDate = '';
 let lastZone = '';
 let lastSecondNano = 0n;
-const FRACTION = /^\.(\d{1,9})$/;
+const DOT = 0x2e;
+const DIGIT_0 = 0x30;
 
 /** RFC 3339 with up to nanoseconds → nanoseconds since the epoch; null when malformed. */
 function parseTimestamp(text: string): bigint | null {
-  // The same second as the last (TIMESTAMP's match, as its date and zone matched then).
-  if (lastDate && text.startsWith(lastDate) && text.endsWith(lastZone)) {
-    const m = FRACTION.exec(text.slice(19, text.length - lastZone.length));
-    if (m) return lastSecondNano + BigInt(m[1]!.padEnd(9, '0'));
+  // The same second as the last (TIMESTAMP's match, as its date and zone matched then), and
+  // between them a dot and one to nine digits: the fraction, read digit by digit.
+  const end = text.length - lastZone.length;
+  if (lastDate && end - 20 >= 1 && end - 20 <= 9 && text.charCodeAt(19) === DOT) {
+    if (text.startsWith(lastDate) && text.endsWith(lastZone)) {
+      let n = 0;
+      let i = 20;
+      for (; i < end; i++) {
+        const d = text.charCodeAt(i) - DIGIT_0;
+        if (d < 0 || d > 9) break;
+        n = n * 10 + d;
+      }
+      if (i === end) {
+        for (let k = end - 20; k < 9; k++) n *= 10;
+        return lastSecondNano + BigInt(n);
+      }
+    }
   }
   const m = TIMESTAMP.exec(text);
   if (!m) return null;
@@ -104,6 +118,14 @@ export interface LogRecord {
 const SPACE = 0x20;
 const NEWLINE = Buffer.from('\n');
 
+/** A copy of the bytes and a newline. */
+function withNewline(content: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(content.length + 1);
+  content.copy(out, 0);
+  out[content.length] = 0x0a;
+  return out;
+}
+
 /** One log line (without its newline) → record; null for anything malformed (e.g. cut by a crash). */
 function parseRecord(line: Buffer): LogRecord | null {
   const s1 = line.indexOf(SPACE);
@@ -127,8 +149,9 @@ class Joiner {
   push(r: LogRecord): LogEntry | null {
     const p = this.pending.get(r.stream);
     if (!r.partial) {
+      if (!p) return toEntry(r, withNewline(r.content));
       this.pending.delete(r.stream);
-      return toEntry(p?.first ?? r, Buffer.concat([...(p?.parts ?? []), r.content, NEWLINE]));
+      return toEntry(p.first, Buffer.concat([...p.parts, r.content, NEWLINE]));
     }
     if (!p) this.pending.set(r.stream, { first: r, parts: [r.content], size: r.content.length });
     else {
@@ -149,14 +172,22 @@ class Joiner {
   }
 }
 
+/** An entry; its Date is made when asked for (the API's readers never do, and a log has many entries). */
+class Entry implements LogEntry {
+  constructor(
+    readonly stream: LogStream,
+    readonly timeNano: bigint,
+    readonly timeText: string,
+    readonly line: Buffer,
+  ) {}
+
+  get time(): Date {
+    return new Date(Number(this.timeNano / 1_000_000n));
+  }
+}
+
 function toEntry(first: LogRecord, line: Buffer): LogEntry {
-  return {
-    stream: first.stream,
-    time: new Date(Number(first.timeNano / 1_000_000n)),
-    timeNano: first.timeNano,
-    timeText: first.timeText,
-    line,
-  };
+  return new Entry(first.stream, first.timeNano, first.timeText, line);
 }
 
 // ------------------------------------------------------------ file access
