@@ -5,6 +5,7 @@
 // on every build alike:
 //   - GET /_ping
 //   - GET /containers/{id}/logs?stdout=1&stderr=1
+//   - GET /containers/json (docker ps: none runs)
 //   - GET /containers/json?all=1
 // Beside the wall-clock medians it prints each daemon's CPU time per request (its
 // main thread's, from /proc), which the machine's load disturbs far less.
@@ -58,6 +59,12 @@ const REQUESTS = [
     path: (d) => `/containers/${d.logId}/logs?stdout=1&stderr=1`,
     every: 1,
     check: (r) => r.body.length === 8 * 100 + 292, // one frame per line
+  },
+  {
+    name: `GET /containers/json (none of the ${CONTAINERS + 1} runs)`,
+    path: () => '/containers/json',
+    every: 1,
+    check: (r) => r.json?.length === 0,
   },
   {
     name: `GET /containers/json?all=1 (${CONTAINERS + 1} containers)`,

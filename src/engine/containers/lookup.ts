@@ -165,8 +165,8 @@ export class ContainerLookup {
         else links.set(id, [l]);
       }
     }
-    for (const row of this.repo.list()) {
-      if (!all && !ACTIVE.includes(row.status)) continue;
+    // Without `all`, only the active ones are read: `docker ps` beside many stopped containers.
+    for (const row of all ? this.repo.list() : this.repo.withStatusNewestFirst(ACTIVE)) {
       const c = this.view(row, links.get(row.id) ?? []);
       if (f.id?.length && !f.id.some((p) => c.id.startsWith(p))) continue;
       if (f.name?.length && !f.name.some((n) => new RegExp(n.replace(/^\//, '')).test(c.name))) continue;

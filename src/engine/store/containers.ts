@@ -52,6 +52,9 @@ const statements = (db: Db) => ({
   byPrefix: db.prepare("SELECT * FROM containers WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
   all: db.prepare('SELECT * FROM containers ORDER BY seq DESC'),
   withStatus: db.prepare('SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq'),
+  withStatusNewest: db.prepare(
+    'SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq DESC',
+  ),
   ids: db.prepare('SELECT id FROM containers'),
   restartable: db.prepare(
     `SELECT id FROM containers WHERE status IN (SELECT value FROM json_each(?)) AND stopped_by_user = 0
@@ -127,6 +130,11 @@ export class ContainerRepository {
 
   withStatus(statuses: ContainerStatus[]): ContainerRow[] {
     return this.q.withStatus.all(JSON.stringify(statuses)) as ContainerRow[];
+  }
+
+  /** withStatus, newest first (as list). */
+  withStatusNewestFirst(statuses: readonly ContainerStatus[]): ContainerRow[] {
+    return this.q.withStatusNewest.all(JSON.stringify(statuses)) as ContainerRow[];
   }
 
   /** How many containers are in each status (statuses with none are left out). */
