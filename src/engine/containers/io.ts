@@ -51,20 +51,22 @@ export class ContainerIo {
     c: Container,
     o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal },
   ): AsyncGenerator<LogEntry[]> {
+    // Without follow the read ends at the log's end, and nothing is stopped by a signal.
+    if (!o.follow) {
+      yield* readLogBatches(c.logPath, o);
+      return;
+    }
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     o.signal?.addEventListener('abort', onAbort, { once: true });
-    if (o.follow) {
-      if (!isActive(c) && !this.startOf(c.id)) stop.abort();
-      // Ends the follow at the exit; forgotten (stop aborts it) if the reader ends first.
-      else this.s.waits.add(c.id, 'next-exit', stop.signal).then(onAbort, () => undefined);
-    }
+    if (!isActive(c) && !this.startOf(c.id)) stop.abort();
+    // Ends the follow at the exit; forgotten (stop aborts it) if the reader ends first.
+    else this.s.waits.add(c.id, 'next-exit', stop.signal).then(onAbort, () => undefined);
     try {
       yield* readLogBatches(c.logPath, { ...o, signal: stop.signal });
     } finally {
       o.signal?.removeEventListener('abort', onAbort);
-      // Only a follow has something waiting on it (an abort builds an exception to carry).
-      if (o.follow) stop.abort();
+      stop.abort();
     }
   }
 

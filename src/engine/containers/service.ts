@@ -354,6 +354,7 @@ export class ContainerService {
    * a few queries for the whole list instead of a few per container.
    */
   listedDetails(list: Container[]): { networking: ContainerNetworking; mounts: ContainerMount[] }[] {
+    if (!list.length) return [];
     const { endpoints, volumes } = this.s.deps;
     const networking = endpoints.ofMany(list);
     const mounts = volumes.mountsOfMany(list.map((c) => c.id));
