@@ -17,7 +17,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './api/server.js';
-import { buildEngine, type Built } from './compose.js';
+import { buildEngine } from './compose.js';
 import { idleTrim } from './idle.js';
 import { parseHost, type Config, type Listen } from './config.js';
 import { realtimeBudgetProblem } from './engine/containers/realtime.js';
@@ -110,23 +110,11 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
   mkdirSync(config.execRoot, { recursive: true, mode: 0o700 });
   for (const l of listens) if (l.kind === 'unix') await prepareUnixSocket(l.path);
 
-  let built: Built | undefined;
   const extra: net.Server[] = [];
-  const app = await (async () => {
-    built = await buildEngine(config, logger);
-    return buildApp(built.engine, logger);
-  })();
+  const engine = await buildEngine(config, logger);
   // Memory an idle daemon does not use goes back once requests stop coming (idle.ts).
-  const engine = built as Built;
   const idle = idleTrim(() => engine.releaseMemory(), logger);
-  app.addHook('onRequest', (_req, _reply, done) => {
-    idle.touch();
-    done();
-  });
-  app.addHook('onResponse', (_req, _reply, done) => {
-    idle.touch();
-    done();
-  });
+  const app = buildApp(engine.engine, logger, { activity: idle.touch });
   try {
     for (const [i, l] of listens.entries()) {
       const s = await listen(app, l, i === 0);
@@ -135,7 +123,7 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
     }
   } catch (e) {
     await app.close();
-    await built?.close();
+    await engine.close();
     throw new StartError(`cannot listen: ${(e as Error).message}`);
   }
   // Listening servers can still fail to accept (EMFILE when descriptors run out): that refuses
@@ -152,7 +140,7 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
       idle.close();
       for (const s of extra) s.close();
       await app.close(); // stops accepting; in-flight requests finish
-      await built?.close();
+      await engine.close();
       for (const l of listens) if (l.kind === 'unix') rmSync(l.path, { force: true });
       if (config.pidfile) rmSync(config.pidfile, { force: true });
       closeSync(lockFd);

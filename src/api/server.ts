@@ -81,7 +81,13 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
   socket.destroy();
 }
 
-export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
+export interface AppOptions {
+  /** Called as each request begins and as it ends (its response sent, or its connection gone). */
+  activity?: () => void;
+}
+
+export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): FastifyInstance {
+  const activity = o.activity ?? (() => undefined);
   const app = Fastify({
     loggerInstance: logger.child({ component: 'api' }) as FastifyBaseLogger,
     // Requests are logged by our own onRequest hook, at debug.
@@ -118,24 +124,36 @@ export function buildApp(engine: Engine, logger: Logger): FastifyInstance {
       ms: Date.now() - since,
     })),
   );
-  app.addHook('onRequest', async (req, reply) => {
+  // Hooks with callbacks, not async: each async hook is a promise and a turn of the
+  // microtask queue on every request, the smallest's cost included.
+  app.addHook('onRequest', (req, reply, done) => {
+    activity();
     inflight.set(req, Date.now());
-    reply.raw.once('close', () => inflight.delete(req));
+    reply.raw.once('close', () => {
+      inflight.delete(req);
+      activity();
+    });
     reply.headers(COMMON_HEADERS);
     const v = (req.raw as VersionedMessage)[REQUESTED_VERSION];
     if (v) {
       req.apiVersion = v;
-      checkVersion(v);
+      try {
+        checkVersion(v);
+      } catch (e) {
+        done(e as Error);
+        return;
+      }
     }
     req.log.debug({ method: req.method, url: req.url, version: req.apiVersion }, 'request');
+    done();
   });
   // dockerd's JSON is `application/json` with no charset, and the Go client reads an error's
   // message only under exactly that type (else it prints the raw body).
-  app.addHook('onSend', async (_req, reply, payload) => {
+  app.addHook('onSend', (_req, reply, payload, done) => {
     const type = reply.getHeader('content-type');
     if (typeof type === 'string' && type.startsWith('application/json;'))
       reply.header('content-type', 'application/json');
-    return payload;
+    done(null, payload);
   });
   // Attached clients hold hijacked connections that would keep a shutdown waiting.
   app.addHook('preClose', async () => closeHijacked());

@@ -487,6 +487,36 @@ describe('log reader', () => {
     expect(await collect(path.join(root, 'missing.log'))).toEqual([]);
   });
 
+  it('reads timestamps of one second by their fraction as a full parse does, and drops malformed ones', async () => {
+    const file = path.join(root, 'second.log');
+    const second = '2024-05-01T10:00:07';
+    const lines = [
+      `${second}.5+02:00 stdout F a`,
+      `${second}.123456789+02:00 stdout F b`,
+      `${second}.01+02:00 stdout F c`,
+      // The same second in another zone, then back: each is its own instant.
+      `${second}.01Z stdout F d`,
+      `${second}.02+02:00 stdout F e`,
+      // Malformed beside a remembered second: ten digits, none, a letter, no dot.
+      `${second}.1234567890+02:00 stdout F x`,
+      `${second}.+02:00 stdout F x`,
+      `${second}.12a+02:00 stdout F x`,
+      `${second}+02:00 stdout F f`,
+    ];
+    await writeFile(file, lines.map((l) => `${l}\n`).join(''));
+    const all = await collect(file);
+    const base = BigInt(Date.UTC(2024, 4, 1, 8, 0, 7)) * 1_000_000n;
+    const utc = BigInt(Date.UTC(2024, 4, 1, 10, 0, 7)) * 1_000_000n;
+    expect(all.map((e) => [e.line.toString(), e.timeNano])).toEqual([
+      ['a\n', base + 500_000_000n],
+      ['b\n', base + 123_456_789n],
+      ['c\n', base + 10_000_000n],
+      ['d\n', utc + 10_000_000n],
+      ['e\n', base + 20_000_000n],
+      ['f\n', base],
+    ]);
+  });
+
   it('follows appends and a rotation, and drains when stopped', async () => {
     const file = path.join(root, 'follow.log');
     await writeFile(file, rec(1, 'stdout', 'F', 'a'));

@@ -49,15 +49,10 @@ export function containerList(
     return name;
   };
   const { containers } = engine;
+  const details = containers.listedDetails(list);
   return Promise.all(
-    list.map(async (c) => ({
-      ...containerSummary(
-        c,
-        nameOf(c.imageRef, c.imageId),
-        containers.networkingOf(c),
-        containers.mountPoints(c),
-        apiVersion,
-      ),
+    list.map(async (c, i) => ({
+      ...containerSummary(c, nameOf(c.imageRef, c.imageId), details[i]!.networking, details[i]!.mounts, apiVersion),
       ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
     })),
   );
@@ -238,13 +233,14 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const stdout = boolValue(q.stdout);
     const stderr = boolValue(q.stderr);
     if (!stdout && !stderr) throw invalidParameter('Bad parameters: you must choose at least one stream');
-    const tty = containers.get(req.params.id).config.Tty;
+    const c = containers.get(req.params.id);
+    const tty = c.config.Tty;
     const tail = q.tail === undefined || q.tail === 'all' || q.tail === '' ? undefined : intValue(q.tail, 'tail');
     const since = timeParam(q.since, 'since');
     const until = timeParam(q.until, 'until');
     const abort = new AbortController();
     const follow = boolValue(q.follow);
-    const entries = containers.logs(req.params.id, {
+    const entries = containers.logBatches(c, {
       stdout,
       stderr,
       follow,

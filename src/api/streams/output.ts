@@ -18,21 +18,52 @@ export type OutputEntry = Pick<LogEntry, 'stream' | 'line'> & { timeNano?: bigin
 const BATCH_BYTES = 64 * 1024;
 
 /**
- * Writes entries to `out`, honouring backpressure; resolves when the source ends.
- * Entries that come together (the lines of one read of a log file) go out as one
- * write: each write to an HTTP response is a chunk of its own, with its header,
- * and a syscall. A batch is written when it reaches BATCH_BYTES or at the next
- * turn of the event loop, so live output waits no longer than that.
+ * The batch's entries as one buffer: framed (stdcopy) without a TTY, each
+ * header and payload copied once into it.
  */
-export async function writeOutput(out: Writable, entries: AsyncIterable<OutputEntry>, o: OutputOptions): Promise<void> {
-  let batch: Buffer[] = [];
+function joinBatch(batch: { stream: number; payload: Buffer }[], size: number, tty: boolean): Buffer {
+  if (tty)
+    return batch.length === 1
+      ? batch[0]!.payload
+      : Buffer.concat(
+          batch.map((b) => b.payload),
+          size,
+        );
+  if (batch.length === 1) return frame(batch[0]!.stream, batch[0]!.payload);
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const { stream, payload } of batch) {
+    out[at] = stream;
+    out[at + 1] = 0;
+    out[at + 2] = 0;
+    out[at + 3] = 0;
+    out.writeUInt32BE(payload.length, at + 4);
+    at += 8 + payload.copy(out, at + 8);
+  }
+  return out;
+}
+
+/**
+ * Writes entries to `out`, honouring backpressure; resolves when the source ends.
+ * Entries that come together (the lines of one read of a log file, which a
+ * source may hand over as one array) go out as one write: each write to an HTTP
+ * response is a chunk of its own, with its header, and a syscall. A batch is
+ * written when it reaches BATCH_BYTES or at the next turn of the event loop, so
+ * live output waits no longer than that.
+ */
+export async function writeOutput(
+  out: Writable,
+  entries: AsyncIterable<OutputEntry | readonly OutputEntry[]>,
+  o: OutputOptions,
+): Promise<void> {
+  let batch: { stream: number; payload: Buffer }[] = [];
   let size = 0;
   let later: NodeJS.Immediate | undefined;
   const take = (): Buffer | undefined => {
     clearImmediate(later);
     later = undefined;
     if (!batch.length || out.destroyed) return undefined;
-    const chunk = batch.length === 1 ? (batch[0] as Buffer) : Buffer.concat(batch, size);
+    const chunk = joinBatch(batch, size, o.tty);
     batch = [];
     size = 0;
     return chunk;
@@ -41,18 +72,21 @@ export async function writeOutput(out: Writable, entries: AsyncIterable<OutputEn
     const chunk = take();
     if (chunk) out.write(chunk);
   };
+  const add = (e: OutputEntry) => {
+    const payload =
+      o.timestamps && e.timeNano !== undefined
+        ? Buffer.concat([Buffer.from(`${formatTimestamp(e.timeNano)} `), e.line])
+        : e.line;
+    batch.push({ stream: e.stream === 'stderr' ? STDERR : STDOUT, payload });
+    size += o.tty ? payload.length : 8 + payload.length;
+    if (size >= BATCH_BYTES) flush();
+  };
   try {
-    for await (const e of entries) {
+    for await (const item of entries) {
       if (out.destroyed) return;
-      const payload =
-        o.timestamps && e.timeNano !== undefined
-          ? Buffer.concat([Buffer.from(`${formatTimestamp(e.timeNano)} `), e.line])
-          : e.line;
-      const chunk = o.tty ? payload : frame(e.stream === 'stderr' ? STDERR : STDOUT, payload);
-      batch.push(chunk);
-      size += chunk.length;
-      if (size >= BATCH_BYTES) flush();
-      else later ??= setImmediate(flush);
+      if (Array.isArray(item)) for (const e of item as readonly OutputEntry[]) add(e);
+      else add(item as OutputEntry);
+      if (size > 0) later ??= setImmediate(flush);
       if (out.writableNeedDrain) await drained(out);
     }
   } finally {

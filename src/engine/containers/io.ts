@@ -4,7 +4,7 @@ import { duBytes } from '../os/dirs.js';
 import path from 'node:path';
 import { conflict, notImplemented } from '../../errors.js';
 import { processEnded } from '../runtime/proc.js';
-import { readLog, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
+import { readLog, readLogBatches, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
 import { DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
 import { cgroupPath } from './bundle.js';
 import type { Shared } from './context.js';
@@ -33,7 +33,15 @@ export class ContainerIo {
    * container stops (or `signal` aborts).
    */
   logs(ref: string, o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal }): AsyncGenerator<LogEntry> {
-    const c = this.s.lookup.find(ref);
+    return flatten(this.logBatches(ref, o));
+  }
+
+  /** logs' entries in batches, as they are read (a reader that writes many at once, the API's). */
+  logBatches(
+    ref: string | Container,
+    o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal },
+  ): AsyncGenerator<LogEntry[]> {
+    const c = typeof ref === 'string' ? this.s.lookup.find(ref) : ref;
     // Refused before anything is streamed, as dockerd (501).
     if (logDriver(c) === 'none') throw notImplemented('configured logging driver does not support reading');
     return this.readLogs(c, o);
@@ -42,21 +50,23 @@ export class ContainerIo {
   private async *readLogs(
     c: Container,
     o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal },
-  ): AsyncGenerator<LogEntry> {
+  ): AsyncGenerator<LogEntry[]> {
+    // Without follow the read ends at the log's end, and nothing is stopped by a signal.
+    if (!o.follow) {
+      yield* readLogBatches(c.logPath, o);
+      return;
+    }
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     o.signal?.addEventListener('abort', onAbort, { once: true });
-    if (o.follow) {
-      if (!isActive(c) && !this.startOf(c.id)) stop.abort();
-      // Ends the follow at the exit; forgotten (stop aborts it) if the reader ends first.
-      else this.s.waits.add(c.id, 'next-exit', stop.signal).then(onAbort, () => undefined);
-    }
+    if (!isActive(c) && !this.startOf(c.id)) stop.abort();
+    // Ends the follow at the exit; forgotten (stop aborts it) if the reader ends first.
+    else this.s.waits.add(c.id, 'next-exit', stop.signal).then(onAbort, () => undefined);
     try {
-      yield* readLog(c.logPath, { ...o, signal: stop.signal });
+      yield* readLogBatches(c.logPath, { ...o, signal: stop.signal });
     } finally {
       o.signal?.removeEventListener('abort', onAbort);
-      // Only a follow has something waiting on it (an abort builds an exception to carry).
-      if (o.follow) stop.abort();
+      stop.abort();
     }
   }
 
@@ -144,4 +154,8 @@ export class ContainerIo {
     if (!isRunning(c)) throw conflict(`Container ${c.id} is not running`);
     return top({ path: cgroupPath(c.id) }, psArgs || '-ef');
   }
+}
+
+async function* flatten<T>(batches: AsyncIterable<T[]>): AsyncGenerator<T> {
+  for await (const batch of batches) yield* batch;
 }

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { invalidParameter, noSuchContainer, notFound } from '../../errors.js';
 import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
 import type { ImageService } from '../images/service.js';
-import type { ContainerRepository, ContainerRow, ContainerStatus } from '../store/containers.js';
+import type { ContainerRepository, ContainerRow, ContainerStatus, LinkRow } from '../store/containers.js';
 import type { ContainerConfig, HostConfig } from './config.js';
 import { isLegacyLinkMode, type LegacyLink, linkViews, splitLinkName } from './links.js';
 import { HEALTH_FILTER_VALUES, type HealthState, healthStatusOf } from './health.js';
@@ -156,9 +156,18 @@ export class ContainerLookup {
     const all =
       opts.all || (opts.limit ?? 0) > 0 || !!f.status || !!f.exited || before !== undefined || since !== undefined;
     const out: Container[] = [];
-    for (const row of this.repo.list()) {
-      if (!all && !ACTIVE.includes(row.status)) continue;
-      const c = this.view(row);
+    // All links in one query, not one per container.
+    const links = new Map<string, LinkRow[]>();
+    for (const l of this.repo.allLinks()) {
+      for (const id of l.parent_id === l.child_id ? [l.parent_id] : [l.parent_id, l.child_id]) {
+        const of = links.get(id);
+        if (of) of.push(l);
+        else links.set(id, [l]);
+      }
+    }
+    // Without `all`, only the active ones are read: `docker ps` beside many stopped containers.
+    for (const row of all ? this.repo.list() : this.repo.withStatusNewestFirst(ACTIVE)) {
+      const c = this.view(row, links.get(row.id) ?? []);
       if (f.id?.length && !f.id.some((p) => c.id.startsWith(p))) continue;
       if (f.name?.length && !f.name.some((n) => new RegExp(n.replace(/^\//, '')).test(c.name))) continue;
       if (f.status?.length && !f.status.includes(c.status)) continue;
@@ -175,12 +184,13 @@ export class ContainerLookup {
     return out;
   }
 
-  private view(row: ContainerRow): Container {
+  /** `linkRows`: the container's links (linksOf's rows), when the caller has them already. */
+  private view(row: ContainerRow, linkRows = this.repo.linksOf(row.id)): Container {
     const config: ContainerConfig = JSON.parse(row.config);
     const hostConfig: HostConfig = JSON.parse(row.host_config);
     const argv = [...(config.Entrypoint ?? []), ...(config.Cmd ?? [])];
     const bundleDir = path.join(this.root, row.id);
-    const links = linkViews(row.id, this.repo.linksOf(row.id));
+    const links = linkViews(row.id, linkRows);
     // Legacy links as dockerd's inspect shows them: "/<child>:/<parent>/<alias>", none once removed.
     if (isLegacyLinkMode(hostConfig.NetworkMode) && hostConfig.Links?.length) {
       hostConfig.Links = links.links.length ? links.links : null;

@@ -349,6 +349,21 @@ export class ContainerService {
     return { endpoints: this.s.deps.endpoints.of(c.id, c.name), ports: this.s.deps.endpoints.published(c.id) };
   }
 
+  /**
+   * networkingOf and mountPoints of each listed container, in the list's order:
+   * a few queries for the whole list instead of a few per container.
+   */
+  listedDetails(list: Container[]): { networking: ContainerNetworking; mounts: ContainerMount[] }[] {
+    if (!list.length) return [];
+    const { endpoints, volumes } = this.s.deps;
+    const networking = endpoints.ofMany(list);
+    const mounts = volumes.mountsOfMany(list.map((c) => c.id));
+    return list.map((c) => ({
+      networking: networking.get(c.id) ?? { endpoints: [], ports: [] },
+      mounts: containerMounts(c.hostConfig, mounts.get(c.id) ?? []),
+    }));
+  }
+
   /** `POST /networks/{id}/connect`: a running container gets its interface at once. */
   async connectNetwork(networkRef: string, ref: string, settings: unknown): Promise<void> {
     const c = this.s.lookup.find(ref);
@@ -457,6 +472,13 @@ export class ContainerService {
 
   logs(ref: string, o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal }): AsyncGenerator<LogEntry> {
     return this.io.logs(ref, o);
+  }
+
+  logBatches(
+    ref: string | Container,
+    o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal },
+  ): AsyncGenerator<LogEntry[]> {
+    return this.io.logBatches(ref, o);
   }
 
   attach(ref: string, o: AttachOptions): AttachSession {

@@ -60,6 +60,17 @@ export interface ContainerNetworking {
   ports: PortBinding[];
 }
 
+function endpointOf(row: EndpointRow, network: Network, name: string): Endpoint {
+  const aliases = JSON.parse(row.aliases) as string[];
+  return {
+    network,
+    row,
+    aliases,
+    links: JSON.parse(row.links) as string[],
+    dnsNames: [...(name ? [name] : []), ...aliases, row.container_id.slice(0, 12)],
+  };
+}
+
 /** dockerd's opts.ParseLink: `name:alias`, `name` (alias the name), or inspect's own `/name:/parent/alias`. */
 export function parseLink(spec: string): { name: string; alias: string } {
   if (spec === '') throw invalidParameter('empty string specified for links');
@@ -214,17 +225,33 @@ export class Endpoints {
 
   /** The container's endpoints, in connection order (the first is eth0). */
   of(containerId: string, name = ''): Endpoint[] {
-    return this.deps.repo.endpointsOfContainer(containerId).map((row) => {
-      const network = this.deps.networks.find(row.network_id);
-      const aliases = JSON.parse(row.aliases) as string[];
-      return {
-        network,
-        row,
-        aliases,
-        links: JSON.parse(row.links) as string[],
-        dnsNames: [...(name ? [name] : []), ...aliases, containerId.slice(0, 12)],
-      };
-    });
+    return this.deps.repo
+      .endpointsOfContainer(containerId)
+      .map((row) => endpointOf(row, this.deps.networks.find(row.network_id), name));
+  }
+
+  /**
+   * The endpoints and published ports of many containers (a list's): one query
+   * for each kind, and each network looked up once, rather than all per container.
+   */
+  ofMany(members: { id: string; name: string }[]): Map<string, ContainerNetworking> {
+    const ids = members.map((m) => m.id);
+    const out = new Map(members.map((m): [string, ContainerNetworking] => [m.id, { endpoints: [], ports: [] }]));
+    const names = new Map(members.map((m) => [m.id, m.name]));
+    const networks = new Map<string, Network>();
+    for (const row of this.deps.repo.endpointsOfContainers(ids)) {
+      let network = networks.get(row.network_id);
+      if (!network) {
+        network = this.deps.networks.find(row.network_id);
+        networks.set(row.network_id, network);
+      }
+      out.get(row.container_id)?.endpoints.push(endpointOf(row, network, names.get(row.container_id) ?? ''));
+    }
+    for (const [id, text] of this.deps.repo.publishedOf(ids)) {
+      const entry = out.get(id);
+      if (entry) entry.ports = JSON.parse(text) as PortBinding[];
+    }
+    return out;
   }
 
   // ------------------------------------------------------------------ the host's side

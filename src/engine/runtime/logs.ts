@@ -49,15 +49,48 @@ export interface ReadLogOptions {
 
 const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$/;
 
+/**
+ * The last whole second parsed, as written (up to the seconds, and the zone), and
+ * its nanoseconds: a log's lines come many to a second, and the next one
+ * differs only in its fraction, parsed alone.
+ */
+let lastDate = '';
+let lastZone = '';
+let lastSecondNano = 0n;
+const DOT = 0x2e;
+const DIGIT_0 = 0x30;
+
 /** RFC 3339 with up to nanoseconds → nanoseconds since the epoch; null when malformed. */
 function parseTimestamp(text: string): bigint | null {
+  // The same second as the last (TIMESTAMP's match, as its date and zone matched then), and
+  // between them a dot and one to nine digits: the fraction, read digit by digit.
+  const end = text.length - lastZone.length;
+  if (lastDate && end - 20 >= 1 && end - 20 <= 9 && text.charCodeAt(19) === DOT) {
+    if (text.startsWith(lastDate) && text.endsWith(lastZone)) {
+      let n = 0;
+      let i = 20;
+      for (; i < end; i++) {
+        const d = text.charCodeAt(i) - DIGIT_0;
+        if (d < 0 || d > 9) break;
+        n = n * 10 + d;
+      }
+      if (i === end) {
+        for (let k = end - 20; k < 9; k++) n *= 10;
+        return lastSecondNano + BigInt(n);
+      }
+    }
+  }
   const m = TIMESTAMP.exec(text);
   if (!m) return null;
   const [, y, mo, d, h, mi, s, frac = '', zone = 'Z'] = m;
   const ms = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s));
   const offsetMin =
     zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6)));
-  return (BigInt(ms) - BigInt(offsetMin) * 60_000n) * 1_000_000n + BigInt(frac.padEnd(9, '0'));
+  const second = (BigInt(ms) - BigInt(offsetMin) * 60_000n) * 1_000_000n;
+  lastDate = text.slice(0, 19);
+  lastZone = zone;
+  lastSecondNano = second;
+  return second + BigInt(frac.padEnd(9, '0'));
 }
 
 /** Nanoseconds since the epoch → RFC 3339 in UTC with nine fraction digits (dockerd's log timestamps). */
@@ -85,6 +118,14 @@ export interface LogRecord {
 const SPACE = 0x20;
 const NEWLINE = Buffer.from('\n');
 
+/** A copy of the bytes and a newline. */
+function withNewline(content: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(content.length + 1);
+  content.copy(out, 0);
+  out[content.length] = 0x0a;
+  return out;
+}
+
 /** One log line (without its newline) → record; null for anything malformed (e.g. cut by a crash). */
 function parseRecord(line: Buffer): LogRecord | null {
   const s1 = line.indexOf(SPACE);
@@ -108,8 +149,9 @@ class Joiner {
   push(r: LogRecord): LogEntry | null {
     const p = this.pending.get(r.stream);
     if (!r.partial) {
+      if (!p) return toEntry(r, withNewline(r.content));
       this.pending.delete(r.stream);
-      return toEntry(p?.first ?? r, Buffer.concat([...(p?.parts ?? []), r.content, NEWLINE]));
+      return toEntry(p.first, Buffer.concat([...p.parts, r.content, NEWLINE]));
     }
     if (!p) this.pending.set(r.stream, { first: r, parts: [r.content], size: r.content.length });
     else {
@@ -130,14 +172,22 @@ class Joiner {
   }
 }
 
+/** An entry; its Date is made when asked for (the API's readers never do, and a log has many entries). */
+class Entry implements LogEntry {
+  constructor(
+    readonly stream: LogStream,
+    readonly timeNano: bigint,
+    readonly timeText: string,
+    readonly line: Buffer,
+  ) {}
+
+  get time(): Date {
+    return new Date(Number(this.timeNano / 1_000_000n));
+  }
+}
+
 function toEntry(first: LogRecord, line: Buffer): LogEntry {
-  return {
-    stream: first.stream,
-    time: new Date(Number(first.timeNano / 1_000_000n)),
-    timeNano: first.timeNano,
-    timeText: first.timeText,
-    line,
-  };
+  return new Entry(first.stream, first.timeNano, first.timeText, line);
 }
 
 // ------------------------------------------------------------ file access
@@ -453,22 +503,35 @@ function makeFilter(o: ReadLogOptions): (e: LogEntry) => boolean {
     (until === undefined || e.timeNano <= until);
 }
 
-/** Records → joined entries that pass the filter. */
-function* entries(lines: Buffer[], joiner: Joiner, keep: (e: LogEntry) => boolean): Generator<LogEntry> {
+/**
+ * Records → joined entries that pass the filter. Entries travel in batches (a
+ * read's worth): a step of an async generator per entry costs more than the
+ * entry's parsing.
+ */
+function entries(lines: Buffer[], joiner: Joiner, keep: (e: LogEntry) => boolean): LogEntry[] {
+  const out: LogEntry[] = [];
   for (const line of lines) {
     const r = parseRecord(line);
     const e = r && joiner.push(r);
-    if (e && keep(e)) yield e;
+    if (e && keep(e)) out.push(e);
   }
+  return out;
 }
 
 /** Everything from where the source is to the end of its file. */
-async function* drain(src: LogSource, joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry> {
-  for await (const batch of src.batches()) yield* entries(batch, joiner, keep);
+async function* drain(src: LogSource, joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry[]> {
+  for await (const lines of src.batches()) {
+    const batch = entries(lines, joiner, keep);
+    if (batch.length) yield batch;
+  }
 }
 
 /** Rotated files, whole, oldest first; each closed once read. */
-async function* drainAll(older: LogSource[], joiner: Joiner, keep: (e: LogEntry) => boolean): AsyncGenerator<LogEntry> {
+async function* drainAll(
+  older: LogSource[],
+  joiner: Joiner,
+  keep: (e: LogEntry) => boolean,
+): AsyncGenerator<LogEntry[]> {
   try {
     for (const src of older) yield* drain(src, joiner, keep);
   } finally {
@@ -487,7 +550,7 @@ async function* readAll(
   tail: number | undefined,
   joiner: Joiner,
   keep: (e: LogEntry) => boolean,
-): AsyncGenerator<LogEntry> {
+): AsyncGenerator<LogEntry[]> {
   if (tail === undefined || tail < 0) {
     yield* drainAll(older, joiner, keep);
   } else {
@@ -505,7 +568,8 @@ async function* readAll(
     } finally {
       await Promise.all(older.map((src) => src.close()));
     }
-    yield* entries(parts.flat(), joiner, keep);
+    const batch = entries(parts.flat(), joiner, keep);
+    if (batch.length) yield batch;
   }
   if (live) yield* drain(live, joiner, keep);
 }
@@ -548,12 +612,18 @@ function smallLog(file: string): Buffer | null {
 }
 
 export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGenerator<LogEntry> {
+  for await (const batch of readLogBatches(file, o)) yield* batch;
+}
+
+/** readLog's entries in batches, as they are read (never an empty one). */
+export async function* readLogBatches(file: string, o: ReadLogOptions = {}): AsyncGenerator<LogEntry[]> {
   const keep = makeFilter(o);
   const joiner = new Joiner();
   const small = !o.follow && (o.tail === undefined || o.tail < 0) ? smallLog(file) : null;
   if (small) {
-    yield* entries(new LineSplitter().push(small), joiner, keep);
-    for (const e of joiner.flush()) if (keep(e)) yield e;
+    const batch = entries(new LineSplitter().push(small), joiner, keep);
+    for (const e of joiner.flush()) if (keep(e)) batch.push(e);
+    if (batch.length) yield batch;
     return;
   }
   const notifier = o.follow
@@ -584,7 +654,8 @@ export async function* readLog(file: string, o: ReadLogOptions = {}): AsyncGener
       }
     }
     // The last output may lack its newline; it is the end of the log now.
-    for (const e of joiner.flush()) if (keep(e)) yield e;
+    const last = joiner.flush().filter(keep);
+    if (last.length) yield last;
   } finally {
     notifier?.close();
     stop?.dispose();

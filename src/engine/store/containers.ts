@@ -52,6 +52,9 @@ const statements = (db: Db) => ({
   byPrefix: db.prepare("SELECT * FROM containers WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
   all: db.prepare('SELECT * FROM containers ORDER BY seq DESC'),
   withStatus: db.prepare('SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq'),
+  withStatusNewest: db.prepare(
+    'SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq DESC',
+  ),
   ids: db.prepare('SELECT id FROM containers'),
   restartable: db.prepare(
     `SELECT id FROM containers WHERE status IN (SELECT value FROM json_each(?)) AND stopped_by_user = 0
@@ -71,12 +74,18 @@ const statements = (db: Db) => ({
      FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
      WHERE l.parent_id = @id OR l.child_id = @id ORDER BY l.seq`,
   ),
+  allLinks: db.prepare(
+    `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
+     FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
+     ORDER BY l.seq`,
+  ),
   linkByName: db.prepare(
     `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
      FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
      WHERE p.name = ? AND l.alias = ?`,
   ),
   removeLink: db.prepare('DELETE FROM container_links WHERE parent_id = ? AND alias = ?'),
+  anyLink: db.prepare('SELECT EXISTS (SELECT 1 FROM container_links) AS n'),
 });
 
 /** A legacy link: the parent knows the child as alias (and the child is named /<parent>/<alias>). */
@@ -92,6 +101,12 @@ export interface LinkRow {
 export class ContainerRepository {
   private readonly q: ReturnType<typeof statements>;
   private readonly patchers = new Map<string, ReturnType<Db['prepare']>>();
+  /**
+   * false: no link is recorded, and every view of a container (each request
+   * that names one) skips its links' query. Only insertLinks adds links, and
+   * sets it first; undefined: to be asked again.
+   */
+  private linksExist: boolean | undefined;
 
   constructor(private readonly db: Db) {
     this.q = statements(db);
@@ -115,6 +130,11 @@ export class ContainerRepository {
 
   withStatus(statuses: ContainerStatus[]): ContainerRow[] {
     return this.q.withStatus.all(JSON.stringify(statuses)) as ContainerRow[];
+  }
+
+  /** withStatus, newest first (as list). */
+  withStatusNewestFirst(statuses: readonly ContainerStatus[]): ContainerRow[] {
+    return this.q.withStatusNewest.all(JSON.stringify(statuses)) as ContainerRow[];
   }
 
   /** How many containers are in each status (statuses with none are left out). */
@@ -180,6 +200,7 @@ export class ContainerRepository {
 
   /** Records a container's legacy links, in the order given. */
   insertLinks(parentId: string, links: { childId: string; alias: string }[]): void {
+    this.linksExist = true;
     this.db.transaction(() => {
       for (const [i, l] of links.entries()) this.q.insertLink.run(parentId, l.childId, l.alias, i);
     })();
@@ -187,7 +208,17 @@ export class ContainerRepository {
 
   /** The links a container makes (as parent) or is the target of (as child). */
   linksOf(id: string): LinkRow[] {
-    return this.q.linksOf.all({ id }) as LinkRow[];
+    return this.anyLinks() ? (this.q.linksOf.all({ id }) as LinkRow[]) : [];
+  }
+
+  /** Every link, in the order linksOf gives each container's (a list's one query instead of one per container). */
+  allLinks(): LinkRow[] {
+    return this.anyLinks() ? (this.q.allLinks.all() as LinkRow[]) : [];
+  }
+
+  private anyLinks(): boolean {
+    this.linksExist ??= (this.q.anyLink.get() as { n: number }).n === 1;
+    return this.linksExist;
   }
 
   /** The link named /<parent name>/<alias>. */
@@ -197,6 +228,7 @@ export class ContainerRepository {
 
   removeLink(parentId: string, alias: string): void {
     this.q.removeLink.run(parentId, alias);
+    this.linksExist = undefined;
   }
 }
 

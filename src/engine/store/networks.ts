@@ -48,6 +48,9 @@ const statements = (db: Db) => ({
   remove: db.prepare('DELETE FROM networks WHERE id = ?'),
   endpointsOfNetwork: db.prepare('SELECT * FROM endpoints WHERE network_id = ? ORDER BY seq'),
   endpointsOfContainer: db.prepare('SELECT * FROM endpoints WHERE container_id = ? ORDER BY seq'),
+  endpointsOfContainers: db.prepare(
+    'SELECT * FROM endpoints WHERE container_id IN (SELECT value FROM json_each(?)) ORDER BY seq',
+  ),
   linkersNear: db.prepare(
     `SELECT DISTINCT other.container_id FROM endpoints mine JOIN endpoints other ON other.network_id = mine.network_id
      WHERE mine.container_id = ? AND other.container_id != mine.container_id AND other.links != '[]'`,
@@ -61,6 +64,9 @@ const statements = (db: Db) => ({
   ),
   removeEndpoint: db.prepare('DELETE FROM endpoints WHERE network_id = ? AND container_id = ?'),
   published: db.prepare('SELECT bindings FROM published_ports WHERE container_id = ?'),
+  publishedOf: db.prepare(
+    'SELECT container_id, bindings FROM published_ports WHERE container_id IN (SELECT value FROM json_each(?))',
+  ),
   setPublished: db.prepare('INSERT OR REPLACE INTO published_ports (container_id, bindings) VALUES (?, ?)'),
   clearPublished: db.prepare('DELETE FROM published_ports WHERE container_id = ?'),
 });
@@ -110,6 +116,11 @@ export class NetworkRepository {
     return this.q.endpointsOfContainer.all(containerId) as EndpointRow[];
   }
 
+  /** The endpoints of these containers, each one's in connection order (a list's one query for all). */
+  endpointsOfContainers(containerIds: string[]): EndpointRow[] {
+    return this.q.endpointsOfContainers.all(JSON.stringify(containerIds)) as EndpointRow[];
+  }
+
   allEndpoints(): EndpointRow[] {
     return this.q.allEndpoints.all() as EndpointRow[];
   }
@@ -138,6 +149,11 @@ export class NetworkRepository {
   /** The host ports the container publishes (JSON as stored), null when none. */
   published(containerId: string): string | null {
     return (this.q.published.get(containerId) as { bindings: string } | undefined)?.bindings ?? null;
+  }
+  /** The published bindings (JSON) of those of these containers that have some. */
+  publishedOf(containerIds: string[]): Map<string, string> {
+    const rows = this.q.publishedOf.all(JSON.stringify(containerIds)) as { container_id: string; bindings: string }[];
+    return new Map(rows.map((r) => [r.container_id, r.bindings]));
   }
 
   setPublished(containerId: string, bindings: string): void {

@@ -290,7 +290,18 @@ export class VolumeService {
 
   /** A container's mount points on volumes, and the binds it took by VolumesFrom, with their host paths. */
   mountsOf(containerId: string): MountPoint[] {
-    return this.deps.repo.mountsOf(containerId).map((r) => ({
+    return this.deps.repo.mountsOf(containerId).map((r) => this.mountPoint(r));
+  }
+
+  /** mountsOf for many containers (a list's) in one query; each has an entry, maybe empty. */
+  mountsOfMany(containerIds: string[]): Map<string, MountPoint[]> {
+    const out = new Map(containerIds.map((id): [string, MountPoint[]] => [id, []]));
+    for (const r of this.deps.repo.mountsOfContainers(containerIds)) out.get(r.container_id)?.push(this.mountPoint(r));
+    return out;
+  }
+
+  private mountPoint(r: MountRow): MountPoint {
+    return {
       type: r.volume === null ? 'bind' : 'volume',
       ...(r.volume === null ? {} : { name: r.volume }),
       source: r.volume === null ? r.source : this.dataDir(r.volume),
@@ -299,7 +310,7 @@ export class VolumeService {
       mode: r.mode,
       propagation: r.propagation,
       copy: r.copy === 1,
-    }));
+    };
   }
 
   /** The containers whose mount points name a volume (the `volume` filter of the container list). */
