@@ -133,9 +133,16 @@ function threads(pid) {
   return names;
 }
 
-function cpuMs(pid) {
+/** berthd's CPU time (ms, every thread's, from schedstat's nanoseconds) and minor page faults so far. */
+function cpuAndFaults(pid) {
+  let ns = 0;
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {}
+  }
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, in USER_HZ (100)
+  return { cpu: ns / 1e6, minflt: Number(f[7]) };
 }
 
 /** The hook's figures: signals berthd and waits for a fresh file. */
@@ -189,7 +196,15 @@ await runBench(async () => {
   const builds = (BUILDS.length ? BUILDS : [undefined]).map((b) => ({ name: b ?? 'this tree', bin: launcher(b) }));
   console.log(`load average at start: ${load()} (${os.availableParallelism()} CPUs)`);
   const { registry, largeRef, busyboxRef } = await tableRegistry();
-  const results = builds.map(() => ({ idle: [], alone: [], after: [], fresh: [], first: [], firstCpu: [] }));
+  const results = builds.map(() => ({
+    idle: [],
+    alone: [],
+    after: [],
+    fresh: [],
+    first: [],
+    firstCpu: [],
+    faults: [],
+  }));
   const hookDir = tempDir('berth-bench-mem-');
   for (let round = 0; round < ROUNDS; round++) {
     for (const [b, build] of builds.entries()) {
@@ -224,12 +239,16 @@ await runBench(async () => {
         describe(`+${(t / 1000).toFixed(0)} s`, last);
       }
       results[b].fresh.push(fresh.r.pss / 1024);
-      const c0 = cpuMs(d.pid);
+      const c0 = cpuAndFaults(d.pid);
       const ms = await runner();
-      const cpu = cpuMs(d.pid) - c0;
+      const c1 = cpuAndFaults(d.pid);
+      const c2 = await runner().then(() => cpuAndFaults(d.pid));
       results[b].first.push(ms);
-      results[b].firstCpu.push(cpu);
-      console.log(`first run after idleness: ${ms.toFixed(0)} ms, berthd CPU ${cpu.toFixed(0)} ms`);
+      results[b].firstCpu.push(c1.cpu - c0.cpu);
+      results[b].faults.push(c1.minflt - c0.minflt);
+      console.log(
+        `first run after idleness: ${ms.toFixed(0)} ms, berthd CPU ${(c1.cpu - c0.cpu).toFixed(1)} ms, ${c1.minflt - c0.minflt} minor faults; the next run: CPU ${(c2.cpu - c1.cpu).toFixed(1)} ms, ${c2.minflt - c1.minflt} faults`,
+      );
       await sleep(200);
       describe('after it', await sample(d, file));
       await d.stop();
@@ -241,13 +260,13 @@ await runBench(async () => {
   };
   console.log(`\n== summary: median (range) over ${ROUNDS} round(s); load now ${load()}`);
   console.log(
-    '| build | fresh PSS MiB | right after | 30 s after | 30 s after, file pages unshared | first run after idle, ms | its berthd CPU, ms |',
+    '| build | fresh PSS MiB | right after | 30 s after | 30 s after, file pages unshared | first run after idle, ms | its berthd CPU, ms | its minor faults |',
   );
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const [b, build] of builds.entries()) {
     const x = results[b];
     console.log(
-      `| ${build.name} | ${f(x.fresh)} | ${f(x.after)} | ${x.idle.length ? f(x.idle) : '—'} | ${x.alone.length ? f(x.alone) : '—'} | ${f(x.first, 0)} | ${f(x.firstCpu, 0)} |`,
+      `| ${build.name} | ${f(x.fresh)} | ${f(x.after)} | ${x.idle.length ? f(x.idle) : '—'} | ${x.alone.length ? f(x.alone) : '—'} | ${f(x.first, 0)} | ${f(x.firstCpu, 1)} | ${f(x.faults, 0)} |`,
     );
   }
 });

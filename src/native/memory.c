@@ -32,7 +32,8 @@ typedef struct {
 } range_t;
 
 // releaseFileMappedPages(): unmaps the resident pages of the process's private,
-// read-only file mappings that hold no page of their own (smaps' Anonymous: 0),
+// read-only file mappings that hold no page of their own (smaps' Anonymous and
+// Swap both 0; a kernel whose smaps has no Swap line gets nothing released),
 // i.e. code and read-only data exactly as the file has them. MADV_DONTNEED on
 // such a mapping only drops the page table entries: the pages stay in the page
 // cache, and the next touch maps them again with a minor fault. A mapping with
@@ -67,8 +68,11 @@ BINDING(js_release_file_mapped_pages) {
     if (strncmp(line, "Rss:", 4) == 0) {
       cur.rss_kib = strtoul(line + 4, NULL, 10);
     } else if (strncmp(line, "Anonymous:", 10) == 0) {
+      if (strtoul(line + 10, NULL, 10) != 0) candidate = false;
+    } else if (strncmp(line, "Swap:", 5) == 0) {
+      // A private page swapped out is not counted as Anonymous, and would be lost just the same.
       candidate = false;
-      if (strtoul(line + 10, NULL, 10) != 0 || cur.rss_kib == 0) continue;
+      if (strtoul(line + 5, NULL, 10) != 0 || cur.rss_kib == 0) continue;
       if (n == cap) {
         range_t *more = realloc(ranges, 2 * cap * sizeof *ranges);
         if (!more) break;
