@@ -17,6 +17,9 @@ fi
 echo "== issue 18's table beside dockerd: idle memory after a workload, run, logs, pull, start with 1,000 containers"
 node bench/table.mjs 2 10 1000
 echo
+echo "== where an idle berthd's memory is after the same workload, over 40 s (issue 18)"
+node bench/memory.mjs 1 1000 40
+echo
 echo "== daemon start-up"
 node bench/startup.mjs 20
 echo "== layer extraction"

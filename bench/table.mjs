@@ -14,13 +14,10 @@
 // Usage: node bench/table.mjs [rounds=2] [runs=15] [containers=1000]   (as root, after npm run build)
 import { spawn } from 'node:child_process';
 import os from 'node:os';
-import { busyboxImage, largeImage, pushImage } from '../fixtures/images.mjs';
 import {
   clamp,
   cliRunner,
   cmdline,
-  createContainer,
-  mapLimit,
   memoryOf,
   now,
   pidsByComm,
@@ -30,19 +27,16 @@ import {
   runInterleaved,
   sleep,
   startBerthd,
-  startContainer,
   startDockerd,
-  startRegistry,
   stats,
   tag,
   which,
 } from './lib.mjs';
+import { COMMITS, finishedContainer, IMAGES, pullImages, tableRegistry, workload } from './workload.mjs';
 
 const ROUNDS = clamp(process.argv[2], 1, 20, 2);
 const RUNS = clamp(process.argv[3], 1, 200, 15);
 const CONTAINERS = clamp(process.argv[4], 1, 5000, 1000);
-const IMAGES = 50;
-const COMMITS = 5;
 const IDLE_MS = 30_000;
 const LOG_SAMPLES = 50;
 
@@ -53,57 +47,6 @@ const load = () =>
     .join(' ');
 const rows = [];
 const row = (figure, dockerd, berthd, ratioText, target) => rows.push({ figure, dockerd, berthd, ratioText, target });
-
-// ─────────────────────────────── pieces of the workload ───────────────────────────────
-
-async function pullImages(d, registry, from, to) {
-  await mapLimit(
-    Array.from({ length: to - from }, (_, i) => from + i),
-    4,
-    (i) => pull(d, `${registry.host}/table/img${i}:latest`),
-  );
-}
-
-async function finishedContainer(d, cmd) {
-  const id = await createContainer(d, { Image: 'busybox', Cmd: cmd });
-  await startContainer(d, id);
-  const w = await d.request('POST', `/containers/${id}/wait`);
-  if (w.json?.StatusCode !== 0) throw new Error(`${d.kind}: ${cmd.join(' ')} exited ${w.text}`);
-  return id;
-}
-
-async function commits(d) {
-  for (let i = 0; i < COMMITS; i++) {
-    const id = await finishedContainer(d, [
-      'sh',
-      '-c',
-      `mkdir -p /data && dd if=/dev/urandom of=/data/blob bs=1M count=8 2>/dev/null && for n in $(seq 1 200); do echo $n > /data/f$n; done`,
-    ]);
-    const r = await d.request('POST', `/commit?container=${id}&repo=table/commit&tag=c${i}`);
-    if (r.status !== 201) throw new Error(`${d.kind} commit: ${r.status} ${r.text}`);
-    await d.request('DELETE', `/containers/${id}?force=1`);
-  }
-}
-
-async function fill(d) {
-  const t0 = now();
-  await mapLimit(
-    Array.from({ length: CONTAINERS }, (_, i) => i),
-    8,
-    (i) => createContainer(d, { Image: 'busybox', Cmd: ['true'], Labels: { 'bench.n': String(i) } }),
-  );
-  const created = now() - t0;
-  const list = [];
-  for (let i = 0; i < 5; i++) {
-    const t = now();
-    const r = await d.request('GET', '/containers/json?all=1');
-    if (r.status !== 200 || r.json.length < CONTAINERS) throw new Error(`${d.kind} list: ${r.status}`);
-    list.push(now() - t);
-  }
-  console.log(
-    `${d.kind.padEnd(8)} created ${CONTAINERS} containers in ${(created / 1000).toFixed(1)} s; list median ${stats(list).median.toFixed(1)} ms`,
-  );
-}
 
 /** The daemon's own processes: berthd alone; dockerd and the containerd it started. */
 function daemonPids(d) {
@@ -153,19 +96,7 @@ await runBench(async () => {
   if (!which('dockerd') || !which('docker'))
     throw new Error('needs dockerd and the docker CLI: bench/run.sh --with-dockerd');
   console.log(`load average at start: ${load()} (${os.availableParallelism()} CPUs)`);
-  const registry = await startRegistry();
-  const busybox = await busyboxImage();
-  await pushImage(registry.url, 'busybox', 'latest', busybox);
-  await mapLimit(
-    Array.from({ length: 2 * IMAGES }, (_, i) => i),
-    8,
-    async (i) =>
-      pushImage(registry.url, `table/img${i}`, 'latest', await busyboxImage({ config: { Labels: { n: String(i) } } })),
-  );
-  const large = await largeImage(100, 4);
-  await pushImage(registry.url, 'large', 'latest', large);
-  const largeBytes = large.layers.reduce((a, l) => a + l.size, 0);
-  const largeRef = `${registry.host}/large:latest`;
+  const { registry, large, largeBytes, largeRef, busyboxRef } = await tableRegistry();
 
   // Cold pulls on fresh daemons, alternating.
   console.log(`\n== cold pull of ${(largeBytes / 1e6).toFixed(0)} MB, ${large.layers.length} layers`);
@@ -187,8 +118,8 @@ await runBench(async () => {
   const dockerd = await startDockerd();
   const daemons = [berthd, dockerd];
   for (const d of daemons) {
-    await pull(d, `${registry.host}/busybox:latest`);
-    await tag(d, `${registry.host}/busybox:latest`, 'busybox', 'latest');
+    await pull(d, busyboxRef);
+    await tag(d, busyboxRef, 'busybox', 'latest');
     await pull(d, largeRef);
   }
 
@@ -233,9 +164,7 @@ await runBench(async () => {
   const after = [];
   for (const d of daemons) {
     const t0 = now();
-    await pullImages(d, registry, 0, IMAGES);
-    await fill(d);
-    await commits(d);
+    await workload(d, registry, CONTAINERS);
     ends.push(now());
     after.push(pssMiB(d));
     console.log(

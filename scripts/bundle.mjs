@@ -3,7 +3,7 @@
 // (bin/berthd.cjs) writes its V8 code cache. Native addons stay outside.
 import { build } from 'esbuild';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,13 +23,26 @@ const common = {
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'error',
 };
+const worker = path.join(root, 'dist/extract-worker.cjs');
 await build({ ...common, entryPoints: [path.join(root, 'dist/main.js')], outfile: out });
 // The layer extraction threads' script (src/engine/layers/extractor.ts).
-await build({
-  ...common,
-  entryPoints: [path.join(root, 'dist/engine/layers/extract-worker.js')],
-  outfile: path.join(root, 'dist/extract-worker.cjs'),
-});
+await build({ ...common, entryPoints: [path.join(root, 'dist/engine/layers/extract-worker.js')], outfile: worker });
+
+// V8 keeps a script's source for as long as its functions live (it compiles
+// them when first called), one byte a character when every character is
+// Latin-1 and two otherwise. esbuild escapes what is beyond ASCII in strings
+// but leaves comments and regular expressions as written, so one arrow in a
+// comment doubled the daemon's biggest object. A \uXXXX escape is the same
+// character in a string and a regular expression, and harmless in a comment.
+for (const file of [out, worker]) {
+  const text = readFileSync(file, 'utf8');
+  const latin1 = text.replace(/(\\*)([^\0-\xff])/g, (_, slashes, ch) => {
+    // An odd run of backslashes would escape the escape's own backslash.
+    if (slashes.length % 2) throw new Error(`bundle: ${JSON.stringify(ch)} after a backslash in ${file}`);
+    return `${slashes}\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  });
+  writeFileSync(file, latin1);
+}
 
 // Warm the code cache: start, answer one ping, stay long enough for the cache write, stop.
 const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-warm-'));

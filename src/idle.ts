@@ -2,16 +2,20 @@
 // (pulls, commits, lists of many containers) berthd keeps what it grew to:
 // V8 keeps its heap and young generation at their high-water mark until it
 // needs them again, glibc keeps freed blocks in its arenas (one per thread
-// that allocated), SQLite keeps its page cache. None of it is used by an idle
-// daemon, and it is most of the memory of one. So, some time after the last
-// request began or ended, berthd runs one compacting collection that also
-// shrinks the young generation, asks SQLite to free its cache and returns the
-// C heap's free pages to the kernel. It happens once per quiet spell; the next
-// request re-arms it. Nothing is stopped or closed: the next request finds
-// everything as before and only allocates again.
+// that allocated), SQLite keeps its page cache, and the pages of the node
+// binary's code that the burst ran stay mapped (counted in the resident size
+// and PSS in full when no other process maps them). None of it is used by an
+// idle daemon, and it is most of the memory of one. So, some time after the
+// last request began or ended, berthd runs one compacting collection that also
+// shrinks the young generation, asks SQLite to free its cache, returns the C
+// heap's free pages to the kernel and unmaps the unchanged pages of files it
+// mapped (they stay in the page cache: the next request maps those it runs
+// again, with minor faults). It happens once per quiet spell; the next request
+// re-arms it. Nothing is stopped or closed: the next request finds everything
+// as before and only allocates again.
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { releaseFreeCHeap } from './engine/os/memory.js';
+import { releaseFileMappedPages, releaseFreeCHeap } from './engine/os/memory.js';
 import type { Logger } from './log.js';
 
 /** How long after the last request began or ended berthd counts as quiet (longer than an extraction thread idles). */
@@ -62,8 +66,12 @@ export function idleTrim(release: () => void, logger: Logger, quietMs = QUIET_MS
     sweep = setTimeout(() => {
       sweep = undefined;
       guarded('trimming the C heap', releaseFreeCHeap);
+      let fileKiB = 0;
+      guarded('unmapping file pages', () => {
+        fileKiB = releaseFileMappedPages();
+      });
       logger.debug(
-        { collectMs: Math.round(collectMs), rssBefore: before, rssAfter: process.memoryUsage.rss() },
+        { collectMs: Math.round(collectMs), rssBefore: before, rssAfter: process.memoryUsage.rss(), fileKiB },
         'quiet: gave memory back',
       );
     }, SWEEP_MS).unref();

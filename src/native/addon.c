@@ -45,6 +45,7 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("netlinkOpen", js_netlink_open),
     EXPORT("netlinkRequest", js_netlink_request),
     EXPORT("mallocTrim", js_malloc_trim),
+    EXPORT("releaseFileMappedPages", js_release_file_mapped_pages),
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   napi_value fields;

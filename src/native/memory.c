@@ -1,10 +1,17 @@
-// Memory: hands the C heap's free pages back to the kernel. glibc keeps what
-// was freed in its arenas (the main one and one per thread that allocated:
-// libuv's pool, V8's helpers, SQLite), so after a burst of work the daemon
-// holds it until the same allocations come again; malloc_trim returns the free
-// pages of every arena.
+// Memory: hands what an idle daemon holds but does not use back to the kernel.
+// glibc keeps what was freed in its arenas (the main one and one per thread
+// that allocated: libuv's pool, V8's helpers, SQLite), so after a burst of work
+// the daemon holds it until the same allocations come again; malloc_trim
+// returns the free pages of every arena. And the pages of the node binary and
+// the libraries that a burst of work ran (tens of MiB of code and read-only
+// data) stay mapped in the process, counted in its resident size and PSS,
+// although the page cache holds them anyway.
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "addon.h"
 #include "args.h"
@@ -18,4 +25,69 @@ BINDING(js_malloc_trim) {
   released = malloc_trim(0);
 #endif
   return js_bool(env, released != 0);
+}
+
+typedef struct {
+  unsigned long start, end, rss_kib;
+} range_t;
+
+// releaseFileMappedPages(): unmaps the resident pages of the process's private,
+// read-only file mappings that hold no page of their own (smaps' Anonymous and
+// Swap both 0; a kernel whose smaps has no Swap line gets nothing released),
+// i.e. code and read-only data exactly as the file has them. MADV_DONTNEED on
+// such a mapping only drops the page table entries: the pages stay in the page
+// cache, and the next touch maps them again with a minor fault. A mapping with
+// a private copy of some page (a relocated RELRO segment, a breakpoint) is left
+// alone, since that copy would be lost; writable and shared mappings are never
+// candidates. Returns the KiB that were resident in the mappings released, or
+// -1 when /proc/self/smaps cannot be read.
+BINDING(js_release_file_mapped_pages) {
+  (void)info;
+  FILE *f = fopen("/proc/self/smaps", "re");
+  if (!f) return js_int32(env, -1);
+  size_t n = 0, cap = 64;
+  range_t *ranges = malloc(cap * sizeof *ranges);
+  if (!ranges) {
+    fclose(f);
+    return js_int32(env, -1);
+  }
+  char line[4096];
+  range_t cur = {0};
+  bool candidate = false;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long start, end, inode;
+    char perms[5];
+    int path_at = 0;
+    // A mapping's header: "start-end perms offset dev inode   path".
+    if (sscanf(line, "%lx-%lx %4s %*s %*s %lu %n", &start, &end, perms, &inode, &path_at) == 4) {
+      candidate = inode != 0 && line[path_at] == '/' && perms[0] == 'r' && perms[1] != 'w' && perms[3] == 'p';
+      cur = (range_t){start, end, 0};
+      continue;
+    }
+    if (!candidate) continue;
+    if (strncmp(line, "Rss:", 4) == 0) {
+      cur.rss_kib = strtoul(line + 4, NULL, 10);
+    } else if (strncmp(line, "Anonymous:", 10) == 0) {
+      if (strtoul(line + 10, NULL, 10) != 0) candidate = false;
+    } else if (strncmp(line, "Swap:", 5) == 0) {
+      // A private page swapped out is not counted as Anonymous, and would be lost just the same.
+      candidate = false;
+      if (strtoul(line + 5, NULL, 10) != 0 || cur.rss_kib == 0) continue;
+      if (n == cap) {
+        range_t *more = realloc(ranges, 2 * cap * sizeof *ranges);
+        if (!more) break;
+        ranges = more;
+        cap *= 2;
+      }
+      ranges[n++] = cur;
+    }
+  }
+  fclose(f);
+  // After the read: the smaps text is generated as it is read.
+  long released = 0;
+  for (size_t i = 0; i < n; i++)
+    if (madvise((void *)ranges[i].start, ranges[i].end - ranges[i].start, MADV_DONTNEED) == 0)
+      released += (long)ranges[i].rss_kib;
+  free(ranges);
+  return js_int32(env, released > INT32_MAX ? INT32_MAX : (int32_t)released);
 }

@@ -1,4 +1,7 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { releaseFileMappedPages } from '../../src/engine/os/memory.js';
 import { idleTrim } from '../../src/idle.js';
 import { createLogger } from '../../src/log.js';
 
@@ -53,5 +56,37 @@ describe('idle memory trim', () => {
     );
     await sleep(50);
     idle.close();
+  });
+
+  it('unmaps the unchanged pages of the node binary, and leaves the pages it changed alone', () => {
+    // Each mapping of the node binary: its permissions, resident and private (changed) KiB.
+    const mapsOfNode = () => {
+      const out: { perms: string; rss: number; anon: number }[] = [];
+      let cur: { perms: string; rss: number; anon: number } | undefined;
+      for (const line of readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
+        const h = /^[0-9a-f]+-[0-9a-f]+ (\S{4}) \S+ \S+ \d+\s*(.*)$/.exec(line);
+        if (h) {
+          cur = h[2] === process.execPath ? { perms: h[1] as string, rss: 0, anon: 0 } : undefined;
+          if (cur) out.push(cur);
+          continue;
+        }
+        const f = /^(Rss|Anonymous):\s+(\d+) kB/.exec(line);
+        if (f && cur) cur[f[1] === 'Rss' ? 'rss' : 'anon'] = Number(f[2]);
+      }
+      return out;
+    };
+    const code = (ms: ReturnType<typeof mapsOfNode>) =>
+      ms.filter((m) => m.perms === 'r-xp').reduce((a, m) => a + m.rss, 0);
+    const before = mapsOfNode();
+    expect(code(before)).toBeGreaterThan(1024);
+    // What was resident in the mappings it released: the node binary's code among them.
+    expect(releaseFileMappedPages()).toBeGreaterThan(code(before) / 2);
+    // Private copies in read-only mappings (the relocated RELRO segment) are still there, page for page.
+    const changed = (ms: ReturnType<typeof mapsOfNode>) => ms.filter((m) => !m.perms.includes('w')).map((m) => m.anon);
+    expect(changed(mapsOfNode())).toEqual(changed(before));
+    expect(changed(before).some((kib) => kib > 0)).toBe(true);
+    // And the code runs on, mapped again as it is touched.
+    expect(createHash('sha256').update('berth').digest('hex')).toHaveLength(64);
+    expect(JSON.parse(JSON.stringify({ a: [1, 2] }))).toEqual({ a: [1, 2] });
   });
 });

@@ -1,7 +1,16 @@
-// The C heap's free memory back to the kernel (see src/native/memory.c).
+// Memory an idle daemon holds without using it, back to the kernel (see src/native/memory.c).
 import { native } from './native.js';
 
 /** Returns the free pages of every malloc arena to the kernel; false when there were none. */
 export function releaseFreeCHeap(): boolean {
   return native.mallocTrim();
+}
+
+/**
+ * Unmaps the pages of code and read-only data that the process mapped from files (the node binary, the libraries)
+ * and never changed: they stay in the page cache, and what runs next maps them again with minor faults. Returns the
+ * KiB that were resident, or -1 when the process's mappings could not be read.
+ */
+export function releaseFileMappedPages(): number {
+  return native.releaseFileMappedPages();
 }

@@ -88,6 +88,11 @@ export interface Native {
   netlinkRequest(fd: number, message: Buffer): Promise<Buffer[]>;
   /** Returns the C heap's free pages, in every arena, to the kernel (malloc_trim); false when none were. */
   mallocTrim(): boolean;
+  /**
+   * Unmaps the resident pages of private read-only file mappings that hold no page of their own (code, read-only
+   * data); they stay in the page cache. The KiB that were resident, or -1 when /proc/self/smaps cannot be read.
+   */
+  releaseFileMappedPages(): number;
 }
 
 declare const seqpacketBrand: unique symbol;
