@@ -5,15 +5,18 @@
 // POST /images/create request to the end of its progress stream. MB/s =
 // compressed bytes of the image's layers / that wall time (MB = 10^6 bytes).
 //
-// The floor: every layer at once, `curl` of its blob from the same registry
-// piped into `tar -xz` into a fresh directory on the same disk (no digest,
-// no stored blob, no fsync). "floor+" does what a pull must do besides: the
-// blob is also written to a file and fsync'd, and both the blob and the tar
-// are hashed (sha256sum), still with external tools.
+// The floor: every layer at once (the daemons download 3 at a time, their
+// default max-concurrent-downloads), `curl` of its blob from the same registry
+// piped into `tar -xz` into a fresh directory on the same disk (no digest, no
+// stored blob, no fsync). "floor+" does what a pull must do besides: the blob
+// is also written to a file and fsync'd, and both the blob and the tar are
+// hashed (sha256sum), still with external tools.
 //
-// berthd's CPU seconds per pull (/proc/<pid>/stat utime+stime across the pull,
-// its worker threads included) are steadier than its wall time on a loaded
-// machine. The registry's CPU per pull is shown too: it shares the cores.
+// CPU seconds per pull are steadier than wall time on a loaded machine: for a
+// daemon, /proc/<pid>/stat utime+stime+cutime+cstime across the pull (its
+// threads, and the children it reaped: dockerd's docker-untar); for the
+// floors, the processes their shell ran. The registry's CPU per pull is shown
+// too: it shares the cores.
 //
 // Usage: node bench/pull.mjs [runs=3] [totalMiB=100] [layers=4]
 //   BERTH_BENCH_PROFILE=DIR  also writes a berthd CPU profile (node --cpu-prof) per run into DIR
@@ -42,11 +45,11 @@ const layerCount = Number(process.argv[4] ?? 4);
 const profileDir = process.env.BERTH_BENCH_PROFILE ? path.resolve(process.env.BERTH_BENCH_PROFILE) : undefined;
 const CLK_TCK = 100;
 
-/** CPU seconds (user + system) of a process so far, its threads included. */
+/** CPU seconds (user + system) of a process so far, its threads and the children it reaped included. */
 function cpuSeconds(pid) {
   try {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK;
   } catch {
     return NaN;
   }
@@ -67,12 +70,27 @@ function registryPid() {
   return undefined;
 }
 
+/** Runs a bash script; resolves with the CPU seconds (user + system) of the processes it ran. */
 function sh(script, env) {
   return new Promise((resolve, reject) => {
-    const p = spawn('bash', ['-c', script], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+    const p = spawn('bash', ['-c', `${script}\nwait\ntimes`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+    });
+    let out = '';
     let err = '';
+    p.stdout.on('data', (d) => (out += d));
     p.stderr.on('data', (d) => (err += d));
-    p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`floor: exit ${code}: ${err}`))));
+    p.once('exit', (code) => {
+      if (code !== 0) return reject(new Error(`floor: exit ${code}: ${err}`));
+      // `times`: the shell's user and system time, then its children's.
+      const children = out.trim().split('\n').at(-1).split(' ');
+      const secs = (t) => {
+        const m = /^(\d+)m([\d.]+)s$/.exec(t);
+        return m ? Number(m[1]) * 60 + Number(m[2]) : NaN;
+      };
+      resolve(secs(children[0]) + secs(children[1]));
+    });
   });
 }
 
@@ -87,7 +105,7 @@ function daemonTarget(name, start) {
         const t0 = now();
         await pull(d, ref);
         const seconds = (now() - t0) / 1000;
-        return { seconds, cpu: d.kind === 'berthd' ? cpuSeconds(d.pid) - c0 : NaN, reg: cpuSeconds(reg) - r0 };
+        return { seconds, cpu: cpuSeconds(d.pid) - c0, reg: cpuSeconds(reg) - r0 };
       } finally {
         await d.stop();
       }
@@ -102,7 +120,7 @@ function floorTarget(name, registry, layers, full) {
       const dir = tempDir('berth-bench-floor-');
       const r0 = cpuSeconds(reg);
       const t0 = now();
-      await Promise.all(
+      const cpus = await Promise.all(
         layers.map(async (l, i) => {
           const into = path.join(dir, `l${i}`);
           mkdirSync(into);
@@ -110,11 +128,11 @@ function floorTarget(name, registry, layers, full) {
           const script = full
             ? 'curl -sf "$URL" | tee >(sha256sum >/dev/null) "$BLOB" | gunzip | tee >(sha256sum >/dev/null) | tar -x -C "$INTO" && sync "$BLOB"'
             : 'curl -sf "$URL" | tar -xz -C "$INTO"';
-          await sh(script, { URL: url, INTO: into, BLOB: path.join(dir, `b${i}`) });
+          return sh(script, { URL: url, INTO: into, BLOB: path.join(dir, `b${i}`) });
         }),
       );
       const seconds = (now() - t0) / 1000;
-      return { seconds, cpu: NaN, reg: cpuSeconds(reg) - r0 };
+      return { seconds, cpu: cpus.reduce((a, b) => a + b, 0), reg: cpuSeconds(reg) - r0 };
     },
   };
 }
