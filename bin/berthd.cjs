@@ -4,13 +4,6 @@
 // JavaScript. A missing or stale cache is rebuilt after start; the daemon runs
 // the same either way.
 'use strict';
-// libuv's pool (4 threads unless told) carries the daemon's blocking file calls
-// (fsync of stored blobs, rename, mkdir, stat), the blob digests and the
-// extraction threads' gunzip: a few fsyncs waiting on the disk held every
-// other call of a pull behind them. Most of these threads wait rather than
-// compute, so more of them cost little. Set before anything uses the pool,
-// which reads it once.
-process.env.UV_THREADPOOL_SIZE ??= '16';
 const fs = require('node:fs');
 const path = require('node:path');
 const vm = require('node:vm');

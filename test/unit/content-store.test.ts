@@ -115,8 +115,8 @@ describe('ContentStore', () => {
     expect(await store.has(d)).toBe(false);
   });
 
-  it('stores a blob written over several background syncs, and keeps none of a wrong one', async () => {
-    // Past the size at which a stored file is synced as it grows (EarlySync), more than once.
+  it('stores and creates a blob of many blocks, and keeps none of a wrong one', async () => {
+    // Past the size at which create() syncs the file as it grows, more than once.
     const data = Buffer.concat(Array.from({ length: 20 }, (_, i) => Buffer.alloc(1 << 20, i)));
     const d = sha(data);
     await store.ingest(d, data.length, counted(data, 1 << 20));

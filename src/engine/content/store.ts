@@ -30,7 +30,7 @@
 // When the blob is already stored, or another caller is already downloading
 // the same digest, the tap is fed from the stored file once it is committed.
 import { createHash, randomBytes, type Hash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { once } from 'node:events';
 import path from 'node:path';
@@ -141,86 +141,14 @@ export interface IngestOptions extends VerifyOptions {
 
 const isMissing = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT';
 
-const noop = () => undefined;
-
-/** A file being stored is synced every this many bytes written, in the background (EarlySync). */
+/** create() syncs what it has written every this many bytes, in the background. */
 const EARLY_SYNC = 8 << 20;
 
 async function writeFully(fh: FileHandle, buf: Buffer): Promise<void> {
   for (let done = 0; done < buf.length; ) done += (await fh.write(buf, done)).bytesWritten;
 }
 
-/**
- * Syncs a file that is being written, in the background, every EARLY_SYNC
- * bytes: the disk writes while the bytes still arrive, and the fsync that
- * publishes the file finds little left to do. A pull waited on that fsync at
- * the end of each layer, with the whole blob still in the page cache.
- */
-class EarlySync {
-  private synced = 0;
-  private syncing: Promise<void> | undefined;
-  private error: unknown;
-  constructor(private readonly fh: FileHandle) {}
-
-  /** `total` bytes are written; the failure of an earlier sync, if any. */
-  wrote(total: number): Error | undefined {
-    if (!this.syncing && !this.error && total - this.synced >= EARLY_SYNC) {
-      this.synced = total;
-      this.syncing = this.fh.datasync().then(
-        () => {
-          this.syncing = undefined;
-        },
-        (e: unknown) => {
-          this.error ??= e;
-          this.syncing = undefined;
-        },
-      );
-    }
-    return this.error as Error | undefined;
-  }
-
-  /** Once no sync runs in the background; rejects with the failure of one. */
-  async settle(): Promise<void> {
-    await this.syncing;
-    if (this.error) throw this.error;
-  }
-}
-
-/**
- * A Writable into an open file, synced early (EarlySync), that fsyncs the file
- * before it finishes: once it has, what it was given is durable. It closes
- * the file when destroyed (after finishing, or on a failure).
- */
-function durableFile(fh: FileHandle): Writable {
-  const early = new EarlySync(fh);
-  let size = 0;
-  return new Writable({
-    highWaterMark: 1 << 20,
-    write(chunk: Buffer, _enc, cb) {
-      writeFully(fh, chunk).then(() => {
-        size += chunk.length;
-        cb(early.wrote(size));
-      }, cb);
-    },
-    final(cb) {
-      early
-        .settle()
-        .then(() => fh.sync())
-        .then(() => cb(), cb);
-    },
-    destroy(err, cb) {
-      // close() waits for a write under way; a background sync is waited for as well.
-      early
-        .settle()
-        .catch(noop)
-        .then(() => fh.close())
-        .then(
-          () => cb(err),
-          (e: unknown) => cb(err ?? (e as Error)),
-        );
-    },
-  });
-}
+const noop = () => undefined;
 
 /**
  * Destroys the caller's tap with the ingest's failure. The failure is the
@@ -499,9 +427,9 @@ export class ContentStore {
     size: number | undefined,
     opts: IngestOptions,
   ): Promise<Error | undefined> {
-    // Synced before it finishes, so the rename that follows publishes durable bytes.
+    // flush: fsync before close, so the rename that follows publishes durable bytes.
     const verify = verifyingStream(digest, size, opts);
-    const file = durableFile(await open(tmp, 'wx', 0o644));
+    const file = createWriteStream(tmp, { flags: 'wx', mode: 0o644, flush: true });
     try {
       const { sink, tapError } = tee(file, opts.tap, size !== undefined);
       await (opts.signal ? pipeline(input, verify, sink, { signal: opts.signal }) : pipeline(input, verify, sink));
@@ -525,23 +453,39 @@ export class ContentStore {
   async create(source: Readable): Promise<{ digest: string; size: number; created: boolean }> {
     const tmp = path.join(this.ingestDir, `new-${randomBytes(6).toString('hex')}`);
     const fh = await open(tmp, 'wx', 0o644);
-    const early = new EarlySync(fh);
     const hash = new Sha256();
     let size = 0;
+    let synced = 0;
+    let syncing: Promise<void> | undefined;
+    let syncError: unknown;
     const sink = new Writable({
       highWaterMark: 1 << 20,
       write(chunk: Buffer, _enc, cb) {
         size += chunk.length;
-        Promise.all([hash.update(chunk), writeFully(fh, chunk)]).then(() => cb(early.wrote(size)), cb);
+        Promise.all([hash.update(chunk), writeFully(fh, chunk)]).then(() => {
+          if (!syncing && size - synced >= EARLY_SYNC) {
+            synced = size;
+            syncing = fh.datasync().then(
+              () => {
+                syncing = undefined;
+              },
+              (e: unknown) => {
+                syncError ??= e;
+              },
+            );
+          }
+          cb(syncError as Error | undefined);
+        }, cb);
       },
     });
     try {
       try {
         await pipeline(source, sink);
-        await early.settle();
+        await syncing;
+        if (syncError) throw syncError;
         await fh.sync();
       } finally {
-        await early.settle().catch(noop);
+        await syncing;
         await fh.close();
       }
       const digest = await hash.digest();
