@@ -6,14 +6,24 @@ export class Limiter {
   private readonly queue: (() => void)[] = [];
   constructor(private readonly max: number) {}
 
-  async run<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  /**
+   * Runs `fn` in its turn. The turn ends when `fn` settles, or earlier when it
+   * calls the `leave` it is given (its remaining work no longer counts).
+   */
+  async run<T>(fn: (leave: () => void) => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (this.active >= this.max) await this.turn(signal);
     this.active++;
-    try {
-      return await fn();
-    } finally {
+    let left = false;
+    const leave = () => {
+      if (left) return;
+      left = true;
       this.active--;
       this.queue.shift()?.();
+    };
+    try {
+      return await fn(leave);
+    } finally {
+      leave();
     }
   }
 

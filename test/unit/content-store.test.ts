@@ -115,6 +115,21 @@ describe('ContentStore', () => {
     expect(await store.has(d)).toBe(false);
   });
 
+  it('stores and creates a blob of many blocks, and keeps none of a wrong one', async () => {
+    // Past the size at which create() syncs the file as it grows, more than once.
+    const data = Buffer.concat(Array.from({ length: 20 }, (_, i) => Buffer.alloc(1 << 20, i)));
+    const d = sha(data);
+    await store.ingest(d, data.length, counted(data, 1 << 20));
+    expect((await readAll(store.read(d))).equals(data)).toBe(true);
+    const wrong = sha(bytes(10));
+    await expect(store.ingest(wrong, data.length, counted(data, 1 << 20))).rejects.toThrow(/verification failed/);
+    expect(await store.has(wrong)).toBe(false);
+    expect(ingestLeftovers()).toEqual([]);
+    const made = await store.create(counted(data, 1 << 20));
+    expect(made).toEqual({ digest: d, size: data.length, created: false });
+    expect(ingestLeftovers()).toEqual([]);
+  });
+
   it('stores an empty blob', async () => {
     const d = sha(Buffer.alloc(0));
     await store.put(d, Buffer.alloc(0));

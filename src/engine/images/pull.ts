@@ -284,10 +284,10 @@ export class Puller {
       // A pull that waited for an aborted run of this chain may find it done by another since.
       const known = this.deps.repo.layer(l.chainId);
       if (known) return known;
-      return this.limiter.run(async () => {
+      return this.limiter.run(async (downloaded) => {
         this.downloading.add(l.chainId);
         try {
-          return await this.pullLayer(ref, auth, l, report, shared);
+          return await this.pullLayer(ref, auth, l, report, shared, downloaded);
         } finally {
           this.downloading.delete(l.chainId);
         }
@@ -302,11 +302,12 @@ export class Puller {
     l: LayerToPull,
     emit: Report<PullEvent>,
     signal: AbortSignal,
+    downloaded: () => void,
   ): Promise<LayerRow> {
     const { desc, diffId, chainId, parent } = l;
     const id = short(desc.digest);
     const size = await this.deps.layers.extract(chainId, (dir) =>
-      this.fill(ref, auth, desc, diffId, dir, emit, signal),
+      this.fill(ref, auth, desc, diffId, dir, emit, signal, downloaded),
     );
     const row: LayerRow = {
       chain_id: chainId,
@@ -322,7 +323,12 @@ export class Puller {
     return row;
   }
 
-  /** Downloads, verifies and extracts a layer blob into `dir`; resolves with the layer's size. */
+  /**
+   * Downloads, verifies and extracts a layer blob into `dir`; resolves with
+   * the layer's size. Calls `downloaded` once the blob is stored: the rest of
+   * the extraction no longer takes a download's turn (max-concurrent-downloads
+   * counts downloads, as dockerd's does).
+   */
   private async fill(
     ref: Reference,
     auth: AuthConfig | undefined,
@@ -331,6 +337,7 @@ export class Puller {
     dir: string,
     emit: Report<PullEvent>,
     signal: AbortSignal,
+    downloaded: () => void,
   ): Promise<number> {
     const id = short(desc.digest);
     const meter = new Meter((n) => emit({ status: 'Downloading', id, layer: true, current: n, total: desc.size }));
@@ -353,6 +360,7 @@ export class Puller {
       what: 'filesystem layer',
       signal,
     });
+    store.then(downloaded, () => undefined); // a failure is handled below
     // Both settle: the store destroys the tap on any failure of its own, and reads on to the
     // end when the extraction fails first, so that its verdict on the bytes comes first (a
     // corrupted download is a verification failure, not a gzip error). When the extraction
