@@ -1,6 +1,6 @@
 // A container's filesystem as the container sees it, for `docker cp`: its
-// rootfs with its mounts over it, in a private mount namespace of berthd's
-// (os/rooted.ts), so that paths resolve through binds (and volumes) exactly as
+// rootfs with its mounts over it, in a detached mount tree (or a private mount
+// namespace) of berthd's (os/rooted.ts), so that paths resolve through binds (and volumes) exactly as
 // inside, and nothing is mounted on the host for it.
 import path from 'node:path';
 import type { ImageService } from '../images/service.js';

@@ -68,7 +68,13 @@ export interface Native {
   /** readlinkat(2); name '' reads the symlink an O_PATH|O_NOFOLLOW fd holds. */
   readlinkAt(dirFd: number, name: string): string;
   /** rootfs with the mounts bound over it, in a mount namespace of its own: [rootfs fd (O_PATH), namespace fd]. */
-  rootView(rootfs: string, sources: string[], targets: string[], readonly: boolean[]): [number, number];
+  rootView(
+    rootfs: string,
+    sources: string[],
+    targets: string[],
+    readonly: boolean[],
+    namespace: boolean,
+  ): [number, number];
   /** ORs flags into a directory's inode flags (chattr); false where the filesystem has none. */
   addInodeFlags(dir: string, flags: number): boolean;
   /** A SOCK_SEQPACKET unix socket client on Node's loop (see seqpacket.ts). */
