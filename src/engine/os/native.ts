@@ -52,6 +52,7 @@ export interface Native {
   unreadBytes(fd: number): number;
   /** Whether a connected socket's peer has closed it (POLLHUP), not only shut its sending side. */
   peerClosed(fd: number): boolean;
+  setSendBuffer(fd: number, bytes: number): void;
   /** A close-on-exec pipe: [read end, write end]; the read end non-blocking when asked. */
   pipe(nonBlockingRead?: boolean): [number, number];
   /** posix_spawn in a new session; fds[i] becomes the child's fd i (-1: /dev/null). See os/spawn.ts. */
