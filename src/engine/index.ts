@@ -56,7 +56,7 @@ export { visibleLogPath } from './containers/logconfig.js';
 export { isoOrZero, statusText } from './containers/status.js';
 export { BEHIND_EVENTS } from './events.js';
 export { createdSeconds, dockerConfig } from './images/config.js';
-export { peerClosed, unreadBytes } from './os/sockets.js';
+export { peerClosed, setSendBuffer, unreadBytes } from './os/sockets.js';
 export { decodeRegistryAuth, decodeRegistryConfig } from './registry/auth.js';
 export { decodePlatform } from './registry/manifest.js';
 export { formatTimestamp } from './runtime/logs.js';

@@ -35,6 +35,7 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("x32Abi", js_x32_abi),
     EXPORT("unreadBytes", js_unread_bytes),
     EXPORT("peerClosed", js_peer_closed),
+    EXPORT("setSendBuffer", js_set_send_buffer),
     EXPORT("seqpacketConnect", js_seqpacket_connect),
     EXPORT("seqpacketPair", js_seqpacket_pair),
     EXPORT("seqpacketOpen", js_seqpacket_open),

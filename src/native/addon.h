@@ -41,6 +41,7 @@ BINDING(js_release_file_mapped_pages);
 // sockets.c
 BINDING(js_unread_bytes);
 BINDING(js_peer_closed);
+BINDING(js_set_send_buffer);
 BINDING(js_seqpacket_connect);
 BINDING(js_seqpacket_pair);
 BINDING(js_seqpacket_open);

@@ -9,14 +9,20 @@
 //
 // A container sees its bind mounts (and later volumes) over its rootfs; the
 // host does not, they live in the container's mount namespace. rootView makes
-// the same picture in a mount namespace of berthd's own: a short-lived thread
-// unshares one, binds each mount over the rootfs there (the target opened
-// with openat2 first, then attached through the new mount API, so no path is
-// looked up twice), detaches every other mount the namespace was copied
-// with, and hands back a descriptor of the rootfs in that namespace and one
-// of the namespace itself. Lookups from the rootfs
-// descriptor cross those mounts; nothing of it is visible on the host, and
-// the namespace (with its mounts) goes when the last descriptor is closed.
+// the same picture where only berthd can reach it. Where the kernel lets mounts
+// be attached to a detached tree, that is a detached copy of the rootfs mount
+// (open_tree OPEN_TREE_CLONE, made private first so nothing attached to it
+// propagates to the host's rootfs), each mount attached over it (the target
+// opened with openat2 first, then attached through the new mount API, so no
+// path is looked up twice); the descriptor of the tree is the view, and the
+// tree (with its mounts) goes when the last copy of it is closed. Elsewhere a
+// short-lived thread unshares a mount namespace, binds the mounts there,
+// detaches every other mount the namespace was copied with, and hands back a
+// descriptor of the rootfs in it and one of the namespace itself. The detached
+// tree costs a few system calls whatever the host mounts; the namespace costs
+// a copy and a detach of every host mount (hundreds on a busy machine).
+// Lookups from the rootfs descriptor cross the view's mounts; nothing of it is
+// visible on the host.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -104,6 +110,7 @@ typedef struct {
   char **sources, **targets; // NULL-terminated, same length
   const bool *readonly;
   int root_fd, ns_fd;
+  bool detached; // a detached tree rather than a namespace
   int err;
   const char *step, *what;
 } view_t;
@@ -119,6 +126,10 @@ static void *view_fail(view_t *v, const char *step, const char *what) {
 }
 
 #define IN_ROOT (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+
+// Whether mounts can be attached to a detached tree (Linux 6.15 on): 0 not
+// known yet, 1 yes, -1 no (the namespace is used from then on).
+static int detached_views = 0;
 
 // Makes a missing mount point inside the root, as the runtime does at start
 // (and dockerd for a copy): its missing directories, then a directory, or an
@@ -177,6 +188,7 @@ static int view_bind(view_t *v, const char *source, const char *target, bool rea
   }
   if (r == 0)
     r = (int)syscall(SYS_move_mount, tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+  if (r == 0 && v->detached) detached_views = 1;
   int e = errno;
   if (tree >= 0) close(tree);
   close(at);
@@ -261,6 +273,35 @@ done:
   free(points);
 }
 
+// The view as a detached tree: 1 when made (or failed for good: v->err set),
+// 0 when this kernel cannot make one (nothing is left open; the caller makes
+// a namespace instead).
+static int view_detached(view_t *v) {
+  int tree = (int)syscall(SYS_open_tree, AT_FDCWD, v->rootfs, OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC);
+  if (tree < 0) return view_fail(v, "open_tree", v->rootfs), 1;
+  // The copy would share the host mount's peer group: what is attached to it would show on the host.
+  struct berth_mount_attr priv = {.propagation = MS_PRIVATE};
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &priv, sizeof priv) != 0) {
+    close(tree);
+    return 0;
+  }
+  v->root_fd = tree;
+  v->detached = true;
+  for (size_t i = 0; v->sources[i] && v->targets[i]; i++) {
+    if (view_bind(v, v->sources[i], v->targets[i], v->readonly[i]) == 0) continue;
+    if (errno == EINVAL && detached_views == 0) { // this kernel attaches nothing to a detached tree
+      close(tree);
+      v->root_fd = -1;
+      v->detached = false;
+      return 0;
+    }
+    return view_fail(v, "bind", v->targets[i]), 1;
+  }
+  v->ns_fd = fcntl(tree, F_DUPFD_CLOEXEC, 0);
+  if (v->ns_fd < 0) return view_fail(v, "dup", v->rootfs), 1;
+  return 1;
+}
+
 static void *view_thread(void *arg) {
   view_t *v = arg;
   // Our own namespace, a slave of the host's: nothing mounted here propagates back.
@@ -277,11 +318,12 @@ static void *view_thread(void *arg) {
   return NULL;
 }
 
-// rootView(rootfs, sources, targets, readonly) -> [rootFd, nsFd]: rootfs as a
-// container sees it, its mounts bound over it, in a mount namespace of its own
-// that lives as long as either descriptor is open.
+// rootView(rootfs, sources, targets, readonly, namespace) -> [rootFd, nsFd]:
+// rootfs as a container sees it, its mounts bound over it, in a detached tree
+// (or with `namespace`, or where the kernel has no such trees, a mount
+// namespace of its own) that lives as long as either descriptor is open.
 BINDING(js_root_view) {
-  ARGS(a, 4);
+  ARGS(a, 5);
   const char *rootfs = args_path(&a, 0);
   char **sources = args_strings(&a, 1), **targets = args_strings(&a, 2);
   uint32_t n = 0;
@@ -297,10 +339,17 @@ BINDING(js_root_view) {
     if (napi_get_element(env, a.argv[3], i, &el) == napi_ok) napi_get_value_bool(env, el, &readonly[i]);
   }
   view_t v = {.rootfs = rootfs, .sources = sources, .targets = targets, .readonly = readonly, .root_fd = -1, .ns_fd = -1};
-  pthread_t t;
-  int e = pthread_create(&t, NULL, view_thread, &v);
-  if (e == 0) pthread_join(t, NULL);
-  else v.err = e, v.step = "pthread_create";
+  bool made = false;
+  if (detached_views >= 0 && !args_bool(&a, 4)) {
+    made = view_detached(&v);
+    if (!made) detached_views = -1; // settled the other way by the first mount attached (view_bind)
+  }
+  if (!made) {
+    pthread_t t;
+    int e = pthread_create(&t, NULL, view_thread, &v);
+    if (e == 0) pthread_join(t, NULL);
+    else v.err = e, v.step = "pthread_create";
+  }
   if (v.root_fd < 0) out = throw_errno(env, v.step, v.what, v.err);
   else {
     int fds[2] = {v.root_fd, v.ns_fd};

@@ -25,6 +25,16 @@ BINDING(js_unread_bytes) {
   return js_int32(env, n);
 }
 
+// setSendBuffer(fd, bytes): SO_SNDBUF, what the socket may hold unread by its
+// peer (the kernel caps it at net.core.wmem_max, and doubles it).
+BINDING(js_set_send_buffer) {
+  ARGS(a, 2);
+  int bytes = args_int32(&a, 1);
+  if (setsockopt(args_int32(&a, 0), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) != 0)
+    return throw_errno(env, "setsockopt", NULL, errno);
+  return js_undefined(env);
+}
+
 // peerClosed(fd): whether the peer of a connected socket has closed it, not
 // just shut its sending side down. A unix socket sees POLLHUP once the peer's
 // end is released; after only shutdown(SHUT_WR) it sees POLLRDHUP alone.

@@ -2,6 +2,7 @@
 // into a live directory through descriptors (rooted-tree.ts), paths resolved
 // with openat2 inside a root, and dockerd's PathStat encoding. A "container"
 // here is a temp dir with symlinks planted to host paths outside it.
+import { execFileSync } from 'node:child_process';
 import { closeSync, constants as C, lstatSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -58,10 +59,16 @@ describe('openat2 inside a root', () => {
     expect(followInScope(rootFd, '/abs')).toBe(host);
     expect(followInScope(rootFd, '/dots/sentinel')).toBe(`${host}/sentinel`);
   });
+});
 
-  it('sees a mount bound in a private namespace, which the host does not', async () => {
+// The view as a detached mount tree (where the kernel makes one), and as a private mount namespace (older kernels).
+describe.each([
+  { name: 'detached tree', namespace: false },
+  { name: 'mount namespace', namespace: true },
+])('a container view ($name)', (way) => {
+  it('sees a mount bound in the view, which the host does not', async () => {
     await mkdir(path.join(root, 'mnt'));
-    const view = openRootView(root, [{ source: host, destination: '/mnt', readonly: true }]);
+    const view = openRootView(root, [{ source: host, destination: '/mnt', readonly: true }], way);
     try {
       const fd = openInRoot(view.rootFd, '/mnt/sentinel', C.O_RDONLY);
       expect(readFileSync(fd, 'utf8')).toBe('host');
@@ -69,9 +76,32 @@ describe('openat2 inside a root', () => {
       const dir = openDirInRoot(view.rootFd, '/mnt');
       expect(() => openSync(`/proc/self/fd/${dir}/new`, C.O_CREAT | C.O_WRONLY)).toThrow(/EROFS/);
       closeSync(dir);
+      expect(await readdir(path.join(root, 'mnt'))).toEqual([]);
     } finally {
       closeSync(view.rootFd);
       closeSync(view.nsFd);
+    }
+    expect(await readdir(path.join(root, 'mnt'))).toEqual([]);
+  });
+
+  it('keeps its mounts off the host even when the rootfs is a shared mount', async () => {
+    // A rootfs under a shared `/` (systemd's default) is shared: what the view attaches must not propagate back.
+    await mkdir(path.join(root, 'mnt'));
+    execFileSync('mount', ['--bind', root, root]);
+    try {
+      execFileSync('mount', ['--make-shared', root]);
+      const view = openRootView(root, [{ source: host, destination: '/mnt', readonly: false }], way);
+      try {
+        const fd = openInRoot(view.rootFd, '/mnt/sentinel', C.O_RDONLY);
+        expect(readFileSync(fd, 'utf8')).toBe('host');
+        closeSync(fd);
+        expect(await readdir(path.join(root, 'mnt'))).toEqual([]);
+      } finally {
+        closeSync(view.rootFd);
+        closeSync(view.nsFd);
+      }
+    } finally {
+      execFileSync('umount', [root]);
     }
     expect(await readdir(path.join(root, 'mnt'))).toEqual([]);
   });
@@ -80,10 +110,14 @@ describe('openat2 inside a root', () => {
     await symlink(host, path.join(root, 'abs'));
     const file = path.join(base, 'file-source');
     await writeFile(file, 'file');
-    const view = openRootView(root, [
-      { source: host, destination: '/new/deep', readonly: false },
-      { source: file, destination: '/abs/file', readonly: false },
-    ]);
+    const view = openRootView(
+      root,
+      [
+        { source: host, destination: '/new/deep', readonly: false },
+        { source: file, destination: '/abs/file', readonly: false },
+      ],
+      way,
+    );
     try {
       const fd = openInRoot(view.rootFd, '/new/deep/sentinel', C.O_RDONLY);
       expect(readFileSync(fd, 'utf8')).toBe('host');

@@ -2,7 +2,7 @@
 // between Docker's wire shapes and the archive service.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
-import type { Engine, PathStat } from '../../engine/index.js';
+import { type Engine, type PathStat, setSendBuffer } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { boolValue, query } from '../wire/forms.js';
 
@@ -11,6 +11,12 @@ type IdParams = { Params: { id: string } };
 /** dockerd's stat header: base64 of the PathStat's JSON. */
 const STAT_HEADER = 'X-Docker-Container-Path-Stat';
 const statHeader = (stat: PathStat) => Buffer.from(JSON.stringify(stat)).toString('base64');
+/**
+ * A copy out's socket may hold this much the client has not read: the CLI,
+ * extracting, then finds bytes waiting rather than waiting for the daemon to
+ * be scheduled again on a loaded machine (the default holds ~200 KiB).
+ */
+const SEND_BUFFER = 4 << 20;
 
 /** The `path` query parameter, required as dockerd's ArchiveFormValues requires it. */
 function pathOf(req: FastifyRequest): string {
@@ -29,6 +35,8 @@ export function archiveRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get<IdParams>('/containers/:id/archive', async (req, reply) => {
     const { stat, tar } = await archives.get(req.params.id, pathOf(req));
+    const fd = (req.raw.socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+    if (fd !== undefined && fd >= 0) setSendBuffer(fd, SEND_BUFFER);
     return reply.header(STAT_HEADER, statHeader(stat)).type('application/x-tar').send(tar);
   });
 

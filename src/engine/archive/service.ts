@@ -2,7 +2,7 @@
 // daemon/archive*.go answers them.
 //
 // Every path is resolved inside the container's view (containers/rootview.ts:
-// its rootfs with its mounts over it, in a private mount namespace) by the
+// its rootfs with its mounts over it, out of the host's sight) by the
 // kernel, with openat2(RESOLVE_IN_ROOT), and then only used through the
 // descriptors that came out: a directory is read through held descriptors
 // (layers/walk.ts), a file opened with O_NOFOLLOW from its held parent, and a

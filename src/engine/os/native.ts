@@ -52,6 +52,7 @@ export interface Native {
   unreadBytes(fd: number): number;
   /** Whether a connected socket's peer has closed it (POLLHUP), not only shut its sending side. */
   peerClosed(fd: number): boolean;
+  setSendBuffer(fd: number, bytes: number): void;
   /** A close-on-exec pipe: [read end, write end]; the read end non-blocking when asked. */
   pipe(nonBlockingRead?: boolean): [number, number];
   /** posix_spawn in a new session; fds[i] becomes the child's fd i (-1: /dev/null). See os/spawn.ts. */
@@ -68,7 +69,13 @@ export interface Native {
   /** readlinkat(2); name '' reads the symlink an O_PATH|O_NOFOLLOW fd holds. */
   readlinkAt(dirFd: number, name: string): string;
   /** rootfs with the mounts bound over it, in a mount namespace of its own: [rootfs fd (O_PATH), namespace fd]. */
-  rootView(rootfs: string, sources: string[], targets: string[], readonly: boolean[]): [number, number];
+  rootView(
+    rootfs: string,
+    sources: string[],
+    targets: string[],
+    readonly: boolean[],
+    namespace: boolean,
+  ): [number, number];
   /** ORs flags into a directory's inode flags (chattr); false where the filesystem has none. */
   addInodeFlags(dir: string, flags: number): boolean;
   /** A SOCK_SEQPACKET unix socket client on Node's loop (see seqpacket.ts). */

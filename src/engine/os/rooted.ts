@@ -37,21 +37,30 @@ export interface ViewMount {
 export interface RootView {
   /** O_PATH descriptor of the rootfs, its mounts bound over it. */
   rootFd: number;
-  /** Keeps the private mount namespace (and so the mounts) alive. */
+  /** Keeps the view (a detached mount tree, or a private mount namespace) and so its mounts alive. */
   nsFd: number;
 }
 
 /**
- * The rootfs as the container sees it (its mounts bound over it) in a mount
- * namespace of berthd's own, invisible on the host; close both descriptors
- * and it is gone. Mounts are bound in order: a later one may lie inside an earlier one.
+ * The rootfs as the container sees it (its mounts bound over it), where only
+ * berthd reaches it: a detached copy of the rootfs mount with the mounts
+ * attached to it, or, on kernels that attach nothing to a detached tree, a
+ * mount namespace of berthd's own (see src/native/rooted.c). Invisible on the
+ * host; close both descriptors and it is gone. Mounts are bound in order: a
+ * later one may lie inside an earlier one. `namespace`: the namespace even
+ * where a detached tree can be made (for tests of that way).
  */
-export function openRootView(rootfs: string, mounts: readonly ViewMount[]): RootView {
+export function openRootView(
+  rootfs: string,
+  mounts: readonly ViewMount[],
+  opts: { namespace?: boolean } = {},
+): RootView {
   const [rootFd, nsFd] = native.rootView(
     rootfs,
     mounts.map((m) => m.source),
     mounts.map((m) => m.destination),
     mounts.map((m) => m.readonly),
+    opts.namespace === true,
   );
   return { rootFd, nsFd };
 }

@@ -1,6 +1,7 @@
 // What the kernel knows about a connected unix socket and Node does not tell:
 // for the API's hijacked connections (attach, exec), whose clients may
-// half-close or vanish without a word.
+// half-close or vanish without a word; and a socket's send buffer, which Node
+// does not set.
 import { native } from './native.js';
 
 /**
@@ -21,5 +22,18 @@ export function unreadBytes(fd: number): number {
     return native.unreadBytes(fd);
   } catch {
     return 0;
+  }
+}
+
+/**
+ * Lets the socket hold up to `bytes` its peer has not read yet (SO_SNDBUF,
+ * capped by the kernel's net.core.wmem_max); best effort: a socket that
+ * refuses keeps its own.
+ */
+export function setSendBuffer(fd: number, bytes: number): void {
+  try {
+    native.setSendBuffer(fd, bytes);
+  } catch {
+    // the default buffer then
   }
 }
