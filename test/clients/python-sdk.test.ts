@@ -82,6 +82,34 @@ c.remove()
     expect(v.running).not.toContain(v.id);
     expect(v.all).toEqual([v.id]);
   });
+
+  // docker-py's LogsTest and test_attach_no_stream read the output right after wait (or start):
+  // once wait has answered, every line the container wrote must be in the log, as with dockerd.
+  it('once wait returns, logs and attach(logs, no stream) hold all of the output; a follow from start gets it all', async () => {
+    const v = await python(`
+api = client.api
+img = ${JSON.stringify(ctx.env.busybox)}
+cmd = ["sh", "-c", 'i=0; while [ $i -lt 300 ]; do echo out $i; echo err $i >&2; i=$((i+1)); done']
+out = b"".join(b"out %d\\n" % i for i in range(300))
+err = b"".join(b"err %d\\n" % i for i in range(300))
+rounds = []
+for _ in range(5):
+    c = api.create_container(img, cmd)
+    api.start(c)
+    followed = b"".join(api.logs(c, stream=True, follow=True, stderr=False))
+    code = api.wait(c)["StatusCode"]
+    d = api.create_container(img, cmd)
+    api.start(d)
+    api.wait(d)
+    attached = api.attach(d, stream=False, logs=True)
+    rounds.append([code, followed == out, api.logs(d, stderr=False) == out, api.logs(d, stdout=False) == err,
+                   sorted(attached.splitlines()) == sorted((out + err).splitlines())])
+    api.remove_container(c)
+    api.remove_container(d)
+emit('rounds', rounds)
+`);
+    expect(v.rounds).toEqual(Array.from({ length: 5 }, () => [0, true, true, true, true]));
+  });
 });
 
 describe('images', () => {
