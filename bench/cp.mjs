@@ -14,7 +14,15 @@
 // run's creations in that daemon's group slower and slower, by how full the
 // group happened to be rather than by anything the daemon does.
 //
+// The copies out land in a host directory, which the docker CLI fills whichever
+// daemon sent the tar: on this machine's disk that costs it from a third of a
+// second to well over a second, by how much the kernel has left to write back
+// (GNU tar takes 0.9-1.6 s to unpack the same tar there, 0.11 s on tmpfs), more
+// than either daemon's part. BERTH_BENCH_OUT names another place for them (a
+// tmpfs: /dev/shm) to see the daemons' part without the host disk's.
+//
 // Usage: node bench/cp.mjs [runs=5]
+//   BERTH_BENCH_OUT=DIR  writes the copies out under DIR instead of the bench's temp dir
 //   BERTH_BENCH_PROFILE=DIR  also writes berthd's CPU profiles (node --cpu-prof; one per thread) into DIR
 //   BERTH_BENCH_ONLY_BERTHD=1  skips dockerd (for profiling)
 import { randomBytes } from 'node:crypto';
@@ -64,6 +72,7 @@ await runBench(async () => {
   const { ref } = await busyboxRegistry();
   const work = tempDir('bench-cp-');
   const src = sourceTree(work);
+  const outRoot = process.env.BERTH_BENCH_OUT ? tempDir('bench-cp-out-', process.env.BERTH_BENCH_OUT) : work;
   const daemons = [await startBerthd(profileDir ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profileDir] } : {})];
   if (which('dockerd') && !process.env.BERTH_BENCH_ONLY_BERTHD) daemons.push(await startDockerd());
   const targets = [];
@@ -74,7 +83,7 @@ await runBench(async () => {
     targets.push({ d, id, cli: dockerCli(d), in: [], out: [], inCpu: [], outCpu: [] });
   }
   console.log(
-    `100 MiB + 2,000 files; ${runs} runs per daemon${daemons.length > 1 ? ', alternating' : ''}; load average ${os.loadavg()[0].toFixed(2)} on ${os.availableParallelism()} CPUs`,
+    `100 MiB + 2,000 files, out into ${outRoot}; ${runs} runs per daemon${daemons.length > 1 ? ', alternating' : ''}; load average ${os.loadavg()[0].toFixed(2)} on ${os.availableParallelism()} CPUs`,
   );
   for (let i = 0; i < runs; i++) {
     const line = [];
@@ -83,7 +92,7 @@ await runBench(async () => {
       const into = await t.cli(['cp', src, `${t.id}:/in-${i}`]);
       if (into.code !== 0) throw new Error(`${t.d.kind} cp in: ${into.stderr}`);
       const c1 = cpuMs(t.d.pid);
-      const outDir = path.join(work, `${t.d.kind}-out-${i}`);
+      const outDir = path.join(outRoot, `${t.d.kind}-out-${i}`);
       const out = await t.cli(['cp', `${t.id}:/in-${i}`, outDir]);
       if (out.code !== 0) throw new Error(`${t.d.kind} cp out: ${out.stderr}`);
       const c2 = cpuMs(t.d.pid);

@@ -128,8 +128,8 @@ export function which(cmd) {
 }
 
 /** A temp dir (short path: unix socket paths stop at 108 bytes), removed at the end. */
-export function tempDir(prefix) {
-  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+export function tempDir(prefix, parent = os.tmpdir()) {
+  const dir = mkdtempSync(path.join(parent, prefix));
   onCleanup(() => removeTree(dir));
   return dir;
 }
