@@ -25,6 +25,7 @@
 //   BERTH_BENCH_OUT=DIR  writes the copies out under DIR instead of the bench's temp dir
 //   BERTH_BENCH_PROFILE=DIR  also writes berthd's CPU profiles (node --cpu-prof; one per thread) into DIR
 //   BERTH_BENCH_ONLY_BERTHD=1  skips dockerd (for profiling)
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -54,6 +55,13 @@ function cpuMs(pid) {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return ((Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 1000) / 100; // clock ticks (USER_HZ 100)
 }
+
+/**
+ * Writes back what the copies before left dirty, off the clock: a copy that
+ * found the kernel writing back the last one's 100 MiB was throttled by it,
+ * its time set by whichever copy came before rather than by its daemon.
+ */
+const settle = () => execFileSync('sync');
 
 /** The tree copied in: big.bin and files/dD/fF.txt. */
 function sourceTree(dir) {
@@ -88,11 +96,13 @@ await runBench(async () => {
   for (let i = 0; i < runs; i++) {
     const line = [];
     for (const t of i % 2 === 0 ? targets : [...targets].reverse()) {
+      settle();
       const c0 = cpuMs(t.d.pid);
       const into = await t.cli(['cp', src, `${t.id}:/in-${i}`]);
       if (into.code !== 0) throw new Error(`${t.d.kind} cp in: ${into.stderr}`);
-      const c1 = cpuMs(t.d.pid);
       const outDir = path.join(outRoot, `${t.d.kind}-out-${i}`);
+      settle();
+      const c1 = cpuMs(t.d.pid);
       const out = await t.cli(['cp', `${t.id}:/in-${i}`, outDir]);
       if (out.code !== 0) throw new Error(`${t.d.kind} cp out: ${out.stderr}`);
       const c2 = cpuMs(t.d.pid);
