@@ -17,10 +17,8 @@ import { createHash } from 'node:crypto';
 import { constants as C } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { finished } from 'node:stream';
-import * as tarStream from 'tar-stream';
-import { invalidParameter, isEngineError, messageOf, systemError } from '../../errors.js';
-import { entryXattrs, keepRawPaxXattrs, mtimeOf, owner, type TarHeader } from '../layers/apply.js';
+import { invalidParameter, messageOf, systemError } from '../../errors.js';
+import { entryXattrs, mtimeOf, owner, type TarHeader, TarReader } from '../layers/apply.js';
 import { checkRawName, cleanComponents, linkComponents } from '../layers/tarpath.js';
 
 export type NodeKind = 'file' | 'dir' | 'symlink';
@@ -176,39 +174,17 @@ export class ContextIndex {
    * input's own error as it is when it is one.
    */
   async ingest(tar: Readable): Promise<void> {
-    const extract = tarStream.extract();
-    keepRawPaxXattrs(extract);
-    let inputError: unknown;
-    finished(tar, (err) => {
-      if (!err) return;
-      inputError ??= err;
-      extract.destroy(err);
-    });
-    let parseError: unknown;
-    extract.on('error', (err: unknown) => {
-      parseError ??= err;
-    });
-    tar.pipe(extract as unknown as NodeJS.WritableStream);
+    const reader = new TarReader(tar);
     try {
-      for await (const entry of extract) {
-        const h = entry.header as unknown as TarHeader;
+      for await (const entry of reader.extract) {
         try {
-          await this.add(h, entry as unknown as AsyncIterable<Buffer>);
+          await this.add(entry.header as unknown as TarHeader, entry as unknown as AsyncIterable<Buffer>);
         } finally {
           entry.resume();
         }
       }
     } catch (e) {
-      tar.unpipe(extract as unknown as NodeJS.WritableStream);
-      tar.destroy();
-      extract.destroy();
-      if (isEngineError(e)) throw e;
-      if (inputError !== undefined)
-        throw isEngineError(inputError)
-          ? inputError
-          : systemError(`reading the build context: ${messageOf(inputError)}`, inputError);
-      const cause = parseError ?? e;
-      throw invalidParameter(`Error processing tar file: ${messageOf(cause)}`, cause);
+      throw reader.fail(e, 'the build context');
     }
   }
 

@@ -93,9 +93,7 @@ export function resolveSources(tree: SourceTree, patterns: readonly string[]): C
     const realRoot = readlinkSync(fdPath(rootFd));
     const out: CopySource[] = [];
     for (const orig of patterns) {
-      if (/^https?:\/\//.test(orig)) throw invalidParameter("source can't be a URL for COPY");
-      let p = orig.startsWith('/') ? orig.slice(1) : orig;
-      if (p.startsWith('./')) p = p.slice(2);
+      const p = sourcePattern(orig);
       if (containsWildcards(p)) {
         for (const rel of walkNames(tree, rootFd, literalPrefix(p))) {
           if (matches(p, rel)) out.push(single(tree, rootFd, realRoot, rel));
@@ -190,14 +188,19 @@ function* walkNames(tree: SourceTree, rootFd: number, prefix: string): Generator
   yield* visit('');
 }
 
+/** A COPY source as a pattern relative to the context's root ("/a", "./a" and "a" alike); URLs are ADD's alone. */
+function sourcePattern(orig: string): string {
+  if (/^https?:\/\//.test(orig)) throw invalidParameter("source can't be a URL for COPY");
+  const p = orig.startsWith('/') ? orig.slice(1) : orig;
+  return p.startsWith('./') ? p.slice(2) : p;
+}
+
 // ---- sources in a received context's index --------------------------------------------
 
 function resolveInIndex(tree: SourceTree, index: ContextIndex, patterns: readonly string[]): CopySource[] {
   const out: CopySource[] = [];
   for (const orig of patterns) {
-    if (/^https?:\/\//.test(orig)) throw invalidParameter("source can't be a URL for COPY");
-    let p = orig.startsWith('/') ? orig.slice(1) : orig;
-    if (p.startsWith('./')) p = p.slice(2);
+    const p = sourcePattern(orig);
     if (containsWildcards(p)) {
       for (const rel of indexNames(tree, index, literalPrefix(p))) {
         if (matches(p, rel)) out.push(singleInIndex(tree, index, rel));

@@ -146,32 +146,49 @@ export async function applyLayer(tar: Readable, dir: string, opts: ApplyOptions 
 }
 
 async function applyTar(tar: Readable, applier: Applier): Promise<ApplyResult> {
-  const extract = tarStream.extract();
-  keepRawPaxXattrs(extract);
-
-  let inputError: unknown;
-  finished(tar, (err) => {
-    if (!err) return;
-    inputError ??= err;
-    extract.destroy(err);
-  });
-  // The parser's own error; an entry body that dies with it only says "Stream was destroyed".
-  let parseError: unknown;
-  extract.on('error', (err: unknown) => {
-    parseError ??= err;
-  });
-  tar.pipe(extract as unknown as NodeJS.WritableStream);
-
+  const reader = new TarReader(tar);
   try {
-    for await (const entry of extract) await applier.apply(entry.header as unknown as TarHeader, entry);
+    for await (const entry of reader.extract) await applier.apply(entry.header as unknown as TarHeader, entry);
     applier.finish();
     return { size: applier.size };
   } catch (e) {
-    const error = classify(e, inputError, parseError);
-    tar.unpipe(extract as unknown as NodeJS.WritableStream);
-    tar.destroy();
-    extract.destroy();
-    throw error; // nothing of ours writes in `dir` any more: every call above has returned
+    throw reader.fail(e, 'layer'); // nothing of ours writes in `dir` any more: every call above has returned
+  }
+}
+
+/**
+ * A tar stream parsed as it is read (tar-stream, binary xattrs kept raw), with
+ * the first error of its input and of the parser kept: an entry body that dies
+ * with the parser only says "Stream was destroyed".
+ */
+export class TarReader {
+  readonly extract = tarStream.extract();
+  private inputError: unknown;
+  private parseError: unknown;
+
+  constructor(private readonly tar: Readable) {
+    keepRawPaxXattrs(this.extract);
+    finished(tar, (err) => {
+      if (!err) return;
+      this.inputError ??= err;
+      this.extract.destroy(err);
+    });
+    this.extract.on('error', (err: unknown) => {
+      this.parseError ??= err;
+    });
+    tar.pipe(this.extract as unknown as NodeJS.WritableStream);
+  }
+
+  /**
+   * Stops reading after `e`, and says what failed: an engine error as it is,
+   * the input's own (reading `what`) when it failed first, else the archive (400).
+   */
+  fail(e: unknown, what: string): EngineError {
+    const error = classify(e, this.inputError, this.parseError, what);
+    this.tar.unpipe(this.extract as unknown as NodeJS.WritableStream);
+    this.tar.destroy();
+    this.extract.destroy();
+    return error;
   }
 }
 
@@ -193,10 +210,12 @@ const isErrno = (e: unknown): e is NodeJS.ErrnoException =>
  * Our own failures are EngineErrors already (Applier.apply wraps I/O errors);
  * the input's are I/O; anything else came out of tar-stream's parser.
  */
-function classify(e: unknown, inputError: unknown, parseError: unknown): EngineError {
+function classify(e: unknown, inputError: unknown, parseError: unknown, what: string): EngineError {
   if (isEngineError(e)) return e;
   if (inputError !== undefined) {
-    return isEngineError(inputError) ? inputError : systemError(`reading layer: ${messageOf(inputError)}`, inputError);
+    return isEngineError(inputError)
+      ? inputError
+      : systemError(`reading ${what}: ${messageOf(inputError)}`, inputError);
   }
   const cause = parseError ?? e;
   return invalidParameter(`Error processing tar file: ${messageOf(cause)}`, cause);
