@@ -84,7 +84,10 @@ const freeBytes = () => {
 };
 
 /** Makes the filesystem have about `mib` MiB free, with the ballast file (grown or shrunk). */
-function leaveFree(mib: number): void {
+async function leaveFree(mib: number): Promise<void> {
+  // What berthd deletes in the background (a removed image's blob and tree, a
+  // container's directory) must be gone first, or its space comes back later.
+  await waitFor(() => holdings(d!).temps.length === 0, "berthd's deletions to end");
   rmSync(ballast(), { force: true });
   execFileSync('sync', ['-f', dataRoot]);
   const size = freeBytes() - mib * MiB;
@@ -141,7 +144,7 @@ async function expectSpaceBack(before: Holdings, freeBefore: number): Promise<vo
 
 describe('a full disk', () => {
   it('fails a pull with "no space left on device", frees its temp space, and lets it succeed once there is room', async () => {
-    leaveFree(40);
+    await leaveFree(40);
     const before = allowing(holdings(d!), registryPool(registry!.host));
     const free = freeBytes();
     const r = await d!.request('POST', `/images/create?fromImage=${q(large.replace(/:latest$/, ''))}&tag=latest`);
@@ -172,7 +175,7 @@ describe('a full disk', () => {
     ]);
     await startContainer(id);
     await waitFor(async () => (await logText(id)).includes('ready'), 'the writes', 30_000, 50);
-    leaveFree(12); // less than the layer's blob: random bytes do not compress
+    await leaveFree(12); // less than the layer's blob: random bytes do not compress
     const before = allowing(holdings(d!), registryPool(registry!.host));
     const free = freeBytes();
     const r = await d!.request('POST', `/commit?container=${id}&repo=full/commit`);
@@ -193,7 +196,7 @@ describe('a full disk', () => {
   });
 
   it('survives a container that writes until the disk is full: berth.db stays whole and the daemon serves', async () => {
-    leaveFree(24);
+    await leaveFree(24);
     const id = await createContainer(busybox, [
       'sh',
       '-c',
