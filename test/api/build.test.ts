@@ -379,8 +379,8 @@ describe('errors before the first step', () => {
   });
 });
 
-/** POST /build of `tar`, hung up once the stream holds `marker`. */
-async function buildHungUpAt(tar: Buffer, marker: string): Promise<void> {
+/** POST /build of `tar`, hung up once the stream holds `marker` (and `meanwhile` has run). */
+async function buildHungUpAt(tar: Buffer, marker: string, meanwhile?: () => Promise<void>): Promise<void> {
   const req = http.request({
     socketPath: ctx.daemon.socket,
     method: 'POST',
@@ -399,7 +399,11 @@ async function buildHungUpAt(tar: Buffer, marker: string): Promise<void> {
     req.on('error', reject);
     req.end(tar);
   });
-  req.destroy();
+  try {
+    await meanwhile?.();
+  } finally {
+    req.destroy();
+  }
 }
 
 describe('a build cancelled by its client', () => {
@@ -413,27 +417,10 @@ describe('a build cancelled by its client', () => {
     });
     const before = holdings(ctx.daemon);
     const cBefore = (await containers()).length;
-    const req = http.request({
-      socketPath: ctx.daemon.socket,
-      method: 'POST',
-      path: '/v1.41/build?nocache=1',
-      headers: { 'Content-Type': 'application/x-tar', 'Content-Length': String(tar.length) },
+    // The RUN's own output, not the step line: the container runs.
+    await buildHungUpAt(tar, '{"stream":"started-sleeping\\n"}', async () => {
+      expect((await containers()).length).toBe(cBefore + 1);
     });
-    let seen = '';
-    const sleeping = new Promise<void>((resolve, reject) => {
-      req.on('response', (res) => {
-        res.on('data', (c: Buffer) => {
-          seen += c.toString();
-          // The RUN's own output, not the step line: the container runs.
-          if (seen.includes('{"stream":"started-sleeping\\n"}')) resolve();
-        });
-      });
-      req.on('error', reject);
-    });
-    req.end(tar);
-    await sleeping;
-    expect((await containers()).length).toBe(cBefore + 1);
-    req.destroy();
     await waitFor(async () => (await containers()).length === cBefore, 'the step container to go', 20_000);
     await expectNoLeaks(ctx.daemon, before, 20_000);
   });
