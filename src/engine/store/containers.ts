@@ -46,6 +46,10 @@ export type StatePatch = Partial<
   >
 >;
 
+/** A link row with its two containers' names (the child's null once it is gone). */
+const LINKS = `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
+  FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id`;
+
 const statements = (db: Db) => ({
   byId: db.prepare('SELECT * FROM containers WHERE id = ?'),
   byName: db.prepare('SELECT * FROM containers WHERE name = ?'),
@@ -69,21 +73,9 @@ const statements = (db: Db) => ({
   rename: db.prepare('UPDATE containers SET name = ? WHERE id = ?'),
   remove: db.prepare('DELETE FROM containers WHERE id = ?'),
   insertLink: db.prepare('INSERT INTO container_links (parent_id, child_id, alias, seq) VALUES (?, ?, ?, ?)'),
-  linksOf: db.prepare(
-    `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
-     FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
-     WHERE l.parent_id = @id OR l.child_id = @id ORDER BY l.seq`,
-  ),
-  allLinks: db.prepare(
-    `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
-     FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
-     ORDER BY l.seq`,
-  ),
-  linkByName: db.prepare(
-    `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
-     FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id
-     WHERE p.name = ? AND l.alias = ?`,
-  ),
+  linksOf: db.prepare(`${LINKS} WHERE l.parent_id = @id OR l.child_id = @id ORDER BY l.seq`),
+  allLinks: db.prepare(`${LINKS} ORDER BY l.seq`),
+  linkByName: db.prepare(`${LINKS} WHERE p.name = ? AND l.alias = ?`),
   removeLink: db.prepare('DELETE FROM container_links WHERE parent_id = ? AND alias = ?'),
   anyLink: db.prepare('SELECT EXISTS (SELECT 1 FROM container_links) AS n'),
 });
