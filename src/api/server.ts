@@ -112,6 +112,10 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
 
+  // A JSON answer ends with a newline, as dockerd's encoder writes each one: the
+  // docker CLI's `stats --no-stream` read a single sample without it as EOF.
+  app.setReplySerializer((payload) => `${JSON.stringify(payload)}\n`);
+
   app.decorateRequest('apiVersion', MAX_API_VERSION);
   // What is in flight, for the log of a fault that stops the daemon (main.ts). A response's
   // 'close' comes when it has been sent or its connection has gone, hijacked ones included.

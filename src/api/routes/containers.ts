@@ -114,13 +114,11 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     const oneShot = boolValue(q['one-shot']);
     if (stream && oneShot) throw invalidParameter('cannot have stream=true and one-shot=true');
     const first = await containers.stats(req.params.id);
-    // A JSON document and its newline, as dockerd's encoder writes it.
-    const single = (x: unknown) => reply.type('application/json').send(`${JSON.stringify(x)}\n`);
-    if (oneShot) return single(first);
+    if (oneShot) return first;
     if (!stream) {
       await new Promise((r) => setTimeout(r, 1000));
       const second = await containers.stats(req.params.id).catch(() => first);
-      return single({ ...second, preread: first.read, precpu_stats: first.cpu_stats });
+      return { ...second, preread: first.read, precpu_stats: first.cpu_stats };
     }
     reply.hijack();
     closeOnShutdown(req.raw.socket);
