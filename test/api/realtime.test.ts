@@ -5,7 +5,7 @@
 // container's processes then allowed a real-time policy; dockerd's refusals,
 // and its failed start when the parent has no budget.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../harness/daemon.js';
 import { removeAllContainers, startEnv, useEnv } from '../harness/env.js';
@@ -16,6 +16,12 @@ const BUDGET = 200_000;
 const supported = existsSync('/sys/fs/cgroup/cpu/cpu.rt_period_us');
 
 const rtRuntime = (dir: string) => Number(readFileSync(`${dir}/cpu.rt_runtime_us`, 'utf8'));
+
+/** The containers' cgroups under the parent that hold a real-time budget of their own. */
+const budgetedChildren = () =>
+  readdirSync(PARENT, { withFileTypes: true })
+    .filter((e) => e.isDirectory() && rtRuntime(`${PARENT}/${e.name}`) > 0)
+    .map((e) => e.name);
 
 /** Sets a process to SCHED_FIFO from the host, as a user would; the error of chrt when the kernel refuses. */
 function makeFifo(pid: number): string {
@@ -81,6 +87,9 @@ describe.skipIf(!supported)('real-time scheduling', () => {
   it("fails the start as dockerd's does when the parent has no budget", async () => {
     // Only the daemon with the options gives the parent a budget: take it back, as a host without one.
     await removeAllContainers(ctx.daemon);
+    // The kernel refuses (EINVAL) while a child still holds a budget: a removed container's
+    // cgroup can outlive its removal's answer by a moment.
+    await waitFor(() => budgetedChildren().length === 0, "the removed containers' cgroups to go");
     writeFileSync(`${PARENT}/cpu.rt_runtime_us`, '0');
     const other = await startEnv();
     try {
