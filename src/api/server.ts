@@ -16,6 +16,7 @@ import { containerRoutes } from './routes/containers.js';
 import { eventRoutes } from './routes/events.js';
 import { execRoutes } from './routes/exec.js';
 import { imageRoutes } from './routes/images.js';
+import { pluginRoutes } from './routes/plugins.js';
 import { swarmRoutes } from './routes/swarm.js';
 import { systemRoutes } from './routes/system.js';
 import { closeHijacked } from './streams/hijack.js';
@@ -188,5 +189,6 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
   volumeRoutes(app, engine);
   eventRoutes(app, engine);
   swarmRoutes(app);
+  pluginRoutes(app);
   return app;
 }
