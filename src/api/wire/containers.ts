@@ -13,6 +13,33 @@ import { mountsShape } from './volumes.js';
 
 // ------------------------------------------------------------------ responses
 
+/**
+ * Docker's zero values of the cgroup fields, for a container stored without
+ * them (a client that sent none, or made before berth took them): before
+ * this, no container had a cgroup namespace of its own.
+ */
+const CGROUP_DEFAULTS = {
+  CgroupParent: '',
+  CgroupnsMode: 'host',
+  BlkioWeight: 0,
+  BlkioWeightDevice: null,
+  BlkioDeviceReadBps: null,
+  BlkioDeviceWriteBps: null,
+  BlkioDeviceReadIOps: null,
+  BlkioDeviceWriteIOps: null,
+  CpuPeriod: 0,
+  CpuQuota: 0,
+  CpusetMems: '',
+  MemoryReservation: 0,
+  KernelMemory: 0,
+  KernelMemoryTCP: 0,
+  OomKillDisable: false,
+  CpuCount: 0,
+  CpuPercent: 0,
+  IOMaximumIOps: 0,
+  IOMaximumBandwidth: 0,
+};
+
 /** Whether the container's process runs now (its network interfaces exist). */
 const isLive = (c: Container) => (c.status === 'running' || c.status === 'paused') && c.pid > 0;
 
@@ -99,6 +126,7 @@ export function containerInspect(
     AppArmorProfile: '',
     ExecIDs: null,
     HostConfig: {
+      ...CGROUP_DEFAULTS,
       ...c.hostConfig,
       ContainerIDFile: '',
       PortBindings: c.hostConfig.PortBindings ?? {},
@@ -123,7 +151,6 @@ export function containerInspect(
       Isolation: c.hostConfig.Isolation ?? '',
       PidsLimit: c.hostConfig.PidsLimit ?? null,
       MemorySwappiness: c.hostConfig.MemorySwappiness ?? null,
-      OomKillDisable: false,
       Init: c.hostConfig.Init ?? null,
       MaskedPaths: [],
       ReadonlyPaths: [],

@@ -14,6 +14,7 @@ import { bindMounts, parseExtraHost, securityOptions, type SecurityOptions } fro
 import { type LinkedSettings, linkedSettings, withLinkEnv } from './links.js';
 import { isRunning, type Container, type ContainerLookup } from './lookup.js';
 import { namespacePlan } from './namespaces.js';
+import { cgroupsPath } from './cgroups.js';
 import { budgetParents, type RealtimeBudget } from './realtime.js';
 import { buildSpec, consoleSize, DEFAULT_SHM_SIZE, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
@@ -34,9 +35,6 @@ export interface BundleDeps {
   /** The container's volumes and inherited binds. */
   volumes: Pick<VolumeService, 'mountsOf'>;
 }
-
-/** Every container's cgroup, in each hierarchy: /berth/<id>, beside dockerd's /docker. */
-export const cgroupPath = (id: string) => `/berth/${id}`;
 
 /** A shareable IPC container's /dev/shm, a tmpfs on the host that containers joining its IPC bind too. */
 const shmDir = (bundleDir: string) => path.join(bundleDir, 'shm');
@@ -120,7 +118,7 @@ export class Bundles {
     });
     if (c.hostConfig.IpcMode === 'shareable') await this.mountShm(c);
     // As dockerd, before every start: the budget may have been taken from the parent since.
-    if (this.deps.realtime) await budgetParents(this.deps.realtime, cgroupPath(c.id));
+    if (this.deps.realtime) await budgetParents(this.deps.realtime, cgroupsPath(c));
     const spec = await this.spec(c);
     await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
   }
@@ -170,7 +168,7 @@ export class Bundles {
       noNewPrivileges: security.noNewPrivileges,
       ...(security.seccomp === undefined ? {} : { seccomp: security.seccomp }),
       ...(this.deps.initPath ? { initPath: this.deps.initPath } : {}),
-      cgroupsPath: cgroupPath(c.id),
+      cgroupsPath: cgroupsPath(c),
     });
   }
 

@@ -121,6 +121,44 @@ export const RESTART_POLICIES = ['', 'no', 'always', 'unless-stopped', 'on-failu
 const RestartPolicySchema = z.looseObject({ Name: z.enum(RESTART_POLICIES), MaximumRetryCount: int });
 export type RestartPolicy = z.output<typeof RestartPolicySchema>;
 
+/** A block device's blkio weight, or one of its throttles (bytes or operations per second), by the device's path on the host. */
+const WeightDeviceSchema = z.looseObject({ Path: z.string(), Weight: int });
+const ThrottleDeviceSchema = z.looseObject({ Path: z.string(), Rate: int });
+
+/**
+ * The cgroup limits beyond memory, CPU count and pids (resources.ts checks
+ * them as dockerd does, limits.ts writes them into the spec), and where the
+ * container's cgroups are (cgroups.ts). CpuPeriod and CpuQuota are CFS
+ * bandwidth in µs (a quota of -1 is none). CpuCount, CpuPercent and
+ * IOMaximum* are Windows': dockerd on Linux keeps the first, discards the
+ * second with a warning and refuses the others. KernelMemory is deprecated:
+ * kept and shown, applied by no kernel berth runs on.
+ */
+const CgroupLimitsShape = {
+  CpuPeriod: int.optional(),
+  CpuQuota: int.optional(),
+  CpuCount: int.optional(),
+  CpuPercent: int.optional(),
+  CpusetMems: z.string().optional(),
+  MemoryReservation: int.optional(),
+  KernelMemory: int.optional(),
+  KernelMemoryTCP: int.optional(),
+  /** false unless asked (dockerd's default); null where the kernel cannot, the request discarded. */
+  OomKillDisable: z.boolean().nullish(),
+  BlkioWeight: int.optional(),
+  BlkioWeightDevice: z.array(WeightDeviceSchema).nullish(),
+  BlkioDeviceReadBps: z.array(ThrottleDeviceSchema).nullish(),
+  BlkioDeviceWriteBps: z.array(ThrottleDeviceSchema).nullish(),
+  BlkioDeviceReadIOps: z.array(ThrottleDeviceSchema).nullish(),
+  BlkioDeviceWriteIOps: z.array(ThrottleDeviceSchema).nullish(),
+  IOMaximumIOps: int.optional(),
+  IOMaximumBandwidth: int.optional(),
+  /** The cgroup the container's is made in (cgroups.ts). */
+  CgroupParent: z.string().optional(),
+  /** host or private (a cgroup namespace of its own); create stores dockerd's default for the host. */
+  CgroupnsMode: z.string().optional(),
+};
+
 /** A container's HostConfig as stored and inspected, create's defaults applied. */
 export const HostConfigSchema = z.looseObject({
   Binds: z.array(z.string()).nullable(),
@@ -151,6 +189,7 @@ export const HostConfigSchema = z.looseObject({
   CpuRealtimePeriod: int.optional(),
   CpuRealtimeRuntime: int.optional(),
   PidsLimit: int.nullish(),
+  ...CgroupLimitsShape,
   ShmSize: int.optional(),
   ExtraHosts: z.array(z.string()).nullish(),
   /** Legacy links on the default bridge (links.ts), or a user network's links (endpoints.ts). */
@@ -221,6 +260,15 @@ export const UpdateBodySchema = z.looseObject({
       CpuShares: true,
       CpusetCpus: true,
       PidsLimit: true,
+      CpuPeriod: true,
+      CpuQuota: true,
+      CpusetMems: true,
+      MemoryReservation: true,
+      KernelMemory: true,
+      BlkioWeight: true,
+      CpuPercent: true,
+      IOMaximumIOps: true,
+      IOMaximumBandwidth: true,
     }).shape,
   ),
   RestartPolicy: HostConfigBodySchema.shape.RestartPolicy,

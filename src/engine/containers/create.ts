@@ -26,9 +26,10 @@ import {
   type RestartPolicy,
 } from './config.js';
 import { checkDevice } from './devices.js';
+import { checkCgroupnsMode, defaultCgroupnsMode } from './cgroups.js';
 import { checkNamespaceModes } from './namespaces.js';
 import { checkLogConfig } from './logconfig.js';
-import { checkResources, memorySwappiness } from './resources.js';
+import { verifyResources } from './resources.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { type BindMount, deviceCgroupRule, type Propagation } from './spec.js';
 import { checkSysctls } from './sysctls.js';
@@ -200,13 +201,15 @@ function checkHostConfig(h: Given<HostConfigBody>): Omit<CreateSettings, 'config
   for (const device of h.Devices ?? []) checkDevice(device);
   checkUlimits(h.Ulimits ?? []);
   checkSysctls(h.Sysctls ?? {}, { network: mode, ipc: h.IpcMode ?? '' });
-  checkResources(h);
-  const swappiness = memorySwappiness(h.MemorySwappiness, warnings);
+  const verified = verifyResources(h);
+  warnings.push(...verified.warnings);
+  const r = verified.resources;
+  checkCgroupnsMode(h.CgroupnsMode, warnings);
   if (h.ShmSize && h.ShmSize < 0) throw invalidParameter('SHM size can not be less than 0');
   refuseUnappliedSecurityOptions(h.SecurityOpt ?? []);
   const security = securityOptions(h.SecurityOpt ?? []);
   const hostConfig: HostConfig = {
-    ...h,
+    ...r,
     Binds: h.Binds ?? null,
     AutoRemove: h.AutoRemove ?? false,
     NetworkMode: mode,
@@ -216,13 +219,15 @@ function checkHostConfig(h: Given<HostConfigBody>): Omit<CreateSettings, 'config
     CapAdd: h.CapAdd ?? null,
     CapDrop: h.CapDrop ?? null,
     SecurityOpt: h.SecurityOpt ?? null,
-    Memory: h.Memory ?? 0,
+    Memory: r.Memory ?? 0,
     // dockerd's default swap limit: twice the memory limit (adaptContainerSettings).
-    MemorySwap: h.Memory && h.Memory > 0 && !h.MemorySwap ? h.Memory * 2 : (h.MemorySwap ?? 0),
-    MemorySwappiness: swappiness,
-    NanoCpus: h.NanoCpus ?? 0,
-    CpuShares: h.CpuShares ?? 0,
-    CpusetCpus: h.CpusetCpus ?? '',
+    MemorySwap: r.Memory && r.Memory > 0 && !r.MemorySwap ? r.Memory * 2 : (r.MemorySwap ?? 0),
+    MemorySwappiness: r.MemorySwappiness ?? null,
+    NanoCpus: r.NanoCpus ?? 0,
+    CpuShares: r.CpuShares ?? 0,
+    CpusetCpus: r.CpusetCpus ?? '',
+    OomKillDisable: r.OomKillDisable ?? false,
+    CgroupnsMode: h.CgroupnsMode || defaultCgroupnsMode(),
     // As given, json-file when none is named (dockerd's default driver); logconfig.ts reads it.
     LogConfig: { Type: h.LogConfig?.Type || 'json-file', Config: h.LogConfig?.Config ?? {} },
   };

@@ -26,8 +26,8 @@ export function checkDevice(d: DeviceMapping): void {
 }
 
 /** The kernel's major and minor numbers of a dev_t (glibc's gnu_dev_major/minor). */
-const major = (rdev: number) => Number(((BigInt(rdev) >> 8n) & 0xfffn) | ((BigInt(rdev) >> 32n) & ~0xfffn));
-const minor = (rdev: number) => Number((BigInt(rdev) & 0xffn) | ((BigInt(rdev) >> 12n) & ~0xffn));
+export const major = (rdev: number) => Number(((BigInt(rdev) >> 8n) & 0xfffn) | ((BigInt(rdev) >> 32n) & ~0xfffn));
+export const minor = (rdev: number) => Number((BigInt(rdev) & 0xffn) | ((BigInt(rdev) >> 12n) & ~0xffn));
 
 /** The node to make in the container, and the cgroup rule that lets it be used. */
 export function deviceOf(d: DeviceMapping): { node: OciLinuxDevice; rule: OciDeviceRule } {

@@ -6,7 +6,7 @@ import { conflict, notImplemented } from '../../errors.js';
 import { processEnded } from '../runtime/proc.js';
 import { readLog, readLogBatches, type LogEntry, type ReadLogOptions } from '../runtime/logs.js';
 import { DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
-import { cgroupPath } from './bundle.js';
+import { cgroupsPath } from './cgroups.js';
 import type { Shared } from './context.js';
 import { logDriver } from './logconfig.js';
 import { type Container, isActive, isRunning } from './lookup.js';
@@ -122,7 +122,7 @@ export class ContainerIo {
   /** `GET /containers/{id}/stats?stream=0`. */
   async stats(ref: string) {
     const c = this.s.lookup.find(ref);
-    const stats = await cgroupStats({ path: cgroupPath(c.id) }, c.id, c.name);
+    const stats = await cgroupStats(cgroupsPath(c), c.id, c.name);
     const networks = await this.networksOf(c);
     // dockerd leaves the key out when there is no interface (network none, host, a stopped container).
     return Object.keys(networks).length ? { ...stats, networks } : stats;
@@ -152,7 +152,7 @@ export class ContainerIo {
   async top(ref: string, psArgs?: string) {
     const c = this.s.lookup.find(ref);
     if (!isRunning(c)) throw conflict(`Container ${c.id} is not running`);
-    return top({ path: cgroupPath(c.id) }, psArgs || '-ef');
+    return top(cgroupsPath(c), psArgs || '-ef');
   }
 }
 

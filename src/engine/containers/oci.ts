@@ -51,7 +51,14 @@ export interface OciDeviceRule {
 
 export interface OciResources {
   devices: OciDeviceRule[];
-  memory?: { limit?: number; swap?: number; swappiness?: number };
+  memory?: {
+    limit?: number;
+    reservation?: number;
+    swap?: number;
+    kernelTCP?: number;
+    swappiness?: number;
+    disableOOMKiller?: boolean;
+  };
   cpu?: {
     shares?: number;
     quota?: number;
@@ -59,8 +66,23 @@ export interface OciResources {
     realtimePeriod?: number;
     realtimeRuntime?: number;
     cpus?: string;
+    mems?: string;
   };
   pids?: { limit: number };
+  blockIO?: {
+    weight?: number;
+    weightDevice?: { major: number; minor: number; weight: number }[];
+    throttleReadBpsDevice?: OciThrottleDevice[];
+    throttleWriteBpsDevice?: OciThrottleDevice[];
+    throttleReadIOPSDevice?: OciThrottleDevice[];
+    throttleWriteIOPSDevice?: OciThrottleDevice[];
+  };
+}
+
+export interface OciThrottleDevice {
+  major: number;
+  minor: number;
+  rate: number;
 }
 
 /** What `runc update` changes of a running container. */

@@ -9,6 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { invalidParameter, messageOf, systemError } from '../../errors.js';
+import { cgroupDir } from './cgroups.js';
 
 /** The cpu controller's v1 hierarchy (also where a cpu,cpuacct one is linked from). */
 const CPU_CGROUP = '/sys/fs/cgroup/cpu';
@@ -59,15 +60,19 @@ function defaultPeriod(): number {
 }
 
 /**
- * Gives every cgroup above `cgroupsPath` (runc's, e.g. /berth/<id>) the
- * budget, top down, as a parent's budget bounds its children's.
+ * Gives every cgroup above the container's in the cpu hierarchy (runc's
+ * cgroupsPath, e.g. /berth/<id> or <CgroupParent>/<id>: cgroups.ts) the
+ * budget, top down, as a parent's budget bounds its children's. Those runc
+ * would create are created here first, as dockerd's initCPURtController does.
  */
 export async function budgetParents(budget: RealtimeBudget, cgroupsPath: string): Promise<void> {
   if (budget.period === 0 && budget.runtime === 0) return;
   const parents: string[] = [];
-  for (let p = path.posix.dirname(cgroupsPath); p !== '/' && p !== '.'; p = path.posix.dirname(p)) parents.unshift(p);
-  for (const p of parents) {
-    const dir = path.join(CPU_CGROUP, p);
+  const top = path.resolve(CPU_CGROUP);
+  for (let p = path.dirname(cgroupDir('cpu', cgroupsPath)); p.startsWith(`${top}/`); p = path.dirname(p)) {
+    parents.unshift(p);
+  }
+  for (const dir of parents) {
     try {
       await mkdir(dir, { recursive: true, mode: 0o755 });
       if (budget.period) await writeFile(path.join(dir, 'cpu.rt_period_us'), String(budget.period));

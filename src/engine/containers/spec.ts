@@ -12,6 +12,8 @@ import type { HostConfig } from './config.js';
 import type { NamespacePlan } from './namespaces.js';
 import { hostHardLimit, rlimits } from './ulimits.js';
 import { deviceOf } from './devices.js';
+import { type LimitsInput, specLimits } from './limits.js';
+import { privateCgroupns } from './cgroups.js';
 import type {
   OciDeviceRule,
   OciLinux,
@@ -19,7 +21,6 @@ import type {
   OciNamespaceType,
   OciProcess,
   OciResources,
-  OciResourcesUpdate,
   OciSpec,
   OciUser,
 } from './oci.js';
@@ -79,7 +80,9 @@ export type SpecHostConfig = Partial<
 >;
 
 /** What the spec is built from: the container's HostConfig fields, and what start works out. */
-export interface SpecInput extends SpecHostConfig {
+export interface SpecInput extends SpecHostConfig, LimitsInput {
+  /** host or private (a cgroup namespace of its own: cgroups.ts). */
+  CgroupnsMode?: string;
   args: string[];
   env?: string[];
   /** Absolute path inside the container; '/' when absent. */
@@ -115,7 +118,6 @@ export const CONTAINER_INIT_PATH = '/dev/init';
 const DEFAULT_INIT_PATH = '/usr/bin/catatonit';
 export const DEFAULT_SHM_SIZE = 64 * 1024 * 1024;
 const NOFILE_CEILING = 1048576;
-const CPU_PERIOD = 100_000;
 
 export const MASKED_PATHS: readonly string[] = [
   '/proc/asound',
@@ -276,57 +278,9 @@ export function deviceCgroupRule(rule: string): OciDeviceRule {
   };
 }
 
-function memoryResources(input: SpecHostConfig): OciResources['memory'] {
-  const swappiness = input.MemorySwappiness ?? undefined;
-  const memory = input.Memory ?? 0;
-  const limits = memory > 0 ? { limit: memory, swap: swapLimit(memory, input.MemorySwap) } : {};
-  return memory > 0 || swappiness !== undefined
-    ? { ...limits, ...(swappiness === undefined ? {} : { swappiness }) }
-    : undefined;
-}
-
-/** A swap below the memory limit is refused at create and update; 0 (containers made before berth stored dockerd's default) is twice the memory. */
-const swapLimit = (memory: number, memorySwap?: number) =>
-  memorySwap === -1 ? -1 : memorySwap && memorySwap > 0 ? memorySwap : memory * 2;
-
-function cpuResources(input: SpecHostConfig): OciResources['cpu'] {
-  const cpu: NonNullable<OciResources['cpu']> = {};
-  if (input.CpuShares && input.CpuShares > 0) cpu.shares = input.CpuShares;
-  if (input.NanoCpus && input.NanoCpus > 0) {
-    cpu.period = CPU_PERIOD;
-    cpu.quota = Math.round((input.NanoCpus * CPU_PERIOD) / 1e9);
-  }
-  if (input.CpusetCpus) cpu.cpus = input.CpusetCpus;
-  if (input.CpuRealtimePeriod) cpu.realtimePeriod = input.CpuRealtimePeriod;
-  if (input.CpuRealtimeRuntime) cpu.realtimeRuntime = input.CpuRealtimeRuntime;
-  return Object.keys(cpu).length ? cpu : undefined;
-}
-
 function resources(input: SpecInput, devices: ReturnType<typeof deviceOf>[]): OciResources {
   const rules = deviceRules(input.Privileged ?? false, input.DeviceCgroupRules ?? []);
-  const res: OciResources = { devices: [...rules, ...devices.map((d) => d.rule)] };
-  const memory = memoryResources(input);
-  if (memory) res.memory = memory;
-  const cpu = cpuResources(input);
-  if (cpu) res.cpu = cpu;
-  if (input.PidsLimit && input.PidsLimit > 0) res.pids = { limit: input.PidsLimit };
-  return res;
-}
-
-/**
- * The limits `runc update` sets on a running container, from its updated
- * HostConfig: each one the update may change, with "unlimited" spelled out
- * where a limit is lifted (runc keeps what it is not told).
- */
-export function updatedResources(h: SpecHostConfig): OciResourcesUpdate {
-  const out: OciResourcesUpdate = {};
-  const memory = memoryResources(h);
-  if (memory) out.memory = memory;
-  const cpu = cpuResources(h);
-  if (cpu) out.cpu = cpu;
-  // moby's getPidsLimit: runc needs -1 to lift a limit set before.
-  if (h.PidsLimit !== undefined && h.PidsLimit !== null) out.pids = { limit: h.PidsLimit > 0 ? h.PidsLimit : -1 };
-  return out;
+  return { devices: [...rules, ...devices.map((d) => d.rule)], ...specLimits(input) };
 }
 
 // -------------------------------------------------------------- host facts
@@ -452,6 +406,7 @@ export function buildSpec(input: SpecInput): OciSpec {
   if (sysctl) linux.sysctl = sysctl;
   const propagation = rootfsPropagation(input.mounts ?? []);
   if (propagation) linux.rootfsPropagation = propagation;
+  if (privateCgroupns(input.CgroupnsMode)) linux.namespaces.push({ type: 'cgroup' });
   const process = processSpec(input);
   if (!privileged && input.seccomp !== 'unconfined') {
     const caps = process.capabilities.bounding;

@@ -5,9 +5,9 @@ import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import { promisify } from 'node:util';
 import { invalidParameter } from '../../errors.js';
+import { cgroupDir } from './cgroups.js';
 
 const run = promisify(execFile);
-const CG = '/sys/fs/cgroup';
 
 const readNum = async (p: string): Promise<number | undefined> => {
   const t = await readFile(p, 'utf8').catch(() => undefined);
@@ -36,25 +36,23 @@ async function systemCpuNanos(): Promise<number> {
   return (ticks / 100) * 1e9; // USER_HZ is 100 on Linux
 }
 
-export interface CgroupRef {
-  /** The cgroups path given to runc, e.g. /berth/<id>. */
-  path: string;
-}
-
-export async function cgroupStats(cg: CgroupRef, id: string, name: string) {
-  const mem = await readKeyed(`${CG}/memory${cg.path}/memory.stat`);
-  const usage = (await readNum(`${CG}/memory${cg.path}/memory.usage_in_bytes`)) ?? 0;
-  const limit = (await readNum(`${CG}/memory${cg.path}/memory.limit_in_bytes`)) ?? os.totalmem();
-  const percpu = ((await readFile(`${CG}/cpuacct${cg.path}/cpuacct.usage_percpu`, 'utf8').catch(() => '')) || '')
+/** `cgroupsPath` is the one given to runc (cgroups.ts), e.g. /berth/<id> or <CgroupParent>/<id>. */
+export async function cgroupStats(cgroupsPath: string, id: string, name: string) {
+  const memory = cgroupDir('memory', cgroupsPath);
+  const cpuacct = cgroupDir('cpuacct', cgroupsPath);
+  const mem = await readKeyed(`${memory}/memory.stat`);
+  const usage = (await readNum(`${memory}/memory.usage_in_bytes`)) ?? 0;
+  const limit = (await readNum(`${memory}/memory.limit_in_bytes`)) ?? os.totalmem();
+  const percpu = ((await readFile(`${cpuacct}/cpuacct.usage_percpu`, 'utf8').catch(() => '')) || '')
     .trim()
     .split(/\s+/)
     .filter(Boolean)
     .map(Number);
-  const cpuStat = await readKeyed(`${CG}/cpuacct${cg.path}/cpuacct.stat`);
+  const cpuStat = await readKeyed(`${cpuacct}/cpuacct.stat`);
   const tick = 1e9 / 100;
   const cpu = {
     cpu_usage: {
-      total_usage: (await readNum(`${CG}/cpuacct${cg.path}/cpuacct.usage`)) ?? 0,
+      total_usage: (await readNum(`${cpuacct}/cpuacct.usage`)) ?? 0,
       percpu_usage: percpu,
       usage_in_kernelmode: (cpuStat.system ?? 0) * tick,
       usage_in_usermode: (cpuStat.user ?? 0) * tick,
@@ -66,7 +64,7 @@ export async function cgroupStats(cg: CgroupRef, id: string, name: string) {
   return {
     read: new Date().toISOString(),
     preread: '0001-01-01T00:00:00Z',
-    pids_stats: { current: (await readNum(`${CG}/pids${cg.path}/pids.current`)) ?? 0 },
+    pids_stats: { current: (await readNum(`${cgroupDir('pids', cgroupsPath)}/pids.current`)) ?? 0 },
     blkio_stats: {
       io_service_bytes_recursive: null,
       io_serviced_recursive: null,
@@ -86,7 +84,7 @@ export async function cgroupStats(cg: CgroupRef, id: string, name: string) {
     },
     memory_stats: {
       usage,
-      max_usage: (await readNum(`${CG}/memory${cg.path}/memory.max_usage_in_bytes`)) ?? usage,
+      max_usage: (await readNum(`${memory}/memory.max_usage_in_bytes`)) ?? usage,
       stats: mem,
       limit: Math.min(limit, os.totalmem()),
     },
@@ -145,9 +143,9 @@ export function parseNetDev(text: string): Record<string, NetworkStats> {
 }
 
 /** The processes of a container: `ps <args>` on the host, rows kept for the cgroup's pids. */
-export async function top(cg: CgroupRef, psArgs = '-ef'): Promise<{ Titles: string[]; Processes: string[][] }> {
+export async function top(cgroupsPath: string, psArgs = '-ef'): Promise<{ Titles: string[]; Processes: string[][] }> {
   if (!/^[-a-zA-Z0-9 ,=%]*$/.test(psArgs)) throw invalidParameter(`invalid ps arguments: ${psArgs}`);
-  const procs = ((await readFile(`${CG}/pids${cg.path}/cgroup.procs`, 'utf8').catch(() => '')) || '')
+  const procs = ((await readFile(`${cgroupDir('pids', cgroupsPath)}/cgroup.procs`, 'utf8').catch(() => '')) || '')
     .split('\n')
     .filter(Boolean);
   const pids = new Set(procs);

@@ -18,8 +18,6 @@ const READ_ELSEWHERE = new Set(['ConsoleSize', 'ContainerIDFile']);
 
 /** Docker's defaults that are not "empty": a client may send them, and they ask nothing. */
 const DOCKER_DEFAULTS: Record<string, readonly unknown[]> = {
-  // berth's containers have no cgroup namespace of their own: the host's, dockerd's default on cgroup v1.
-  CgroupnsMode: ['host'],
   VolumeDriver: ['local'],
   Runtime: ['runc'],
 };

@@ -9,8 +9,8 @@ import type { Given, HostConfig, RestartPolicy, UpdateBody } from './config.js';
 import { publish, type Shared } from './context.js';
 import { checkRestartPolicy } from './create.js';
 import { type Container, isRunning } from './lookup.js';
-import { checkResources } from './resources.js';
-import { updatedResources } from './spec.js';
+import { updatedResources } from './limits.js';
+import { verifyResources } from './resources.js';
 import { refuseUnhonouredUpdate } from './unsupported.js';
 
 export async function updateContainer(
@@ -20,7 +20,7 @@ export async function updateContainer(
   startOf: (id: string) => Promise<unknown> | undefined,
 ): Promise<{ Warnings: string[] | null }> {
   refuseUnhonouredUpdate(body);
-  checkResources(body, { update: true });
+  const { resources, warnings } = verifyResources(body, { update: true });
   const policy = body.RestartPolicy ? checkRestartPolicy({ RestartPolicy: body.RestartPolicy }) : undefined;
   // A start under way has read the configuration already: the update comes after it.
   await startOf(s.lookup.find(ref).id)?.catch(() => undefined);
@@ -28,7 +28,7 @@ export async function updateContainer(
   if (c.status === 'removing' || c.status === 'dead') {
     throw cannotUpdate(c, systemError('container is marked for removal and cannot be "update"'));
   }
-  const hostConfig = updatedHostConfig(c, body, policy);
+  const hostConfig = updatedHostConfig(c, resources, policy);
   const { repo, runtime, events } = s.deps;
   repo.update(c.id, { host_config: JSON.stringify(hostConfig) });
   await s.bundles.reconfigured(c.id);
@@ -45,16 +45,21 @@ export async function updateContainer(
       }
     }
   }
-  // dockerd answers null when there is nothing to warn of (here: never).
-  return { Warnings: null };
+  // dockerd answers null when there is nothing to warn of.
+  return { Warnings: warnings.length ? warnings : null };
 }
 
 /** The stored HostConfig with the update's fields over it, refused where dockerd refuses the mix. */
 function updatedHostConfig(c: Container, u: Given<UpdateBody>, policy: RestartPolicy | undefined): HostConfig {
   const h: HostConfig = { ...c.hostConfig };
+  refuseCpuSwitch(c, u);
+  if (u.BlkioWeight) h.BlkioWeight = u.BlkioWeight;
   if (u.CpuShares) h.CpuShares = u.CpuShares;
   if (u.NanoCpus) h.NanoCpus = u.NanoCpus;
+  if (u.CpuPeriod) h.CpuPeriod = u.CpuPeriod;
+  if (u.CpuQuota) h.CpuQuota = u.CpuQuota;
   if (u.CpusetCpus) h.CpusetCpus = u.CpusetCpus;
+  if (u.CpusetMems) h.CpusetMems = u.CpusetMems;
   if (u.Memory) {
     if (u.Memory > swapLimit(c.hostConfig) && !u.MemorySwap) {
       throw cannotUpdate(
@@ -67,6 +72,8 @@ function updatedHostConfig(c: Container, u: Given<UpdateBody>, policy: RestartPo
     h.Memory = u.Memory;
   }
   if (u.MemorySwap) h.MemorySwap = u.MemorySwap;
+  if (u.MemoryReservation) h.MemoryReservation = u.MemoryReservation;
+  if (u.KernelMemory) h.KernelMemory = u.KernelMemory;
   // dockerd's router: 0 and any negative value both mean unlimited.
   if (u.PidsLimit !== undefined) h.PidsLimit = Math.max(u.PidsLimit, 0);
   if (policy && policy.Name !== '') {
@@ -79,6 +86,29 @@ function updatedHostConfig(c: Container, u: Given<UpdateBody>, policy: RestartPo
     h.RestartPolicy = policy;
   }
   return h;
+}
+
+/**
+ * NanoCpus sets the CFS period and quota: once either way is set, the other
+ * cannot be updated (dockerd's UpdateContainer).
+ */
+function refuseCpuSwitch(c: Container, u: Given<UpdateBody>): void {
+  const had = c.hostConfig;
+  const refuse = (what: string) => {
+    throw cannotUpdate(c, conflict(`Conflicting options: ${what}`));
+  };
+  if (u.NanoCpus && u.NanoCpus > 0 && (had.CpuPeriod ?? 0) > 0) {
+    refuse('Nano CPUs cannot be updated as CPU Period has already been set');
+  }
+  if (u.NanoCpus && u.NanoCpus > 0 && (had.CpuQuota ?? 0) > 0) {
+    refuse('Nano CPUs cannot be updated as CPU Quota has already been set');
+  }
+  if (u.CpuPeriod && u.CpuPeriod > 0 && had.NanoCpus > 0) {
+    refuse('CPU Period cannot be updated as NanoCPUs has already been set');
+  }
+  if (u.CpuQuota && u.CpuQuota > 0 && had.NanoCpus > 0) {
+    refuse('CPU Quota cannot be updated as NanoCPUs has already been set');
+  }
 }
 
 /**
