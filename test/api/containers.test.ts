@@ -729,7 +729,6 @@ describe('namespaces, groups, devices and limits', () => {
 
   it('refuses what it does not apply yet, and takes the zeros and defaults clients send', async () => {
     expect(await refused({ Links: ['other:db'] })).toBe('could not get container for other: No such container: other');
-    expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
     // A storage option with an empty value still asks for something.
     expect(await refused({ StorageOpt: { size: '' } })).toMatch(/^HostConfig.StorageOpt is not supported by berth yet/);
     // dockerd reads a field's name in any case.

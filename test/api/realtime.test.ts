@@ -5,12 +5,12 @@
 // container's processes then allowed a real-time policy; dockerd's refusals,
 // and its failed start when the parent has no budget.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../harness/daemon.js';
 import { removeAllContainers, startEnv, useEnv } from '../harness/env.js';
 
-/** Every container's cgroup is /berth/<id> (bundle.ts); this is their parent in the cpu hierarchy. */
+/** A container's cgroup is /berth/<id> unless it names a CgroupParent (cgroups.ts); this is their parent in the cpu hierarchy. */
 const PARENT = '/sys/fs/cgroup/cpu/berth';
 const BUDGET = 200_000;
 const supported = existsSync('/sys/fs/cgroup/cpu/cpu.rt_period_us');
@@ -72,6 +72,27 @@ describe.skipIf(!supported)('real-time scheduling', () => {
     const plainPid = (await d.request('GET', `/containers/${plain}/json`)).json.State.Pid;
     expect(makeFifo(plainPid)).toMatch(/Operation not permitted/);
     for (const c of [id, plain]) await d.request('DELETE', `/containers/${c}?force=1`);
+  });
+
+  it('gives the budget to every cgroup above a container under a CgroupParent, making those not there yet', async () => {
+    const d = ctx.daemon;
+    const top = `berth-rt-${process.pid}`;
+    const id = await create({ CgroupParent: `/${top}/pod`, CpuRealtimeRuntime: 10_000 });
+    try {
+      expect((await d.request('POST', `/containers/${id}/start`)).status).toBe(204);
+      expect(rtRuntime(`/sys/fs/cgroup/cpu/${top}`)).toBe(BUDGET);
+      expect(rtRuntime(`/sys/fs/cgroup/cpu/${top}/pod`)).toBe(BUDGET);
+      expect(rtRuntime(`/sys/fs/cgroup/cpu/${top}/pod/${id}`)).toBe(10_000);
+    } finally {
+      await d.request('DELETE', `/containers/${id}?force=1`);
+      // The parents stay, as dockerd leaves them: the test takes its own away.
+      await waitFor(() => !existsSync(`/sys/fs/cgroup/cpu/${top}/pod/${id}`), "the container's cgroup to go");
+      for (const h of readdirSync('/sys/fs/cgroup')) {
+        for (const dir of [`/sys/fs/cgroup/${h}/${top}/pod`, `/sys/fs/cgroup/${h}/${top}`]) {
+          if (existsSync(dir)) rmdirSync(dir);
+        }
+      }
+    }
   });
 
   it('refuses a runtime higher than the period with 400', async () => {

@@ -4,7 +4,9 @@
 // exit; dockerd's refusals and their words; what berth does not change is
 // refused, not taken and dropped. Limits are read from inside the container
 // (its cgroup files), as a user would see them.
+import { existsSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { dockerCli } from '../harness/cli.js';
 import { waitFor, type Daemon } from '../harness/daemon.js';
 import { useEnv, type Env } from '../harness/env.js';
 import { demux } from '../harness/streams.js';
@@ -79,6 +81,41 @@ describe('docker update of a running container', () => {
     expect((await hostConfig(id)).PidsLimit).toBe(0);
   });
 
+  it('changes the CFS period and quota, the memory reservation and cpuset mems (the docker CLI); -1 lifts the quota', async () => {
+    const id = await running();
+    const docker = dockerCli(d);
+    await docker.ok(['update', '--cpu-period', '50000', '--cpu-quota', '20000', '--memory-reservation', '24m', id]);
+    await docker.ok(['update', '--cpuset-mems', '0', id]);
+    expect(await cgroupFile(id, 'cpu/cpu.cfs_period_us')).toBe('50000');
+    expect(await cgroupFile(id, 'cpu/cpu.cfs_quota_us')).toBe('20000');
+    expect(await cgroupFile(id, 'memory/memory.soft_limit_in_bytes')).toBe(String(24 * MB));
+    expect(await cgroupFile(id, 'cpuset/cpuset.mems')).toBe('0');
+    expect(await hostConfig(id)).toMatchObject({
+      CpuPeriod: 50_000,
+      CpuQuota: 20_000,
+      MemoryReservation: 24 * MB,
+      CpusetMems: '0',
+    });
+    await docker.ok(['update', '--cpu-quota', '-1', id]);
+    expect(await cgroupFile(id, 'cpu/cpu.cfs_quota_us')).toBe('-1');
+    expect((await hostConfig(id)).CpuQuota).toBe(-1);
+  });
+
+  it("answers dockerd's warnings for what the host's cgroups cannot apply, and keeps none of it", async () => {
+    const id = await running();
+    const r = await update(id, { BlkioWeight: 300, CpuPercent: 30 });
+    expect(r.status, r.text).toBe(200);
+    const weight = existsSync('/sys/fs/cgroup/blkio/blkio.weight');
+    expect(r.json.Warnings).toEqual([
+      'linux does not support CPU percent. Percent discarded.',
+      ...(weight
+        ? []
+        : ['Your kernel does not support Block I/O weight or the cgroup is not mounted. Weight discarded.']),
+    ]);
+    expect(await hostConfig(id)).toMatchObject({ BlkioWeight: weight ? 300 : 0, CpuPercent: 0 });
+    if (weight) expect(await cgroupFile(id, 'blkio/blkio.weight')).toBe('300');
+  });
+
   it('is an update event', async () => {
     const id = await running();
     const since = Math.floor(Date.now() / 1000) - 1;
@@ -131,6 +168,33 @@ describe("docker update's refusals", () => {
       `Cannot update container ${id}: Memory limit should be smaller than already set memoryswap limit, update the memoryswap at the same time`,
     ]);
     expect((await update(id, { Memory: 256 * MB, MemorySwap: 512 * MB })).status).toBe(200);
+    const withCpus = await running({ NanoCpus: 1e9 });
+    for (const [field, name] of [
+      ['CpuQuota', 'CPU Quota'],
+      ['CpuPeriod', 'CPU Period'],
+    ] as const) {
+      const r = await update(withCpus, { [field]: 20_000 });
+      expect([r.status, r.json.message]).toEqual([
+        409,
+        `Cannot update container ${withCpus}: Conflicting options: ${name} cannot be updated as NanoCPUs has already been set`,
+      ]);
+    }
+    const withQuota = await running({ CpuQuota: 20_000 });
+    const nano = await update(withQuota, { NanoCpus: 1e9 });
+    expect([nano.status, nano.json.message]).toEqual([
+      409,
+      `Cannot update container ${withQuota}: Conflicting options: Nano CPUs cannot be updated as CPU Quota has already been set`,
+    ]);
+    const period = await update(id, { CpuPeriod: 100 });
+    expect([period.status, period.json.message]).toEqual([
+      400,
+      'CPU cfs period can not be less than 1ms (i.e. 1000) or larger than 1s (i.e. 1000000)',
+    ]);
+    const qos = await update(id, { IOMaximumIOps: 3 });
+    expect([qos.status, qos.json.message]).toEqual([
+      400,
+      'Invalid QoS settings: linux does not support Maximum IO Bandwidth or Maximum IO IOps',
+    ]);
     const small = await update(id, { Memory: 1024 });
     expect([small.status, small.json.message]).toEqual([400, 'Minimum memory limit allowed is 6MB']);
     const swap = await update(id, { Memory: 64 * MB, MemorySwap: 32 * MB });
@@ -156,9 +220,8 @@ describe("docker update's refusals", () => {
   it('refuses what berth does not change, and takes the zeros the docker CLI sends', async () => {
     const id = await running();
     for (const [field, value] of [
-      ['BlkioWeight', 300],
-      ['CpuQuota', 50_000],
-      ['MemoryReservation', 32 * MB],
+      ['CpuRealtimeRuntime', 10_000],
+      ['BlkioDeviceReadBps', [{ Path: '/dev/null', Rate: 1 }]],
       ['Ulimits', [{ Name: 'nofile', Soft: 10, Hard: 10 }]],
     ] as const) {
       const r = await update(id, { [field]: value });
