@@ -5,6 +5,7 @@ import os from 'node:os';
 import { promisify } from 'node:util';
 import type { Config } from '../config.js';
 import { VERSION } from '../config.js';
+import { type CgroupFeatures, cgroupFeatures } from './os/cgroupinfo.js';
 import { cgroupVersion } from './os/kernel.js';
 import type { ContainerRepository, ContainerStatus } from './store/containers.js';
 import type { ImageRepository } from './store/images.js';
@@ -27,6 +28,8 @@ export interface HostFacts {
   memTotal: number;
   hostname: string;
   cgroupVersion: '1' | '2';
+  /** The limits the host's cgroups can apply (dockerd's sysinfo, shown by /info). */
+  cgroups: CgroupFeatures;
   arch: string;
 }
 
@@ -57,6 +60,7 @@ function hostFacts(): HostFacts {
     memTotal: os.totalmem(),
     hostname: os.hostname(),
     cgroupVersion: cgroupVersion(),
+    cgroups: cgroupFeatures(),
     arch: goArch(),
   };
 }

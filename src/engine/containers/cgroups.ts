@@ -11,7 +11,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { invalidParameter } from '../../errors.js';
-import { CGROUP_ROOT, cgroupFeatures } from './cgroupinfo.js';
+import { CGROUP_ROOT, cgroupFeatures } from '../os/cgroupinfo.js';
 
 /** berth's parent of containers' cgroups when the container asks none (dockerd's is /docker). */
 const DEFAULT_PARENT = '/berth';

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { invalidParameter, messageOf } from '../../errors.js';
 import { canRaiseLimits } from './capabilities.js';
-import { type CgroupFeatures, cgroupFeatures } from './cgroupinfo.js';
+import { type CgroupFeatures, cgroupFeatures } from '../os/cgroupinfo.js';
 import type { Given, HostConfigBody } from './config.js';
 import { checkRealtime } from './realtime.js';
 
