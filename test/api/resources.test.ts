@@ -3,7 +3,7 @@
 // inside it, and from the host under the right hierarchy), what inspect shows,
 // dockerd's warnings for what the host's cgroups cannot apply (the value then
 // discarded) and its refusals; CgroupParent (nested, not there yet; relative)
-// followed by stats, top and update, and nothing of the container's left in
+// followed by stats, top, update and OOM detection, and nothing of the container's left in
 // any hierarchy after rm; a cgroup namespace of its own for CgroupnsMode private.
 import { existsSync, readdirSync, readFileSync, readlinkSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
@@ -189,6 +189,28 @@ describe('CgroupParent', () => {
       expect(existsSync(path.join(CG, h, parent, id)), h).toBe(false);
       expect(existsSync(path.join(CG, h, parent)), h).toBe(true);
     }
+  });
+
+  it('sees the OOM kill of a container under it', async () => {
+    const r = await docker()([
+      'run',
+      '--name',
+      `oom-${process.pid}`,
+      '--memory',
+      '8m',
+      '--memory-swap',
+      '8m',
+      '--cgroup-parent',
+      `/${top}/besteffort/pod1`,
+      ctx.env.busybox,
+      'sh',
+      '-c',
+      'a=$(head -c 60000000 /dev/zero | tr "\\0" a); echo ${#a}',
+    ]);
+    expect(r.code).toBe(137);
+    const state = (await ctx.daemon.request('GET', `/containers/oom-${process.pid}/json`)).json.State;
+    expect(state).toMatchObject({ OOMKilled: true, ExitCode: 137 });
+    await docker().ok(['rm', `oom-${process.pid}`]);
   });
 
   it("takes a relative parent from berthd's own cgroup in each hierarchy, as runc does", async () => {
