@@ -14,7 +14,7 @@ import { type ContainerConfigFields, dockerConfig, type ImageConfig } from '../i
 import type { Extractor } from '../layers/extractor.js';
 import { LayerStore } from '../layers/layer-store.js';
 import { storedLayerMediaType } from '../layers/unpack.js';
-import { hostPlatform, parsePlatform, type Platform } from '../registry/manifest.js';
+import { hostPlatform, type Platform } from '../registry/manifest.js';
 import type { ImageRepository, LayerRow } from '../store/images.js';
 import { applyChanges } from './instructions.js';
 
@@ -25,8 +25,8 @@ export interface ImportRequest {
   target?: string;
   message?: string;
   changes?: string[];
-  /** `os[/arch[/variant]]`; the host's by default. */
-  platform?: string;
+  /** The image's platform (parsed by parsePlatform); the host's by default. */
+  platform?: Platform | undefined;
 }
 
 export interface ImportDeps {
@@ -40,7 +40,7 @@ export interface ImportDeps {
 /** Imports the tar; resolves with the new image's id. */
 export async function importImage(deps: ImportDeps, req: ImportRequest): Promise<string> {
   const { repo, content, events } = deps;
-  const platform: Platform = req.platform ? parsePlatform(req.platform) : hostPlatform();
+  const platform: Platform = req.platform ?? hostPlatform();
   const config = applyChanges({}, req.changes ?? []);
   const source = typeof req.source === 'string' ? await download(req.source) : req.source;
   const blob = await content.create(source);
