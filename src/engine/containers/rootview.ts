@@ -25,7 +25,7 @@ export function viewMounts(c: Container, points: readonly ContainerMount[]): Vie
   }));
   const mounted = points
     .filter((m) => m.type !== 'tmpfs')
-    .map((m) => ({ source: m.source, destination: m.destination, readonly: !m.rw }));
+    .map((m) => ({ source: m.bindSource ?? m.source, destination: m.destination, readonly: !m.rw }));
   const depth = (m: ViewMount) => m.destination.split('/').filter(Boolean).length;
   // Stable: of two mounts on one path, the later wins, as in the runtime.
   return [...etc, ...mounted].sort((a, b) => depth(a) - depth(b));
