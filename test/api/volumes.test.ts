@@ -299,6 +299,18 @@ describe('volumes API', () => {
       expect(s.status, subpath).toBe(status);
       expect(s.json.message).toContain(message);
     }
+    // docker cp sees the subpath while the container runs; stopped, it is refused rather than misplaced.
+    const running = await mounting('dir', '/m', ['sleep', '60']);
+    ran.push(running.json.Id);
+    expect((await d.request('POST', `/containers/${running.json.Id}/start`)).status).toBe(204);
+    const copied = await d.request('GET', `/containers/${running.json.Id}/archive?path=/m/f`);
+    expect(copied.status).toBe(200);
+    expect(copied.body.toString('latin1')).toContain('in-dir');
+    await d.request('POST', `/containers/${running.json.Id}/kill`);
+    await d.request('POST', `/containers/${running.json.Id}/wait`);
+    const stopped = await d.request('GET', `/containers/${running.json.Id}/archive?path=/m/f`);
+    expect(stopped.status).toBe(409);
+    expect(stopped.json.message).toContain('only while the container runs');
     for (const id of ran) await remove(id);
     // Nothing stays bound once the containers are gone.
     expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(`${d.execRoot}/volume-subpaths`);
