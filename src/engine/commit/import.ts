@@ -1,6 +1,6 @@
 // `docker import`: an image of one layer from a root filesystem tar (plain,
-// gzip, bzip2 or xz), sent as the request body or fetched from a URL, with a config made
-// from the `changes` (Dockerfile instructions), as dockerd's ImportImage
+// gzip, bzip2 or xz), sent as the request body or fetched from a URL, with a
+// config made from the `changes` (Dockerfile instructions), as dockerd's ImportImage
 // builds it. The tar is stored as the layer's blob as it arrives, then
 // extracted from the store into a staged tree whose diff id decides its
 // chain; the image is recorded only when the tree is in place.

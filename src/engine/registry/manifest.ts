@@ -283,9 +283,16 @@ export function parsePlatform(specifier: string): Platform {
     }
   }
   const os = osMatch[1]!.toLowerCase() === 'macos' ? 'darwin' : osMatch[1]!.toLowerCase();
+  const unescape = (v: string) => {
+    try {
+      return decodeURIComponent(v);
+    } catch {
+      throw badPlatform(`${quote(specifier)} has an invalid OS option ${quote(v)}`);
+    }
+  };
   const osOptions = {
-    ...(osMatch[2] ? { 'os.version': decodeURIComponent(osMatch[2]) } : {}),
-    ...(osMatch[3] ? { 'os.features': osMatch[3].slice(1).split('+').map(decodeURIComponent) } : {}),
+    ...(osMatch[2] ? { 'os.version': unescape(osMatch[2]) } : {}),
+    ...(osMatch[3] ? { 'os.features': osMatch[3].slice(1).split('+').map(unescape) } : {}),
   };
   const withVariant = (p: { architecture: string; variant: string }) => ({
     architecture: p.architecture,
