@@ -185,6 +185,11 @@ describe('platform=', () => {
     }
   });
 
+  it("refuses an import for another OS before reading the body (dockerd's CheckOS)", async () => {
+    const windows = await d.request('POST', '/v1.41/images/create?fromSrc=-&platform=windows/amd64', { body: '' });
+    expect([windows.status, windows.json.message]).toEqual([400, 'operating system is not supported']);
+  });
+
   it('creates only from an image of the platform asked for (404 otherwise, as dockerd), from API 1.41', async () => {
     const src = `${plain.host}/busybox:latest`;
     await pull(d, src);

@@ -42,6 +42,8 @@ export interface ImportDeps {
 export async function importImage(deps: ImportDeps, req: ImportRequest): Promise<string> {
   const { repo, content, events } = deps;
   const platform: Platform = req.platform ?? hostPlatform();
+  // dockerd's CheckOS: another architecture is only a label, another OS is refused.
+  if (platform.os !== hostPlatform().os) throw invalidParameter('operating system is not supported');
   const config = applyChanges({}, req.changes ?? []);
   const source = typeof req.source === 'string' ? await download(req.source) : req.source;
   // As dockerd's DecompressStream: a bzip2 or xz tar is stored uncompressed; gzip is a layer blob as it is.
