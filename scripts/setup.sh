@@ -16,6 +16,7 @@ APT_PACKAGES=(
   python3-docker                   # the Python SDK, as a client under test
   docker-compose                   # Compose 1.29 (on python3-docker), as a client under test
   golang-go golang-github-docker-docker-dev  # the Go SDK (GOPATH mode), as a client under test
+  bzip2 xz-utils                   # bzip2 and xz archives (load, import, build contexts), read through them as dockerd does
   make g++ python3                 # node-gyp: better-sqlite3 and berth's native addon
 )
 

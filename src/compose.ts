@@ -176,6 +176,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   const volumes = new VolumeService({
     repo: new VolumeRepository(db),
     root: dir('volumes'),
+    subpathRoot: path.join(config.execRoot, 'volume-subpaths'),
     events,
     logger: logger.child({ component: 'volumes' }),
   });

@@ -58,7 +58,7 @@ export { BEHIND_EVENTS } from './events.js';
 export { createdSeconds, dockerConfig } from './images/config.js';
 export { peerClosed, setSendBuffer, unreadBytes } from './os/sockets.js';
 export { decodeRegistryAuth, decodeRegistryConfig } from './registry/auth.js';
-export { decodePlatform } from './registry/manifest.js';
+export { decodePlatform, parsePlatform } from './registry/manifest.js';
 export { formatTimestamp } from './runtime/logs.js';
 export type { ContainerNetworking, Endpoint as ContainerEndpoint, EndpointSettings } from './network/endpoints.js';
 export type { PortBinding } from './network/ports.js';

@@ -205,11 +205,25 @@ describe('POST /build: stages, args, triggers, failures', () => {
       [{ Dockerfile: 'FROM busybox' }, { dockerfile: 'nope' }, 500, 'Cannot locate specified Dockerfile: nope'],
       [{ Dockerfile: 'FROM busybox' }, { version: '2' }, 400, 'BuildKit is not supported'],
       [{ Dockerfile: 'FROM busybox' }, { platform: 'linux/s390x' }, 400, 'platform linux/s390x is not supported'],
+      [
+        { Dockerfile: 'FROM busybox' },
+        { platform: 'foobar' },
+        400,
+        '"foobar": unknown operating system or architecture',
+      ],
     ];
     for (const [files, params, status, message] of cases) {
       const r = await build(files, params);
       expect(r.status, r.text).toBe(status);
       expect(JSON.parse(r.text).message).toContain(message);
+    }
+    // FROM --platform is read once the build runs: its errors come in the stream.
+    for (const [platform, message] of [
+      ['linux/s390x', 'platform linux/s390x is not supported: berthd builds for linux/amd64 only'],
+      ['foo/bar/baz/qux', '"foo/bar/baz/qux": cannot parse platform specifier: invalid argument'],
+    ]) {
+      const r = await build({ Dockerfile: `FROM --platform=${platform} busybox` });
+      expect(r.messages.at(-1)).toMatchObject({ errorDetail: { message } });
     }
     const missing = await build({ Dockerfile: df(['FROM busybox', 'COPY nothere.txt /x']) });
     expect(missing.messages.at(-1)).toEqual({

@@ -3,7 +3,7 @@
 // and in a bare OCI layout load; hostile archives are refused and leave
 // nothing listed and nothing in the content store.
 import { execFileSync } from 'node:child_process';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createGunzip, gzipSync } from 'node:zlib';
@@ -15,6 +15,7 @@ import { type Env, runToEnd, useEnv } from '../harness/env.js';
 import { buildImage, buildIndex, buildLayer, busyboxLayer, BUSYBOX_CONFIG, sha256 } from '../harness/images.js';
 import { tarOf, type TarEntry } from '../harness/tar.js';
 import { dockerCli } from '../harness/cli.js';
+import { expectNoLeaks, holdings } from '../harness/leaks.js';
 
 const ctx = useEnv();
 let env: Env;
@@ -353,6 +354,81 @@ describe('hostile archives', () => {
   });
 });
 
+describe('compressed archives (gzip, bzip2, xz), as dockerd sniffs them', () => {
+  /** Processes berthd has started that are still there (a decompressor left running would be one). */
+  const children = () =>
+    readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .flatMap((p) => {
+        try {
+          const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+          const [comm, ppid] = [/\((.*)\)/.exec(stat)?.[1], stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]];
+          return Number(ppid) === d.proc.pid && (comm === 'xz' || comm === 'bzip2') ? [`${p} ${comm}`] : [];
+        } catch {
+          return [];
+        }
+      });
+  const compress = (program: string, bytes: Buffer) =>
+    execFileSync(program, ['-c', '-1'], { input: bytes, maxBuffer: 1 << 30 });
+
+  it('loads an archive of two images through each, as the plain one loads', async () => {
+    await d.request('POST', `/images/${encodeURIComponent(env.busybox)}/tag?repo=zipped&tag=one`);
+    await d.request('POST', `/images/${encodeURIComponent(env.busybox)}/tag?repo=zipped&tag=two`);
+    const tar = await save('zipped:one', 'zipped:two');
+    for (const program of ['gzip', 'bzip2', 'xz']) {
+      await d.request('DELETE', '/images/zipped:one');
+      await d.request('DELETE', '/images/zipped:two');
+      const r = await load(compress(program, tar), false);
+      expect(r.error, program).toBeUndefined();
+      expect(r.text, program).toContain('Loaded image: zipped:one');
+      expect(r.text, program).toContain('Loaded image: zipped:two');
+      expect((await inspect('zipped:two')).Id).toBe((await inspect(env.busybox)).Id);
+    }
+    expect(children()).toEqual([]);
+  });
+
+  it('refuses a corrupt or truncated one cleanly: no image, no blob, no process, no temp file left', async () => {
+    const before = holdings(d);
+    const blobs = storedBlobs();
+    const listed = (await imageList()).length;
+    const tar = await save(env.busybox);
+    const xz = compress('xz', tar);
+    const bz = compress('bzip2', tar);
+    const gz = gzipSync(tar);
+    const corrupt = (b: Buffer) => Buffer.concat([b.subarray(0, 64), Buffer.alloc(4096, 0x5a), b.subarray(64)]);
+    for (const [what, bytes] of [
+      ['corrupt xz', corrupt(xz)],
+      ['truncated xz', xz.subarray(0, xz.length >> 1)],
+      ['corrupt bzip2', corrupt(bz)],
+      ['corrupt gzip', corrupt(gz)],
+      ['truncated gzip', gz.subarray(0, gz.length >> 1)],
+    ] as const) {
+      const r = await load(bytes);
+      expect(r.status, what).toBe(200);
+      expect(r.error, what).toMatch(/^invalid archive: /);
+    }
+    expect((await imageList()).length).toBe(listed);
+    expect(storedBlobs()).toEqual(blobs);
+    expect(children()).toEqual([]);
+    await expectNoLeaks(d, before);
+    expect((await d.request('GET', '/_ping')).status).toBe(200);
+  });
+
+  it('docker save a b | gzip > x.tgz; docker load < x.tgz, and docker load -i x.tar.xz', async () => {
+    const cli = dockerCli(d);
+    await cli.ok(['tag', env.busybox, 'cligz:a']);
+    await cli.ok(['tag', env.busybox, 'cligz:b']);
+    const dir = cli.configDir;
+    const shellEnv = { ...process.env, DOCKER_HOST: d.host, DOCKER_CONFIG: dir };
+    const sh = (script: string) => execFileSync('sh', ['-c', script], { env: shellEnv, cwd: dir }).toString();
+    sh('docker save cligz:a cligz:b | gzip > x.tgz && docker save cligz:a | xz > x.tar.xz');
+    await cli.ok(['rmi', 'cligz:a', 'cligz:b']);
+    expect(sh('docker load < x.tgz').trim().split('\n')).toEqual(['Loaded image: cligz:a', 'Loaded image: cligz:b']);
+    await cli.ok(['rmi', 'cligz:a']);
+    expect((await cli.ok(['load', '-i', path.join(dir, 'x.tar.xz')])).trim()).toBe('Loaded image: cligz:a');
+  });
+});
+
 describe('the docker CLI', () => {
   it('docker save -o, docker rmi, docker load -i, and save | load through a pipe', async () => {
     const cli = dockerCli(d);
@@ -428,6 +504,36 @@ describe('docker import', () => {
     }
     const [a, b] = [await inspect('imported/gz:latest'), await inspect('imported/url:latest')];
     expect(a.RootFS.Layers).toEqual(b.RootFS.Layers);
+  });
+
+  it('takes bzip2 and xz bodies, storing the tar they hold (the layer of the plain one)', async () => {
+    const tar = await rootfsTar();
+    const plain = await d.request('POST', `/images/create?${importQuery({ fromSrc: '-', repo: 'imported/plain' })}`, {
+      raw: tar,
+    });
+    expect(plain.status, plain.text).toBe(200);
+    for (const program of ['bzip2', 'xz']) {
+      const r = await d.request(
+        'POST',
+        `/images/create?${importQuery({ fromSrc: '-', repo: `imported/${program}` })}`,
+        {
+          raw: execFileSync(program, ['-c', '-1'], { input: tar, maxBuffer: 1 << 30 }),
+        },
+      );
+      expect(r.status, r.text).toBe(200);
+      expect((await inspect(`imported/${program}:latest`)).RootFS.Layers).toEqual(
+        (await inspect('imported/plain:latest')).RootFS.Layers,
+      );
+    }
+    const corrupt = await d.request('POST', `/images/create?${importQuery({ fromSrc: '-', repo: 'imported/bad' })}`, {
+      raw: Buffer.concat([
+        execFileSync('xz', ['-c', '-1'], { input: tar, maxBuffer: 1 << 30 }).subarray(0, 100),
+        Buffer.alloc(1000, 1),
+      ]),
+    });
+    expect(corrupt.status).toBe(400);
+    expect(corrupt.json.message).toMatch(/^invalid archive: xz: /);
+    expect((await d.request('GET', '/images/imported/bad:latest/json')).status).toBe(404);
   });
 
   it('refuses a digest reference and what is not a tar, listing nothing', async () => {

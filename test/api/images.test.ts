@@ -155,6 +155,84 @@ describe('pull', () => {
   });
 });
 
+describe('platform=', () => {
+  it("pulls the platform asked for from an index, and refuses an unparsable one in containerd's words without asking the registry", async () => {
+    const amd = await busyboxImage({ config: { Labels: { arch: 'amd64' } } });
+    const arm = await busyboxImage({ architecture: 'arm64', config: { Labels: { arch: 'arm64' } } });
+    await pushIndex(plain, 'plat', 'latest', [{ image: amd }, { image: arm }]);
+    const ok = await d.request(
+      'POST',
+      `/v1.41/images/create?fromImage=${plain.host}/plat&tag=latest&platform=linux/arm64`,
+    );
+    expect(ok.status, ok.text).toBe(200);
+    const inspect = await d.request('GET', `/images/${plain.host}/plat:latest/json`);
+    expect(inspect.json).toMatchObject({ Architecture: 'arm64', Config: { Labels: { arch: 'arm64' } } });
+    // Nothing listens on port 1: a pull that went to the registry would say so instead.
+    for (const [platform, message] of [
+      ['foobar', '"foobar": unknown operating system or architecture: invalid argument'],
+      ['linux/amd64/v1/extra', '"linux/amd64/v1/extra": cannot parse platform specifier: invalid argument'],
+      ['linux/*', '"linux/*": wildcards not yet supported: invalid argument'],
+    ]) {
+      const bad = await d.request(
+        'POST',
+        `/v1.41/images/create?fromImage=127.0.0.1:1/x&platform=${encodeURIComponent(platform!)}`,
+      );
+      expect(bad.status, platform).toBe(400);
+      expect(bad.json.message).toBe(message);
+      const imported = await d.request('POST', `/v1.41/images/create?fromSrc=-&platform=${platform}`, { body: '' });
+      expect(imported.status, platform).toBe(400);
+      expect(imported.json.message).toBe(message);
+    }
+  });
+
+  it("refuses an import for another OS before reading the body (dockerd's CheckOS)", async () => {
+    const windows = await d.request('POST', '/v1.41/images/create?fromSrc=-&platform=windows/amd64', { body: '' });
+    expect([windows.status, windows.json.message]).toEqual([400, 'operating system is not supported']);
+  });
+
+  it('creates only from an image of the platform asked for (404 otherwise, as dockerd), from API 1.41', async () => {
+    const src = `${plain.host}/busybox:latest`;
+    await pull(d, src);
+    const create = (platform: string, version = '1.41') =>
+      d.request('POST', `/v${version}/containers/create?platform=${encodeURIComponent(platform)}`, {
+        body: { Image: src, Cmd: ['true'] },
+      });
+    const foreign = await create('linux/arm64');
+    expect(foreign.status).toBe(404);
+    expect(foreign.json.message).toBe(
+      `image with reference ${src} was found but its platform (linux/amd64) does not match the specified platform (linux/arm64)`,
+    );
+    for (const same of ['linux/amd64', 'linux', 'amd64', 'linux/x86_64']) {
+      const r = await create(same);
+      expect(r.status, same).toBe(201);
+      await d.request('DELETE', `/containers/${r.json.Id}`);
+    }
+    expect((await create('foobar')).json.message).toContain('unknown operating system or architecture');
+    // dockerd reads no platform from an older client.
+    const old = await create('linux/arm64', '1.40');
+    expect(old.status).toBe(201);
+    await d.request('DELETE', `/containers/${old.json.Id}`);
+  });
+
+  it('docker create --platform pulls the platform asked for when the local image is of another', async () => {
+    const docker = dockerCli(d);
+    const amd = await busyboxImage({ config: { Labels: { arch: 'amd64' } } });
+    const arm = await busyboxImage({ architecture: 'arm64', config: { Labels: { arch: 'arm64' } } });
+    const ref = `${plain.host}/cliplat:latest`;
+    await pushIndex(plain, 'cliplat', 'latest', [{ image: amd }, { image: arm }]);
+    await pull(d, ref);
+    const r = await docker(['create', '--platform', 'linux/arm64', ref, 'true']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`Unable to find image '${ref}' locally`);
+    const arch = await docker(['image', 'inspect', '--format', '{{.Architecture}}', ref]);
+    expect(arch.stdout.trim()).toBe('arm64');
+    await docker(['rm', r.stdout.trim()]);
+    const bad = await docker(['pull', '--platform', 'foobar', ref]);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('unknown operating system or architecture');
+  });
+});
+
 describe('credentials', () => {
   it('pulls through Basic auth with X-Registry-Auth in all four base64 forms, and refuses wrong ones', async () => {
     const reg = await startRegistry({ auth: 'htpasswd' });
@@ -330,6 +408,9 @@ describe('tag, inspect, history, remove, prune', () => {
     const history = await d.request('GET', '/images/mine/box:v1/history');
     expect(history.json[0]).toMatchObject({ Id: id, Tags: expect.arrayContaining(['mine/box:v1']) });
     // Untag one of two names.
+    const ambiguous = await d.request('POST', `/images/${src}/tag?repo=sha256&tag=sometag`);
+    expect(ambiguous.status).toBe(400);
+    expect(ambiguous.json.message).toBe('refusing to create an ambiguous tag using digest algorithm as name');
     const untag = await d.request('DELETE', '/images/mine/box:v1');
     expect(untag.json).toEqual([{ Untagged: 'mine/box:v1' }]);
     // A container pins the image.
@@ -421,6 +502,10 @@ describe('docker CLI', () => {
     const ls = await docker(['images', '--format', '{{.Repository}}:{{.Tag}} {{.ID}}']);
     expect(ls.stdout).toMatch(new RegExp(`${plain.host}/clipull:v1 [0-9a-f]{12}`));
     expect((await docker(['tag', `${plain.host}/clipull:v1`, 'cli/tagged:x'])).code).toBe(0);
+    // sha256:<tag> would read as an id prefix: refused, as dockerd does.
+    const ambiguous = await docker(['tag', `${plain.host}/clipull:v1`, 'sha256:sometag']);
+    expect(ambiguous.code).not.toBe(0);
+    expect(ambiguous.stderr).toContain('refusing to create an ambiguous tag using digest algorithm as name');
     const rmi = await docker(['rmi', 'cli/tagged:x']);
     expect(rmi.stdout).toContain('Untagged: cli/tagged:x');
     const missing = await docker(['pull', `${plain.host}/clipull:nope`]);

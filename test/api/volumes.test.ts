@@ -116,6 +116,17 @@ describe('volumes API', () => {
     expect(old.json.VolumesDeleted).toEqual(['kept']);
   });
 
+  it('labels a volume created without a name anonymous, so that prune (API 1.42+) takes it', async () => {
+    const unnamed = await create({ Labels: { mine: 'yes' } });
+    expect(unnamed.Labels).toEqual({ mine: 'yes', 'com.docker.volume.anonymous': '' });
+    const named = await create({ Name: 'not-anonymous' });
+    expect(named.Labels).toEqual({});
+    const pruned = await d.request('POST', '/v1.42/volumes/prune');
+    expect(pruned.json.VolumesDeleted).toEqual([unnamed.Name]);
+    const all = await d.request('POST', `/v1.42/volumes/prune?filters=${q({ all: ['true'] })}`);
+    expect(all.json.VolumesDeleted).toEqual(['not-anonymous']);
+  });
+
   it('publishes create, mount, unmount and destroy events', async () => {
     const since = Math.floor(Date.now() / 1000) - 1;
     const id = await container({ Binds: ['evented:/e'] });
@@ -217,6 +228,93 @@ describe('volumes API', () => {
     expect((await d.request('DELETE', '/volumes/hostdir')).status).toBe(204);
     expect(readFileSync(path.join(host, 'kept'), 'utf8')).toBe('host file\n');
     expect(readFileSync(path.join(host, 'new'), 'utf8')).toBe('new\n');
+  });
+
+  it('mounts a subdirectory or a file of a volume (VolumeOptions.Subpath), checked as dockerd checks it', async () => {
+    await create({ Name: 'sub' });
+    const init = await container({ Mounts: [{ Type: 'volume', Source: 'sub', Target: '/v' }] }, [
+      'sh',
+      '-c',
+      'mkdir -p /v/dir /v/empty /v/hack && echo in-dir > /v/dir/f && echo file > /v/file && ' +
+        'ln -s ../dir /v/hack/good && ln -s / /v/hack/root && ln -s root /v/hack/bad',
+    ]);
+    await runToEnd(init);
+    await remove(init);
+    const mounting = (Subpath: string, Target = '/m', cmd = ['ls', '/m']) =>
+      d.request('POST', '/containers/create', {
+        body: {
+          Image: env.busybox,
+          Cmd: cmd,
+          HostConfig: { Mounts: [{ Type: 'volume', Source: 'sub', Target, VolumeOptions: { Subpath } }] },
+        },
+      });
+    const ran: string[] = [];
+    for (const [subpath, target, cmd, out] of [
+      ['dir', '/m', ['cat', '/m/f'], 'in-dir\n'],
+      ['hack/good', '/m', ['cat', '/m/f'], 'in-dir\n'],
+      ['./dir/', '/m', ['cat', '/m/f'], 'in-dir\n'],
+      ['file', '/etc/localtime', ['cat', '/etc/localtime'], 'file\n'],
+      // An empty subdirectory is filled from the image, as an empty volume is.
+      ['empty', '/bin', ['ls', '/bin/busybox'], '/bin/busybox\n'],
+    ] as const) {
+      const c = await mounting(subpath, target, [...cmd]);
+      expect(c.status, c.text).toBe(201);
+      ran.push(c.json.Id);
+      expect(await runToEnd(c.json.Id), subpath).toBe(out);
+    }
+    const [m] = (await d.request('GET', `/containers/${ran[0]}/json`)).json.Mounts;
+    expect(m).toMatchObject({
+      Type: 'volume',
+      Name: 'sub',
+      Source: `${d.dataRoot}/volumes/sub/_data`,
+      Destination: '/m',
+    });
+    // Refused at create: lexically outside, or on an anonymous volume.
+    for (const bad of ['../../../etc/passwd', '/etc', 'a/../..']) {
+      const r = await mounting(bad);
+      expect(r.status, bad).toBe(400);
+      expect(r.json.message).toBe(
+        'invalid mount config for type "volume": subpath must be a relative path within the volume',
+      );
+    }
+    const anon = await d.request('POST', '/containers/create', {
+      body: {
+        Image: env.busybox,
+        HostConfig: { Mounts: [{ Type: 'volume', Target: '/m', VolumeOptions: { Subpath: 'x' } }] },
+      },
+    });
+    expect(anon.json.message).toBe(
+      'invalid mount config for type "volume": must not set Subpath when using anonymous volumes',
+    );
+    // Refused at start: not there, or a symlink that leads out.
+    for (const [subpath, status, message] of [
+      ['nothere', 404, `cannot access path ${d.dataRoot}/volumes/sub/_data/nothere: lstat`],
+      ['hack/root', 400, 'path concatenation escapes the base directory'],
+      ['hack/bad', 400, 'path concatenation escapes the base directory'],
+    ] as const) {
+      const c = await mounting(subpath);
+      expect(c.status, c.text).toBe(201);
+      ran.push(c.json.Id);
+      const s = await d.request('POST', `/containers/${c.json.Id}/start`);
+      expect(s.status, subpath).toBe(status);
+      expect(s.json.message).toContain(message);
+    }
+    // docker cp sees the subpath while the container runs; stopped, it is refused rather than misplaced.
+    const running = await mounting('dir', '/m', ['sleep', '60']);
+    ran.push(running.json.Id);
+    expect((await d.request('POST', `/containers/${running.json.Id}/start`)).status).toBe(204);
+    const copied = await d.request('GET', `/containers/${running.json.Id}/archive?path=/m/f`);
+    expect(copied.status).toBe(200);
+    expect(copied.body.toString('latin1')).toContain('in-dir');
+    await d.request('POST', `/containers/${running.json.Id}/kill`);
+    await d.request('POST', `/containers/${running.json.Id}/wait`);
+    const stopped = await d.request('GET', `/containers/${running.json.Id}/archive?path=/m/f`);
+    expect(stopped.status).toBe(409);
+    expect(stopped.json.message).toContain('only while the container runs');
+    for (const id of ran) await remove(id);
+    // Nothing stays bound once the containers are gone.
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(`${d.execRoot}/volume-subpaths`);
+    expect((await d.request('DELETE', '/volumes/sub')).status).toBe(204);
   });
 
   it('refuses bad mounts in dockerd words', async () => {

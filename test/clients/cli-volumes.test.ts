@@ -132,6 +132,46 @@ describe('docker volume', () => {
     await ok(['volume', 'rm', 'mv']);
   });
 
+  it('--mount volume-subpath= mounts part of a volume; one that is not there fails the run', async () => {
+    await run(['-v', 'subvol:/v', image, 'sh', '-c', 'mkdir -p /v/sub && echo part > /v/sub/f && echo whole > /v/f']);
+    expect(await run(['--mount', 'type=volume,src=subvol,dst=/m,volume-subpath=sub', image, 'cat', '/m/f'])).toBe(
+      'part\n',
+    );
+    const missing = await docker([
+      'run',
+      '--rm',
+      '--mount',
+      'type=volume,src=subvol,dst=/m,volume-subpath=nope',
+      image,
+      'true',
+    ]);
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toContain('cannot access path');
+    const escaping = await docker([
+      'run',
+      '--rm',
+      '--mount',
+      'type=volume,src=subvol,dst=/m,volume-subpath=../x',
+      image,
+      'true',
+    ]);
+    expect(escaping.stderr).toContain('subpath must be a relative path within the volume');
+    await ok(['volume', 'rm', 'subvol']);
+  });
+
+  it('volume prune takes a volume created without a name (anonymous), and --all the named ones too', async () => {
+    const unnamed = (await ok(['volume', 'create'])).trim();
+    await ok(['volume', 'create', 'pruned-named']);
+    expect(JSON.parse(await ok(['volume', 'inspect', '-f', '{{json .Labels}}', unnamed]))).toEqual({
+      'com.docker.volume.anonymous': '',
+    });
+    const pruned = await ok(['volume', 'prune', '-f']);
+    expect(pruned).toContain(unnamed);
+    expect(pruned).not.toContain('pruned-named');
+    expect(await ok(['volume', 'prune', '-f', '--all'])).toContain('pruned-named');
+    expect((await ok(['volume', 'ls', '-q'])).trim()).toBe('');
+  });
+
   it('--volumes-from takes the volumes and binds of another container, read-only when asked', async () => {
     await ok(['create', '--name', 'donor', '-v', 'shared:/shared', '-v', '/tmp:/hosttmp:ro', image, 'true']);
     await run(['--volumes-from', 'donor', image, 'sh', '-c', 'echo from > /shared/f']);

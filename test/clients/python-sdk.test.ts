@@ -271,3 +271,21 @@ emit('reclaimed', pruned["SpaceReclaimed"])
     expect(v.reclaimed).toBeGreaterThanOrEqual(200_000);
   });
 });
+
+describe('volumes', () => {
+  it('volumes.create() with no name makes an anonymous volume, which volumes.prune() takes at API 1.43; named ones stay', async () => {
+    const v = await python(`
+newer = docker.DockerClient(base_url=${JSON.stringify(ctx.daemon.host)}, version="1.43")
+unnamed = newer.volumes.create()
+named = newer.volumes.create("py-named")
+emit('labels', unnamed.attrs["Labels"])
+pruned = newer.volumes.prune()
+emit('pruned', pruned["VolumesDeleted"] == [unnamed.name])
+emit('left', [v.name for v in newer.volumes.list()])
+named.remove()
+`);
+    expect(v.labels).toEqual({ 'com.docker.volume.anonymous': '' });
+    expect(v.pruned).toBe(true);
+    expect(v.left).toEqual(['py-named']);
+  });
+});

@@ -612,9 +612,25 @@ describe('platforms', () => {
     expect(formatPlatform(parsePlatform(input))).toBe(shown);
   });
 
-  it('refuses nonsense', () => {
-    expect(() => parsePlatform('linux/amd64/v1/extra')).toThrow(/unknown operating system or architecture/);
-    expect(() => parsePlatform('')).toThrow(/unknown operating system or architecture/);
+  it.each([
+    ['amd64', 'linux/amd64'],
+    ['aarch64', 'linux/arm64'],
+    ['windows', `windows/${hostPlatform().architecture}`],
+    ['macos/arm64', 'darwin/arm64'],
+    ['windows(10.0.17763+win32k)/amd64', 'windows/amd64'],
+  ])('one word or an alias, as containerd reads it: %s → %s', (input, shown) => {
+    expect(formatPlatform(parsePlatform(input))).toBe(shown);
+  });
+
+  it.each([
+    ['foobar', '"foobar": unknown operating system or architecture: invalid argument'],
+    ['linux/amd64/v1/extra', '"linux/amd64/v1/extra": cannot parse platform specifier: invalid argument'],
+    ['linux/*', '"linux/*": wildcards not yet supported: invalid argument'],
+    ['linux/am d64', '"am d64" is an invalid component of "linux/am d64": platform specifier component must match'],
+    ['', '"" is an invalid OS component of "": OSAndVersion specifier component must match'],
+    ['linux(%zz)/amd64', '"linux(%zz)/amd64" has an invalid OS option "%zz"'],
+  ])("refuses %j in containerd's words", (input, message) => {
+    expect(() => parsePlatform(input)).toThrow(message);
   });
 });
 

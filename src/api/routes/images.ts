@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   decodePlatform,
   decodeRegistryAuth,
+  parsePlatform,
   type AuthConfig,
   type Engine,
   type PushEvent,
@@ -83,6 +84,8 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post('/images/create', async (req, reply) => {
     const q = query(req);
+    // `platform` came with API 1.32; an unparsable one is refused before the registry or the body is read.
+    const platform = q.platform && !versionBelow(req.apiVersion, '1.32') ? parsePlatform(q.platform) : undefined;
     if (!q.fromImage && q.fromSrc) {
       // docker import: the body (fromSrc=-) or a URL's content as one layer.
       const id = await engine.commits.importImage({
@@ -91,14 +94,16 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
         tag: q.tag,
         message: q.message,
         changes: allValues(req.query, 'changes'),
-        platform: q.platform,
+        platform,
       });
       return reply.type('application/json').send(`${JSON.stringify({ status: id })}\n`);
     }
     if (!q.fromImage) throw invalidParameter('fromImage or fromSrc must be given');
     const fromImage = q.fromImage;
     const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
-    await progressStream(req, reply, 'pull', (emit, signal) => images.pull(fromImage, q.tag, auth, emit, { signal }));
+    await progressStream(req, reply, 'pull', (emit, signal) =>
+      images.pull(fromImage, q.tag, auth, emit, { signal, platform }),
+    );
   });
 
   app.get('/distribution/*', async (req, reply) => {

@@ -27,7 +27,7 @@ import {
   unauthorized,
 } from '../../errors.js';
 import { ContextIndex, LookupError } from './context-index.js';
-import { decompress, peekBytes, SNIFF_BYTES, sniffCompression } from './compression.js';
+import { decompress, peekBytes, SNIFF_BYTES, sniffCompression } from '../layers/compression.js';
 import { ignoreMatcher, readIgnoreFile } from './dockerignore.js';
 
 export interface BuildContext {

@@ -46,7 +46,7 @@ import { mountOverlay, unmount } from '../os/mount.js';
 import { familiarString, parseReference, withTag } from '../reference.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { ImageRepository } from '../store/images.js';
-import { goArch } from '../system.js';
+import { formatPlatform, hostPlatform, parsePlatform, platformMatches } from '../registry/manifest.js';
 import { type BuildContext, receiveContext } from './context.js';
 import { type CopySource, fetchUrl, resolveSources, type SourceTree, sourceChecksum, sourcesTar } from './sources.js';
 
@@ -351,11 +351,12 @@ export class BuildService {
     return st;
   }
 
+  /** An unparsable platform gets containerd's words; a foreign one is refused: berth runs the steps here. */
   private checkPlatform(platform: string): void {
-    const [os, arch] = platform.toLowerCase().split('/');
-    const here = goArch();
-    if (os !== 'linux' || (arch !== undefined && arch !== here))
-      throw invalidParameter(`platform ${platform} is not supported: berthd builds for linux/${here} only`);
+    const want = parsePlatform(platform);
+    const host = hostPlatform();
+    if (!platformMatches(host, want))
+      throw invalidParameter(`platform ${platform} is not supported: berthd builds for ${formatPlatform(host)} only`);
   }
 
   /** The base image: present (unless `pull`), or pulled with the credentials of its registry. */

@@ -36,7 +36,7 @@ import { O_PATH, openInRoot } from '../os/rooted.js';
 import { lgetxattr } from '../os/xattrs.js';
 import { type ContextIndex, type ContextNode, LookupError, sortedChildren } from './context-index.js';
 import { getWithStatusError, type Progress, responseBody } from './context.js';
-import { decompress, peekBytes, SNIFF_BYTES, sniffCompression } from './compression.js';
+import { decompress, peekBytes, SNIFF_BYTES, sniffCompression } from '../layers/compression.js';
 import { containsWildcards, goClean, goMatch } from './dockerignore.js';
 
 /** What the steps need of a source's stats: a file's Stats has it, and so has an index entry's (statOf). */

@@ -1,6 +1,6 @@
-// `docker import`: an image of one layer from a root filesystem tar (plain or
-// gzip), sent as the request body or fetched from a URL, with a config made
-// from the `changes` (Dockerfile instructions), as dockerd's ImportImage
+// `docker import`: an image of one layer from a root filesystem tar (plain,
+// gzip, bzip2 or xz), sent as the request body or fetched from a URL, with a
+// config made from the `changes` (Dockerfile instructions), as dockerd's ImportImage
 // builds it. The tar is stored as the layer's blob as it arrives, then
 // extracted from the store into a staged tree whose diff id decides its
 // chain; the image is recorded only when the tree is in place.
@@ -11,10 +11,11 @@ import { invalidParameter, messageOf } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';
 import { type ContainerConfigFields, dockerConfig, type ImageConfig } from '../images/config.js';
+import { decompressUpload } from '../layers/compression.js';
 import type { Extractor } from '../layers/extractor.js';
 import { LayerStore } from '../layers/layer-store.js';
 import { storedLayerMediaType } from '../layers/unpack.js';
-import { hostPlatform, parsePlatform, type Platform } from '../registry/manifest.js';
+import { hostPlatform, type Platform } from '../registry/manifest.js';
 import type { ImageRepository, LayerRow } from '../store/images.js';
 import { applyChanges } from './instructions.js';
 
@@ -25,8 +26,8 @@ export interface ImportRequest {
   target?: string;
   message?: string;
   changes?: string[];
-  /** `os[/arch[/variant]]`; the host's by default. */
-  platform?: string;
+  /** The image's platform (parsed by parsePlatform); the host's by default. */
+  platform?: Platform | undefined;
 }
 
 export interface ImportDeps {
@@ -40,10 +41,21 @@ export interface ImportDeps {
 /** Imports the tar; resolves with the new image's id. */
 export async function importImage(deps: ImportDeps, req: ImportRequest): Promise<string> {
   const { repo, content, events } = deps;
-  const platform: Platform = req.platform ? parsePlatform(req.platform) : hostPlatform();
+  const platform: Platform = req.platform ?? hostPlatform();
+  // dockerd's CheckOS: another architecture is only a label, another OS is refused.
+  if (platform.os !== hostPlatform().os) throw invalidParameter('operating system is not supported');
   const config = applyChanges({}, req.changes ?? []);
   const source = typeof req.source === 'string' ? await download(req.source) : req.source;
-  const blob = await content.create(source);
+  // As dockerd's DecompressStream: a bzip2 or xz tar is stored uncompressed; gzip is a layer blob as it is.
+  const upload = await decompressUpload(source, ['gzip']);
+  let blob: Awaited<ReturnType<ContentStore['create']>>;
+  try {
+    blob = await content.create(upload.plain);
+  } catch (e) {
+    await upload.discard();
+    const decompressing = upload.compression === 'bzip2' || upload.compression === 'xz';
+    throw decompressing ? invalidParameter(`invalid archive: ${messageOf(e)}`, e) : e;
+  }
   let layer: LayerRow;
   try {
     layer = await installLayer(deps, blob.digest);

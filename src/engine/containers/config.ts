@@ -8,6 +8,7 @@
 // (unsupported.ts). The checks with dockerd's wording are create.ts's: a
 // schema only refuses a value of the wrong type.
 import { z } from 'zod';
+import type { Platform } from '../registry/manifest.js';
 
 const int = z.number().int();
 /** Cmd and Entrypoint: a list, or one string (the shell form some clients send). */
@@ -299,6 +300,8 @@ export interface CreateRequest {
    * API 1.44); by default they are recursively read-only where the kernel can.
    */
   nonRecursiveReadonlyBinds?: boolean;
+  /** Create's `platform=`: the image must be of it. */
+  platform?: Platform | undefined;
 }
 
 // -------------------------------------------------------------------- exec

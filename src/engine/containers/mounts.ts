@@ -16,6 +16,7 @@ import {
   type MountPoint,
   type PlannedMount,
 } from '../volumes/service.js';
+import { isLocalPath } from '../volumes/subpath.js';
 import type { HostConfig, Mount } from './config.js';
 import { bindMounts, parseBindSpec } from './create.js';
 import type { BindMount, Propagation, TmpfsMount } from './spec.js';
@@ -40,9 +41,13 @@ function volumeMount(m: Mount): PlannedMount {
   if (m.TmpfsOptions) throw invalidParameter('TmpfsOptions must not be specified on mount type "volume"');
   const destination = checkTarget('volume', m.Target);
   const o = m.VolumeOptions;
-  if (o?.Subpath) throw invalidParameter('VolumeOptions.Subpath is not supported by berth yet');
   checkDriver(o?.DriverConfig?.Name);
   const anonymous = !m.Source;
+  if (o?.Subpath) {
+    const bad = (why: string) => invalidParameter(`invalid mount config for type "volume": ${why}`);
+    if (anonymous) throw bad('must not set Subpath when using anonymous volumes');
+    if (!isLocalPath(o.Subpath)) throw bad('subpath must be a relative path within the volume');
+  }
   if (!anonymous) checkVolumeName(m.Source!);
   const labels = { ...(o?.Labels ?? {}), ...(anonymous ? { [ANONYMOUS_LABEL]: '' } : {}) };
   const options = o?.DriverConfig?.Options ?? null;
@@ -54,6 +59,7 @@ function volumeMount(m: Mount): PlannedMount {
     mode: '',
     propagation: '',
     copy: !o?.NoCopy,
+    ...(o?.Subpath ? { subpath: o.Subpath } : {}),
     create: { labels, options: options && Object.keys(options).length ? options : null },
   };
 }
@@ -107,6 +113,7 @@ export function planMounts(
         mode: m.mode,
         propagation: m.propagation,
         copy: false,
+        ...(m.subpath ? { subpath: m.subpath } : {}),
       };
       plan.set(m.destination, inherited);
     }
@@ -228,7 +235,7 @@ const PROPAGATIONS: readonly string[] = ['private', 'rprivate', 'shared', 'rshar
 /** A recorded mount point as the spec binds it (a volume's propagation is the default, rprivate). */
 export function asBind(m: MountPoint): BindMount {
   const propagation = (PROPAGATIONS.includes(m.propagation) ? m.propagation : 'rprivate') as Propagation;
-  return { source: m.source, destination: m.destination, readonly: !m.rw, propagation };
+  return { source: m.bindSource ?? m.source, destination: m.destination, readonly: !m.rw, propagation };
 }
 
 /**
@@ -257,6 +264,8 @@ export function containerMounts(h: HostConfig, recorded: MountPoint[]): Containe
         rw: m.rw,
         mode: m.mode,
         propagation: m.propagation,
+        ...(m.subpath ? { subpath: m.subpath } : {}),
+        ...(m.bindSource ? { bindSource: m.bindSource } : {}),
       })),
     ...binds.map((b) => ({
       type: 'bind' as const,

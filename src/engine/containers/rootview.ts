@@ -3,6 +3,7 @@
 // namespace) of berthd's (os/rooted.ts), so that paths resolve through binds (and volumes) exactly as
 // inside, and nothing is mounted on the host for it.
 import path from 'node:path';
+import { conflict } from '../../errors.js';
 import type { ImageService } from '../images/service.js';
 import { prepareRootfs } from '../layers/rootfs-mounts.js';
 import { isMountPoint } from '../os/mount.js';
@@ -25,10 +26,24 @@ export function viewMounts(c: Container, points: readonly ContainerMount[]): Vie
   }));
   const mounted = points
     .filter((m) => m.type !== 'tmpfs')
-    .map((m) => ({ source: m.source, destination: m.destination, readonly: !m.rw }));
+    .map((m) => ({ source: subpathBound(m) ?? m.source, destination: m.destination, readonly: !m.rw }));
   const depth = (m: ViewMount) => m.destination.split('/').filter(Boolean).length;
   // Stable: of two mounts on one path, the later wins, as in the runtime.
   return [...etc, ...mounted].sort((a, b) => depth(a) - depth(b));
+}
+
+/**
+ * Where a volume's subpath is bound while the container runs. Stopped, it is
+ * not bound, and binding the path unchecked could follow a symlink the volume
+ * holds out of it: refused rather than copying to or from the wrong place.
+ */
+function subpathBound(m: ContainerMount): string | undefined {
+  if (!m.bindSource) return undefined;
+  if (!isMountPoint(m.bindSource))
+    throw conflict(
+      `docker cp reaches the volume subpath mounted at ${m.destination} only while the container runs (berth does not mount it for a stopped one yet)`,
+    );
+  return m.bindSource;
 }
 
 /**

@@ -179,7 +179,7 @@ export class ContainerService {
     const imageRef = checkConfig(req.config);
     const name = req.name ? checkName(req.name) : undefined;
     if (name) this.checkNameFree(name);
-    const image = deps.images.find(imageRef);
+    const image = req.platform ? deps.images.findFor(imageRef, req.platform) : deps.images.find(imageRef);
     const imageConfig = (JSON.parse(image.config) as ImageConfig).config;
     const id = randomBytes(32).toString('hex');
     const { config, hostConfig, security, warnings } = createSettings(

@@ -24,6 +24,7 @@ import * as tarStream from 'tar-stream';
 import { invalidParameter, messageOf } from '../../errors.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';
+import { decompressUpload } from '../layers/compression.js';
 import type { Extraction, Extractor } from '../layers/extractor.js';
 import { chainIds, LayerStore, type StagedLayer } from '../layers/layer-store.js';
 import { sniffMediaType, storedLayerMediaType } from '../layers/unpack.js';
@@ -162,14 +163,19 @@ export class Loader {
   }
 
   /** Pass one: every file into the content store, every symlink noted. */
-  private async read(input: Readable, contents: ArchiveContents, releases: (() => void)[]): Promise<void> {
+  private async read(received: Readable, contents: ArchiveContents, releases: (() => void)[]): Promise<void> {
     const { held } = this.deps;
     const extract = tarStream.extract();
     let inputError: unknown;
-    input.once('error', (e) => {
+    received.once('error', (e) => {
       inputError = e;
       extract.destroy(e);
     });
+    // dockerd's DecompressStream: docker save | gzip (or bzip2, xz) loads as the tar itself.
+    const upload = await decompressUpload(received);
+    const input = upload.plain;
+    if (input !== received)
+      input.once('error', (e) => extract.destroy(invalidParameter(`invalid archive: ${messageOf(e)}`, e)));
     input.pipe(extract as unknown as NodeJS.WritableStream);
     try {
       for await (const entry of extract) {
@@ -198,7 +204,7 @@ export class Loader {
       extract.destroy();
       if (inputError) throw inputError;
       // The rest of the upload is read and dropped, so that the client, still sending, reads the answer.
-      await drain(input);
+      await upload.discard();
       if ((e as { kind?: unknown }).kind) throw e;
       throw invalidParameter(`invalid archive: ${messageOf(e)}`);
     }
@@ -448,17 +454,6 @@ function writeTo(w: Writable, chunk: Buffer): Promise<void> {
     };
     w.on('drain', done);
     w.on('close', done);
-  });
-}
-
-/** Reads what is left of `input` and drops it (ends when it ends or fails). */
-function drain(input: Readable): Promise<void> {
-  return new Promise((resolve) => {
-    if (input.readableEnded || input.destroyed) return resolve();
-    input.once('end', resolve);
-    input.once('close', resolve);
-    input.once('error', () => resolve());
-    input.resume();
   });
 }
 

@@ -25,6 +25,7 @@ import { Limiter } from '../limiter.js';
 import { sharedConcat, type Extractor } from '../layers/extractor.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { Descriptor, RegistryClient, ResolvedManifest } from '../registry/client.js';
+import type { Platform } from '../registry/manifest.js';
 import type { ImageRepository, LayerRow } from '../store/images.js';
 import { imageRowOf, parseImageConfig } from './config.js';
 import { familiarString, normalizeTag, type Reference } from '../reference.js';
@@ -43,6 +44,8 @@ export interface PullEvent {
 export interface PullOptions {
   /** Aborts the pull (its client hung up); shared work goes on while other pulls wait for it. */
   signal?: AbortSignal;
+  /** The platform to take from an image index (default: this machine's). */
+  platform?: Platform | undefined;
 }
 
 /** A layer of the image being pulled. */
@@ -130,10 +133,10 @@ export class Puller {
     emit: (e: PullEvent) => void,
     opts: PullOptions = {},
   ): Promise<void> {
-    const { signal } = opts;
+    const { signal, platform } = opts;
     const ref = normalizeTag(fromImage, tag);
     const { repo, content } = this.deps;
-    const resolved = await this.deps.registry.resolveManifest(ref, auth, { signal });
+    const resolved = await this.deps.registry.resolveManifest(ref, auth, { signal, ...(platform ? { platform } : {}) });
     emit({
       status: `Pulling from ${ref.familiar.includes('/') || ref.domain !== 'docker.io' ? ref.path : `library/${ref.familiar}`}`,
       id: ref.digest ?? ref.tag ?? 'latest',

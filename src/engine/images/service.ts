@@ -12,6 +12,7 @@ import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { RegistryClient } from '../registry/client.js';
+import { formatPlatform, goArch, platformMatches, type Platform } from '../registry/manifest.js';
 import { createdSeconds, type ImageConfig } from './config.js';
 import { familiarString, parseReference, type Reference } from '../reference.js';
 import { Holds } from './holds.js';
@@ -154,6 +155,23 @@ export class ImageService {
       if (rows[0]) return rows[0];
     }
     return throwNoSuch(refOrId);
+  }
+
+  /**
+   * The image for a container of `platform` (create's `platform=`): one of
+   * another platform is not there for it, dockerd's NotFound (berth keeps one
+   * platform's image per name).
+   */
+  findFor(refOrId: string, platform: Platform): ImageRow {
+    const row = this.find(refOrId);
+    const c = JSON.parse(row.config) as Partial<Platform>;
+    const own: Platform = { os: c.os || 'linux', architecture: c.architecture || goArch(), variant: c.variant };
+    if (!platformMatches(platform, own)) {
+      throw notFound(
+        `image with reference ${refOrId} was found but its platform (${formatPlatform(own)}) does not match the specified platform (${formatPlatform(platform)})`,
+      );
+    }
+    return row;
   }
 
   private present(row: ImageRow, refs?: { tags: string[]; digests: string[] }, containers = 0): Image {
@@ -315,6 +333,9 @@ export class ImageService {
     if (!repoName) throw invalidParameter('repository name must have at least one component');
     let ref = parseReference(repoName, { defaultTag: false });
     if (ref.digest) throw invalidParameter('refusing to create a tag with a digest reference');
+    // `sha256:<tag>` would read as an id prefix ever after (dockerd's reference store refuses it).
+    if (ref.familiar === 'sha256')
+      throw invalidParameter('refusing to create an ambiguous tag using digest algorithm as name');
     if (tag) ref = parseReference(`${ref.name}:${tag}`);
     else if (!ref.tag) ref = parseReference(ref.name);
     this.deps.repo.setTag(`${ref.name}:${ref.tag}`, img.id);

@@ -9,11 +9,22 @@ import { native } from './native.js';
 export const O_PATH = 0o10000000;
 /** <linux/openat2.h> */
 const RESOLVE_NO_MAGICLINKS = 0x02;
+const RESOLVE_NO_SYMLINKS = 0x04;
+const RESOLVE_BENEATH = 0x08;
 const RESOLVE_IN_ROOT = 0x10;
 
 /** Opens `path` (absolute or relative: both from rootFd) inside rootFd, never leaving it. */
 export function openInRoot(rootFd: number, path: string, flags: number, mode = 0): number {
   return native.openat2(rootFd, path === '' ? '.' : path, flags, mode, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+}
+
+/**
+ * Opens `path` (relative) beneath dirFd, following no symlink at all: EXDEV
+ * when it would leave dirFd, ELOOP at a symlink (dockerd's safepath for a
+ * volume's Subpath: what was resolved and checked is what gets mounted).
+ */
+export function openBeneath(dirFd: number, path: string, flags: number): number {
+  return native.openat2(dirFd, path, flags, 0, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
 /** A directory inside rootFd, as an O_PATH descriptor (followed through symlinks, inside the root). */

@@ -224,19 +224,114 @@ export function decodePlatform(json: string): Platform {
   return p as Platform;
 }
 
-/** Parses `os[/arch[/variant]]` (the API's `platform=` parameter). */
-export function parsePlatform(s: string): Platform {
-  const parts = s.trim().split('/');
-  if (parts.length > 3 || parts.some((x) => !/^[A-Za-z0-9_.-]+$/.test(x))) {
-    throw invalidParameter(`"${s}": unknown operating system or architecture: invalid argument`);
+/** GOOS values (Go's syslist, as containerd's platforms package knows them). */
+const KNOWN_OS: ReadonlySet<string> = new Set(
+  'aix android darwin dragonfly freebsd hurd illumos ios js linux nacl netbsd openbsd plan9 solaris windows zos'.split(
+    ' ',
+  ),
+);
+/** GOARCH values (Go's syslist, as containerd's platforms package knows them). */
+const KNOWN_ARCH: ReadonlySet<string> = new Set(
+  '386 amd64 amd64p32 arm armbe arm64 arm64be ppc64 ppc64le loong64 mips mipsle mips64 mips64le mips64p32 mips64p32le ppc riscv riscv64 s390 s390x sparc sparc64 wasm'.split(
+    ' ',
+  ),
+);
+const COMPONENT = /^[A-Za-z0-9_.-]+$/;
+/** `os[(version[+feature]*)]`, containerd's first component. */
+const OS_COMPONENT = /^([A-Za-z0-9_-]+)(?:\(([A-Za-z0-9_.%-]*)((?:\+[A-Za-z0-9_.%-]+)*)\))?$/;
+const quote = (s: string) => JSON.stringify(s);
+const badPlatform = (message: string) => invalidParameter(`${message}: invalid argument`);
+
+/** containerd's normalizeArch: the architecture's canonical name, and the variant it implies. */
+function canonicalArch(arch: string, variant: string): { architecture: string; variant: string } {
+  const a = arch.toLowerCase();
+  const v = variant.toLowerCase();
+  if (a === 'i386') return { architecture: '386', variant: '' };
+  if (a === 'x86_64' || a === 'x86-64' || a === 'amd64') return { architecture: 'amd64', variant: v === 'v1' ? '' : v };
+  if (a === 'aarch64' || a === 'arm64') {
+    const level = ['8', 'v8', 'v8.0'].includes(v) ? '' : ['9', '9.0', 'v9.0'].includes(v) ? 'v9' : v;
+    return { architecture: 'arm64', variant: level };
   }
-  const [os = '', architecture, variant] = parts;
-  const host = hostPlatform();
-  return normalizePlatform({
-    os,
-    architecture: architecture ?? host.architecture,
-    ...(variant ? { variant } : architecture ? {} : host.variant ? { variant: host.variant } : {}),
+  if (a === 'armhf') return { architecture: 'arm', variant: 'v7' };
+  if (a === 'armel') return { architecture: 'arm', variant: 'v6' };
+  if (a === 'arm')
+    return { architecture: 'arm', variant: v === '' || v === '7' ? 'v7' : /^[568]$/.test(v) ? `v${v}` : v };
+  return { architecture: a, variant: v };
+}
+
+/**
+ * Parses a platform specifier, `os[(version)]`, `arch` or `os/arch[/variant]`
+ * (the API's `platform=` on pull, import, create and build, and FROM
+ * --platform), as containerd's platforms.Parse does, with its words: every
+ * place that takes one answers an unparsable one alike, before any work.
+ */
+export function parsePlatform(specifier: string): Platform {
+  if (specifier.includes('*')) throw badPlatform(`${quote(specifier)}: wildcards not yet supported`);
+  const parts = specifier.split('/');
+  if (parts.length > 4) parts.splice(3, parts.length, parts.slice(3).join('/'));
+  const osMatch = OS_COMPONENT.exec(parts[0]!);
+  if (!osMatch) {
+    throw badPlatform(
+      `${quote(parts[0]!)} is an invalid OS component of ${quote(specifier)}: OSAndVersion specifier component must match ${quote(OS_COMPONENT.source)}`,
+    );
+  }
+  for (const part of parts.slice(1)) {
+    if (!COMPONENT.test(part)) {
+      throw badPlatform(
+        `${quote(part)} is an invalid component of ${quote(specifier)}: platform specifier component must match ${quote(COMPONENT.source)}`,
+      );
+    }
+  }
+  const os = osMatch[1]!.toLowerCase() === 'macos' ? 'darwin' : osMatch[1]!.toLowerCase();
+  const unescape = (v: string) => {
+    try {
+      return decodeURIComponent(v);
+    } catch {
+      throw badPlatform(`${quote(specifier)} has an invalid OS option ${quote(v)}`);
+    }
+  };
+  const osOptions = {
+    ...(osMatch[2] ? { 'os.version': unescape(osMatch[2]) } : {}),
+    ...(osMatch[3] ? { 'os.features': osMatch[3].slice(1).split('+').map(unescape) } : {}),
+  };
+  const withVariant = (p: { architecture: string; variant: string }) => ({
+    architecture: p.architecture,
+    ...(p.variant ? { variant: p.variant } : {}),
   });
+  // Without a variant named, arm means arm/v7, which containerd leaves unsaid.
+  const archOnly = (word: string) => {
+    const arch = canonicalArch(word, '');
+    return withVariant(arch.architecture === 'arm' && arch.variant === 'v7' ? { ...arch, variant: '' } : arch);
+  };
+  if (parts.length === 1) {
+    const host = hostPlatform();
+    // A known OS takes this machine's architecture; else the word may be an architecture, on this OS.
+    if (KNOWN_OS.has(os)) return { os, ...osOptions, architecture: host.architecture };
+    const arch = archOnly(parts[0]!);
+    if (KNOWN_ARCH.has(arch.architecture)) return { os: host.os, ...arch };
+    throw badPlatform(`${quote(specifier)}: unknown operating system or architecture`);
+  }
+  if (parts.length === 2) return { os, ...osOptions, ...archOnly(parts[1]!) };
+  if (parts.length === 3) {
+    const arch = canonicalArch(parts[1]!, parts[2]!);
+    return {
+      os,
+      ...osOptions,
+      ...withVariant(arch.architecture === 'arm64' && !arch.variant ? { ...arch, variant: 'v8' } : arch),
+    };
+  }
+  throw badPlatform(`${quote(specifier)}: cannot parse platform specifier`);
+}
+
+/**
+ * Whether an image of platform `image` is one of `want` (dockerd's
+ * OnlyPlatformWithFallback): a compatible variant, or none named on the image.
+ */
+export function platformMatches(want: Platform, image: Platform): boolean {
+  if (platformScore(want, image) !== undefined) return true;
+  const w = normalizePlatform(want);
+  const i = normalizePlatform({ ...image, variant: undefined });
+  return !image.variant && w.os === i.os && w.architecture === i.architecture;
 }
 
 const variantLevel = (v: string | undefined) => (v && /^v\d+$/.test(v) ? Number(v.slice(1)) : undefined);

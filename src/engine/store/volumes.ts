@@ -18,6 +18,8 @@ export interface MountRow {
   mode: string;
   copy: number;
   propagation: string;
+  /** VolumeOptions.Subpath ('' for the whole volume). */
+  subpath: string;
 }
 
 const statements = (db: Db) => ({
@@ -38,8 +40,8 @@ const statements = (db: Db) => ({
     'SELECT * FROM container_mounts WHERE container_id IN (SELECT value FROM json_each(?)) ORDER BY seq',
   ),
   insertMount: db.prepare(
-    `INSERT INTO container_mounts (container_id, destination, volume, source, rw, mode, copy, propagation, seq)
-     VALUES (@container_id, @destination, @volume, @source, @rw, @mode, @copy, @propagation, @seq)`,
+    `INSERT INTO container_mounts (container_id, destination, volume, source, rw, mode, copy, propagation, subpath, seq)
+     VALUES (@container_id, @destination, @volume, @source, @rw, @mode, @copy, @propagation, @subpath, @seq)`,
   ),
   dropMounts: db.prepare('DELETE FROM container_mounts WHERE container_id = ?'),
 });

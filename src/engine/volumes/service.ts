@@ -6,7 +6,7 @@
 // start, not at create. Which containers use a volume is the store's
 // container_mounts rows, so a volume in use is never removed, even after
 // berthd restarts.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
@@ -18,6 +18,7 @@ import { duBytes } from '../os/dirs.js';
 import { copyTree } from '../os/files.js';
 import { isMountPoint, mountWithOptions, unmount } from '../os/mount.js';
 import type { MountRow, VolumeRepository, VolumeRow } from '../store/volumes.js';
+import { mountSubpath, unmountSubpaths } from './subpath.js';
 
 /** dockerd's mark on a volume made for a container without a name (`-v /data`, an image's VOLUME). */
 export const ANONYMOUS_LABEL = 'com.docker.volume.anonymous';
@@ -57,6 +58,10 @@ export interface MountPoint {
   propagation: string;
   /** Fill an empty volume from the image's content at the destination, at the first start. */
   copy: boolean;
+  /** VolumeOptions.Subpath: the part of the volume mounted. */
+  subpath?: string;
+  /** Where a subpath is bound while the container runs: what the runtime mounts (see subpath.ts). */
+  bindSource?: string;
 }
 
 /** A mount point a new container asks for, its volume named (a new anonymous one has its generated name). */
@@ -113,6 +118,8 @@ export interface VolumeDeps {
   root: string;
   events: EventBus;
   logger: Logger;
+  /** Where subpaths of volumes are bound for containers (under the exec root: gone at a reboot, as the binds). */
+  subpathRoot: string;
 }
 
 export class VolumeService {
@@ -138,7 +145,7 @@ export class VolumeService {
 
   // ------------------------------------------------------------------ the API's verbs
 
-  /** `POST /volumes/create`: a name already taken answers that volume, as dockerd does. */
+  /** `POST /volumes/create`: a name already taken answers that volume, as dockerd does; no name, an anonymous one. */
   async create(req: VolumeCreate): Promise<Volume> {
     checkDriver(req.Driver);
     if (req.ClusterVolumeSpec) throw invalidParameter('cluster volumes are not supported by berth');
@@ -147,7 +154,9 @@ export class VolumeService {
     checkOptions(req.DriverOpts ?? {});
     const existing = this.deps.repo.find(name);
     if (existing) return this.view(existing);
-    const row = this.newRow(name, req.Labels ?? {}, req.DriverOpts ?? null);
+    // A volume made without a name is anonymous, as dockerd marks it: `volume prune` (API 1.42+) takes it.
+    const labels = req.Name ? (req.Labels ?? {}) : { ...req.Labels, [ANONYMOUS_LABEL]: '' };
+    const row = this.newRow(name, labels, req.DriverOpts ?? null);
     await mkdir(this.dataDir(name), { recursive: true, mode: 0o755 });
     try {
       this.deps.repo.insert(row);
@@ -283,6 +292,7 @@ export class VolumeService {
       mode: p.mode,
       copy: p.copy ? 1 : 0,
       propagation: p.propagation,
+      subpath: p.subpath ?? '',
     }));
     const inserted = this.deps.repo.recordMounts(created, rows);
     for (const name of inserted) this.published('create', name);
@@ -310,7 +320,17 @@ export class VolumeService {
       mode: r.mode,
       propagation: r.propagation,
       copy: r.copy === 1,
+      ...(r.subpath ? { subpath: r.subpath, bindSource: this.subpathTarget(r.container_id, r.destination) } : {}),
     };
+  }
+
+  private subpathDir(containerId: string): string {
+    return path.join(this.deps.subpathRoot, containerId);
+  }
+
+  /** A stable name for a mount point's bind, whatever its destination's characters. */
+  private subpathTarget(containerId: string, destination: string): string {
+    return path.join(this.subpathDir(containerId), createHash('sha256').update(destination).digest('hex').slice(0, 16));
   }
 
   /** The containers whose mount points name a volume (the `volume` filter of the container list). */
@@ -330,7 +350,8 @@ export class VolumeService {
       const v = this.inspect(m.name);
       this.mountIfNeeded(v);
       this.activeSet(v.name).add(containerId);
-      if (m.copy) await this.copyUp(v, await imagePath(m.destination));
+      if (m.subpath && m.bindSource) mountSubpath(v.mountpoint, m.subpath, m.bindSource);
+      if (m.copy) await this.copyUp(m.bindSource ?? v.mountpoint, await imagePath(m.destination));
       this.published('mount', v.name, {
         container: containerId,
         destination: m.destination,
@@ -347,7 +368,16 @@ export class VolumeService {
 
   /** After a container's process ended (or its start failed): `unmount` events; a DriverOpts mount no one uses goes. */
   deactivate(containerId: string): void {
-    for (const m of this.mountsOf(containerId)) {
+    const mounts = this.mountsOf(containerId);
+    const binds = mounts.flatMap((m) => (m.bindSource ? [m.bindSource] : []));
+    if (binds.length) {
+      try {
+        unmountSubpaths(this.subpathDir(containerId), binds);
+      } catch (err) {
+        this.deps.logger.warn({ err, containerId }, "unbinding a container's volume subpaths failed");
+      }
+    }
+    for (const m of mounts) {
       if (!m.name) continue;
       const set = this.active.get(m.name);
       if (!set?.delete(containerId)) continue;
@@ -404,12 +434,12 @@ export class VolumeService {
     }
   }
 
-  /** dockerd's copy-up: an empty volume takes the image's content (ownership and modes kept). */
-  private async copyUp(v: Volume, source: string | null): Promise<void> {
+  /** dockerd's copy-up: an empty volume (or subpath of one) takes the image's content (ownership and modes kept). */
+  private async copyUp(target: string, source: string | null): Promise<void> {
     if (source === null) return;
-    const present = await readdir(v.mountpoint).catch(() => ['?']);
+    const present = await readdir(target).catch(() => ['?']);
     if (present.length) return;
-    await copyTree(source, v.mountpoint);
+    await copyTree(source, target);
   }
 }
 

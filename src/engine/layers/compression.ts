@@ -1,4 +1,5 @@
-// The compressions a build context or an ADD archive may come in, as dockerd's
+// The compressions an archive may come in (a build context, an ADD source,
+// docker load's and docker import's uploads), as dockerd's
 // archive.DecompressStream knows them: gzip (zlib), bzip2 and xz (their own
 // programs, as dockerd runs xz; Node has neither), or none.
 import { existsSync } from 'node:fs';
@@ -54,6 +55,53 @@ export function peekBytes(body: Readable, n: number): Promise<{ head: Buffer; st
     body.on('readable', onReadable);
     body.once('end', onEnd);
     body.once('error', fail);
+  });
+}
+
+/** An upload, readable decompressed; see decompressUpload. */
+export interface Upload {
+  compression: Compression;
+  /** The bytes to read: uncompressed, unless the upload's compression is one the caller keeps. */
+  plain: Readable;
+  /** Stops decompressing (its program killed) and reads the rest of the upload, dropping it. */
+  discard(): Promise<void>;
+}
+
+/**
+ * An upload (a request body), decompressed as its first bytes say, unless its
+ * compression is one of `keep`. The body feeds the decompressor through a
+ * stream of its own, so that stopping it (a corrupt archive, a refused one)
+ * does not close the body: `discard` drains what is left, and the client,
+ * still sending, reads the answer.
+ */
+export async function decompressUpload(received: Readable, keep: readonly Compression[] = []): Promise<Upload> {
+  const { head, stream: body } = await peekBytes(received, SNIFF_BYTES);
+  const compression = sniffCompression(head);
+  if (compression === 'none' || keep.includes(compression))
+    return { compression, plain: body, discard: () => drain(body) };
+  const feed = new PassThrough({ highWaterMark: 1 << 20 });
+  body.pipe(feed);
+  body.once('error', (e) => feed.destroy(e));
+  const plain = decompress(feed, compression);
+  return {
+    compression,
+    plain,
+    discard: () => {
+      body.unpipe(feed);
+      plain.destroy();
+      return drain(body);
+    },
+  };
+}
+
+/** Reads the rest of `input`, dropping it. */
+function drain(input: Readable): Promise<void> {
+  return new Promise((resolve) => {
+    if (input.readableEnded || input.destroyed) return resolve();
+    input.once('end', resolve);
+    input.once('close', resolve);
+    input.once('error', () => resolve());
+    input.resume();
   });
 }
 
