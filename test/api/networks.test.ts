@@ -373,12 +373,22 @@ describe('legacy links (HostConfig.Links)', () => {
       "the linker's hosts to name the later target",
     );
     expect((await exec(linker, ['ping', '-c', '1', '-W', '2', 'backend'])).code).toBe(0);
+    // By DNS too, as dockerd's embedded DNS answers them (nslookup skips /etc/hosts): docker-py's test_create_with_links.
+    for (const [alias, at] of [
+      ['backend', ip],
+      ['next', laterIp],
+    ]) {
+      const looked = await exec(linker, ['nslookup', alias]);
+      expect({ alias, code: looked.code }).toEqual({ alias, code: 0 });
+      expect(looked.out).toContain(at);
+    }
     expect((await inspect(linker)).NetworkSettings.Networks.linked.Links).toEqual([
       `${targetName}:backend`,
       'later:next',
     ]);
     const other = await run({ HostConfig: { NetworkMode: 'linked' } });
     expect((await exec(other, ['ping', '-c', '1', '-W', '1', 'backend'])).code).not.toBe(0);
+    expect((await exec(other, ['nslookup', 'backend'])).code).not.toBe(0);
     for (const id of [linker, target, other, later.json.Id]) await d.request('DELETE', `/containers/${id}?force=1`);
     await d.request('DELETE', '/networks/linked');
   });
@@ -557,4 +567,45 @@ describe("berthd's restart", () => {
     expect(await fetchText('127.0.0.1', port)).toMatch(/^hello from /);
     await d.request('DELETE', `/containers/${id}?force=1`);
   });
+});
+
+describe('names on user networks under load', () => {
+  it("resolves a container's hostname from itself by DNS, /etc/hosts emptied (moby TestHostnameDnsResolution)", async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'foobar-net' } });
+    const id = await run({ Hostname: 'foobar', HostConfig: { NetworkMode: 'foobar-net' } });
+    const r = await exec(id, ['sh', '-c', 'echo 127.0.0.1 localhost > /etc/hosts && ping -c 1 -W 2 foobar']);
+    expect(r.out).not.toContain('bad address');
+    expect(r.code).toBe(0);
+    await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/foobar-net');
+  });
+
+  it('three containers started at once on two new networks, one of them on both, start every time (10 rounds)', async () => {
+    for (let round = 0; round < 10; round++) {
+      const [a, b] = [`ra${round}`, `rb${round}`];
+      for (const n of [a, b])
+        expect((await d.request('POST', '/networks/create', { body: { Name: n } })).status).toBe(201);
+      const create = async (body: Record<string, unknown>) =>
+        (
+          await d.request('POST', '/containers/create', {
+            body: { Image: env.busybox, Cmd: ['sleep', '300'], ...body },
+          })
+        ).json.Id as string;
+      const ids = [
+        await create({ HostConfig: { NetworkMode: a } }),
+        await create({ HostConfig: { NetworkMode: b } }),
+        await create({ HostConfig: { NetworkMode: a }, NetworkingConfig: { EndpointsConfig: { [a]: {}, [b]: {} } } }),
+      ];
+      const started = await Promise.all(ids.map((id) => d.request('POST', `/containers/${id}/start`)));
+      expect({ round, answers: started.map((s) => `${s.status} ${s.text}`.trim()) }).toEqual({
+        round,
+        answers: ['204', '204', '204'],
+      });
+      // Each resolves the others of its networks at once: the DNS server serves both networks.
+      expect((await exec(ids[2]!, ['nslookup', ids[0]!.slice(0, 12)])).code).toBe(0);
+      expect((await exec(ids[2]!, ['nslookup', ids[1]!.slice(0, 12)])).code).toBe(0);
+      for (const id of ids) await d.request('DELETE', `/containers/${id}?force=1`);
+      for (const n of [a, b]) await d.request('DELETE', `/networks/${n}`);
+    }
+  }, 300_000);
 });

@@ -35,6 +35,8 @@ export type EndpointSettings = z.output<typeof EndpointSettingsSchema>;
 export interface Member {
   id: string;
   name: string;
+  /** Config.Hostname: on a user network it resolves to the container too, as dockerd adds it to the names. */
+  hostname?: string;
   /** The container's network namespace while it runs (/proc/<pid>/ns/net). */
   nsPath?: string;
   /** The host ports it publishes (HostConfig.PortBindings, PublishAllPorts). */
