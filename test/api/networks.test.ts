@@ -11,6 +11,7 @@ import { useEnv, type Env } from '../harness/env.js';
 import { httpGetText as fetchText } from '../harness/http.js';
 import { networkSetup, tearDownAfterAll } from '../harness/network.js';
 import { HostUplink, whoAnswer } from '../harness/netns.js';
+import { runPython } from '../harness/clients.js';
 
 const net = networkSetup();
 tearDownAfterAll(net);
@@ -608,4 +609,40 @@ describe('names on user networks under load', () => {
       for (const n of [a, b]) await d.request('DELETE', `/networks/${n}`);
     }
   }, 300_000);
+});
+
+describe('endpoint settings at connect (the Python SDK)', () => {
+  it("a MAC given at connect of a created container shows before the start and is eth1's after; endpoint driver options are taken as dockerd's bridge takes them", async () => {
+    const { values, result } = await runPython(
+      d,
+      [
+        `api = docker.APIClient(base_url=${JSON.stringify(d.host)}, version='1.47')`,
+        "api.create_network('macnet')",
+        `ct = api.create_container(${JSON.stringify(env.busybox)}, 'sleep 300')`,
+        "r = api.post(api._url('/networks/macnet/connect'), json={'Container': ct['Id'], 'EndpointConfig': {'MacAddress': '02:42:0a:0b:0c:0d'}})",
+        "emit('connect', r.status_code)",
+        "emit('created', api.inspect_container(ct)['NetworkSettings']['Networks']['macnet']['MacAddress'])",
+        'api.start(ct)',
+        "e = api.exec_create(ct, 'cat /sys/class/net/eth1/address')",
+        "emit('running', api.exec_start(e).decode().strip())",
+        `other = api.create_container(${JSON.stringify(env.busybox)}, 'sleep 300')`,
+        "api.connect_container_to_network(other, 'macnet', driver_opt={'com.example.unread': 'x'})",
+        "emit('unread', 'taken')",
+        "r = api.post(api._url('/networks/macnet/disconnect'), json={'Container': other['Id']})",
+        "r = api.post(api._url('/networks/macnet/connect'), json={'Container': other['Id'], 'EndpointConfig': {'DriverOpts': {'com.docker.network.endpoint.ifname': 'foo0'}}})",
+        "emit('ifname', [r.status_code, r.json()['message']])",
+        'for c in (ct, other): api.remove_container(c, force=True)',
+        "api.remove_network('macnet')",
+      ].join('\n'),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    expect(values.connect).toBe(200);
+    expect(values.created).toBe('02:42:0a:0b:0c:0d');
+    expect(values.running).toBe('02:42:0a:0b:0c:0d');
+    expect(values.unread).toBe('taken');
+    expect(values.ifname).toEqual([
+      400,
+      'endpoint driver option com.docker.network.endpoint.ifname (network macnet) is not supported by berth yet',
+    ]);
+  });
 });
