@@ -31,11 +31,6 @@ export interface DnsEntry {
   names: string[];
   /** Upstream servers for this container's other names (HostConfig.Dns), instead of the host's. */
   dnsServers?: string[];
-  /**
-   * Its links on this network (EndpointSettings.Links): `alias` resolves, for
-   * this container only, to the container on the network that answers to `target`.
-   */
-  links?: { target: string; alias: string }[];
 }
 
 export interface DnsNetwork {
@@ -201,25 +196,19 @@ export class Dns {
   private async writeFiles(names: string[]): Promise<void> {
     await mkdir(this.configDir, { recursive: true });
     await mkdir(this.stagingDir, { recursive: true });
-    const onDisk = await readdir(this.configDir);
     for (const name of names) {
-      // A links file goes with its network's: written, kept or removed with it.
-      const owner = linksOwner(name);
-      if (owner !== null && this.served(owner)) continue;
       const records = this.served(name);
+      const file = path.join(this.configDir, name);
       try {
-        const files = records ? [[name, networkFile(records)] as const, ...linksFiles(name, records)] : [];
-        const stale = onDisk.filter((f) => (f === name || linksOwner(f) === name) && !files.some(([n]) => n === f));
-        for (const f of stale) {
-          await rm(path.join(this.configDir, f), { recursive: true, force: true });
-          this.written.delete(f);
+        if (!records) {
+          await rm(file, { recursive: true, force: true });
+          this.written.delete(name);
+          continue;
         }
-        for (const [f, text] of files) {
-          const staged = path.join(this.stagingDir, f);
-          await writeFile(staged, text);
-          await rename(staged, path.join(this.configDir, f));
-          this.written.set(f, records!.gatewayIp);
-        }
+        const staged = path.join(this.stagingDir, name);
+        await writeFile(staged, networkFile(records));
+        await rename(staged, file);
+        this.written.set(name, records.gatewayIp);
       } catch (e) {
         this.dirty.add(name);
         throw e;
@@ -228,50 +217,16 @@ export class Dns {
   }
 }
 
-/**
- * A links file: the network's gateway again, the linking container with its
- * names, and each linked container under its alias. aardvark-dns answers a
- * container from the files that list its address, so only the linking one (and
- * the linked, which gains only its own alias) sees the aliases, as dockerd's
- * embedded DNS gives a link's alias to the linking container alone. Named
- * `<network>.links.<container id>`.
- */
-const LINKS = '.links.';
-const linksOwner = (file: string): string | null => (file.includes(LINKS) ? file.slice(0, file.indexOf(LINKS)) : null);
-
-function linksFiles(network: string, records: NetworkRecords): [string, string][] {
-  const out: [string, string][] = [];
-  const entries = [...records.entries.values()];
-  for (const e of entries) {
-    const aliases = new Map<DnsEntry, string[]>();
-    for (const { target, alias } of e.links ?? []) {
-      const peer = entries.find(
-        (p) => p !== e && (p.names.includes(target) || (target.length >= 12 && p.containerId.startsWith(target))),
-      );
-      if (peer) aliases.set(peer, [...(aliases.get(peer) ?? []), alias]);
-    }
-    if (aliases.size === 0) continue;
-    const lines = [records.gatewayIp, entryLine(e)];
-    for (const [peer, names] of aliases)
-      lines.push(`${peer.containerId} ${peer.ipv4}  ${[...new Set(names)].join(',')}`);
-    out.push([`${network}${LINKS}${e.containerId}`, `${lines.join('\n')}\n`]);
-  }
-  return out;
-}
-
 const hasEntries = (r: NetworkRecords) => r.entries.size > 0;
 
 /** A network's file: its gateway, then a line per container. */
 function networkFile(records: NetworkRecords): string {
   const lines = [records.gatewayIp];
-  for (const e of records.entries.values()) lines.push(entryLine(e));
+  for (const e of records.entries.values()) {
+    const servers = e.dnsServers?.length ? ` ${e.dnsServers.join(',')}` : '';
+    lines.push(`${e.containerId} ${e.ipv4}  ${[...new Set(e.names)].join(',')}${servers}`);
+  }
   return `${lines.join('\n')}\n`;
-}
-
-/** A container's line: its id, address and names, and its own upstream servers. */
-function entryLine(e: DnsEntry): string {
-  const servers = e.dnsServers?.length ? ` ${e.dnsServers.join(',')}` : '';
-  return `${e.containerId} ${e.ipv4}  ${[...new Set(e.names)].join(',')}${servers}`;
 }
 
 /** One field of a line: neither the field separator (a space), the list one (a comma) nor a line end. */
@@ -294,7 +249,6 @@ const copied = (e: DnsEntry): DnsEntry => ({
   ...e,
   names: [...e.names],
   dnsServers: e.dnsServers && [...e.dnsServers],
-  links: e.links?.map((l) => ({ ...l })),
 });
 
 function checkEntry(e: DnsEntry): void {
@@ -303,9 +257,6 @@ function checkEntry(e: DnsEntry): void {
   if (e.names.length === 0) throw invalidParameter(`no DNS name for container ${e.containerId}`);
   for (const name of e.names) {
     if (!FIELD.test(name)) throw invalidParameter(`invalid DNS name "${name}": no spaces or commas`);
-  }
-  for (const { target, alias } of e.links ?? []) {
-    if (!FIELD.test(target) || !FIELD.test(alias)) throw invalidParameter(`invalid link for DNS: "${target}:${alias}"`);
   }
   for (const s of e.dnsServers ?? []) {
     if (!isIP(s)) throw invalidParameter(`invalid DNS server address: "${s}"`);

@@ -9,7 +9,7 @@ import type { Logger } from '../../log.js';
 import type { Dns } from './dns.js';
 import type { Firewall, FirewallNetwork } from './firewall.js';
 import { attachContainer, detachContainer, ensureBridge, linkIPv4Cidrs, removeBridge } from './links.js';
-import { type Endpoint, type Member, parseLink } from './endpoints.js';
+import type { Endpoint, Member } from './endpoints.js';
 import type { Attachment, Plumbing } from './plumbing.js';
 import { type HostPorts, mappingsOf } from './ports.js';
 import type { Network } from './service.js';
@@ -117,10 +117,6 @@ export class HostPlumbing implements Plumbing {
       ipv4: row.ip,
       // dockerd adds the hostname to the names (updateNetworkConfig).
       names: member.hostname ? [...endpoint.dnsNames, member.hostname] : endpoint.dnsNames,
-      links: endpoint.links.map((spec) => {
-        const { name, alias } = parseLink(spec);
-        return { target: name, alias };
-      }),
     });
   }
 
