@@ -17,6 +17,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './api/server.js';
+import { claimBridge } from './bridge-claim.js';
 import { buildEngine } from './compose.js';
 import { idleTrim } from './idle.js';
 import { parseHost, type Config, type Listen } from './config.js';
@@ -49,6 +50,17 @@ function lockDataRoot(dataRoot: string): number {
   ftruncateSync(fd, 0);
   writeSync(fd, `${process.pid}\n`, 0);
   return fd;
+}
+
+/** The default bridge, this daemon's alone while it runs (bridge-claim.ts); null without one. */
+async function claimDefaultBridge(config: Config): Promise<net.Server | null> {
+  const bridge = config.network.bridge;
+  if (bridge === null) return null;
+  const claim = await claimBridge(bridge, config.dataRoot);
+  if ('server' in claim) return claim.server;
+  throw new StartError(
+    `another berthd (${claim.holder}) is already using bridge ${bridge}; stop it first, or give this one a bridge of its own with --bridge (or --bridge none)`,
+  );
 }
 
 /** True when something answers on the unix socket at `p`. */
@@ -107,6 +119,7 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
   const realtime = realtimeBudgetProblem({ period: config.cpuRtPeriod, runtime: config.cpuRtRuntime });
   if (realtime) throw new StartError(realtime);
   const lockFd = lockDataRoot(config.dataRoot);
+  const bridgeClaim = await claimDefaultBridge(config);
   mkdirSync(config.execRoot, { recursive: true, mode: 0o700 });
   for (const l of listens) if (l.kind === 'unix') await prepareUnixSocket(l.path);
 
@@ -143,6 +156,7 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
       await engine.close();
       for (const l of listens) if (l.kind === 'unix') rmSync(l.path, { force: true });
       if (config.pidfile) rmSync(config.pidfile, { force: true });
+      bridgeClaim?.close();
       closeSync(lockFd);
     })());
   return { app, stop };

@@ -11,6 +11,7 @@ import { useEnv, type Env } from '../harness/env.js';
 import { httpGetText as fetchText } from '../harness/http.js';
 import { networkSetup, tearDownAfterAll } from '../harness/network.js';
 import { HostUplink, whoAnswer } from '../harness/netns.js';
+import { runPython } from '../harness/clients.js';
 
 const net = networkSetup();
 tearDownAfterAll(net);
@@ -556,5 +557,82 @@ describe("berthd's restart", () => {
     expect(after.Ports).toEqual(before.Ports);
     expect(await fetchText('127.0.0.1', port)).toMatch(/^hello from /);
     await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+});
+
+describe('names on user networks under load', () => {
+  it("resolves a container's hostname from itself by DNS, /etc/hosts emptied (moby TestHostnameDnsResolution)", async () => {
+    await d.request('POST', '/networks/create', { body: { Name: 'foobar-net' } });
+    const id = await run({ Hostname: 'foobar', HostConfig: { NetworkMode: 'foobar-net' } });
+    const r = await exec(id, ['sh', '-c', 'echo 127.0.0.1 localhost > /etc/hosts && ping -c 1 -W 2 foobar']);
+    expect(r.out).not.toContain('bad address');
+    expect(r.code).toBe(0);
+    await d.request('DELETE', `/containers/${id}?force=1`);
+    await d.request('DELETE', '/networks/foobar-net');
+  });
+
+  it('three containers started at once on two new networks, one of them on both, start every time (10 rounds)', async () => {
+    for (let round = 0; round < 10; round++) {
+      const [a, b] = [`ra${round}`, `rb${round}`];
+      for (const n of [a, b])
+        expect((await d.request('POST', '/networks/create', { body: { Name: n } })).status).toBe(201);
+      const create = async (body: Record<string, unknown>) =>
+        (
+          await d.request('POST', '/containers/create', {
+            body: { Image: env.busybox, Cmd: ['sleep', '300'], ...body },
+          })
+        ).json.Id as string;
+      const ids = [
+        await create({ HostConfig: { NetworkMode: a } }),
+        await create({ HostConfig: { NetworkMode: b } }),
+        await create({ HostConfig: { NetworkMode: a }, NetworkingConfig: { EndpointsConfig: { [a]: {}, [b]: {} } } }),
+      ];
+      const started = await Promise.all(ids.map((id) => d.request('POST', `/containers/${id}/start`)));
+      expect({ round, answers: started.map((s) => `${s.status} ${s.text}`.trim()) }).toEqual({
+        round,
+        answers: ['204', '204', '204'],
+      });
+      // Each resolves the others of its networks at once: the DNS server serves both networks.
+      expect((await exec(ids[2]!, ['nslookup', ids[0]!.slice(0, 12)])).code).toBe(0);
+      expect((await exec(ids[2]!, ['nslookup', ids[1]!.slice(0, 12)])).code).toBe(0);
+      for (const id of ids) await d.request('DELETE', `/containers/${id}?force=1`);
+      for (const n of [a, b]) await d.request('DELETE', `/networks/${n}`);
+    }
+  }, 300_000);
+});
+
+describe('endpoint settings at connect (the Python SDK)', () => {
+  it("a MAC given at connect of a created container shows before the start and is eth1's after; endpoint driver options are taken as dockerd's bridge takes them", async () => {
+    const { values, result } = await runPython(
+      d,
+      [
+        `api = docker.APIClient(base_url=${JSON.stringify(d.host)}, version='1.47')`,
+        "api.create_network('macnet')",
+        `ct = api.create_container(${JSON.stringify(env.busybox)}, 'sleep 300')`,
+        "r = api.post(api._url('/networks/macnet/connect'), json={'Container': ct['Id'], 'EndpointConfig': {'MacAddress': '02:42:0a:0b:0c:0d'}})",
+        "emit('connect', r.status_code)",
+        "emit('created', api.inspect_container(ct)['NetworkSettings']['Networks']['macnet']['MacAddress'])",
+        'api.start(ct)',
+        "e = api.exec_create(ct, 'cat /sys/class/net/eth1/address')",
+        "emit('running', api.exec_start(e).decode().strip())",
+        `other = api.create_container(${JSON.stringify(env.busybox)}, 'sleep 300')`,
+        "api.connect_container_to_network(other, 'macnet', driver_opt={'com.example.unread': 'x'})",
+        "emit('unread', 'taken')",
+        "r = api.post(api._url('/networks/macnet/disconnect'), json={'Container': other['Id']})",
+        "r = api.post(api._url('/networks/macnet/connect'), json={'Container': other['Id'], 'EndpointConfig': {'DriverOpts': {'com.docker.network.endpoint.ifname': 'foo0'}}})",
+        "emit('ifname', [r.status_code, r.json()['message']])",
+        'for c in (ct, other): api.remove_container(c, force=True)',
+        "api.remove_network('macnet')",
+      ].join('\n'),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    expect(values.connect).toBe(200);
+    expect(values.created).toBe('02:42:0a:0b:0c:0d');
+    expect(values.running).toBe('02:42:0a:0b:0c:0d');
+    expect(values.unread).toBe('taken');
+    expect(values.ifname).toEqual([
+      400,
+      'endpoint driver option com.docker.network.endpoint.ifname (network macnet) is not supported by berth yet',
+    ]);
   });
 });

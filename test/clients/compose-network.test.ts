@@ -106,3 +106,60 @@ describe('docker-compose 1.29: two services on the project network', () => {
     expect(links.map((l) => l.ifname)).not.toContain(`br-${networkId.slice(0, 12)}`);
   });
 });
+
+describe('docker-compose 1.29: a project with two networks and a service on both', () => {
+  const project = 'berthtwo';
+  let twoDir: string;
+  const two = (args: string[]) =>
+    runProcess(COMPOSE, ['-p', project, ...args], {
+      cwd: twoDir,
+      env: { DOCKER_HOST: ctx.daemon.host, COMPOSE_INTERACTIVE_NO_CLI: '1' },
+      timeoutMs: 120_000,
+    });
+
+  beforeAll(() => {
+    twoDir = mkdtempSync(path.join(os.tmpdir(), 'berth-compose-'));
+    const service = (nets: string[]) => [
+      `    image: ${ctx.env.busybox}`,
+      '    command: ["sleep", "300"]',
+      `    networks: [${nets.join(', ')}]`,
+    ];
+    writeFileSync(
+      path.join(twoDir, 'docker-compose.yml'),
+      [
+        'version: "3.8"',
+        'services:',
+        '  a:',
+        ...service(['front']),
+        '  b:',
+        ...service(['back']),
+        '  both:',
+        ...service(['front', 'back']),
+        'networks:',
+        '  front: {}',
+        '  back: {}',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  afterAll(async () => {
+    if (twoDir) await two(['down', '--timeout', '1']);
+    rmSync(twoDir, { recursive: true, force: true });
+  });
+
+  it('up -d starts its three services at once, every time (3 rounds of up and down)', async () => {
+    for (let round = 0; round < 3; round++) {
+      const up = await two(['up', '-d']);
+      expect({ round, code: up.code, stderr: up.code ? up.stderr : '' }).toEqual({ round, code: 0, stderr: '' });
+      const running = await two(['ps', '--services', '--filter', 'status=running']);
+      expect(running.stdout.trim().split('\n').sort()).toEqual(['a', 'b', 'both']);
+      // `both` resolves a service of each network by name.
+      for (const peer of ['a', 'b']) {
+        const r = await two(['exec', '-T', 'both', 'nslookup', peer]);
+        expect({ round, peer, code: r.code }).toEqual({ round, peer, code: 0 });
+      }
+      expect((await two(['down', '--timeout', '1'])).code).toBe(0);
+    }
+  }, 600_000);
+});

@@ -78,7 +78,8 @@ export function containerNetworks(
           IPAMConfig: ipamConfig(e.row),
           Links: e.links.length ? e.links : null,
           Aliases: e.aliases.length ? e.aliases : null,
-          MacAddress: live ? e.row.mac : '',
+          // A MAC given at create or connect is shown before the start (dockerd's configured one, API 1.44+).
+          MacAddress: live || e.macGiven ? e.row.mac : '',
           DriverOpts: null,
           NetworkID: e.network.id,
           EndpointID: running ? e.row.id : '',

@@ -84,7 +84,7 @@ export class Lifecycle {
     const c = this.s.lookup.byId(id);
     if (!c) throw noSuchContainer(id);
     await this.s.bundles.ready(c);
-    const member = { id, name: c.name };
+    const member = { id, name: c.name, hostname: c.config.Hostname };
     // The names on user networks first: the DNS server reloads while runc creates the container.
     const named = deps.endpoints.announce(member);
     named.catch(() => undefined); // awaited below; a failure of runtime.create comes first

@@ -62,6 +62,7 @@ export const isRunning = (c: Container) => c.status === 'running' || c.status ==
 export const memberOf = (c: Container): Member => ({
   id: c.id,
   name: c.name,
+  hostname: c.config.Hostname,
   ...(isRunning(c) && c.pid ? { nsPath: `/proc/${c.pid}/ns/net` } : {}),
 });
 

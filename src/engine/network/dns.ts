@@ -68,6 +68,8 @@ interface Waiter {
 export class Dns {
   private readonly networks = new Map<string, NetworkRecords>();
   private readonly dirty = new Set<string>();
+  /** The gateway of each network file in the directory, as last written. */
+  private readonly written = new Map<string, string>();
   private waiters: Waiter[] = [];
   private flushing = false;
   /** Apply even with no file to write: reconcile() has the daemon started, adopted or stopped. */
@@ -171,12 +173,14 @@ export class Dns {
   private async apply(names: string[]): Promise<void> {
     const started = performance.now();
     await this.writeFiles(names);
-    const served = [...this.networks.values()].filter(hasEntries);
-    if (served.length === 0) {
+    // What the files say, not the records: a change that came in meanwhile is in
+    // the records but not yet on disk, and the daemon cannot listen for a network
+    // before its file is written (the next batch writes it).
+    const all = [...new Set(this.written.values())];
+    if (all.length === 0) {
       await this.aardvark.stop();
     } else {
-      const all = served.map((r) => r.gatewayIp);
-      const changed = names.flatMap((n) => this.served(n)?.gatewayIp ?? []);
+      const changed = names.flatMap((n) => this.written.get(n) ?? []);
       await this.aardvark.refresh(all, changed);
     }
     this.log.debug({ networks: names, ms: Math.round(performance.now() - started) }, 'DNS records applied');
@@ -198,11 +202,13 @@ export class Dns {
       try {
         if (!records) {
           await rm(file, { recursive: true, force: true });
+          this.written.delete(name);
           continue;
         }
         const staged = path.join(this.stagingDir, name);
         await writeFile(staged, networkFile(records));
         await rename(staged, file);
+        this.written.set(name, records.gatewayIp);
       } catch (e) {
         this.dirty.add(name);
         throw e;

@@ -35,6 +35,8 @@ export type EndpointSettings = z.output<typeof EndpointSettingsSchema>;
 export interface Member {
   id: string;
   name: string;
+  /** Config.Hostname: on a user network it resolves to the container too, as dockerd adds it to the names. */
+  hostname?: string;
   /** The container's network namespace while it runs (/proc/<pid>/ns/net). */
   nsPath?: string;
   /** The host ports it publishes (HostConfig.PortBindings, PublishAllPorts). */
@@ -52,6 +54,8 @@ export interface Endpoint {
   links: string[];
   /** The names the endpoint answers to on a user network: the container's name, its aliases, its short id. */
   dnsNames: string[];
+  /** The MAC was given (EndpointSettings.MacAddress), not derived from the address: inspect shows it before a start. */
+  macGiven: boolean;
 }
 
 /** A container's networking as inspect and the list show it. */
@@ -68,6 +72,7 @@ function endpointOf(row: EndpointRow, network: Network, name: string): Endpoint 
     aliases,
     links: JSON.parse(row.links) as string[],
     dnsNames: [...(name ? [name] : []), ...aliases, row.container_id.slice(0, 12)],
+    macGiven: row.mac !== '' && (row.ip === '' || row.mac !== macFor(parseIp(row.ip)!)),
   };
 }
 
@@ -486,6 +491,8 @@ function parseSettings(raw: unknown, network: string): EndpointSettings {
   return r.data;
 }
 
+const APPLIED_DRIVER_OPTS = ['com.docker.network.endpoint.ifname', 'com.docker.network.endpoint.sysctls'];
+
 /** What berth does not apply yet is refused, not dropped. */
 function checkSettings(network: Network, s: EndpointSettings): void {
   const refuse = (what: string) => {
@@ -498,7 +505,11 @@ function checkSettings(network: Network, s: EndpointSettings): void {
     );
   }
   for (const l of s.Links ?? []) checkLinkAlias(parseLink(l).alias);
-  if (s.DriverOpts && Object.keys(s.DriverOpts).length) refuse('endpoint driver options');
+  // dockerd's bridge driver applies these two (API 1.47: the interface's name, its sysctls) and
+  // passes any other endpoint option by, unread: taken and ignored here as there.
+  for (const k of Object.keys(s.DriverOpts ?? {})) {
+    if (APPLIED_DRIVER_OPTS.includes(k)) refuse(`endpoint driver option ${k}`);
+  }
   if (s.GwPriority) refuse('a gateway priority');
   if (
     network.driver !== 'bridge' &&

@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import type { Logger } from '../../log.js';
 import type { Dns } from './dns.js';
 import type { Firewall, FirewallNetwork } from './firewall.js';
-import { attachContainer, detachContainer, ensureBridge, removeBridge } from './links.js';
+import { attachContainer, detachContainer, ensureBridge, linkIPv4Cidrs, removeBridge } from './links.js';
 import type { Endpoint, Member } from './endpoints.js';
 import type { Attachment, Plumbing } from './plumbing.js';
 import { type HostPorts, mappingsOf } from './ports.js';
@@ -51,6 +51,10 @@ export class HostPlumbing implements Plumbing {
 
   private async makeBridge(n: Network): Promise<void> {
     await ensureBridge({ name: n.bridge, gatewayCidr: `${n.gateway}/${n.prefixLen}` });
+  }
+
+  bridgeAddresses(name: string): Promise<string[]> {
+    return linkIPv4Cidrs(name);
   }
 
   async addNetwork(n: Network): Promise<void> {
@@ -111,7 +115,8 @@ export class HostPlumbing implements Plumbing {
     await this.deps.dns.addEntry(network.id, network.gateway, {
       containerId: member.id,
       ipv4: row.ip,
-      names: endpoint.dnsNames,
+      // dockerd adds the hostname to the names (updateNetworkConfig).
+      names: member.hostname ? [...endpoint.dnsNames, member.hostname] : endpoint.dnsNames,
     });
   }
 

@@ -10,7 +10,9 @@
 //       creates the bridge when absent (with a fixed MAC: a bridge without one takes
 //       its ports' lowest, which changes as containers come and go), adds the gateway
 //       address(es), sets route_localnet (so DNAT to 127.0.0.1 works), brings it up;
-//       on an existing bridge does what is missing of the same. Idempotent.
+//       on an existing bridge does what is missing of the same, and drops IPv4
+//       addresses it was not given (when given one). Idempotent.
+//   linkIPv4Cidrs(name, hostNs?): string[]      the link's IPv4 addresses; [] when absent
 //   removeBridge(name, hostNs?): boolean       false: there was none
 //   attachContainer({nsPath, bridge, hostIfName, ifName = 'eth0', cidr, gateway?, mac?, mtu?, hostNs?}):
 //       {mac, mtu}
@@ -27,7 +29,7 @@
 import { randomBytes } from 'node:crypto';
 import { conflict, EngineError, invalidParameter, notFound, systemError } from '../../errors.js';
 import { isNetlinkError, type Link, Netlink } from '../os/netlink.js';
-import { formatMac, linkNameProblem, parseCidr, parseIP, parseMac } from '../os/netlink-wire.js';
+import { formatIP, formatMac, linkNameProblem, parseCidr, parseIP, parseMac } from '../os/netlink-wire.js';
 
 export interface BridgeSpec {
   name: string;
@@ -89,6 +91,30 @@ export async function ensureBridge(spec: BridgeSpec): Promise<BridgeState> {
   });
 }
 
+/**
+ * A bridge has the one IPv4 address it is given, as dockerd's setupBridgeIPv4
+ * replaces docker0's: an address left by another --bip, or by an earlier
+ * daemon that chose another subnet, would otherwise stay and grow in number
+ * with each start.
+ */
+async function dropOtherIPv4(nl: Netlink, name: string, cidrs: string[]): Promise<void> {
+  const wanted = cidrs.map(parseCidr).filter((c) => c?.family === 4);
+  if (wanted.length === 0) return;
+  const keep = new Set(wanted.map((c) => `${formatIP(c!.address)}/${c!.prefixLength}`));
+  for (const a of await nl.listAddresses(name)) {
+    if (a.family === 4 && !keep.has(a.cidr)) await nl.deleteAddress(name, a.cidr, { missingOk: true });
+  }
+}
+
+/** The IPv4 addresses (with prefix length) a link has now; none when there is no such link. */
+export async function linkIPv4Cidrs(name: string, hostNs?: string): Promise<string[]> {
+  checkName(name);
+  return withNetlink(hostNs, `list the addresses of ${name}`, async (nl) => {
+    if ((await nl.linkIndex(name)) === null) return [];
+    return (await nl.listAddresses(name)).filter((a) => a.family === 4).map((a) => a.cidr);
+  });
+}
+
 /** What an existing bridge may lack: the asked MTU and MAC, route_localnet, the addresses, up. */
 async function configureBridge(nl: Netlink, spec: BridgeSpec, cidrs: string[], created: boolean) {
   const { name, mtu, mac } = spec;
@@ -96,6 +122,8 @@ async function configureBridge(nl: Netlink, spec: BridgeSpec, cidrs: string[], c
   if (mtu !== undefined && before.mtu !== mtu) await nl.setMtu(name, mtu);
   if (mac !== undefined && before.mac !== formatMac(parseMac(mac)!)) await nl.setMac(name, mac);
   await nl.setIPv4Conf(name, { routeLocalnet: 1 });
+  // Dropped first: removing a primary address takes the secondaries of its subnet with it.
+  await dropOtherIPv4(nl, name, cidrs);
   for (const cidr of cidrs) await addAddressOnce(nl, name, cidr);
   await nl.setUp(name);
   const after = (await nl.link(name))!;

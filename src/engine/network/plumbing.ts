@@ -24,6 +24,8 @@ export interface Attachment {
 export interface Plumbing {
   /** At daemon start: every bridge network's bridge and rules made to match the records. */
   init(networks: Network[]): Promise<void>;
+  /** The IPv4 addresses (CIDRs) the bridge `name` has on the host now; none when there is no such bridge. */
+  bridgeAddresses(name: string): Promise<string[]>;
   addNetwork(n: Network): Promise<void>;
   removeNetwork(n: Network): Promise<void>;
   attach(a: Attachment): Promise<void>;

@@ -170,8 +170,9 @@ export class NetworkService {
     if (settings.defaultBridge === null) {
       if (current && repo.endpointCount(current.id) === 0) repo.remove(current.id);
     } else if (!current || !this.defaultBridgeMatches(current)) {
-      if (current) this.replaceDefaultBridge(current);
-      else this.insertDefaultBridge();
+      const adopted = await this.adoptedAddress(settings.defaultBridge, current);
+      if (current) this.replaceDefaultBridge(current, adopted);
+      else this.insertDefaultBridge(adopted);
     }
     await this.deps.plumbing.init(this.bridgeNetworks());
   }
@@ -190,26 +191,47 @@ export class NetworkService {
     return !fixedCidr || r.ip_range === fixedCidr;
   }
 
+  /**
+   * The address the bridge already has on the host, when no bip is set: dockerd
+   * takes docker0's (ElectInterfaceAddresses), so that a new data root, or
+   * daemons started one after another, use the one the bridge has instead of
+   * adding another. One that overlaps a user network of ours is not taken.
+   */
+  private async adoptedAddress(
+    bridge: string,
+    current: NetworkRow | undefined,
+  ): Promise<{ ip: number; prefix: number } | undefined> {
+    const { bip, fixedCidr } = this.deps.settings;
+    if (bip) return undefined;
+    const found = (await this.deps.plumbing.bridgeAddresses(bridge)).flatMap((c) => parseCidr(c) ?? []);
+    const fixed = fixedCidr ? parseCidr(fixedCidr) : null;
+    const chosen = (fixed && found.find((c) => contains(subnetOf(c), fixed.ip))) || found[0];
+    if (!chosen || chosen.prefix > 30) return undefined;
+    const others = this.deps.repo.list().filter((r) => r.subnet && r.id !== current?.id);
+    if (others.some((r) => overlaps(subnetOf(parseCidr(r.subnet)!), subnetOf(chosen)))) return undefined;
+    return chosen;
+  }
+
   /** The settings changed (another bip, another bridge): the network keeps its id, its containers their places. */
-  private replaceDefaultBridge(old: NetworkRow): void {
-    const fresh = this.defaultBridgeRow(old.id);
+  private replaceDefaultBridge(old: NetworkRow, adopted?: { ip: number; prefix: number }): void {
+    const fresh = this.defaultBridgeRow(old.id, adopted);
     this.deps.repo.remove(old.id);
     this.deps.repo.insert({ ...fresh, created: old.created });
   }
 
-  private insertDefaultBridge(): void {
-    this.deps.repo.insert(this.defaultBridgeRow(newId()));
+  private insertDefaultBridge(adopted?: { ip: number; prefix: number }): void {
+    this.deps.repo.insert(this.defaultBridgeRow(newId(), adopted));
   }
 
-  private defaultBridgeRow(id: string): NetworkRow {
+  private defaultBridgeRow(id: string, adopted?: { ip: number; prefix: number }): NetworkRow {
     const { defaultBridge, bip, fixedCidr } = this.deps.settings;
     let subnet: Subnet;
     let gateway: number;
-    if (bip) {
-      const c = parseCidr(bip);
-      if (!c) throw invalidParameter(`invalid bip ${bip}: it is not an IPv4 address with a prefix`);
-      subnet = subnetOf(c);
-      gateway = c.ip;
+    const given = bip ? parseCidr(bip) : adopted;
+    if (bip && !given) throw invalidParameter(`invalid bip ${bip}: it is not an IPv4 address with a prefix`);
+    if (given) {
+      subnet = subnetOf(given);
+      gateway = given.ip;
     } else {
       subnet = this.freeSubnet('the default bridge');
       gateway = subnet.base + 1;

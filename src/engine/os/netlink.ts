@@ -311,6 +311,22 @@ export class Netlink {
     );
   }
 
+  /** Removes `cidr` from a link; with missingOk, an address it does not have is not an error. */
+  async deleteAddress(link: LinkRef, cidr: string, o: { missingOk?: boolean } = {}): Promise<void> {
+    const what = `remove address ${cidr} from ${label(link)}`;
+    const c = parseCidr(cidr);
+    if (!c) throw invalid(what, `${quote(cidr)} is not an IP address with a prefix length`);
+    const family = c.family === 4 ? AF_INET : AF_INET6;
+    const index = await this.indexOf(link, what);
+    try {
+      await this.request(what, RTM.DELADDR, 0, ifaddrmsg({ family, prefixLength: c.prefixLength, flags: 0, index }), [
+        attr(IFA.LOCAL, c.address),
+      ]);
+    } catch (e) {
+      if (!(o.missingOk && isNetlinkError(e, 'EADDRNOTAVAIL'))) throw e;
+    }
+  }
+
   /** The addresses of `name`, or of every link. */
   async listAddresses(name?: string): Promise<Address[]> {
     const index = name === undefined ? null : await this.indexOf(name, `list the addresses of ${quote(name)}`);
