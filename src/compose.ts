@@ -191,6 +191,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     realtime: { period: config.cpuRtPeriod, runtime: config.cpuRtRuntime },
     endpoints,
     volumes,
+    runtimes: { default: config.defaultRuntime, names: Object.keys(config.runtimes) },
   });
   networks.knowContainers((id) => containerRepo.find(id)?.name ?? id.slice(0, 12));
   await containers.recover();

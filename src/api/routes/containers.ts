@@ -73,7 +73,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post('/containers/create', async (req, reply) => {
     const body = await parseJsonBody(req, CreateBodySchema);
-    const created = await containers.create(createRequest(body, query(req).name, req.apiVersion));
+    const created = await containers.create(createRequest(body, query(req), req.apiVersion));
     return reply.code(201).send(created);
   });
 

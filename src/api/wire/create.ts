@@ -10,10 +10,19 @@ import { withoutNulls } from './forms.js';
 
 export function createRequest(
   body: z.output<typeof CreateBodySchema>,
-  name: string | undefined,
+  query: { name?: string | undefined; platform?: string | undefined },
   apiVersion: string,
 ): CreateRequest {
+  const { name } = query;
   const { HostConfig, NetworkingConfig, ...config } = body;
+  if (HostConfig && versionBelow(apiVersion, '1.40') && !HostConfig.IpcMode) {
+    // Older clients expect shareable to be the default (moby's postContainersCreate); with no HostConfig, private.
+    HostConfig.IpcMode = 'shareable';
+  }
+  // Annotations came with API 1.43: dockerd does not read an older client's.
+  if (HostConfig && versionBelow(apiVersion, '1.43')) delete HostConfig.Annotations;
+  // So did `platform` with 1.41.
+  const platform = versionBelow(apiVersion, '1.41') ? undefined : query.platform || undefined;
   const mounts = HostConfig?.Mounts ?? [];
   const before144 = versionBelow(apiVersion, '1.44');
   if (before144) {
@@ -32,6 +41,7 @@ export function createRequest(
   }
   return {
     ...(name ? { name } : {}),
+    ...(platform ? { platform } : {}),
     config: withoutNulls(config),
     hostConfig: withoutNulls(HostConfig ?? {}),
     ...(NetworkingConfig ? { networkingConfig: NetworkingConfig } : {}),

@@ -72,6 +72,8 @@ export const ContainerConfigSchema = z.looseObject({
   Labels: strMap.nullable(),
   StopSignal: z.string().optional(),
   StopTimeout: int.optional(),
+  /** No network at all: no endpoint, a network namespace of its own with only loopback (network.ts). */
+  NetworkDisabled: z.boolean().optional(),
   /** The shell of CMD-SHELL health checks (dockerd's getShell); /bin/sh -c when absent. */
   Shell: z.array(z.string()).optional(),
 });
@@ -139,6 +141,13 @@ export const HostConfigSchema = z.looseObject({
   CapAdd: z.array(z.string()).nullable(),
   CapDrop: z.array(z.string()).nullable(),
   SecurityOpt: z.array(z.string()).nullable(),
+  /** null: none (privileged); create stores the defaults when none are given (paths.ts). */
+  MaskedPaths: z.array(z.string()).nullish(),
+  ReadonlyPaths: z.array(z.string()).nullish(),
+  /** The OCI runtime, one of the daemon's (runtimes.ts); create stores the default's name when none is given. */
+  Runtime: z.string().optional(),
+  /** Into the OCI spec's annotations (API 1.43). */
+  Annotations: strMap.nullish(),
   Init: z.boolean().nullish(),
   Memory: int,
   MemorySwap: int,
@@ -251,6 +260,8 @@ export interface CreateRequest {
    * API 1.44); by default they are recursively read-only where the kernel can.
    */
   nonRecursiveReadonlyBinds?: boolean;
+  /** The query's `platform` (API 1.41), `os[/arch[/variant]]`: the image must be for it (platform.ts). */
+  platform?: string;
 }
 
 // -------------------------------------------------------------------- exec

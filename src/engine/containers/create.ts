@@ -26,14 +26,19 @@ import {
   type RestartPolicy,
 } from './config.js';
 import { checkDevice } from './devices.js';
+import { anyCase } from './fields.js';
 import { checkNamespaceModes } from './namespaces.js';
 import { checkLogConfig } from './logconfig.js';
+import { protectedPaths } from './paths.js';
 import { checkResources, memorySwappiness } from './resources.js';
+import { containerRuntime, RUNC_ONLY, type RuntimeNames } from './runtimes.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { type BindMount, deviceCgroupRule, type Propagation } from './spec.js';
+import { checkStorageOpt } from './storageopt.js';
 import { checkSysctls } from './sysctls.js';
 import { checkUlimits } from './ulimits.js';
 import { refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
+import { checkWindowsOnly } from './windowsonly.js';
 
 /** What `--security-opt` asks of the process, parsed once at create. */
 export interface SecurityOptions {
@@ -86,6 +91,16 @@ function checkHealthcheck(h: NonNullable<ConfigBody['Healthcheck']>): void {
   }
 }
 
+/** What of the daemon a create's defaults and checks read. */
+export interface DaemonFacts {
+  runtimes: RuntimeNames;
+  /** Where the containers' layers live (StorageOpt depends on its filesystem). */
+  root: string;
+}
+
+/** A daemon of runc alone (unit tests' default). */
+const PLAIN_DAEMON: DaemonFacts = { runtimes: RUNC_ONLY, root: '' };
+
 /**
  * The rest of a create, once its image is known: the HostConfig checked and
  * defaulted, the Config merged over the image's. `id` names the container
@@ -96,9 +111,14 @@ export function createSettings(
   h: Given<HostConfigBody>,
   image: { ref: string; config: ImageConfig['config'] },
   id: string,
+  daemon: DaemonFacts = PLAIN_DAEMON,
 ): CreateSettings {
-  const { hostConfig, security, warnings } = checkHostConfig(h);
-  checkNamespaceModes(h, { hostname: c.Hostname ?? undefined, exposedPorts: c.ExposedPorts });
+  const { hostConfig, security, warnings } = checkHostConfig(h, daemon);
+  checkNamespaceModes(h, {
+    hostname: c.Hostname ?? undefined,
+    domainname: c.Domainname ?? undefined,
+    exposedPorts: c.ExposedPorts,
+  });
   const config = mergeConfig(c, image.ref, image.config ?? {});
   if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
   // Checked now; how read-only ones are made is decided at each start.
@@ -173,8 +193,13 @@ export function mergeEnv(image: string[] | null | undefined, user: string[] | nu
   return [...out.values()];
 }
 
-function checkHostConfig(h: Given<HostConfigBody>): Omit<CreateSettings, 'config'> {
+function checkHostConfig(h: Given<HostConfigBody>, daemon: DaemonFacts): Omit<CreateSettings, 'config'> {
   const warnings: string[] = [];
+  checkWindowsOnly(h, warnings);
+  checkStorageOpt(anyCase(h, 'StorageOpt'), daemon.root);
+  if (Object.keys(h.Annotations ?? {}).includes('')) {
+    throw invalidParameter('invalid Annotations: the empty string is not permitted as an annotation key');
+  }
   const restartPolicy = checkRestartPolicy(h);
   if (h.AutoRemove && restartPolicy.Name !== '' && restartPolicy.Name !== 'no') {
     throw invalidParameter("can't create 'AutoRemove' container with restart policy");
@@ -216,6 +241,9 @@ function checkHostConfig(h: Given<HostConfigBody>): Omit<CreateSettings, 'config
     CapAdd: h.CapAdd ?? null,
     CapDrop: h.CapDrop ?? null,
     SecurityOpt: h.SecurityOpt ?? null,
+    ...protectedPaths(h),
+    Runtime: containerRuntime(h.Runtime, daemon.runtimes),
+    ...('CpuPercent' in h ? { CpuPercent: 0 } : {}),
     Memory: h.Memory ?? 0,
     // dockerd's default swap limit: twice the memory limit (adaptContainerSettings).
     MemorySwap: h.Memory && h.Memory > 0 && !h.MemorySwap ? h.Memory * 2 : (h.MemorySwap ?? 0),
@@ -295,6 +323,9 @@ export function parseExtraHost(spec: string): { name: string; ip: string } {
 
 // ------------------------------------------------------------------ mounts
 
+/** dockerd's ErrVolumeTargetIsRoot, in its words (the moby tests read them). */
+export const TARGET_IS_ROOT = "invalid specification: destination can't be '/'";
+
 const PROPAGATIONS: readonly string[] = ['private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave'];
 const isPropagation = (s: string): s is Propagation => PROPAGATIONS.includes(s);
 
@@ -360,7 +391,7 @@ export function parseBindSpec(spec: string): BindSpec {
   const dest = path.posix.normalize(destination).replace(/(.)\/+$/, '$1');
   if (dest === '/')
     throw invalidParameter(
-      `invalid volume specification: '${spec}': invalid mount config for type "${source.startsWith('/') ? 'bind' : 'volume'}": invalid specification: destination can't be "/"`,
+      `invalid volume specification: '${spec}': invalid mount config for type "${source.startsWith('/') ? 'bind' : 'volume'}": ${TARGET_IS_ROOT}`,
     );
   if (source.startsWith('/')) {
     const propagation = opts.find(isPropagation) ?? 'rprivate';

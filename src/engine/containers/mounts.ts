@@ -8,7 +8,7 @@
 // built from the HostConfig at each start.
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { invalidParameter } from '../../errors.js';
+import { invalidParameter, isEngineError } from '../../errors.js';
 import {
   ANONYMOUS_LABEL,
   checkDriver,
@@ -17,7 +17,7 @@ import {
   type PlannedMount,
 } from '../volumes/service.js';
 import type { HostConfig, Mount } from './config.js';
-import { bindMounts, parseBindSpec } from './create.js';
+import { bindMounts, parseBindSpec, TARGET_IS_ROOT } from './create.js';
 import type { BindMount, Propagation, TmpfsMount } from './spec.js';
 
 /** A container's mount as inspect's `Mounts` lists it: a volume, a bind or a tmpfs ('' its source), with its host path. */
@@ -25,13 +25,27 @@ export type ContainerMount = Omit<MountPoint, 'type' | 'copy'> & { type: MountPo
 
 const clean = (p: string) => path.posix.normalize(p).replace(/(.)\/+$/, '$1');
 
-/** dockerd's check of a mount's target: absolute, and not the root. */
-function checkTarget(type: string, target: string | null | undefined): string {
-  const bad = (why: string) => invalidParameter(`invalid mount config for type "${type}": ${why}`);
+/**
+ * dockerd's check of a mount's target: not the root, and absolute. A Mounts
+ * entry's error names its type; HostConfig.Tmpfs's is bare, as dockerd's
+ * ValidateTmpfsMountDestination answers.
+ */
+function checkTarget(type: string | undefined, target: string | null | undefined): string {
+  const bad = (why: string) => invalidParameter(type ? `invalid mount config for type "${type}": ${why}` : why);
   if (!target) throw bad('field Target must not be empty');
-  if (clean(target) === '/') throw bad('invalid specification: destination can\'t be "/"');
+  if (clean(target) === '/') throw bad(TARGET_IS_ROOT);
   if (!target.startsWith('/')) throw bad(`invalid mount path: '${target}' mount path must be absolute`);
   return clean(target);
+}
+
+/** A container VolumesFrom names: one missing is the request's fault (dockerd's 400, its words). */
+function donorMounts(donor: DonorMounts, ref: string): ContainerMount[] {
+  try {
+    return donor(ref);
+  } catch (e) {
+    if (isEngineError(e, 'not-found')) throw invalidParameter(e.message);
+    throw e;
+  }
 }
 
 /** A Mounts entry of type volume, checked as dockerd checks it. */
@@ -97,7 +111,7 @@ export function planMounts(
   const plan = new Map<string, PlannedMount>();
   for (const spec of h.VolumesFrom ?? []) {
     const { ref, rw } = parseVolumesFrom(spec);
-    for (const m of donor(ref)) {
+    for (const m of donorMounts(donor, ref)) {
       if (m.type === 'tmpfs') continue;
       const inherited: PlannedMount = {
         type: m.type,
@@ -204,7 +218,7 @@ function tmpfsOptionsOf(m: Mount): string[] {
 /** The container's tmpfs mounts: HostConfig.Tmpfs, then Mounts of type tmpfs. */
 export function tmpfsMounts(h: HostConfig): TmpfsMount[] {
   const fromMap = Object.entries(h.Tmpfs ?? {}).map(([target, data]) => ({
-    destination: checkTarget('tmpfs', target),
+    destination: checkTarget(undefined, target),
     options: mergeTmpfsOptions([...TMPFS_DEFAULTS, ...data.split(',').filter(Boolean)]),
   }));
   const fromMounts = (h.Mounts ?? [])

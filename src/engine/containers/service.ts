@@ -35,6 +35,9 @@ import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
 import { type ContainerMount, containerMounts, planMounts } from './mounts.js';
 import { checkName, generateName } from './names.js';
+import { networkDisabled } from './network.js';
+import { checkImagePlatform } from './platform.js';
+import { RUNC_ONLY } from './runtimes.js';
 import type { RootView, ViewMount } from '../os/rooted.js';
 import { openContainerView, viewMounts } from './rootview.js';
 import { updateContainer } from './update.js';
@@ -50,7 +53,7 @@ function withUserNetworkLinks(
   mode: string,
   links: string[],
 ): Record<string, unknown> {
-  if (!links.length || mode.startsWith('container:')) return configs;
+  if (!links.length || mode.startsWith('container:') || mode === 'none') return configs;
   const own = (configs[mode] ?? {}) as { Links?: string[] | null };
   if (own.Links?.length) return configs;
   return { ...configs, [mode]: { ...own, Links: links } };
@@ -187,8 +190,12 @@ export class ContainerService {
       req.hostConfig,
       { ref: imageRef, config: imageConfig },
       id,
+      { runtimes: deps.runtimes ?? RUNC_ONLY, root: deps.root },
     );
-    const links = hostConfig.Links ?? [];
+    checkImagePlatform(imageRef, JSON.parse(image.config) as ImageConfig, req.platform, warnings);
+    // NetworkDisabled: no network at all, its links with it (network.ts).
+    const disabled = networkDisabled(config);
+    const links = disabled ? [] : (hostConfig.Links ?? []);
     const legacy = links.length ? this.legacyLinks(hostConfig.NetworkMode, links) : [];
     const endpointsConfig = withUserNetworkLinks(
       req.networkingConfig?.EndpointsConfig ?? {},
@@ -217,10 +224,12 @@ export class ContainerService {
     let networkWarnings: string[];
     try {
       await deps.volumes.recordMounts(id, mounts);
-      networkWarnings = deps.endpoints.createEndpoints(id, hostConfig.NetworkMode, endpointsConfig, {
-        macAddress: req.config.MacAddress ?? '',
-        publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
-      });
+      networkWarnings = disabled
+        ? []
+        : deps.endpoints.createEndpoints(id, hostConfig.NetworkMode, endpointsConfig, {
+            macAddress: req.config.MacAddress ?? '',
+            publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
+          });
       if (legacy.length) {
         if (deps.endpoints.bridgeAddress(id) === undefined) {
           throw invalidParameter('links (HostConfig.Links) need the default bridge network, which berthd runs without');
@@ -245,7 +254,8 @@ export class ContainerService {
   /**
    * HostConfig.Links on the default bridge: legacy links, their children
    * found now (links.ts). Elsewhere they are a user network's (see
-   * withUserNetworkLinks), or refused where they would do nothing.
+   * withUserNetworkLinks); on network none they are taken and do nothing,
+   * as with dockerd (docker-compose 1.29 sends a service's links there).
    */
   private legacyLinks(mode: string, links: string[]): { childId: string; alias: string }[] {
     if (mode === 'host') {
@@ -253,8 +263,11 @@ export class ContainerService {
         "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
       );
     }
-    if (mode === 'none')
-      throw invalidParameter('links (HostConfig.Links) do nothing on network none: berth refuses them');
+    if (mode === 'none') {
+      // Checked as dockerd's registerLinks checks them (the children exist), then dropped: nothing to link to.
+      resolveLinks(links, (ref) => this.s.lookup.find(ref));
+      return [];
+    }
     if (!isLegacyLinkMode(mode)) return [];
     return resolveLinks(links, (ref) => this.s.lookup.find(ref));
   }

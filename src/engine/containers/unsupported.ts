@@ -8,13 +8,15 @@
 // (dockerode, for one, leaves `name` in the body).
 import { invalidParameter } from '../../errors.js';
 import { ContainerConfigSchema, HostConfigSchema, UpdateBodySchema } from './config.js';
+import { IGNORED_ON_LINUX } from './windowsonly.js';
 
 /**
  * Fields not in the stored schema that are fine to take: ConsoleSize is read
  * as given; ContainerIDFile is the CLI's own (--cidfile: the CLI writes it,
- * dockerd only keeps the name).
+ * dockerd only keeps the name); StorageOpt is refused by storageopt.ts in
+ * dockerd's words; the Windows-only ones are windowsonly.ts's.
  */
-const READ_ELSEWHERE = new Set(['ConsoleSize', 'ContainerIDFile']);
+const READ_ELSEWHERE = new Set(['ConsoleSize', 'ContainerIDFile', 'StorageOpt', ...IGNORED_ON_LINUX]);
 
 /** Docker's defaults that are not "empty": a client may send them, and they ask nothing. */
 const DOCKER_DEFAULTS: Record<string, readonly unknown[]> = {

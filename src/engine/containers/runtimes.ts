@@ -1,0 +1,33 @@
+// HostConfig.Runtime: which of the daemon's OCI runtimes (daemon.json
+// `runtimes`, `default-runtime`) runs the container. As dockerd: none named is
+// the default's name, stored so inspect shows it; a name the daemon does not
+// have is refused in dockerd's words (daemon_unix.go verifyPlatformContainerSettings).
+// berth runs every container through one runtime, the default: another of
+// the configured ones is refused, not stored and run by the default.
+import { invalidParameter } from '../../errors.js';
+
+/** The daemon's runtimes, by name, and the default's name. */
+export interface RuntimeNames {
+  default: string;
+  names: readonly string[];
+}
+
+/** A daemon of runc alone, the default's default. */
+export const RUNC_ONLY: RuntimeNames = { default: 'runc', names: ['runc'] };
+
+/** dockerd knows runc even when daemon.json names other runtimes. */
+const BUILT_IN = 'runc';
+
+/** The runtime a new container is stored with. */
+export function containerRuntime(asked: string | undefined, runtimes: RuntimeNames): string {
+  const name = asked || runtimes.default;
+  if (name !== BUILT_IN && !runtimes.names.includes(name)) {
+    throw invalidParameter(`Unknown runtime specified ${name}`);
+  }
+  if (name !== runtimes.default) {
+    throw invalidParameter(
+      `HostConfig.Runtime ${name} is not supported by berth yet: it runs every container with the default runtime (${runtimes.default})`,
+    );
+  }
+  return name;
+}
