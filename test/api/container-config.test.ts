@@ -2,7 +2,7 @@
 // each applied one is seen inside the container and in inspect; each refusal
 // is a 400 with dockerd's words; what dockerd takes and ignores in a context
 // is taken, and the container runs.
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -208,11 +208,49 @@ describe('mount refusals in dockerd words', () => {
   });
 });
 
+describe('BindOptions', () => {
+  it('NonRecursive binds the source alone, not the mounts under it', async () => {
+    // The host's /dev has /dev/pts mounted under it.
+    const bind = (BindOptions: Body) => ({
+      HostConfig: { Mounts: [{ Type: 'bind', Source: '/dev', Target: '/hostdev', ReadOnly: true, BindOptions }] },
+    });
+    const probe = '[ -e /hostdev/pts/ptmx ] && echo submounts || echo alone';
+    expect((await run(probe, bind({}))).out).toBe('submounts');
+    expect((await run(probe, bind({ NonRecursive: true }))).out).toBe('alone');
+  });
+
+  it('CreateMountpoint makes a missing source at start; without it a missing source is refused', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-mountpoint-'));
+    try {
+      const source = path.join(dir, 'made', 'here');
+      const mount = (BindOptions?: Body) => ({
+        HostConfig: {
+          Mounts: [{ Type: 'bind', Source: source, Target: '/data', ...(BindOptions ? { BindOptions } : {}) }],
+        },
+      });
+      expect(await refusal(mount())).toEqual([
+        400,
+        `invalid mount config for type "bind": bind source path does not exist: ${source}`,
+      ]);
+      // API 1.41 has no CreateMountpoint: dockerd does not read it.
+      const old = await d.request('POST', '/v1.41/containers/create', {
+        body: { Image: env.busybox, Cmd: ['true'], ...mount({ CreateMountpoint: true }) },
+      });
+      expect(old.status).toBe(400);
+      await run('echo hi > /data/f', mount({ CreateMountpoint: true }));
+      expect(readFileSync(path.join(source, 'f'), 'utf8')).toBe('hi\n');
+      expect(existsSync(source)).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('Links on network none', () => {
   it('are checked as dockerd checks them, then do nothing: the container runs', async () => {
     const child = await create({ Cmd: ['sleep', '60'] });
     const ran = await run(
-      'grep -q db /etc/hosts && echo hosts || echo no-hosts; env | grep -q DB_ && echo env || echo no-env',
+      'grep -qw db /etc/hosts && echo hosts || echo no-hosts; env | grep -q DB_ && echo env || echo no-env',
       {
         HostConfig: { NetworkMode: 'none', Links: [`${child.id}:db`] },
       },
@@ -254,9 +292,10 @@ describe('a create for a platform', () => {
   });
 });
 
-describe("Windows' fields on Linux, as dockerd on Linux takes them", () => {
-  it('CpuCount is ignored, CpuPercent discarded with a warning: the container runs', async () => {
-    const { inspect: i } = await run('true', { HostConfig: { CpuCount: 2 } });
+describe('fields dockerd on Linux ignores (Windows ones among them), as it takes them', () => {
+  it('CpuCount and Cgroup are ignored, CpuPercent discarded with a warning: the container runs', async () => {
+    // dockerd reads HostConfig.Cgroup nowhere; CpuCount only on Windows.
+    const { inspect: i } = await run('true', { HostConfig: { CpuCount: 2, Cgroup: 'container:other' } });
     expect(i.State.ExitCode).toBe(0);
     const { warnings } = await create({ HostConfig: { CpuPercent: 50 } });
     expect(warnings).toEqual(['linux does not support CPU percent. Percent discarded.']);
@@ -276,5 +315,12 @@ describe("Windows' fields on Linux, as dockerd on Linux takes them", () => {
       `Invalid isolation: "hyperv" - linux only supports 'default'`,
     ]);
     await create({ HostConfig: { Isolation: 'Default', IOMaximumIOps: 0 } });
+  });
+
+  it('an AppArmor profile or SELinux label on a host without the module, as dockerd ignores them there', async () => {
+    const { inspect: i } = await run('true', {
+      HostConfig: { SecurityOpt: ['apparmor=docker-default', 'label=type:svirt_lxc_net_t'] },
+    });
+    expect(i.HostConfig.SecurityOpt).toEqual(['apparmor=docker-default', 'label=type:svirt_lxc_net_t']);
   });
 });

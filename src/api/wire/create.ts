@@ -8,20 +8,28 @@ import { invalidParameter } from '../../errors.js';
 import { versionBelow } from '../version.js';
 import { withoutNulls } from './forms.js';
 
+type HostConfigBody = NonNullable<z.output<typeof CreateBodySchema>['HostConfig']>;
+
+/** What an older client's HostConfig means (moby's postContainersCreate), changed in place. */
+function readAsOlderClient(h: HostConfigBody, apiVersion: string): void {
+  // Older clients expect shareable to be the default; with no HostConfig at all, private.
+  if (versionBelow(apiVersion, '1.40') && !h.IpcMode) h.IpcMode = 'shareable';
+  // Fields that came later, which dockerd does not read from a client older than them.
+  for (const m of h.Mounts ?? []) {
+    if (m.BindOptions && versionBelow(apiVersion, '1.40')) delete m.BindOptions.NonRecursive;
+    if (m.BindOptions && versionBelow(apiVersion, '1.42')) delete m.BindOptions.CreateMountpoint;
+  }
+  if (versionBelow(apiVersion, '1.43')) delete h.Annotations;
+}
+
 export function createRequest(
   body: z.output<typeof CreateBodySchema>,
   query: { name?: string | undefined; platform?: string | undefined },
   apiVersion: string,
 ): CreateRequest {
-  const { name } = query;
   const { HostConfig, NetworkingConfig, ...config } = body;
-  if (HostConfig && versionBelow(apiVersion, '1.40') && !HostConfig.IpcMode) {
-    // Older clients expect shareable to be the default (moby's postContainersCreate); with no HostConfig, private.
-    HostConfig.IpcMode = 'shareable';
-  }
-  // Annotations came with API 1.43: dockerd does not read an older client's.
-  if (HostConfig && versionBelow(apiVersion, '1.43')) delete HostConfig.Annotations;
-  // So did `platform` with 1.41.
+  if (HostConfig) readAsOlderClient(HostConfig, apiVersion);
+  // `platform` came with API 1.41.
   const platform = versionBelow(apiVersion, '1.41') ? undefined : query.platform || undefined;
   const mounts = HostConfig?.Mounts ?? [];
   const before144 = versionBelow(apiVersion, '1.44');
@@ -40,7 +48,7 @@ export function createRequest(
     throw invalidParameter('VolumeOptions.Subpath needs API v1.45 or newer');
   }
   return {
-    ...(name ? { name } : {}),
+    ...(query.name ? { name: query.name } : {}),
     ...(platform ? { platform } : {}),
     config: withoutNulls(config),
     hostConfig: withoutNulls(HostConfig ?? {}),

@@ -92,7 +92,7 @@ const MountSchema = z.looseObject({
       // API 1.44: a read-only bind is recursively read-only unless this says otherwise.
       ReadOnlyNonRecursive: z.boolean().nullish(),
       ReadOnlyForceRecursive: z.boolean().nullish(),
-      // Named so that create can refuse them: berth does not apply them yet.
+      // API 1.40: bind, not rbind. API 1.42: a missing source is made at start rather than refused (mounts.ts).
       NonRecursive: z.boolean().nullish(),
       CreateMountpoint: z.boolean().nullish(),
     })

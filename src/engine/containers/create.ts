@@ -29,6 +29,7 @@ import { checkDevice } from './devices.js';
 import { anyCase } from './fields.js';
 import { checkNamespaceModes } from './namespaces.js';
 import { checkLogConfig } from './logconfig.js';
+import { refuseUnappliedSecurityOptions } from './lsm.js';
 import { protectedPaths } from './paths.js';
 import { checkResources, memorySwappiness } from './resources.js';
 import { containerRuntime, RUNC_ONLY, type RuntimeNames } from './runtimes.js';
@@ -38,7 +39,7 @@ import { checkStorageOpt } from './storageopt.js';
 import { checkSysctls } from './sysctls.js';
 import { checkUlimits } from './ulimits.js';
 import { refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
-import { checkWindowsOnly } from './windowsonly.js';
+import { checkIgnored } from './ignored.js';
 
 /** What `--security-opt` asks of the process, parsed once at create. */
 export interface SecurityOptions {
@@ -195,7 +196,7 @@ export function mergeEnv(image: string[] | null | undefined, user: string[] | nu
 
 function checkHostConfig(h: Given<HostConfigBody>, daemon: DaemonFacts): Omit<CreateSettings, 'config'> {
   const warnings: string[] = [];
-  checkWindowsOnly(h, warnings);
+  checkIgnored(h, warnings);
   checkStorageOpt(anyCase(h, 'StorageOpt'), daemon.root);
   if (Object.keys(h.Annotations ?? {}).includes('')) {
     throw invalidParameter('invalid Annotations: the empty string is not permitted as an annotation key');
@@ -273,25 +274,8 @@ const POLICY_NAMES: readonly string[] = RESTART_POLICIES;
 const isPolicyName = (s: string): s is RestartPolicy['Name'] => POLICY_NAMES.includes(s);
 
 /**
- * `--security-opt` at create: berth has no AppArmor and no SELinux, so what
- * it can honour of them is only what asks for none (apparmor=unconfined,
- * label=disable); anything else is refused rather than accepted and not applied.
- */
-function refuseUnappliedSecurityOptions(opts: readonly string[]): void {
-  for (const o of opts) {
-    const m = /^(apparmor|label)[:=](.*)$/.exec(o);
-    if (m && !(m[1] === 'apparmor' ? m[2] === 'unconfined' : m[2] === 'disable')) {
-      throw invalidParameter(
-        `--security-opt ${o} is not supported by berth yet: it has no ${m[1] === 'apparmor' ? 'AppArmor' : 'SELinux'}`,
-      );
-    }
-  }
-}
-
-/**
  * `--security-opt`: no-new-privileges, seccomp (refused now if its profile
- * cannot be used, not at start), and the apparmor and label that ask for
- * none (refuseUnappliedSecurityOptions).
+ * cannot be used, not at start), apparmor and label (lsm.ts).
  */
 export function securityOptions(opts: readonly string[]): SecurityOptions {
   for (const o of opts) {
@@ -416,10 +400,6 @@ function mountOf(m: Mount, rro: boolean): BindMount {
   // dockerd's words (API 1.42 on): another type's options on a bind are refused, not dropped.
   if (m.VolumeOptions) throw invalidParameter('VolumeOptions must not be specified on mount type "bind"');
   if (m.TmpfsOptions) throw invalidParameter('TmpfsOptions must not be specified on mount type "bind"');
-  // Taken by dockerd, not applied by berth yet: refused rather than dropped.
-  for (const option of ['NonRecursive', 'CreateMountpoint'] as const) {
-    if (m.BindOptions?.[option]) throw invalidParameter(`BindOptions.${option} is not supported by berth yet`);
-  }
   if (!m.Source?.startsWith('/'))
     throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
   if (!m.Target?.startsWith('/'))
@@ -429,7 +409,16 @@ function mountOf(m: Mount, rro: boolean): BindMount {
     throw invalidParameter(`invalid mount config for type "bind": invalid propagation mode: ${propagation}`);
   }
   const readonly = m.ReadOnly ?? false;
-  return { source: m.Source, destination: m.Target, readonly, propagation, ...readonlyRecursion(m, rro) };
+  // NonRecursive: the source alone, not the mounts under it (bind, not rbind).
+  const nonRecursive = m.BindOptions?.NonRecursive ? { nonRecursive: true as const } : {};
+  return {
+    source: m.Source,
+    destination: m.Target,
+    readonly,
+    propagation,
+    ...nonRecursive,
+    ...readonlyRecursion(m, rro),
+  };
 }
 
 /** BindOptions' ReadOnlyNonRecursive and ReadOnlyForceRecursive (API 1.44), checked as dockerd checks them at start. */

@@ -7,6 +7,8 @@
 // and inherited binds are recorded by the volume service; tmpfs mounts are
 // built from the HostConfig at each start.
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { invalidParameter, isEngineError } from '../../errors.js';
 import {
@@ -168,6 +170,28 @@ export function planMounts(
     plan.set(destination, anonymous(destination));
   }
   return [...plan.values()];
+}
+
+// ------------------------------------------------------------------ bind sources
+
+const makesMountpoint = (m: Mount) => (m.Type ?? 'bind') === 'bind' && !!m.BindOptions?.CreateMountpoint;
+
+/**
+ * At create, as dockerd's parser checks a Mounts bind: its source exists,
+ * unless BindOptions.CreateMountpoint asks for it to be made at start.
+ */
+export function checkBindSources(h: HostConfig): void {
+  for (const m of h.Mounts ?? []) {
+    if ((m.Type ?? 'bind') !== 'bind' || makesMountpoint(m) || !m.Source || existsSync(m.Source)) continue;
+    throw invalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
+  }
+}
+
+/** Before each start: the sources of the binds that ask for it, made as directories (dockerd makes them 0755). */
+export async function createMountpoints(h: HostConfig): Promise<void> {
+  for (const m of h.Mounts ?? []) {
+    if (makesMountpoint(m) && m.Source) await mkdir(m.Source, { recursive: true, mode: 0o755 });
+  }
 }
 
 // ------------------------------------------------------------------ tmpfs

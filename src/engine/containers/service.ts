@@ -33,7 +33,7 @@ import { isLegacyLinkMode, resolveLinks, splitLinkName } from './links.js';
 import type { ContainerNetworking } from '../network/endpoints.js';
 import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
-import { type ContainerMount, containerMounts, planMounts } from './mounts.js';
+import { checkBindSources, type ContainerMount, containerMounts, planMounts } from './mounts.js';
 import { checkName, generateName } from './names.js';
 import { networkDisabled } from './network.js';
 import { checkImagePlatform } from './platform.js';
@@ -203,6 +203,7 @@ export class ContainerService {
       legacy.length ? [] : links,
     );
     const mounts = planMounts(hostConfig, config.Volumes, (ref) => this.mountPoints(ref));
+    checkBindSources(hostConfig);
     const bundleDir = path.join(deps.root, id);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
     try {

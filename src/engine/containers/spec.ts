@@ -38,6 +38,8 @@ export interface BindMount {
   recursive?: boolean;
   /** Docker's default is rprivate. */
   propagation?: Propagation;
+  /** Only the source itself, not the mounts under it (BindOptions.NonRecursive). */
+  nonRecursive?: true;
 }
 
 /** A tmpfs of the container's own (HostConfig.Tmpfs, Mounts of type tmpfs), its mount options merged. */
@@ -170,9 +172,10 @@ function bindMount(
   destination: string,
   readonly: boolean | 'recursive',
   propagation: Propagation = 'rprivate',
+  nonRecursive = false,
 ): OciMount {
   const mode = readonly === 'recursive' ? 'rro' : readonly ? 'ro' : 'rw';
-  return { destination, type: 'bind', source, options: ['rbind', propagation, mode] };
+  return { destination, type: 'bind', source, options: [nonRecursive ? 'bind' : 'rbind', propagation, mode] };
 }
 
 /** The files berth writes for the container; read-only along with a read-only rootfs, as in dockerd. */
@@ -412,6 +415,7 @@ function mounts(input: SpecInput): OciMount[] {
         b.destination,
         b.readonly && b.recursive ? 'recursive' : (b.readonly ?? false),
         b.propagation,
+        b.nonRecursive,
       ),
     ),
     ...(input.tmpfs ?? []).map((t) => ({

@@ -8,13 +8,13 @@
 // (dockerode, for one, leaves `name` in the body).
 import { invalidParameter } from '../../errors.js';
 import { ContainerConfigSchema, HostConfigSchema, UpdateBodySchema } from './config.js';
-import { IGNORED_ON_LINUX } from './windowsonly.js';
+import { IGNORED_ON_LINUX } from './ignored.js';
 
 /**
  * Fields not in the stored schema that are fine to take: ConsoleSize is read
  * as given; ContainerIDFile is the CLI's own (--cidfile: the CLI writes it,
  * dockerd only keeps the name); StorageOpt is refused by storageopt.ts in
- * dockerd's words; the Windows-only ones are windowsonly.ts's.
+ * dockerd's words; those dockerd ignores on Linux are ignored.ts's.
  */
 const READ_ELSEWHERE = new Set(['ConsoleSize', 'ContainerIDFile', 'StorageOpt', ...IGNORED_ON_LINUX]);
 
