@@ -1,9 +1,9 @@
 // HostConfig.Runtime: which of the daemon's OCI runtimes (daemon.json
 // `runtimes`, `default-runtime`) runs the container. As dockerd: none named is
-// the default's name, stored so inspect shows it; a name the daemon does not
-// have is refused in dockerd's words (daemon_unix.go verifyPlatformContainerSettings).
-// berth runs every container through one runtime, the default: another of
-// the configured ones is refused, not stored and run by the default.
+// the default's name, stored so inspect shows it and every later runtime
+// command on the container uses it (runtime/runtime.ts useRuntimeNames); a
+// name the daemon does not have is refused in dockerd's words
+// (daemon_unix.go verifyPlatformContainerSettings).
 import { invalidParameter } from '../../errors.js';
 
 /** The daemon's runtimes, by name, and the default's name. */
@@ -23,11 +23,6 @@ export function containerRuntime(asked: string | undefined, runtimes: RuntimeNam
   const name = asked || runtimes.default;
   if (name !== BUILT_IN && !runtimes.names.includes(name)) {
     throw invalidParameter(`Unknown runtime specified ${name}`);
-  }
-  if (name !== runtimes.default) {
-    throw invalidParameter(
-      `HostConfig.Runtime ${name} is not supported by berth yet: it runs every container with the default runtime (${runtimes.default})`,
-    );
   }
   return name;
 }

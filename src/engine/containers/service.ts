@@ -104,6 +104,8 @@ export class ContainerService {
       autoRemove,
     });
     this.lifecycle = new Lifecycle(this.s, this.exits, autoRemove);
+    // Each runtime command on a container runs the runtime it was created with (HostConfig.Runtime).
+    deps.runtime.useRuntimeNames((id) => lookup.byId(id)?.hostConfig.Runtime);
     this.io = new ContainerIo(this.s, (id) => this.lifecycle.startOf(id));
   }
 
