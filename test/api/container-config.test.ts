@@ -201,6 +201,10 @@ describe('mount refusals in dockerd words', () => {
       400,
       `invalid mount config for type "tmpfs": ${root}`,
     ]);
+    expect(await refusal({ HostConfig: { Mounts: [{ Type: 'npipe', Source: 'x', Target: '/x' }] } })).toEqual([
+      400,
+      'invalid mount config for type "npipe": mount type unknown',
+    ]);
     expect(await refusal({ HostConfig: { Binds: ['/tmp:/'] } })).toEqual([
       400,
       `invalid volume specification: '/tmp:/': invalid mount config for type "bind": ${root}`,
@@ -256,7 +260,9 @@ describe('Links on network none', () => {
       },
     );
     expect(ran.out.split('\n')).toEqual(['no-hosts', 'no-env']);
-    expect(ran.inspect.HostConfig.Links).toEqual([`${child.id}:db`]);
+    // Registered as dockerd registers them: the child is named after the link too.
+    const childName = (await inspect(child.id)).Name;
+    expect(ran.inspect.HostConfig.Links).toEqual([`${childName}:${ran.inspect.Name}/db`]);
     expect(await refusal({ HostConfig: { NetworkMode: 'none', Links: ['missing:db'] } })).toEqual([
       400,
       'could not get container for missing: No such container: missing',
@@ -315,6 +321,16 @@ describe('fields dockerd on Linux ignores (Windows ones among them), as it takes
       `Invalid isolation: "hyperv" - linux only supports 'default'`,
     ]);
     await create({ HostConfig: { Isolation: 'Default', IOMaximumIOps: 0 } });
+  });
+
+  it("the log cache's options with json-file and local: dockerd caches only drivers that cannot be read", async () => {
+    for (const Type of ['json-file', 'local']) {
+      const lc = { LogConfig: { Type, Config: { 'cache-disabled': 'false', 'cache-max-size': '10m' } } };
+      expect((await run('echo logged', { HostConfig: lc })).out).toBe('logged');
+    }
+    expect(
+      await refusal({ HostConfig: { LogConfig: { Type: 'json-file', Config: { 'cache-disabled': 'maybe' } } } }),
+    ).toEqual([400, 'invalid value for option cache-disabled: maybe']);
   });
 
   it('an AppArmor profile or SELinux label on a host without the module, as dockerd ignores them there', async () => {

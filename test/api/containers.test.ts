@@ -734,13 +734,6 @@ describe('namespaces, groups, devices and limits', () => {
     expect(await refused({ StorageOpt: { size: '' } })).toBe(
       "--storage-opt is supported only for overlay over xfs with 'pquota' mount option",
     );
-    const bind = (BindOptions: Record<string, unknown>) => ({
-      Mounts: [{ Type: 'bind', Source: os.tmpdir(), Target: '/mnt', BindOptions }],
-    });
-    expect(await refused(bind({ NonRecursive: true }))).toBe('BindOptions.NonRecursive is not supported by berth yet');
-    expect(await refused(bind({ CreateMountpoint: true }))).toBe(
-      'BindOptions.CreateMountpoint is not supported by berth yet',
-    );
     // What asks for no confinement is what berth does; a profile or label is what dockerd ignores
     // on a host without the module (lsm.ts; the refusal where the host has one: test/unit/lsm.test.ts).
     expect((await output(['true'], { SecurityOpt: ['apparmor=unconfined', 'label=disable'] })).out).toBe('');

@@ -157,7 +157,10 @@ export function planMounts(
     );
   }
   for (const m of h.Mounts ?? []) {
-    if (!MOUNT_TYPES.includes(m.Type ?? 'bind')) throw invalidParameter(`mount type ${m.Type} is not supported yet`);
+    // dockerd's words: npipe is Windows', cluster swarm's; neither is a mount here.
+    if (!MOUNT_TYPES.includes(m.Type ?? 'bind')) {
+      throw invalidParameter(`invalid mount config for type "${m.Type}": mount type unknown`);
+    }
     if (m.Type !== 'volume') continue;
     const v = volumeMount(m);
     taken(v.destination);

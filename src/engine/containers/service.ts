@@ -29,7 +29,7 @@ import { ExitHandler } from './exits.js';
 import { HealthMonitor, type Prober } from './health.js';
 import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
-import { isLegacyLinkMode, resolveLinks, splitLinkName } from './links.js';
+import { registersLegacyLinks, resolveLinks, splitLinkName } from './links.js';
 import type { ContainerNetworking } from '../network/endpoints.js';
 import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
@@ -195,9 +195,9 @@ export class ContainerService {
       { runtimes: deps.runtimes ?? RUNC_ONLY, root: deps.root },
     );
     checkImagePlatform(imageRef, JSON.parse(image.config) as ImageConfig, req.platform, warnings);
-    // NetworkDisabled: no network at all, its links with it (network.ts).
+    // NetworkDisabled: no network at all (network.ts); its links are registered and give nothing, as with dockerd.
     const disabled = networkDisabled(config);
-    const links = disabled ? [] : (hostConfig.Links ?? []);
+    const links = hostConfig.Links ?? [];
     const legacy = links.length ? this.legacyLinks(hostConfig.NetworkMode, links) : [];
     const endpointsConfig = withUserNetworkLinks(
       req.networkingConfig?.EndpointsConfig ?? {},
@@ -233,12 +233,9 @@ export class ContainerService {
             macAddress: req.config.MacAddress ?? '',
             publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
           });
-      if (legacy.length) {
-        if (deps.endpoints.bridgeAddress(id) === undefined) {
-          throw invalidParameter('links (HostConfig.Links) need the default bridge network, which berthd runs without');
-        }
-        deps.repo.insertLinks(id, legacy);
-      }
+      // Registered (the names they give show) wherever dockerd registers them; off the default
+      // bridge (network none, a berthd without one) they give the container nothing, as with dockerd.
+      if (legacy.length) deps.repo.insertLinks(id, legacy);
     } catch (e) {
       // The anonymous volumes made for it go with it; named ones stay, as after any removal.
       const recorded = deps.volumes.mountsOf(id);
@@ -255,10 +252,11 @@ export class ContainerService {
   }
 
   /**
-   * HostConfig.Links on the default bridge: legacy links, their children
-   * found now (links.ts). Elsewhere they are a user network's (see
-   * withUserNetworkLinks); on network none they are taken and do nothing,
-   * as with dockerd (docker-compose 1.29 sends a service's links there).
+   * HostConfig.Links on a predefined network: legacy links, their children
+   * found now (links.ts), as dockerd's registerLinks finds them. On network
+   * none they do nothing, as with dockerd (docker-compose 1.29 sends a
+   * service's links there). On a user network they are its links (see
+   * withUserNetworkLinks).
    */
   private legacyLinks(mode: string, links: string[]): { childId: string; alias: string }[] {
     if (mode === 'host') {
@@ -266,12 +264,7 @@ export class ContainerService {
         "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
       );
     }
-    if (mode === 'none') {
-      // Checked as dockerd's registerLinks checks them (the children exist), then dropped: nothing to link to.
-      resolveLinks(links, (ref) => this.s.lookup.find(ref));
-      return [];
-    }
-    if (!isLegacyLinkMode(mode)) return [];
+    if (!registersLegacyLinks(mode)) return [];
     return resolveLinks(links, (ref) => this.s.lookup.find(ref));
   }
 
