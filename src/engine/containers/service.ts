@@ -185,7 +185,8 @@ export class ContainerService {
     const name = req.name ? checkName(req.name) : undefined;
     if (name) this.checkNameFree(name);
     const image = deps.images.find(imageRef);
-    const imageConfig = (JSON.parse(image.config) as ImageConfig).config;
+    const imageDoc = JSON.parse(image.config) as ImageConfig;
+    const imageConfig = imageDoc.config;
     const id = randomBytes(32).toString('hex');
     const { config, hostConfig, security, warnings } = createSettings(
       req.config,
@@ -194,7 +195,7 @@ export class ContainerService {
       id,
       { runtimes: deps.runtimes ?? RUNC_ONLY, root: deps.root },
     );
-    checkImagePlatform(imageRef, JSON.parse(image.config) as ImageConfig, req.platform, warnings);
+    checkImagePlatform(imageRef, imageDoc, req.platform, warnings);
     // NetworkDisabled: no network at all (network.ts); its links are registered and give nothing, as with dockerd.
     const disabled = networkDisabled(config);
     const links = hostConfig.Links ?? [];
