@@ -163,8 +163,15 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
   });
 
   const runtimeCfg = config.runtimes[config.defaultRuntime]!;
+  const otherRuntimes = Object.fromEntries(
+    Object.entries(config.runtimes)
+      .filter(([name]) => name !== config.defaultRuntime)
+      .map(([name, r]) => [name, { path: which(r.path), runtimeArgs: r.runtimeArgs }]),
+  );
   const runtime = new Runtime({
     runcPath: which(runtimeCfg.path),
+    runtimeArgs: runtimeCfg.runtimeArgs,
+    runtimes: otherRuntimes,
     conmonPath: which(config.conmonPath),
     execRoot: config.execRoot,
     logger,
@@ -192,6 +199,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     realtime: { period: config.cpuRtPeriod, runtime: config.cpuRtRuntime },
     endpoints,
     volumes,
+    runtimes: { default: config.defaultRuntime, names: Object.keys(config.runtimes) },
   });
   networks.knowContainers((id) => containerRepo.find(id)?.name ?? id.slice(0, 12));
   await containers.recover();

@@ -53,6 +53,7 @@ export type { LogEntry } from './runtime/logs.js';
 export type { SystemService } from './system.js';
 
 export { visibleLogPath } from './containers/logconfig.js';
+export { protectedPaths } from './containers/paths.js';
 export { isoOrZero, statusText } from './containers/status.js';
 export { BEHIND_EVENTS } from './events.js';
 export { createdSeconds, dockerConfig } from './images/config.js';

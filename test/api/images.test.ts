@@ -200,7 +200,7 @@ describe('platform=', () => {
     const foreign = await create('linux/arm64');
     expect(foreign.status).toBe(404);
     expect(foreign.json.message).toBe(
-      `image with reference ${src} was found but its platform (linux/amd64) does not match the specified platform (linux/arm64)`,
+      `image with reference ${src} was found but does not match the specified platform: wanted linux/arm64, actual: linux/amd64`,
     );
     for (const same of ['linux/amd64', 'linux', 'amd64', 'linux/x86_64']) {
       const r = await create(same);

@@ -9,10 +9,9 @@ import {
   buildSpec,
   CONTAINER_INIT_PATH,
   hostNofileHardLimit,
-  MASKED_PATHS,
-  READONLY_PATHS,
   type SpecInput,
 } from '../../src/engine/containers/spec.js';
+import { MASKED_PATHS, READONLY_PATHS } from '../../src/engine/containers/paths.js';
 import { isEngineError } from '../../src/errors.js';
 
 const base: SpecInput = {
@@ -156,6 +155,20 @@ describe('buildSpec: mounts and paths', () => {
     expect(p.linux.readonlyPaths).toEqual([]);
     expect(mount(p, '/sys')!.options).not.toContain('ro');
     expect(mount(p, '/sys/fs/cgroup')!.options).not.toContain('ro');
+  });
+
+  it('uses the MaskedPaths and ReadonlyPaths given, an empty list and privileged included', () => {
+    const s = spec({ MaskedPaths: ['/proc/kcore'], ReadonlyPaths: [] });
+    expect(s.linux.maskedPaths).toEqual(['/proc/kcore']);
+    expect(s.linux.readonlyPaths).toEqual([]);
+    expect(spec({ Privileged: true, MaskedPaths: ['/proc/keys'] }).linux.maskedPaths).toEqual(['/proc/keys']);
+  });
+
+  it('sets the NIS domain through kernel.domainname and merges HostConfig.Annotations', () => {
+    const s = spec({ domainname: 'example.org', Annotations: { 'io.example/a': 'b' }, stopSignal: 'SIGINT' });
+    expect(s.linux.sysctl?.['kernel.domainname']).toBe('example.org');
+    expect(s.annotations).toEqual({ 'org.opencontainers.image.stopSignal': 'SIGINT', 'io.example/a': 'b' });
+    expect(spec().linux.sysctl?.['kernel.domainname']).toBeUndefined();
   });
 
   it('bind-mounts hosts, hostname and resolv.conf, read-only with a read-only rootfs', () => {

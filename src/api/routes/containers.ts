@@ -1,6 +1,6 @@
 // /containers/*: thin translations between Docker's wire shapes and the container service.
 import type { FastifyInstance } from 'fastify';
-import { type Container, CreateBodySchema, type Engine, parsePlatform, UpdateBodySchema } from '../../engine/index.js';
+import { type Container, CreateBodySchema, type Engine, UpdateBodySchema } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../headers.js';
 import { streamContentType } from '../streams/mux.js';
@@ -73,10 +73,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.post('/containers/create', async (req, reply) => {
     const body = await parseJsonBody(req, CreateBodySchema);
-    const q = query(req);
-    // `platform` came with API 1.41; dockerd does not read it below.
-    const platform = q.platform && !versionBelow(req.apiVersion, '1.41') ? parsePlatform(q.platform) : undefined;
-    const created = await containers.create({ ...createRequest(body, q.name, req.apiVersion), platform });
+    const created = await containers.create(createRequest(body, query(req), req.apiVersion));
     return reply.code(201).send(created);
   });
 

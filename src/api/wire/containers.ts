@@ -4,6 +4,7 @@ import {
   type ContainerMount,
   type ContainerNetworking,
   isoOrZero,
+  protectedPaths,
   statusText,
   visibleLogPath,
 } from '../../engine/index.js';
@@ -147,13 +148,14 @@ export function containerInspect(
       CpuRealtimePeriod: c.hostConfig.CpuRealtimePeriod ?? 0,
       CpuRealtimeRuntime: c.hostConfig.CpuRealtimeRuntime ?? 0,
       ShmSize: c.hostConfig.ShmSize ?? 67108864,
-      Runtime: 'runc',
+      // Containers stored before berth kept it ran with runc, the only runtime then.
+      Runtime: c.hostConfig.Runtime ?? 'runc',
       Isolation: c.hostConfig.Isolation ?? '',
       PidsLimit: c.hostConfig.PidsLimit ?? null,
       MemorySwappiness: c.hostConfig.MemorySwappiness ?? null,
       Init: c.hostConfig.Init ?? null,
-      MaskedPaths: [],
-      ReadonlyPaths: [],
+      // Containers stored before berth kept the lists have what the spec gives them.
+      ...protectedPaths(c.hostConfig),
     },
     GraphDriver: {
       Data: {

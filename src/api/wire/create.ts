@@ -3,17 +3,34 @@
 // came with a later version are refused from an older client where dockerd
 // refuses them, and what changed meaning is told to the engine plainly.
 import type { z } from 'zod';
-import type { CreateBodySchema, CreateRequest } from '../../engine/index.js';
+import { type CreateBodySchema, type CreateRequest, parsePlatform } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { versionBelow } from '../version.js';
 import { withoutNulls } from './forms.js';
 
+type HostConfigBody = NonNullable<z.output<typeof CreateBodySchema>['HostConfig']>;
+
+/** What an older client's HostConfig means (moby's postContainersCreate), changed in place. */
+function readAsOlderClient(h: HostConfigBody, apiVersion: string): void {
+  // Older clients expect shareable to be the default; with no HostConfig at all, private.
+  if (versionBelow(apiVersion, '1.40') && !h.IpcMode) h.IpcMode = 'shareable';
+  // Fields that came later, which dockerd does not read from a client older than them.
+  for (const m of h.Mounts ?? []) {
+    if (m.BindOptions && versionBelow(apiVersion, '1.40')) delete m.BindOptions.NonRecursive;
+    if (m.BindOptions && versionBelow(apiVersion, '1.42')) delete m.BindOptions.CreateMountpoint;
+  }
+  if (versionBelow(apiVersion, '1.43')) delete h.Annotations;
+}
+
 export function createRequest(
   body: z.output<typeof CreateBodySchema>,
-  name: string | undefined,
+  query: { name?: string | undefined; platform?: string | undefined },
   apiVersion: string,
 ): CreateRequest {
   const { HostConfig, NetworkingConfig, ...config } = body;
+  if (HostConfig) readAsOlderClient(HostConfig, apiVersion);
+  // `platform` came with API 1.41.
+  const platform = versionBelow(apiVersion, '1.41') || !query.platform ? undefined : parsePlatform(query.platform);
   const mounts = HostConfig?.Mounts ?? [];
   const before144 = versionBelow(apiVersion, '1.44');
   if (before144) {
@@ -31,7 +48,8 @@ export function createRequest(
     throw invalidParameter('VolumeOptions.Subpath needs API v1.45 or newer');
   }
   return {
-    ...(name ? { name } : {}),
+    ...(query.name ? { name: query.name } : {}),
+    ...(platform ? { platform } : {}),
     config: withoutNulls(config),
     hostConfig: withoutNulls(HostConfig ?? {}),
     ...(NetworkingConfig ? { networkingConfig: NetworkingConfig } : {}),

@@ -15,11 +15,12 @@ import { type LinkedSettings, linkedSettings, withLinkEnv } from './links.js';
 import { isRunning, type Container, type ContainerLookup } from './lookup.js';
 import { namespacePlan } from './namespaces.js';
 import { cgroupsPath } from './cgroups.js';
+import { networkDisabled, ownHostsNames, specNetworkMode } from './network.js';
 import { budgetParents, type RealtimeBudget } from './realtime.js';
 import { buildSpec, consoleSize, DEFAULT_SHM_SIZE, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
 import type { VolumeService } from '../volumes/service.js';
-import { asBind, tmpfsMounts } from './mounts.js';
+import { asBind, createMountpoints, tmpfsMounts } from './mounts.js';
 
 export interface BundleDeps {
   images: ImageService;
@@ -117,6 +118,7 @@ export class Bundles {
       target: c.rootfs,
     });
     if (c.hostConfig.IpcMode === 'shareable') await this.mountShm(c);
+    await createMountpoints(c.hostConfig);
     // As dockerd, before every start: the budget may have been taken from the parent since.
     if (this.deps.realtime) await budgetParents(this.deps.realtime, cgroupsPath(c));
     const spec = await this.spec(c);
@@ -149,22 +151,28 @@ export class Bundles {
       tty: c.config.Tty,
       ...(size ? { consoleSize: size } : {}),
       hostname: c.config.Hostname,
+      domainname: c.config.Domainname,
       rootfsPath: c.rootfs,
       // Its own binds last: one at a destination it inherited (VolumesFrom) wins.
       mounts: [...this.deps.volumes.mountsOf(c.id).map(asBind), ...bindMounts(h, c.recursiveReadonlyBinds)],
       tmpfs: tmpfsMounts(h),
       hostsFiles: await this.etcFilesOf(c, linked.hosts),
-      networkMode: h.NetworkMode === 'host' ? 'host' : h.NetworkMode === 'none' ? 'none' : 'private',
-      namespaces: namespacePlan(h, shmDir(c.bundleDir), (ref) => {
-        const d = this.deps.lookup.find(ref);
-        return {
-          id: d.id,
-          running: isRunning(d),
-          pid: d.pid,
-          ipcMode: d.hostConfig.IpcMode || 'private',
-          shm: shmDir(d.bundleDir),
-        };
-      }),
+      networkMode: specNetworkMode(c.config, h),
+      // NetworkDisabled: no other container's network namespace either.
+      namespaces: namespacePlan(
+        networkDisabled(c.config) ? { ...h, NetworkMode: 'none' } : h,
+        shmDir(c.bundleDir),
+        (ref) => {
+          const d = this.deps.lookup.find(ref);
+          return {
+            id: d.id,
+            running: isRunning(d),
+            pid: d.pid,
+            ipcMode: d.hostConfig.IpcMode || 'private',
+            shm: shmDir(d.bundleDir),
+          };
+        },
+      ),
       noNewPrivileges: security.noNewPrivileges,
       ...(security.seccomp === undefined ? {} : { seccomp: security.seccomp }),
       ...(this.deps.initPath ? { initPath: this.deps.initPath } : {}),
@@ -266,7 +274,7 @@ async function writeEtcFiles(
         // dockerd's order: --add-host entries, then links (legacy ones, then a user network's).
         ...linkHosts,
         ...net.linkHosts,
-        `${net.address ?? '127.0.1.1'}\t${name}`,
+        `${net.address ?? '127.0.1.1'}\t${ownHostsNames(name, c.config.Domainname)}`,
         '',
       ].join('\n');
   await writeFile(hosts, hostsText);

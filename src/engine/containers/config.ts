@@ -73,6 +73,8 @@ export const ContainerConfigSchema = z.looseObject({
   Labels: strMap.nullable(),
   StopSignal: z.string().optional(),
   StopTimeout: int.optional(),
+  /** No network at all: no endpoint, a network namespace of its own with only loopback (network.ts). */
+  NetworkDisabled: z.boolean().optional(),
   /** The shell of CMD-SHELL health checks (dockerd's getShell); /bin/sh -c when absent. */
   Shell: z.array(z.string()).optional(),
 });
@@ -91,7 +93,7 @@ const MountSchema = z.looseObject({
       // API 1.44: a read-only bind is recursively read-only unless this says otherwise.
       ReadOnlyNonRecursive: z.boolean().nullish(),
       ReadOnlyForceRecursive: z.boolean().nullish(),
-      // Named so that create can refuse them: berth does not apply them yet.
+      // API 1.40: bind, not rbind. API 1.42: a missing source is made at start rather than refused (mounts.ts).
       NonRecursive: z.boolean().nullish(),
       CreateMountpoint: z.boolean().nullish(),
     })
@@ -178,6 +180,13 @@ export const HostConfigSchema = z.looseObject({
   CapAdd: z.array(z.string()).nullable(),
   CapDrop: z.array(z.string()).nullable(),
   SecurityOpt: z.array(z.string()).nullable(),
+  /** null: none (privileged); create stores the defaults when none are given (paths.ts). */
+  MaskedPaths: z.array(z.string()).nullish(),
+  ReadonlyPaths: z.array(z.string()).nullish(),
+  /** The OCI runtime, one of the daemon's (runtimes.ts); create stores the default's name when none is given. */
+  Runtime: z.string().optional(),
+  /** Into the OCI spec's annotations (API 1.43). */
+  Annotations: strMap.nullish(),
   Init: z.boolean().nullish(),
   Memory: int,
   MemorySwap: int,

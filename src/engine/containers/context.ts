@@ -10,6 +10,7 @@ import type { ContainerRepository } from '../store/containers.js';
 import type { Attachments } from './attach.js';
 import type { Bundles } from './bundle.js';
 import type { RealtimeBudget } from './realtime.js';
+import type { RuntimeNames } from './runtimes.js';
 import type { HealthMonitor } from './health.js';
 import type { LogRotation } from './logrotation.js';
 import type { Container, ContainerLookup } from './lookup.js';
@@ -34,6 +35,8 @@ export interface ContainerDeps {
   endpoints: Endpoints;
   /** Volumes, and the mount points containers hold on them (volumes/service.ts). */
   volumes: VolumeService;
+  /** The daemon's OCI runtimes by name (HostConfig.Runtime); runc alone when absent. */
+  runtimes?: RuntimeNames;
 }
 
 export interface Shared {

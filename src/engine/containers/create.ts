@@ -27,11 +27,16 @@ import {
 } from './config.js';
 import { checkDevice } from './devices.js';
 import { checkCgroupnsMode, defaultCgroupnsMode } from './cgroups.js';
+import { anyCase } from './fields.js';
 import { checkNamespaceModes } from './namespaces.js';
 import { checkLogConfig } from './logconfig.js';
+import { refuseUnappliedSecurityOptions } from './lsm.js';
+import { protectedPaths } from './paths.js';
 import { verifyResources } from './resources.js';
+import { containerRuntime, RUNC_ONLY, type RuntimeNames } from './runtimes.js';
 import { seccompOption, type SeccompProfile } from './seccomp.js';
 import { type BindMount, deviceCgroupRule, type Propagation } from './spec.js';
+import { checkStorageOpt } from './storageopt.js';
 import { checkSysctls } from './sysctls.js';
 import { checkUlimits } from './ulimits.js';
 import { refuseUnhonoured, refuseUnhonouredConfig } from './unsupported.js';
@@ -87,6 +92,16 @@ function checkHealthcheck(h: NonNullable<ConfigBody['Healthcheck']>): void {
   }
 }
 
+/** What of the daemon a create's defaults and checks read. */
+export interface DaemonFacts {
+  runtimes: RuntimeNames;
+  /** Where the containers' layers live (StorageOpt depends on its filesystem). */
+  root: string;
+}
+
+/** A daemon of runc alone (unit tests' default). */
+const PLAIN_DAEMON: DaemonFacts = { runtimes: RUNC_ONLY, root: '' };
+
 /**
  * The rest of a create, once its image is known: the HostConfig checked and
  * defaulted, the Config merged over the image's. `id` names the container
@@ -97,9 +112,14 @@ export function createSettings(
   h: Given<HostConfigBody>,
   image: { ref: string; config: ImageConfig['config'] },
   id: string,
+  daemon: DaemonFacts = PLAIN_DAEMON,
 ): CreateSettings {
-  const { hostConfig, security, warnings } = checkHostConfig(h);
-  checkNamespaceModes(h, { hostname: c.Hostname ?? undefined, exposedPorts: c.ExposedPorts });
+  const { hostConfig, security, warnings } = checkHostConfig(h, daemon);
+  checkNamespaceModes(h, {
+    hostname: c.Hostname ?? undefined,
+    domainname: c.Domainname ?? undefined,
+    exposedPorts: c.ExposedPorts,
+  });
   const config = mergeConfig(c, image.ref, image.config ?? {});
   if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
   // Checked now; how read-only ones are made is decided at each start.
@@ -174,8 +194,12 @@ export function mergeEnv(image: string[] | null | undefined, user: string[] | nu
   return [...out.values()];
 }
 
-function checkHostConfig(h: Given<HostConfigBody>): Omit<CreateSettings, 'config'> {
+function checkHostConfig(h: Given<HostConfigBody>, daemon: DaemonFacts): Omit<CreateSettings, 'config'> {
   const warnings: string[] = [];
+  checkStorageOpt(anyCase(h, 'StorageOpt'), daemon.root);
+  if (Object.keys(h.Annotations ?? {}).includes('')) {
+    throw invalidParameter('invalid Annotations: the empty string is not permitted as an annotation key');
+  }
   const restartPolicy = checkRestartPolicy(h);
   if (h.AutoRemove && restartPolicy.Name !== '' && restartPolicy.Name !== 'no') {
     throw invalidParameter("can't create 'AutoRemove' container with restart policy");
@@ -219,6 +243,8 @@ function checkHostConfig(h: Given<HostConfigBody>): Omit<CreateSettings, 'config
     CapAdd: h.CapAdd ?? null,
     CapDrop: h.CapDrop ?? null,
     SecurityOpt: h.SecurityOpt ?? null,
+    ...protectedPaths(h),
+    Runtime: containerRuntime(h.Runtime, daemon.runtimes),
     Memory: r.Memory ?? 0,
     // dockerd's default swap limit: twice the memory limit (adaptContainerSettings).
     MemorySwap: r.Memory && r.Memory > 0 && !r.MemorySwap ? r.Memory * 2 : (r.MemorySwap ?? 0),
@@ -250,25 +276,8 @@ const POLICY_NAMES: readonly string[] = RESTART_POLICIES;
 const isPolicyName = (s: string): s is RestartPolicy['Name'] => POLICY_NAMES.includes(s);
 
 /**
- * `--security-opt` at create: berth has no AppArmor and no SELinux, so what
- * it can honour of them is only what asks for none (apparmor=unconfined,
- * label=disable); anything else is refused rather than accepted and not applied.
- */
-function refuseUnappliedSecurityOptions(opts: readonly string[]): void {
-  for (const o of opts) {
-    const m = /^(apparmor|label)[:=](.*)$/.exec(o);
-    if (m && !(m[1] === 'apparmor' ? m[2] === 'unconfined' : m[2] === 'disable')) {
-      throw invalidParameter(
-        `--security-opt ${o} is not supported by berth yet: it has no ${m[1] === 'apparmor' ? 'AppArmor' : 'SELinux'}`,
-      );
-    }
-  }
-}
-
-/**
  * `--security-opt`: no-new-privileges, seccomp (refused now if its profile
- * cannot be used, not at start), and the apparmor and label that ask for
- * none (refuseUnappliedSecurityOptions).
+ * cannot be used, not at start), apparmor and label (lsm.ts).
  */
 export function securityOptions(opts: readonly string[]): SecurityOptions {
   for (const o of opts) {
@@ -299,6 +308,9 @@ export function parseExtraHost(spec: string): { name: string; ip: string } {
 }
 
 // ------------------------------------------------------------------ mounts
+
+/** dockerd's ErrVolumeTargetIsRoot, in its words (the moby tests read them). */
+export const TARGET_IS_ROOT = "invalid specification: destination can't be '/'";
 
 const PROPAGATIONS: readonly string[] = ['private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave'];
 const isPropagation = (s: string): s is Propagation => PROPAGATIONS.includes(s);
@@ -365,7 +377,7 @@ export function parseBindSpec(spec: string): BindSpec {
   const dest = path.posix.normalize(destination).replace(/(.)\/+$/, '$1');
   if (dest === '/')
     throw invalidParameter(
-      `invalid volume specification: '${spec}': invalid mount config for type "${source.startsWith('/') ? 'bind' : 'volume'}": invalid specification: destination can't be "/"`,
+      `invalid volume specification: '${spec}': invalid mount config for type "${source.startsWith('/') ? 'bind' : 'volume'}": ${TARGET_IS_ROOT}`,
     );
   if (source.startsWith('/')) {
     const propagation = opts.find(isPropagation) ?? 'rprivate';
@@ -390,10 +402,6 @@ function mountOf(m: Mount, rro: boolean): BindMount {
   // dockerd's words (API 1.42 on): another type's options on a bind are refused, not dropped.
   if (m.VolumeOptions) throw invalidParameter('VolumeOptions must not be specified on mount type "bind"');
   if (m.TmpfsOptions) throw invalidParameter('TmpfsOptions must not be specified on mount type "bind"');
-  // Taken by dockerd, not applied by berth yet: refused rather than dropped.
-  for (const option of ['NonRecursive', 'CreateMountpoint'] as const) {
-    if (m.BindOptions?.[option]) throw invalidParameter(`BindOptions.${option} is not supported by berth yet`);
-  }
   if (!m.Source?.startsWith('/'))
     throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
   if (!m.Target?.startsWith('/'))
@@ -403,7 +411,16 @@ function mountOf(m: Mount, rro: boolean): BindMount {
     throw invalidParameter(`invalid mount config for type "bind": invalid propagation mode: ${propagation}`);
   }
   const readonly = m.ReadOnly ?? false;
-  return { source: m.Source, destination: m.Target, readonly, propagation, ...readonlyRecursion(m, rro) };
+  // NonRecursive: the source alone, not the mounts under it (bind, not rbind).
+  const nonRecursive = m.BindOptions?.NonRecursive ? { nonRecursive: true as const } : {};
+  return {
+    source: m.Source,
+    destination: m.Target,
+    readonly,
+    propagation,
+    ...nonRecursive,
+    ...readonlyRecursion(m, rro),
+  };
 }
 
 /** BindOptions' ReadOnlyNonRecursive and ReadOnlyForceRecursive (API 1.44), checked as dockerd checks them at start. */

@@ -20,7 +20,10 @@ export interface LegacyLink {
 }
 
 /** The predefined networks, where HostConfig.Links are legacy links (not a user network's). */
-export const isLegacyLinkMode = (mode: string) => mode === 'default' || mode === 'bridge';
+const isLegacyLinkMode = (mode: string) => mode === 'default' || mode === 'bridge';
+
+/** Where dockerd registers HostConfig.Links as legacy links: the predefined networks but the host's (where they do nothing on none). */
+export const registersLegacyLinks = (mode: string) => isLegacyLinkMode(mode) || mode === 'none';
 
 /**
  * At create: each HostConfig.Links entry's child, found (dockerd's 400 when it

@@ -41,8 +41,12 @@ const OTHER_DOCKER_DRIVERS = [
 
 /** Options dockerd's json-file and local take that berth does not apply (extra attributes of each entry). */
 const UNAPPLIED_OPTS = ['labels', 'labels-regex', 'env', 'env-regex', 'tag'];
-/** dockerd's options of every driver (its log cache's are for drivers that cannot be read, none here). */
-const COMMON_OPTS = ['mode', 'max-buffer-size', 'cache-disabled', 'cache-max-size', 'cache-max-file', 'cache-compress'];
+/**
+ * dockerd's log cache options, which every driver takes: the cache serves
+ * drivers that cannot be read back, so json-file and local take them and
+ * ignore them (loggerutils/cache), as berth does.
+ */
+const CACHE_OPTS = ['cache-disabled', 'cache-max-size', 'cache-max-file', 'cache-compress'];
 const ROTATION_OPTS = ['max-size', 'max-file', 'compress'];
 
 /** dockerd's local driver's defaults (daemon/logger/local). */
@@ -63,8 +67,8 @@ export function logPolicy(lc: LogConfigBody | null | undefined): LogPolicy {
   checkCommonOpts(opts);
   for (const opt of Object.keys(opts)) {
     // mode is checked above: blocking, which is what conmon does.
-    if (ROTATION_OPTS.includes(opt) || opt === 'mode') continue;
-    if (UNAPPLIED_OPTS.includes(opt) || COMMON_OPTS.includes(opt)) {
+    if (ROTATION_OPTS.includes(opt) || opt === 'mode' || CACHE_OPTS.includes(opt)) continue;
+    if (UNAPPLIED_OPTS.includes(opt)) {
       throw invalidParameter(`log opt '${opt}' is not supported by berth yet`);
     }
     throw invalidParameter(
@@ -84,6 +88,14 @@ function checkCommonOpts(opts: Record<string, string>): void {
   }
   if (opts['max-buffer-size'] !== undefined && mode !== 'non-blocking') {
     throw invalidParameter("logger: max-buffer-size option is only supported with 'mode=non-blocking'");
+  }
+  const cacheDisabled = opts['cache-disabled'];
+  if (cacheDisabled) {
+    try {
+      parseBool(cacheDisabled);
+    } catch {
+      throw invalidParameter(`invalid value for option cache-disabled: ${cacheDisabled}`);
+    }
   }
   if (mode === 'non-blocking') {
     throw invalidParameter(

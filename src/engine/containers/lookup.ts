@@ -8,7 +8,7 @@ import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.j
 import type { ImageService } from '../images/service.js';
 import type { ContainerRepository, ContainerRow, ContainerStatus, LinkRow } from '../store/containers.js';
 import type { ContainerConfig, HostConfig } from './config.js';
-import { isLegacyLinkMode, type LegacyLink, linkViews, splitLinkName } from './links.js';
+import { registersLegacyLinks, type LegacyLink, linkViews, splitLinkName } from './links.js';
 import { HEALTH_FILTER_VALUES, type HealthState, healthStatusOf } from './health.js';
 
 export type { ContainerStatus };
@@ -193,7 +193,7 @@ export class ContainerLookup {
     const bundleDir = path.join(this.root, row.id);
     const links = linkViews(row.id, linkRows);
     // Legacy links as dockerd's inspect shows them: "/<child>:/<parent>/<alias>", none once removed.
-    if (isLegacyLinkMode(hostConfig.NetworkMode) && hostConfig.Links?.length) {
+    if (registersLegacyLinks(hostConfig.NetworkMode) && hostConfig.Links?.length) {
       hostConfig.Links = links.links.length ? links.links : null;
     }
     return {

@@ -7,8 +7,10 @@
 // and inherited binds are recorded by the volume service; tmpfs mounts are
 // built from the HostConfig at each start.
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { invalidParameter } from '../../errors.js';
+import { invalidParameter, isEngineError } from '../../errors.js';
 import {
   ANONYMOUS_LABEL,
   checkDriver,
@@ -18,7 +20,7 @@ import {
 } from '../volumes/service.js';
 import { isLocalPath } from '../volumes/subpath.js';
 import type { HostConfig, Mount } from './config.js';
-import { bindMounts, parseBindSpec } from './create.js';
+import { bindMounts, parseBindSpec, TARGET_IS_ROOT } from './create.js';
 import type { BindMount, Propagation, TmpfsMount } from './spec.js';
 
 /** A container's mount as inspect's `Mounts` lists it: a volume, a bind or a tmpfs ('' its source), with its host path. */
@@ -26,13 +28,27 @@ export type ContainerMount = Omit<MountPoint, 'type' | 'copy'> & { type: MountPo
 
 const clean = (p: string) => path.posix.normalize(p).replace(/(.)\/+$/, '$1');
 
-/** dockerd's check of a mount's target: absolute, and not the root. */
-function checkTarget(type: string, target: string | null | undefined): string {
-  const bad = (why: string) => invalidParameter(`invalid mount config for type "${type}": ${why}`);
+/**
+ * dockerd's check of a mount's target: not the root, and absolute. A Mounts
+ * entry's error names its type; HostConfig.Tmpfs's is bare, as dockerd's
+ * ValidateTmpfsMountDestination answers.
+ */
+function checkTarget(type: string | undefined, target: string | null | undefined): string {
+  const bad = (why: string) => invalidParameter(type ? `invalid mount config for type "${type}": ${why}` : why);
   if (!target) throw bad('field Target must not be empty');
-  if (clean(target) === '/') throw bad('invalid specification: destination can\'t be "/"');
+  if (clean(target) === '/') throw bad(TARGET_IS_ROOT);
   if (!target.startsWith('/')) throw bad(`invalid mount path: '${target}' mount path must be absolute`);
   return clean(target);
+}
+
+/** A container VolumesFrom names: one missing is the request's fault (dockerd's 400, its words). */
+function donorMounts(donor: DonorMounts, ref: string): ContainerMount[] {
+  try {
+    return donor(ref);
+  } catch (e) {
+    if (isEngineError(e, 'not-found')) throw invalidParameter(e.message);
+    throw e;
+  }
 }
 
 /** A Mounts entry of type volume, checked as dockerd checks it. */
@@ -103,7 +119,7 @@ export function planMounts(
   const plan = new Map<string, PlannedMount>();
   for (const spec of h.VolumesFrom ?? []) {
     const { ref, rw } = parseVolumesFrom(spec);
-    for (const m of donor(ref)) {
+    for (const m of donorMounts(donor, ref)) {
       if (m.type === 'tmpfs') continue;
       const inherited: PlannedMount = {
         type: m.type,
@@ -148,7 +164,10 @@ export function planMounts(
     );
   }
   for (const m of h.Mounts ?? []) {
-    if (!MOUNT_TYPES.includes(m.Type ?? 'bind')) throw invalidParameter(`mount type ${m.Type} is not supported yet`);
+    // dockerd's words: npipe is Windows', cluster swarm's; neither is a mount here.
+    if (!MOUNT_TYPES.includes(m.Type ?? 'bind')) {
+      throw invalidParameter(`invalid mount config for type "${m.Type}": mount type unknown`);
+    }
     if (m.Type !== 'volume') continue;
     const v = volumeMount(m);
     taken(v.destination);
@@ -161,6 +180,28 @@ export function planMounts(
     plan.set(destination, anonymous(destination));
   }
   return [...plan.values()];
+}
+
+// ------------------------------------------------------------------ bind sources
+
+const makesMountpoint = (m: Mount) => (m.Type ?? 'bind') === 'bind' && !!m.BindOptions?.CreateMountpoint;
+
+/**
+ * At create, as dockerd's parser checks a Mounts bind: its source exists,
+ * unless BindOptions.CreateMountpoint asks for it to be made at start.
+ */
+export function checkBindSources(h: HostConfig): void {
+  for (const m of h.Mounts ?? []) {
+    if ((m.Type ?? 'bind') !== 'bind' || makesMountpoint(m) || !m.Source || existsSync(m.Source)) continue;
+    throw invalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
+  }
+}
+
+/** Before each start: the sources of the binds that ask for it, made as directories (dockerd makes them 0755). */
+export async function createMountpoints(h: HostConfig): Promise<void> {
+  for (const m of h.Mounts ?? []) {
+    if (makesMountpoint(m) && m.Source) await mkdir(m.Source, { recursive: true, mode: 0o755 });
+  }
 }
 
 // ------------------------------------------------------------------ tmpfs
@@ -211,7 +252,7 @@ function tmpfsOptionsOf(m: Mount): string[] {
 /** The container's tmpfs mounts: HostConfig.Tmpfs, then Mounts of type tmpfs. */
 export function tmpfsMounts(h: HostConfig): TmpfsMount[] {
   const fromMap = Object.entries(h.Tmpfs ?? {}).map(([target, data]) => ({
-    destination: checkTarget('tmpfs', target),
+    destination: checkTarget(undefined, target),
     options: mergeTmpfsOptions([...TMPFS_DEFAULTS, ...data.split(',').filter(Boolean)]),
   }));
   const fromMounts = (h.Mounts ?? [])

@@ -25,7 +25,7 @@ const IPC_MODES = ['', 'private', 'shareable', 'host', 'none'];
 /** The checks dockerd makes of the modes at create (runconfig validation, daemon verifyPlatformContainerSettings). */
 export function checkNamespaceModes(
   h: Given<HostConfigBody>,
-  c: { hostname?: string; exposedPorts?: Record<string, unknown> | null },
+  c: { hostname?: string; domainname?: string; exposedPorts?: Record<string, unknown> | null },
 ): void {
   checkNetworkContainerMode(h, c);
   const hostname = c.hostname;
@@ -34,13 +34,15 @@ export function checkNamespaceModes(
   const uts = h.UTSMode ?? '';
   if (!(uts === '' || uts === 'host')) throw invalidParameter(`invalid UTS mode: ${uts}`);
   if (uts === 'host' && hostname) throw invalidParameter('conflicting options: hostname and the UTS mode');
+  // runc would refuse the kernel.domainname sysctl at start: the host's domain is not the container's to set.
+  if (uts === 'host' && c.domainname) throw invalidParameter('conflicting options: domainname and the UTS mode');
   const ipc = h.IpcMode ?? '';
   if (!(IPC_MODES.includes(ipc) || joined(ipc))) throw invalidParameter(`invalid IPC mode: ${ipc}`);
   const userns = h.UsernsMode ?? '';
   // berth runs no user namespaces: every container is in the host's, which is what 'host' asks.
   if (!(userns === '' || userns === 'host')) throw invalidParameter(`invalid USER mode: ${userns}`);
   const isolation = h.Isolation ?? '';
-  if (!(isolation === '' || isolation === 'default')) {
+  if (!(isolation === '' || isolation.toLowerCase() === 'default')) {
     throw invalidParameter(`Invalid isolation: "${isolation}" - linux only supports 'default'`);
   }
 }

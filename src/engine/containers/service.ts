@@ -29,12 +29,15 @@ import { ExitHandler } from './exits.js';
 import { HealthMonitor, type Prober } from './health.js';
 import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
-import { isLegacyLinkMode, resolveLinks, splitLinkName } from './links.js';
+import { registersLegacyLinks, resolveLinks, splitLinkName } from './links.js';
 import type { ContainerNetworking } from '../network/endpoints.js';
 import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
-import { type ContainerMount, containerMounts, planMounts } from './mounts.js';
+import { checkBindSources, type ContainerMount, containerMounts, planMounts } from './mounts.js';
 import { checkName, generateName } from './names.js';
+import { networkDisabled } from './network.js';
+import { checkImagePlatform } from './platform.js';
+import { RUNC_ONLY } from './runtimes.js';
 import type { RootView, ViewMount } from '../os/rooted.js';
 import { openContainerView, viewMounts } from './rootview.js';
 import { updateContainer } from './update.js';
@@ -50,7 +53,7 @@ function withUserNetworkLinks(
   mode: string,
   links: string[],
 ): Record<string, unknown> {
-  if (!links.length || mode.startsWith('container:')) return configs;
+  if (!links.length || mode.startsWith('container:') || mode === 'none') return configs;
   const own = (configs[mode] ?? {}) as { Links?: string[] | null };
   if (own.Links?.length) return configs;
   return { ...configs, [mode]: { ...own, Links: links } };
@@ -101,6 +104,8 @@ export class ContainerService {
       autoRemove,
     });
     this.lifecycle = new Lifecycle(this.s, this.exits, autoRemove);
+    // Each runtime command on a container runs the runtime it was created with (HostConfig.Runtime).
+    deps.runtime.useRuntimeNames((id) => lookup.byId(id)?.hostConfig.Runtime);
     this.io = new ContainerIo(this.s, (id) => this.lifecycle.startOf(id));
   }
 
@@ -179,15 +184,20 @@ export class ContainerService {
     const imageRef = checkConfig(req.config);
     const name = req.name ? checkName(req.name) : undefined;
     if (name) this.checkNameFree(name);
-    const image = req.platform ? deps.images.findFor(imageRef, req.platform) : deps.images.find(imageRef);
-    const imageConfig = (JSON.parse(image.config) as ImageConfig).config;
+    const image = deps.images.find(imageRef);
+    const imageDoc = JSON.parse(image.config) as ImageConfig;
+    const imageConfig = imageDoc.config;
     const id = randomBytes(32).toString('hex');
     const { config, hostConfig, security, warnings } = createSettings(
       req.config,
       req.hostConfig,
       { ref: imageRef, config: imageConfig },
       id,
+      { runtimes: deps.runtimes ?? RUNC_ONLY, root: deps.root },
     );
+    checkImagePlatform(imageRef, imageDoc, req.platform, warnings);
+    // NetworkDisabled: no network at all (network.ts); its links are registered and give nothing, as with dockerd.
+    const disabled = networkDisabled(config);
     const links = hostConfig.Links ?? [];
     const legacy = links.length ? this.legacyLinks(hostConfig.NetworkMode, links) : [];
     const endpointsConfig = withUserNetworkLinks(
@@ -196,6 +206,7 @@ export class ContainerService {
       legacy.length ? [] : links,
     );
     const mounts = planMounts(hostConfig, config.Volumes, (ref) => this.mountPoints(ref));
+    checkBindSources(hostConfig);
     const bundleDir = path.join(deps.root, id);
     await mkdir(bundleDir, { recursive: true, mode: 0o700 });
     try {
@@ -217,16 +228,15 @@ export class ContainerService {
     let networkWarnings: string[];
     try {
       await deps.volumes.recordMounts(id, mounts);
-      networkWarnings = deps.endpoints.createEndpoints(id, hostConfig.NetworkMode, endpointsConfig, {
-        macAddress: req.config.MacAddress ?? '',
-        publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
-      });
-      if (legacy.length) {
-        if (deps.endpoints.bridgeAddress(id) === undefined) {
-          throw invalidParameter('links (HostConfig.Links) need the default bridge network, which berthd runs without');
-        }
-        deps.repo.insertLinks(id, legacy);
-      }
+      networkWarnings = disabled
+        ? []
+        : deps.endpoints.createEndpoints(id, hostConfig.NetworkMode, endpointsConfig, {
+            macAddress: req.config.MacAddress ?? '',
+            publishes: Object.keys(hostConfig.PortBindings ?? {}).length > 0 || !!hostConfig.PublishAllPorts,
+          });
+      // Registered (the names they give show) wherever dockerd registers them; off the default
+      // bridge (network none, a berthd without one) they give the container nothing, as with dockerd.
+      if (legacy.length) deps.repo.insertLinks(id, legacy);
     } catch (e) {
       // The anonymous volumes made for it go with it; named ones stay, as after any removal.
       const recorded = deps.volumes.mountsOf(id);
@@ -243,9 +253,11 @@ export class ContainerService {
   }
 
   /**
-   * HostConfig.Links on the default bridge: legacy links, their children
-   * found now (links.ts). Elsewhere they are a user network's (see
-   * withUserNetworkLinks), or refused where they would do nothing.
+   * HostConfig.Links on a predefined network: legacy links, their children
+   * found now (links.ts), as dockerd's registerLinks finds them. On network
+   * none they do nothing, as with dockerd (docker-compose 1.29 sends a
+   * service's links there). On a user network they are its links (see
+   * withUserNetworkLinks).
    */
   private legacyLinks(mode: string, links: string[]): { childId: string; alias: string }[] {
     if (mode === 'host') {
@@ -253,9 +265,7 @@ export class ContainerService {
         "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
       );
     }
-    if (mode === 'none')
-      throw invalidParameter('links (HostConfig.Links) do nothing on network none: berth refuses them');
-    if (!isLegacyLinkMode(mode)) return [];
+    if (!registersLegacyLinks(mode)) return [];
     return resolveLinks(links, (ref) => this.s.lookup.find(ref));
   }
 

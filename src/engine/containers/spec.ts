@@ -10,6 +10,7 @@ import { invalidParameter } from '../../errors.js';
 import { resolveCapabilities } from './capabilities.js';
 import type { HostConfig } from './config.js';
 import type { NamespacePlan } from './namespaces.js';
+import { protectedPaths } from './paths.js';
 import { hostHardLimit, rlimits } from './ulimits.js';
 import { deviceOf } from './devices.js';
 import { type LimitsInput, specLimits } from './limits.js';
@@ -38,6 +39,8 @@ export interface BindMount {
   recursive?: boolean;
   /** Docker's default is rprivate. */
   propagation?: Propagation;
+  /** Only the source itself, not the mounts under it (BindOptions.NonRecursive). */
+  nonRecursive?: true;
 }
 
 /** A tmpfs of the container's own (HostConfig.Tmpfs, Mounts of type tmpfs), its mount options merged. */
@@ -76,6 +79,9 @@ export type SpecHostConfig = Partial<
     | 'Ulimits'
     | 'Sysctls'
     | 'Devices'
+    | 'MaskedPaths'
+    | 'ReadonlyPaths'
+    | 'Annotations'
   >
 >;
 
@@ -92,6 +98,8 @@ export interface SpecInput extends SpecHostConfig, LimitsInput {
   /** With tty: the terminal's size from the start (HostConfig.ConsoleSize). */
   consoleSize?: { height: number; width: number };
   hostname?: string;
+  /** Config.Domainname: the NIS domain, set through the kernel.domainname sysctl as dockerd sets it. */
+  domainname?: string;
   rootfsPath: string;
   mounts?: BindMount[];
   tmpfs?: TmpfsMount[];
@@ -118,28 +126,6 @@ export const CONTAINER_INIT_PATH = '/dev/init';
 const DEFAULT_INIT_PATH = '/usr/bin/catatonit';
 export const DEFAULT_SHM_SIZE = 64 * 1024 * 1024;
 const NOFILE_CEILING = 1048576;
-
-export const MASKED_PATHS: readonly string[] = [
-  '/proc/asound',
-  '/proc/acpi',
-  '/proc/kcore',
-  '/proc/keys',
-  '/proc/latency_stats',
-  '/proc/timer_list',
-  '/proc/timer_stats',
-  '/proc/sched_debug',
-  '/proc/scsi',
-  '/sys/firmware',
-  '/sys/devices/virtual/powercap',
-];
-
-export const READONLY_PATHS: readonly string[] = [
-  '/proc/bus',
-  '/proc/fs',
-  '/proc/irq',
-  '/proc/sys',
-  '/proc/sysrq-trigger',
-];
 
 /** Device nodes a container may use beyond mknod: null, zero, full, random, urandom, tty, pts, ptmx, tun. */
 const ALLOWED_DEVICES: readonly [type: 'c', major: number, minor: number | undefined][] = [
@@ -188,9 +174,10 @@ function bindMount(
   destination: string,
   readonly: boolean | 'recursive',
   propagation: Propagation = 'rprivate',
+  nonRecursive = false,
 ): OciMount {
   const mode = readonly === 'recursive' ? 'rro' : readonly ? 'ro' : 'rw';
-  return { destination, type: 'bind', source, options: ['rbind', propagation, mode] };
+  return { destination, type: 'bind', source, options: [nonRecursive ? 'bind' : 'rbind', propagation, mode] };
 }
 
 /** The files berth writes for the container; read-only along with a read-only rootfs, as in dockerd. */
@@ -315,7 +302,9 @@ function sysctls(input: SpecInput): Record<string, string> | undefined {
     input.networkMode === 'host'
       ? {}
       : { 'net.ipv4.ip_unprivileged_port_start': '0', 'net.ipv4.ping_group_range': '0 2147483647' };
-  const out = { ...defaults, ...(input.Sysctls ?? {}) };
+  // No OCI field holds the NIS domain; the sysctl is setdomainname(2) in the container's UTS namespace.
+  const domain: Record<string, string> = input.domainname ? { 'kernel.domainname': input.domainname } : {};
+  const out = { ...defaults, ...domain, ...(input.Sysctls ?? {}) };
   return Object.keys(out).length ? out : undefined;
 }
 
@@ -380,6 +369,7 @@ function mounts(input: SpecInput): OciMount[] {
         b.destination,
         b.readonly && b.recursive ? 'recursive' : (b.readonly ?? false),
         b.propagation,
+        b.nonRecursive,
       ),
     ),
     ...(input.tmpfs ?? []).map((t) => ({
@@ -394,13 +384,14 @@ function mounts(input: SpecInput): OciMount[] {
 export function buildSpec(input: SpecInput): OciSpec {
   const privileged = input.Privileged ?? false;
   const devices = (input.Devices ?? []).map(deviceOf);
+  const paths = protectedPaths(input);
   const linux: OciLinux = {
     namespaces: namespaces(input.networkMode, input.namespaces),
     ...(devices.length ? { devices: devices.map((d) => d.node) } : {}),
     resources: resources(input, devices),
     cgroupsPath: input.cgroupsPath,
-    maskedPaths: privileged ? [] : [...MASKED_PATHS],
-    readonlyPaths: privileged ? [] : [...READONLY_PATHS],
+    maskedPaths: paths.MaskedPaths ?? [],
+    readonlyPaths: paths.ReadonlyPaths ?? [],
   };
   const sysctl = sysctls(input);
   if (sysctl) linux.sysctl = sysctl;
@@ -419,7 +410,11 @@ export function buildSpec(input: SpecInput): OciSpec {
     // Only a UTS namespace of the container's own can be given a name.
     hostname: input.namespaces?.uts === 'host' ? '' : (input.hostname ?? ''),
     mounts: mounts(input),
-    annotations: input.stopSignal ? { 'org.opencontainers.image.stopSignal': input.stopSignal } : {},
+    // HostConfig.Annotations over berth's own, as containerd's WithAnnotations merges them for dockerd.
+    annotations: {
+      ...(input.stopSignal ? { 'org.opencontainers.image.stopSignal': input.stopSignal } : {}),
+      ...(input.Annotations ?? {}),
+    },
     linux,
   };
 }

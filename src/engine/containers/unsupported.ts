@@ -12,14 +12,16 @@ import { ContainerConfigSchema, HostConfigSchema, UpdateBodySchema } from './con
 /**
  * Fields not in the stored schema that are fine to take: ConsoleSize is read
  * as given; ContainerIDFile is the CLI's own (--cidfile: the CLI writes it,
- * dockerd only keeps the name).
+ * dockerd only keeps the name); StorageOpt is refused by storageopt.ts in
+ * dockerd's words; Cgroup is read by no dockerd code at all, so it is taken
+ * and ignored. (The Windows-only CpuCount, CpuPercent and IOMaximum* are
+ * config.ts's, checked by resources.ts as dockerd does on Linux.)
  */
-const READ_ELSEWHERE = new Set(['ConsoleSize', 'ContainerIDFile']);
+const READ_ELSEWHERE = new Set(['ConsoleSize', 'ContainerIDFile', 'StorageOpt', 'Cgroup']);
 
 /** Docker's defaults that are not "empty": a client may send them, and they ask nothing. */
 const DOCKER_DEFAULTS: Record<string, readonly unknown[]> = {
   VolumeDriver: ['local'],
-  Runtime: ['runc'],
 };
 
 /** Whether a value asks for nothing: nothing in it but nulls, zeros, falses and empty strings. */

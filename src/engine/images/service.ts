@@ -12,7 +12,6 @@ import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { RegistryClient } from '../registry/client.js';
-import { formatPlatform, goArch, platformMatches, type Platform } from '../registry/manifest.js';
 import { createdSeconds, type ImageConfig } from './config.js';
 import { familiarString, parseReference, type Reference } from '../reference.js';
 import { Holds } from './holds.js';
@@ -155,23 +154,6 @@ export class ImageService {
       if (rows[0]) return rows[0];
     }
     return throwNoSuch(refOrId);
-  }
-
-  /**
-   * The image for a container of `platform` (create's `platform=`): one of
-   * another platform is not there for it, dockerd's NotFound (berth keeps one
-   * platform's image per name).
-   */
-  findFor(refOrId: string, platform: Platform): ImageRow {
-    const row = this.find(refOrId);
-    const c = JSON.parse(row.config) as Partial<Platform>;
-    const own: Platform = { os: c.os || 'linux', architecture: c.architecture || goArch(), variant: c.variant };
-    if (!platformMatches(platform, own)) {
-      throw notFound(
-        `image with reference ${refOrId} was found but its platform (${formatPlatform(own)}) does not match the specified platform (${formatPlatform(platform)})`,
-      );
-    }
-    return row;
   }
 
   private present(row: ImageRow, refs?: { tags: string[]; digests: string[] }, containers = 0): Image {

@@ -283,7 +283,7 @@ export function parsePlatform(specifier: string): Platform {
     }
   }
   const os = osMatch[1]!.toLowerCase() === 'macos' ? 'darwin' : osMatch[1]!.toLowerCase();
-  const unescape = (v: string) => {
+  const decodeEscapes = (v: string) => {
     try {
       return decodeURIComponent(v);
     } catch {
@@ -291,8 +291,8 @@ export function parsePlatform(specifier: string): Platform {
     }
   };
   const osOptions = {
-    ...(osMatch[2] ? { 'os.version': unescape(osMatch[2]) } : {}),
-    ...(osMatch[3] ? { 'os.features': osMatch[3].slice(1).split('+').map(unescape) } : {}),
+    ...(osMatch[2] ? { 'os.version': decodeEscapes(osMatch[2]) } : {}),
+    ...(osMatch[3] ? { 'os.features': osMatch[3].slice(1).split('+').map(decodeEscapes) } : {}),
   };
   const withVariant = (p: { architecture: string; variant: string }) => ({
     architecture: p.architecture,

@@ -68,6 +68,8 @@ export interface ConmonOptions {
 
 export interface ConmonEnvironment {
   runcPath: string;
+  /** The runtime's own global flags (daemon.json runtimeArgs), before berth's. */
+  runtimeArgs?: readonly string[];
   runcRoot: string;
   /** Short directory for the <id> → bundle symlinks that keep attach socket paths under 108 bytes. */
   socketDir: string;
@@ -86,6 +88,7 @@ function sharedArgs(
     ...['-r', env.runcPath, '-b', o.bundleDir],
     ...['-p', inBundle(BUNDLE_FILES.containerPid), '-P', inBundle(BUNDLE_FILES.conmonPid)],
     ...['--socket-dir-path', env.socketDir],
+    ...(env.runtimeArgs ?? []).flatMap((a) => ['--runtime-arg', a]),
     ...['--runtime-arg', `--root=${env.runcRoot}`],
     ...['--runtime-arg', `--log=${inBundle(BUNDLE_FILES.runcLog)}`, '--runtime-arg', '--log-format=json'],
   ];

@@ -26,8 +26,22 @@ import { spawnDetached, type Spawned } from '../os/spawn.js';
 
 const execFileAsync = promisify(execFile);
 
+/** An OCI runtime as daemon.json names it: a runc-compatible binary and its global flags. */
+export interface RuntimeBinary {
+  path: string;
+  runtimeArgs: readonly string[];
+}
+
 export interface RuntimeOptions {
+  /** The default runtime's binary. */
   runcPath: string;
+  /** The default runtime's global flags. */
+  runtimeArgs?: readonly string[];
+  /**
+   * The daemon's other runtimes by name (HostConfig.Runtime), run from their
+   * paths; they share runc's root, so each keeps its state under the container's id.
+   */
+  runtimes?: Readonly<Record<string, RuntimeBinary>>;
   conmonPath: string;
   /** berthd's exec root (e.g. /run/berth): runc state goes to <execRoot>/runc. */
   execRoot: string;
@@ -115,12 +129,34 @@ export class Runtime {
   private prepared: Promise<void> | undefined;
   /** What conmon runs as runc (see sealed.ts); berthd's own runc commands run runcPath. */
   private readonly conmonRunc: SealedExecutable;
+  /** The runtime each container was created with, by container id (see useRuntimeNames). */
+  private runtimeNameOf: (containerId: string) => string | undefined = () => undefined;
 
   constructor(private readonly opts: RuntimeOptions) {
     this.runcRoot = path.join(opts.execRoot, 'runc');
     this.socketDir = path.join(opts.execRoot, 'conmon');
     this.log = opts.logger.child({ component: 'runtime' });
     this.conmonRunc = new SealedExecutable(opts.runcPath, this.log);
+  }
+
+  /** How to find a container's runtime name (its HostConfig.Runtime); absent or unknown is the default. */
+  useRuntimeNames(nameOf: (containerId: string) => string | undefined): void {
+    this.runtimeNameOf = nameOf;
+  }
+
+  /** The runtime a container runs under, when not the default one. */
+  private otherRuntime(containerId: string): RuntimeBinary | undefined {
+    // No other runtime configured (the usual case): nothing to look up.
+    if (!this.opts.runtimes || Object.keys(this.opts.runtimes).length === 0) return undefined;
+    const name = this.runtimeNameOf(containerId);
+    return name === undefined ? undefined : this.opts.runtimes?.[name];
+  }
+
+  /** What conmon runs for the container: another runtime from its path, the default from its sealed copy. */
+  private async conmonRuntime(containerId: string): Promise<{ runcPath: string; runtimeArgs: readonly string[] }> {
+    const other = this.otherRuntime(containerId);
+    if (other) return { runcPath: other.path, runtimeArgs: other.runtimeArgs };
+    return { runcPath: await this.conmonRunc.path(), runtimeArgs: this.opts.runtimeArgs ?? [] };
   }
 
   /**
@@ -132,7 +168,7 @@ export class Runtime {
     checkId(o.id);
     await this.prepare();
     await this.clearLeftovers(o);
-    const runc = await this.conmonRunc.path();
+    const runc = await this.conmonRuntime(o.id);
     const t0 = performance.now();
     let forked = 0; // when the spawned conmon has forked its monitor and exited
     let stderr = () => '';
@@ -273,7 +309,7 @@ export class Runtime {
     checkId(o.execId);
     await this.prepare();
     const env = {
-      runcPath: await this.conmonRunc.path(),
+      ...(await this.conmonRuntime(o.containerId)),
       runcRoot: this.runcRoot,
       socketDir: this.socketDir,
       conmonPath: this.opts.conmonPath,
@@ -373,12 +409,16 @@ export class Runtime {
     try {
       // runc finds a container by its <root>/<id>/state.json; without one it would only answer
       // "does not exist", after a spawn that each removal would pay for (an exit already deleted it).
-      const state = await readFile(path.join(this.runcRoot, id, 'state.json'), 'utf8').then(
-        (t) => t,
-        () => null,
-      );
-      if (state !== null && !(await this.reap(id, state)))
-        await this.runc(['delete', ...(force ? ['--force'] : []), id]);
+      // Another runtime keeps its state its own way: it is asked to delete, every time.
+      const other = this.otherRuntime(id) !== undefined;
+      const state = other
+        ? ''
+        : await readFile(path.join(this.runcRoot, id, 'state.json'), 'utf8').then(
+            (t) => t,
+            () => null,
+          );
+      if (state !== null && (other || !(await this.reap(id, state))))
+        await this.runc(['delete', ...(force ? ['--force'] : []), id], undefined, id);
     } catch (e) {
       if (!(e instanceof RuncError && isMissing(e))) throw this.translate(id, e);
     }
@@ -417,7 +457,7 @@ export class Runtime {
   async state(id: string): Promise<RuntimeState | null> {
     checkId(id);
     try {
-      return toState(JSON.parse(await this.runc(['state', id])));
+      return toState(JSON.parse(await this.runc(['state', id], undefined, id)));
     } catch (e) {
       if (e instanceof RuncError && isMissing(e)) return null;
       throw this.translate(id, e);
@@ -501,6 +541,8 @@ export class Runtime {
    */
   async createSettled(id: string, timeoutMs = 10_000): Promise<void> {
     checkId(id);
+    // runc's state files: another runtime's directory is not read, nor removed.
+    if (this.otherRuntime(id)) return;
     const dir = path.join(this.runcRoot, id);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -579,9 +621,9 @@ export class Runtime {
     await mkdir(o.exitDir, { recursive: true, mode: 0o700 });
   }
 
-  private spawnConmon(o: CreateOptions, runcPath: string): Spawned {
+  private spawnConmon(o: CreateOptions, runtime: { runcPath: string; runtimeArgs: readonly string[] }): Spawned {
     const args = conmonArgs(
-      { runcPath, runcRoot: this.runcRoot, socketDir: this.socketDir },
+      { ...runtime, runcRoot: this.runcRoot, socketDir: this.socketDir },
       { ...o, logSizeMax: o.logSizeMax ?? this.opts.defaultLogSizeMax ?? DEFAULT_LOG_SIZE_MAX },
     );
     return spawnDetached(this.opts.conmonPath, args, {
@@ -595,11 +637,18 @@ export class Runtime {
     });
   }
 
-  private async runc(args: string[], input?: string): Promise<string> {
+  /** The runtime's command on the container `id` names (the default runtime's without one). */
+  private async runc(args: string[], input?: string, id?: string): Promise<string> {
+    const runtime = (id === undefined ? undefined : this.otherRuntime(id)) ?? {
+      path: this.opts.runcPath,
+      runtimeArgs: this.opts.runtimeArgs ?? [],
+    };
     try {
-      const running = execFileAsync(this.opts.runcPath, ['--root', this.runcRoot, '--log-format', 'json', ...args], {
-        maxBuffer: 16 * 1024 * 1024,
-      });
+      const running = execFileAsync(
+        runtime.path,
+        [...runtime.runtimeArgs, '--root', this.runcRoot, '--log-format', 'json', ...args],
+        { maxBuffer: 16 * 1024 * 1024 },
+      );
       if (input !== undefined) running.child.stdin?.end(input);
       const { stdout } = await running;
       return stdout;
@@ -613,7 +662,7 @@ export class Runtime {
   private async runcFor(id: string, args: string[], input?: string): Promise<void> {
     checkId(id);
     try {
-      await this.runc(args, input);
+      await this.runc(args, input, id);
     } catch (e) {
       throw this.translate(id, e);
     }
