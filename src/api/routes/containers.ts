@@ -72,14 +72,14 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   });
 
   app.post('/containers/create', async (req, reply) => {
-    const body = await parseJsonBody(req, CreateBodySchema);
+    const body = await parseJsonBody(req, CreateBodySchema, { required: true, goType: 'container.CreateRequest' });
     const created = await containers.create(createRequest(body, query(req).name, req.apiVersion));
     return reply.code(201).send(created);
   });
 
   // docker update. PidsLimit came with API 1.40: dockerd does not read an older client's.
   app.post<IdParams>('/containers/:id/update', async (req) => {
-    const body = withoutNulls(await parseJsonBody(req, UpdateBodySchema));
+    const body = withoutNulls(await parseJsonBody(req, UpdateBodySchema, { goType: 'container.UpdateConfig' }));
     if (versionBelow(req.apiVersion, '1.40')) delete body.PidsLimit;
     return containers.update(req.params.id, body);
   });
