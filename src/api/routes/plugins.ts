@@ -4,11 +4,10 @@
 // so the per-plugin routes are wildcards split here. Bodies are read first,
 // as dockerd reads them, so that a bad one is a 400 before any lookup.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Readable } from 'node:stream';
 import { type AuthConfig, decodeRegistryAuth, type Engine } from '../../engine/index.js';
 import { invalidParameter } from '../../errors.js';
 import { parseFilters } from '../wire/filters.js';
-import { expectKind, query, readJson } from '../wire/forms.js';
+import { dropBody, expectKind, query, readJson } from '../wire/forms.js';
 
 /** dockerd's parseHeaders: an X-Registry-Auth it cannot read counts as none. */
 function registryAuth(req: FastifyRequest): AuthConfig | undefined {
@@ -45,16 +44,14 @@ function atoi(v: string | undefined): number {
   return Number(s);
 }
 
-/** A tar upload berth will not read: drained, so that the client still writing gets to read the answer. */
-const drain = (body: unknown) =>
-  new Promise<void>((resolve) => {
-    const s = body as Readable | undefined;
-    if (!s || typeof s.on !== 'function' || s.readableEnded) return resolve();
-    s.on('data', () => undefined);
-    s.once('end', resolve);
-    s.once('close', resolve);
-    s.once('error', () => resolve());
-  });
+/** A path segment as sent, decoded where it can be (a stray `%` is kept as it is). */
+function decoded(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
 
 /** `{name}/{action}` from a wildcard path, or undefined when it is not one of `actions`. */
 function split(req: FastifyRequest, actions: readonly string[]): { name: string; action: string } | undefined {
@@ -62,7 +59,7 @@ function split(req: FastifyRequest, actions: readonly string[]): { name: string;
   const slash = rest.lastIndexOf('/');
   if (slash <= 0) return undefined;
   const action = rest.slice(slash + 1);
-  return actions.includes(action) ? { name: decodeURIComponent(rest.slice(0, slash)), action } : undefined;
+  return actions.includes(action) ? { name: decoded(rest.slice(0, slash)), action } : undefined;
 }
 
 export function pluginRoutes(app: FastifyInstance, engine: Engine): void {
@@ -80,7 +77,7 @@ export function pluginRoutes(app: FastifyInstance, engine: Engine): void {
     return plugins.find(p.name);
   });
 
-  app.delete('/plugins/*', async (req) => plugins.find(decodeURIComponent((req.params as { '*': string })['*'])));
+  app.delete('/plugins/*', async (req) => plugins.find(decoded((req.params as { '*': string })['*'])));
 
   app.post('/plugins/pull', async (req, reply) => {
     await readPrivileges(req);
@@ -89,7 +86,8 @@ export function pluginRoutes(app: FastifyInstance, engine: Engine): void {
   });
 
   app.post('/plugins/create', async (req) => {
-    await drain(req.body);
+    // A tar upload berth will not read: dropped, so that the client gets to read the refusal.
+    await dropBody(req);
     return plugins.create(query(req).name ?? '');
   });
 

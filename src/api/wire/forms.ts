@@ -166,12 +166,19 @@ const DRAIN_BEFORE_ANSWER = 64 * 1024 * 1024;
 /** Reads `body` to its end (or its failure), keeping nothing. */
 const drained = (body: Readable) =>
   new Promise<void>((resolve) => {
+    if (body.readableEnded) return resolve();
     body.on('data', () => undefined);
     body.once('end', resolve);
     body.once('close', resolve);
     body.once('error', () => resolve());
     body.resume();
   });
+
+/** Reads a request's body, if any, to its end and drops it: a client still writing then reads the answer. */
+export async function dropBody(req: FastifyRequest): Promise<void> {
+  const body = req.body as Readable | undefined;
+  if (body && typeof body.on === 'function') await drained(body);
+}
 
 /**
  * The body's bytes, at most MAX_JSON_BODY of them. A larger one is refused with
