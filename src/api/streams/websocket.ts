@@ -26,6 +26,9 @@ const OP_PONG = 0xa;
 const NORMAL = 1000;
 const PROTOCOL_ERROR = 1002;
 
+/** How long a client has to end its side once the closing frame is sent, before the connection is cut. */
+const CLOSE_WAIT_MS = 5_000;
+
 /** Input frames are passed on as they come; the socket is paused while the reader has this much unread. */
 const INPUT_HIGH_WATER = 64 * 1024;
 
@@ -103,6 +106,8 @@ export function webSocketStreams(sock: Socket, opcode: number): WebSocketStreams
     if (closeSent || sock.destroyed) return;
     closeSent = true;
     sock.end(encodeFrame(OP_CLOSE, closePayload(code)));
+    // The client should end its side in answer; one that does not is not waited for.
+    setTimeout(() => sock.destroy(), CLOSE_WAIT_MS).unref();
   };
 
   const output = new Writable({
