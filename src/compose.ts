@@ -32,6 +32,7 @@ import { NetworkRepository } from './engine/store/networks.js';
 import { SystemService } from './engine/system.js';
 import { VolumeRepository } from './engine/store/volumes.js';
 import { VolumeService } from './engine/volumes/service.js';
+import { PluginService } from './engine/plugins/service.js';
 import type { Logger } from './log.js';
 
 export interface Built {
@@ -228,7 +229,20 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     logger,
   });
   await builds.sweep();
-  const engine: Engine = { system, images, containers, execs, events, commits, networks, archives, volumes, builds };
+  const plugins = new PluginService({ registry });
+  const engine: Engine = {
+    system,
+    images,
+    containers,
+    execs,
+    events,
+    commits,
+    networks,
+    archives,
+    volumes,
+    builds,
+    plugins,
+  };
   return {
     engine,
     db,

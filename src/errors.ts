@@ -42,6 +42,7 @@ export const systemError = (message: string, cause?: unknown) => new EngineError
 export const noSuchContainer = (ref: string) => notFound(`No such container: ${ref}`);
 export const noSuchImage = (ref: string) => notFound(`No such image: ${ref}`);
 export const noSuchExec = (ref: string) => notFound(`No such exec instance: ${ref}`);
+export const noSuchPlugin = (ref: string) => notFound(`plugin ${JSON.stringify(ref)} not found`);
 
 /** True for a full disk (ENOSPC, whatever system call met it). */
 export const isNoSpace = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === 'ENOSPC';

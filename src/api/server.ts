@@ -189,6 +189,6 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
   volumeRoutes(app, engine);
   eventRoutes(app, engine);
   swarmRoutes(app);
-  pluginRoutes(app);
+  pluginRoutes(app, engine);
   return app;
 }

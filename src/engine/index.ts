@@ -10,6 +10,7 @@ import type { ContainerService } from './containers/service.js';
 import type { EventBus } from './events.js';
 import type { ImageService } from './images/service.js';
 import type { NetworkService } from './network/service.js';
+import type { PluginService } from './plugins/service.js';
 import type { SystemService } from './system.js';
 import type { VolumeService } from './volumes/service.js';
 
@@ -24,6 +25,7 @@ export interface Engine {
   archives: ArchiveService;
   volumes: VolumeService;
   builds: BuildService;
+  plugins: PluginService;
 }
 
 export type { ArchiveService, PathStat, PutOptions } from './archive/service.js';
@@ -67,4 +69,5 @@ export type { CreateNetworkRequest, Network, NetworkEndpoint } from './network/s
 export { NetworkCreateSchema } from './network/service.js';
 export type { ContainerMount } from './containers/mounts.js';
 export type { MountPoint, Volume, VolumeService } from './volumes/service.js';
+export type { PluginService } from './plugins/service.js';
 export { VolumeCreateSchema } from './volumes/service.js';

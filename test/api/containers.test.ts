@@ -230,7 +230,7 @@ describe('names, ids and errors', () => {
       headers: { 'Content-Type': 'text/plain' },
     });
     expect(text.status).toBe(400);
-    expect(text.json.message).toBe("Content-Type specified (text/plain) must be 'application/json'");
+    expect(text.json.message).toBe("unsupported Content-Type header (text/plain): must be 'application/json'");
     const bad = await d.request('POST', '/containers/create', {
       raw: '{"Image": ',
       headers: { 'Content-Type': 'application/json' },

@@ -95,7 +95,7 @@ describe('request bodies', () => {
         headers: json,
       });
       expect(r.status, `${depth}: ${r.text}`).toBe(400);
-      expect(r.json.message).toBe('invalid JSON in request body: nested deeper than 100 levels');
+      expect(r.json.message).toBe('invalid JSON: nested deeper than 100 levels');
     }
     expect(await containerCount()).toBe(before);
     const fine = await d.request('POST', '/containers/create', {
@@ -301,9 +301,13 @@ describe('hostile input', () => {
     const bb = env.busybox;
     const create = (body: string, q = '') => ['POST', `/containers/create${q}`, body] as const;
     const cases: [method: string, path: string, body: string | undefined, status: number, message: RegExp][] = [
-      [...create('{"Image": '), 400, /^invalid JSON in request body/],
-      [...create('[]'), 400, /expected an object/],
-      [...create('"Image"'), 400, /expected an object/],
+      [...create('{"Image": '), 400, /^invalid JSON: unexpected EOF$/],
+      [
+        ...create('[]'),
+        400,
+        /^invalid JSON: json: cannot unmarshal array into Go value of type container.CreateRequest$/,
+      ],
+      [...create('"Image"'), 400, /cannot unmarshal string into Go value/],
       [...create(`{"Image":"${bb}","Tty":"yes"}`), 400, /Tty/],
       [...create(`{"Image":"${bb}","Cmd":[1,2]}`), 400, /Cmd/],
       [...create(`{"Image":["${bb}"]}`), 400, /Image/],

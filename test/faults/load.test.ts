@@ -154,7 +154,7 @@ function mixedRequests(round: number): (() => Promise<void>)[] {
     // Refusals: each a 4xx with its message, never a 500, nothing created.
     [
       5,
-      call('POST', '/containers/create', refused(400, /^invalid JSON in request body/), {
+      call('POST', '/containers/create', refused(400, /^invalid JSON: /), {
         raw: '{"Image":',
         headers: json,
       }),

@@ -2,9 +2,8 @@
 // between Docker's wire shapes and the commit service.
 import type { FastifyInstance } from 'fastify';
 import { type ContainerConfigFields, CreateBodySchema, type Engine } from '../../engine/index.js';
-import { allValues, boolValue, query, readJson, withoutNulls } from '../wire/forms.js';
+import { allValues, boolValue, expectKind, query, readJson, withoutNulls } from '../wire/forms.js';
 import { foldFieldNames } from '../wire/fieldnames.js';
-import { invalidParameter } from '../../errors.js';
 
 type IdParams = { Params: { id: string } };
 
@@ -15,10 +14,9 @@ export function commitRoutes(app: FastifyInstance, engine: Engine): void {
     const q = query(req);
     // The body, when there is one, is a container Config that replaces the container's own.
     const body = await readJson(req);
+    expectKind(body, 'object', 'container.CreateRequest');
     let config: ContainerConfigFields | undefined;
     if (body !== undefined && body !== null) {
-      if (typeof body !== 'object' || Array.isArray(body))
-        throw invalidParameter('invalid JSON in request body: expected an object');
       const {
         HostConfig: _h,
         NetworkingConfig: _n,

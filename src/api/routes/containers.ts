@@ -4,7 +4,8 @@ import { type Container, CreateBodySchema, type Engine, UpdateBodySchema } from 
 import { invalidParameter } from '../../errors.js';
 import { COMMON_HEADERS } from '../headers.js';
 import { streamContentType } from '../streams/mux.js';
-import { closeOnShutdown, hijack, runSession } from '../streams/hijack.js';
+import { closeOnShutdown, hijack, runSession, takeOver } from '../streams/hijack.js';
+import { acceptHead, OP_BINARY, OP_TEXT, runWebSocketSession } from '../streams/websocket.js';
 import { drained, writeOutput } from '../streams/output.js';
 import { versionBelow } from '../version.js';
 import { containerInspect, containerSummary, listedSizes } from '../wire/containers.js';
@@ -72,14 +73,14 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
   });
 
   app.post('/containers/create', async (req, reply) => {
-    const body = await parseJsonBody(req, CreateBodySchema);
+    const body = await parseJsonBody(req, CreateBodySchema, { required: true, goType: 'container.CreateRequest' });
     const created = await containers.create(createRequest(body, query(req), req.apiVersion));
     return reply.code(201).send(created);
   });
 
   // docker update. PidsLimit came with API 1.40: dockerd does not read an older client's.
   app.post<IdParams>('/containers/:id/update', async (req) => {
-    const body = withoutNulls(await parseJsonBody(req, UpdateBodySchema));
+    const body = withoutNulls(await parseJsonBody(req, UpdateBodySchema, { goType: 'container.UpdateConfig' }));
     if (versionBelow(req.apiVersion, '1.40')) delete body.PidsLimit;
     return containers.update(req.params.id, body);
   });
@@ -278,6 +279,30 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
     });
     const sock = hijack(req, reply, streamContentType(session.tty, req.apiVersion, versionBelow));
     await runSession(req, sock, session);
+  });
+
+  // Attach over a WebSocket (dockerd's wsContainersAttach): every stream below API 1.42,
+  // which brought stdin/stdout/stderr to it; text frames below 1.28, binary from then on.
+  app.get<IdParams>('/containers/:id/attach/ws', async (req, reply) => {
+    const q = query(req);
+    const every = versionBelow(req.apiVersion, '1.42');
+    const session = containers.attach(req.params.id, {
+      logs: boolValue(q.logs),
+      stream: boolValue(q.stream),
+      stdin: every || boolValue(q.stdin),
+      stdout: every || boolValue(q.stdout),
+      stderr: every || boolValue(q.stderr),
+      ...(q.detachKeys ? { detachKeys: q.detachKeys } : {}),
+    });
+    let head: string;
+    try {
+      head = acceptHead(req);
+    } catch (e) {
+      session.close();
+      throw e;
+    }
+    const sock = takeOver(req, reply, head);
+    await runWebSocketSession(req, sock, session, versionBelow(req.apiVersion, '1.28') ? OP_TEXT : OP_BINARY);
   });
 
   app.post<IdParams>('/containers/:id/resize', async (req, reply) => {

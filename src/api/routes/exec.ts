@@ -14,7 +14,9 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
   const execs = engine.execs;
 
   app.post<IdParams>('/containers/:id/exec', async (req, reply) => {
-    const body = withoutNulls(await parseJsonBody(req, ExecCreateSchema));
+    const body = withoutNulls(
+      await parseJsonBody(req, ExecCreateSchema, { required: true, goType: 'container.ExecOptions' }),
+    );
     return reply.code(201).send(execs.create(req.params.id, body));
   });
 
@@ -34,7 +36,7 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
   // ConsoleSize counts), as in dockerd: docker-py creates with Tty and starts
   // without, and reads a framed stream.
   app.post<IdParams>('/exec/:id/start', async (req, reply) => {
-    const body = await parseJsonBody(req, ExecStartSchema);
+    const body = await parseJsonBody(req, ExecStartSchema, { required: true, goType: 'container.ExecStartOptions' });
     const detach = body.Detach ?? false;
     const raw = body.Tty ?? false;
     const start = execs.start(req.params.id, { detach, consoleSize: raw ? (body.ConsoleSize ?? null) : null });

@@ -63,7 +63,7 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   // docker login: dockerd checks the credentials with the registry and answers this shape.
   app.post('/auth', async (req) => {
-    const body = await parseJsonBody(req, AuthBody);
+    const body = await parseJsonBody(req, AuthBody, { required: true, goType: 'registry.AuthConfig' });
     await images.login(withoutNulls(body));
     return { Status: 'Login Succeeded', IdentityToken: '' };
   });

@@ -20,7 +20,7 @@ export function networkRoutes(app: FastifyInstance, engine: Engine): void {
   });
 
   app.post('/networks/create', async (req, reply) => {
-    const body = await parseJsonBody(req, NetworkCreateSchema);
+    const body = await parseJsonBody(req, NetworkCreateSchema, { required: true, goType: 'network.CreateRequest' });
     return reply.code(201).send(await networks.create(body));
   });
 
@@ -32,13 +32,13 @@ export function networkRoutes(app: FastifyInstance, engine: Engine): void {
   app.post('/networks/prune', async (req) => networks.prune(parseFilters(query(req).filters)));
 
   app.post<IdParams>('/networks/:id/connect', async (req, reply) => {
-    const body = await parseJsonBody(req, ConnectBody);
+    const body = await parseJsonBody(req, ConnectBody, { required: true, goType: 'network.ConnectOptions' });
     await engine.containers.connectNetwork(req.params.id, body.Container, body.EndpointConfig ?? {});
     return reply.code(200).send();
   });
 
   app.post<IdParams>('/networks/:id/disconnect', async (req, reply) => {
-    const body = await parseJsonBody(req, DisconnectBody);
+    const body = await parseJsonBody(req, DisconnectBody, { required: true, goType: 'network.DisconnectOptions' });
     await engine.containers.disconnectNetwork(req.params.id, body.Container, body.Force ?? false);
     return reply.code(200).send();
   });

@@ -3,8 +3,9 @@
 // routes and treat that answer as "no swarm" (docker-py's leave_swarm(force)
 // accepts it; `docker info` shows Swarm inactive), where a 404 would be an
 // unknown route. Joining or starting a swarm is refused: berth cannot.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { notImplemented, unavailable } from '../../errors.js';
+import { expectKind, readJson } from '../wire/forms.js';
 
 /** dockerd's errSwarmNotManager: what every manager-only endpoint answers off a swarm. */
 const NOT_A_MANAGER =
@@ -42,12 +43,33 @@ const MANAGER_ONLY: [method: 'GET' | 'POST' | 'DELETE', url: string][] = [
   ['POST', '/configs/:id/update'],
 ];
 
+/** The routes whose body dockerd decodes before it asks the cluster anything: a bad one is a 400 first. */
+const DECODES_FIRST = new Map([
+  ['/swarm/init', 'swarm.InitRequest'],
+  ['/swarm/join', 'swarm.JoinRequest'],
+  ['/swarm/update', 'swarm.Spec'],
+  ['/swarm/unlock', 'swarm.UnlockRequest'],
+  ['/nodes/:id/update', 'swarm.NodeSpec'],
+  ['/services/create', 'swarm.ServiceSpec'],
+  ['/services/:id/update', 'swarm.ServiceSpec'],
+  ['/secrets/create', 'swarm.SecretSpec'],
+  ['/secrets/:id/update', 'swarm.SecretSpec'],
+  ['/configs/create', 'swarm.ConfigSpec'],
+  ['/configs/:id/update', 'swarm.ConfigSpec'],
+]);
+
+const decodeIfFirst = async (req: FastifyRequest) => {
+  const goType = DECODES_FIRST.get(req.routeOptions.url ?? '');
+  if (goType) expectKind(await readJson(req, { required: true }), 'object', goType);
+};
+
 export function swarmRoutes(app: FastifyInstance): void {
   for (const [method, url] of MANAGER_ONLY) {
     app.route({
       method,
       url,
-      handler: async () => {
+      handler: async (req) => {
+        await decodeIfFirst(req);
         throw unavailable(NOT_A_MANAGER);
       },
     });
@@ -56,7 +78,8 @@ export function swarmRoutes(app: FastifyInstance): void {
     throw unavailable(NOT_IN_A_SWARM);
   });
   for (const url of ['/swarm/init', '/swarm/join']) {
-    app.post(url, async () => {
+    app.post(url, async (req) => {
+      await decodeIfFirst(req);
       throw notImplemented('berth has no swarm mode: this node cannot start or join a swarm');
     });
   }

@@ -17,7 +17,7 @@ export function volumeRoutes(app: FastifyInstance, engine: Engine): void {
   }));
 
   app.post('/volumes/create', async (req, reply) => {
-    const body = await parseJsonBody(req, VolumeCreateSchema);
+    const body = await parseJsonBody(req, VolumeCreateSchema, { required: true, goType: 'volume.CreateOptions' });
     return reply.code(201).send(volumeShape(await volumes.create(body)));
   });
 

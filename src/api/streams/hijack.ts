@@ -25,28 +25,37 @@ export function closeHijacked(): void {
   for (const sock of hijacked) sock.destroy();
 }
 
-/** Takes the connection over for a long stream; answers 101 when the client asked to upgrade. */
-export function hijack(req: FastifyRequest, reply: FastifyReply, contentType: string): Socket {
+/**
+ * Takes the connection over from Fastify and writes `head` (a response's status
+ * line and headers, ended by the blank line) on it by hand.
+ */
+export function takeOver(req: FastifyRequest, reply: FastifyReply, head: string): Socket {
   reply.hijack();
   const sock = req.raw.socket;
-  const upgrade = /tcp/i.test(String(req.headers.upgrade ?? ''));
-  const head = upgrade ? 'HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n' : 'HTTP/1.1 200 OK\r\n';
-  const headers = { ...COMMON_HEADERS, 'Content-Type': contentType };
-  sock.write(
-    head +
-      Object.entries(headers)
-        .map(([k, v]) => `${k}: ${v}\r\n`)
-        .join('') +
-      '\r\n',
-  );
+  sock.write(head);
   sock.setTimeout(0);
   sock.setNoDelay(true);
+  closeOnShutdown(sock);
+  return sock;
+}
+
+/** Takes the connection over for a long stream; answers 101 when the client asked to upgrade. */
+export function hijack(req: FastifyRequest, reply: FastifyReply, contentType: string): Socket {
+  const upgrade = /tcp/i.test(String(req.headers.upgrade ?? ''));
+  const status = upgrade ? 'HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n' : 'HTTP/1.1 200 OK\r\n';
+  const headers = { ...COMMON_HEADERS, 'Content-Type': contentType };
+  const head = `${
+    status +
+    Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('')
+  }\r\n`;
+  const sock = takeOver(req, reply, head);
   // A client with no stdin to send half-closes at once (the docker CLI's CloseWrite);
   // Node's HTTP server would answer that by ending the socket and cutting the output
   // short, where dockerd keeps writing. The stream ends when we end it or the client closes.
   sock.removeAllListeners('end');
   sock.once('end', () => watchPeer(sock));
-  closeOnShutdown(sock);
   return sock;
 }
 

@@ -4,6 +4,7 @@ import type { Readable } from 'node:stream';
 import type { z } from 'zod';
 import { invalidParameter, payloadTooLarge } from '../../errors.js';
 import { foldFieldNames } from './fieldnames.js';
+import { goBlank, goMore, goScan } from './gojson.js';
 
 /** dockerd's BoolValue: everything but "", "0", "no", "false" and "none" is true. */
 export function boolValue(v: unknown, dflt = false): boolean {
@@ -43,38 +44,95 @@ export const MAX_JSON_BODY = 4 * 1024 * 1024;
 /** Nesting allowed in a JSON body: Docker's bodies are under ten levels deep. */
 export const MAX_JSON_DEPTH = 100;
 
+/** How a route takes its body. */
+export interface BodyOptions {
+  /**
+   * The route needs a body: an empty one is refused with dockerd's words for it
+   * (its decoder's io.EOF), before anything is looked up.
+   */
+  required?: boolean;
+  /** The Go type dockerd decodes into, named when the body's top-level value is of the wrong kind. */
+  goType?: string;
+}
+
+/** dockerd's words for a body that is not JSON: its ReadJSON's, which hold the Go decoder's. */
+const invalidJson = (words: string) => invalidParameter(`invalid JSON: ${words}`);
+
 /**
- * Reads and parses a JSON request body with dockerd's content-type rule: no body
- * is allowed without a Content-Type, any body must be application/json.
- * Returns undefined when there is no body.
+ * Reads and parses a JSON request body as dockerd's ReadJSON does: no body is
+ * allowed without a Content-Type, any body must be application/json; a body
+ * that is not JSON is refused in the words of Go's decoder; what follows the
+ * value must be only spaces. Returns undefined when there is no body.
  */
-export async function readJson(req: FastifyRequest): Promise<unknown> {
+export async function readJson(req: FastifyRequest, o: BodyOptions = {}): Promise<unknown> {
   const ct = req.headers['content-type'];
-  const text = await readBodyText(req);
-  if (text.trim() === '') return undefined;
+  const bytes = await readBody(req);
+  if (goBlank(bytes)) {
+    if (o.required) throw invalidJson('got EOF while reading request body');
+    return undefined;
+  }
   if (ct === undefined || !/^application\/json\s*(;|$)/i.test(ct)) {
-    throw invalidParameter(`Content-Type specified (${ct ?? ''}) must be 'application/json'`);
+    throw invalidParameter(`unsupported Content-Type header (${ct ?? ''}): must be 'application/json'`);
   }
   let json: unknown;
   try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw invalidParameter(`invalid JSON in request body: ${(e as Error).message}`);
+    json = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    json = parseAsGo(bytes);
   }
   checkShape(json);
   return json;
 }
 
+/** A body JSON.parse refused, read as Go's Decoder reads it: its error, or its first value. */
+function parseAsGo(bytes: Buffer): unknown {
+  const scan = goScan(bytes);
+  if (scan.kind === 'eof') throw invalidJson('got EOF while reading request body');
+  if (scan.kind === 'unexpected-eof') throw invalidJson('unexpected EOF');
+  if (scan.kind === 'syntax') throw invalidJson(scan.message);
+  if (goMore(bytes, scan.end)) throw invalidParameter('unexpected content after JSON');
+  return JSON.parse(bytes.subarray(0, scan.end).toString('utf8'));
+}
+
+/** Go's name for the kind of a JSON value, as its UnmarshalTypeError says it. */
+const goKind = (v: unknown) =>
+  Array.isArray(v)
+    ? 'array'
+    : typeof v === 'string'
+      ? 'string'
+      : typeof v === 'number'
+        ? 'number'
+        : typeof v === 'boolean'
+          ? 'bool'
+          : 'object';
+
 /**
- * Parses a JSON body against a zod schema; an absent body parses as `{}`.
+ * The body's top-level value when it must be of one kind (`null` reads as absent,
+ * as it does into a Go pointer): otherwise the Go decoder's UnmarshalTypeError.
+ */
+export function expectKind(json: unknown, kind: 'object' | 'array' | 'string', goType: string): void {
+  if (json === undefined || json === null) return;
+  const ok =
+    kind === 'object'
+      ? typeof json === 'object' && !Array.isArray(json)
+      : kind === 'array'
+        ? Array.isArray(json)
+        : typeof json === 'string';
+  if (!ok) throw invalidJson(`json: cannot unmarshal ${goKind(json)} into Go value of type ${goType}`);
+}
+
+/**
+ * Parses a JSON body against a zod schema; an absent body (or `null`) parses as `{}`.
  * Field names match in any case, as Go's decoder matches them (fieldnames.ts).
  */
-export async function parseJsonBody<T extends z.ZodType>(req: FastifyRequest, schema: T): Promise<z.infer<T>> {
-  const json = (await readJson(req)) ?? {};
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
-    throw invalidParameter('invalid JSON in request body: expected an object');
-  }
-  return schema.parse(foldFieldNames(schema, json));
+export async function parseJsonBody<T extends z.ZodType>(
+  req: FastifyRequest,
+  schema: T,
+  o: BodyOptions = {},
+): Promise<z.infer<T>> {
+  const json = await readJson(req, o);
+  expectKind(json, 'object', o.goType ?? 'struct');
+  return schema.parse(foldFieldNames(schema, json ?? {}));
 }
 
 /**
@@ -93,8 +151,7 @@ function checkShape(json: unknown): void {
       continue;
     }
     if (typeof v !== 'object' || v === null) continue;
-    if (depth >= MAX_JSON_DEPTH)
-      throw invalidParameter(`invalid JSON in request body: nested deeper than ${MAX_JSON_DEPTH} levels`);
+    if (depth >= MAX_JSON_DEPTH) throw invalidJson(`nested deeper than ${MAX_JSON_DEPTH} levels`);
     for (const [k, child] of Object.entries(v)) {
       const path = at ? `${at}.${k}` : k;
       if (k.includes('\0')) throw invalidParameter(`invalid value for ${where(at)}: a key contains a NUL byte`);
@@ -109,6 +166,7 @@ const DRAIN_BEFORE_ANSWER = 64 * 1024 * 1024;
 /** Reads `body` to its end (or its failure), keeping nothing. */
 const drained = (body: Readable) =>
   new Promise<void>((resolve) => {
+    if (body.readableEnded) return resolve();
     body.on('data', () => undefined);
     body.once('end', resolve);
     body.once('close', resolve);
@@ -116,15 +174,21 @@ const drained = (body: Readable) =>
     body.resume();
   });
 
+/** Reads a request's body, if any, to its end and drops it: a client still writing then reads the answer. */
+export async function dropBody(req: FastifyRequest): Promise<void> {
+  const body = req.body as Readable | undefined;
+  if (body && typeof body.on === 'function') await drained(body);
+}
+
 /**
- * The body as text, at most MAX_JSON_BODY bytes. A larger one is refused with
+ * The body's bytes, at most MAX_JSON_BODY of them. A larger one is refused with
  * 413; its rest is read and dropped, not cut off, so that the client, still
  * writing, gets to read the answer (a declared one of a modest size before the
  * answer, a larger one as the answer goes).
  */
-async function readBodyText(req: FastifyRequest): Promise<string> {
+async function readBody(req: FastifyRequest): Promise<Buffer> {
   const body = req.body as Readable | undefined;
-  if (!body || typeof (body as Readable).on !== 'function') return '';
+  if (!body || typeof (body as Readable).on !== 'function') return Buffer.alloc(0);
   const tooLarge = () =>
     payloadTooLarge(`request body is larger than the ${MAX_JSON_BODY / 1024 / 1024} MiB allowed for JSON`);
   const declared = Number(req.headers['content-length'] ?? 0);
@@ -150,7 +214,7 @@ async function readBodyText(req: FastifyRequest): Promise<string> {
       reject(tooLarge());
     };
     body.on('data', onData);
-    body.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    body.once('end', () => resolve(Buffer.concat(chunks)));
     body.once('error', reject);
     // A client gone before the end: nothing to answer, nothing to keep.
     body.once('close', () => reject(new Error('the client closed the connection before the end of the body')));
