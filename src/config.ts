@@ -46,6 +46,8 @@ export interface NetworkConfig {
   defaultAddressPools: { base: string; size: number }[];
   /** false: berth leaves the firewall alone (no NAT, no published-port rules). */
   iptables: boolean;
+  /** false: dual-stack networks get no ip6tables rules (dockerd's `ip6tables`, on by default since Docker 27). */
+  ip6tables: boolean;
   /** Whether berthd turns on the host's IPv4 forwarding (needed for outbound traffic). */
   ipForward: boolean;
   /**
@@ -101,6 +103,10 @@ const DaemonJson = z.looseObject({
   'fixed-cidr': z.string().optional(),
   'default-address-pools': z.array(z.object({ base: z.string(), size: z.number().int() })).optional(),
   iptables: z.boolean().optional(),
+  ip6tables: z.boolean().optional(),
+  // The default bridge's IPv6 (dockerd's ipv6, fixed-cidr-v6): refused while berth's default bridge is IPv4-only.
+  ipv6: z.boolean().optional(),
+  'fixed-cidr-v6': z.string().optional(),
   'ip-forward': z.boolean().optional(),
   'userland-proxy': z.boolean().optional(),
   'iptables-chain-prefix': z.string().optional(),
@@ -137,6 +143,7 @@ Options:
       --fixed-cidr string          Where the default bridge gives addresses from
       --default-address-pool list  A pool networks get subnets from: base=10.10.0.0/16,size=24
       --iptables=false             Leave the firewall alone (no NAT, no published-port rules)
+      --ip6tables=false            No ip6tables rules for IPv6 networks (with --iptables=false, none either)
       --ip-forward=false           Leave the host's IPv4 forwarding as it is
       --userland-proxy=false       Publish ports by DNAT alone: no proxy behind a held host port
       --iptables-chain-prefix string  Prefix of berth's iptables chains (default "BERTH")
@@ -147,7 +154,7 @@ Options:
 `;
 
 /** dockerd's boolean flags that take `=false`; given bare, they mean true. */
-const BOOLEAN_VALUE_FLAGS = ['--iptables', '--ip-forward', '--userland-proxy'];
+const BOOLEAN_VALUE_FLAGS = ['--iptables', '--ip6tables', '--ip-forward', '--userland-proxy'];
 
 function boolFlag(name: string, v: string | undefined): boolean | undefined {
   if (v === undefined) return undefined;
@@ -177,6 +184,11 @@ function networkConfig(
   if (!/^[A-Za-z0-9_-]{1,12}$/.test(prefix)) {
     throw new ConfigError(`invalid iptables chain prefix ${prefix}: 1 to 12 letters, digits, '_' or '-'`);
   }
+  if (file.ipv6 || file['fixed-cidr-v6']) {
+    throw new ConfigError(
+      "IPv6 on the default bridge (daemon.json's ipv6, fixed-cidr-v6) is not supported by berth yet: create a user network with --ipv6 and an IPv6 subnet",
+    );
+  }
   const bip = str('bip') ?? file.bip;
   const fixedCidr = str('fixed-cidr') ?? file['fixed-cidr'];
   return {
@@ -188,6 +200,7 @@ function networkConfig(
       { base: '192.168.0.0/16', size: 20 },
     ],
     iptables: boolFlag('iptables', str('iptables')) ?? file.iptables ?? true,
+    ip6tables: boolFlag('ip6tables', str('ip6tables')) ?? file.ip6tables ?? true,
     ipForward: boolFlag('ip-forward', str('ip-forward')) ?? file['ip-forward'] ?? true,
     userlandProxy: boolFlag('userland-proxy', str('userland-proxy')) ?? file['userland-proxy'] ?? true,
     iptablesChainPrefix: prefix,
@@ -226,6 +239,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       'fixed-cidr': { type: 'string' },
       'default-address-pool': { type: 'string', multiple: true },
       iptables: { type: 'string' },
+      ip6tables: { type: 'string' },
       'ip-forward': { type: 'string' },
       'userland-proxy': { type: 'string' },
       'iptables-chain-prefix': { type: 'string' },

@@ -9,6 +9,7 @@ import type { EventBus } from '../events.js';
 import { isUniqueViolation } from '../store/containers.js';
 import type { EndpointRow, NetworkRepository } from '../store/networks.js';
 import { contains, formatIp, macFor, nextFreeAddress, parseCidr, parseIp, subnetOf, userSubnet } from './ipam.js';
+import { Ipv6Addresses } from './ipam6.js';
 import type { Plumbing } from './plumbing.js';
 import type { PortBinding, PortRequest } from './ports.js';
 import { bridgeResolvConf, type DnsOverrides, readHostResolvConf, resolvConf } from './resolvconf.js';
@@ -95,6 +96,7 @@ const isContainerMode = (mode: string) => mode.startsWith('container:');
 export class Endpoints {
   /** The last address given on each network: the next is given after it (see nextFreeAddress). */
   private readonly lastGiven = new Map<string, number>();
+  private readonly ipv6 = new Ipv6Addresses();
 
   constructor(
     private readonly deps: {
@@ -182,11 +184,23 @@ export class Endpoints {
       aliases: JSON.stringify(settings.Aliases ?? []),
       links: JSON.stringify(settings.Links ?? []),
       link_local_ips: JSON.stringify(linkLocalIps(settings)),
+      ip6: '',
+      static_ip6: 0,
     };
     if (network.driver !== 'bridge') return row;
     const asked = settings.IPAMConfig?.IPv4Address;
     const ip = asked ? this.staticAddress(network, asked) : this.freeAddress(network);
-    return { ...row, ip: formatIp(ip), mac: row.mac || macFor(ip), static_ip: asked ? 1 : 0 };
+    const v6 = this.ipv6.choose(network, settings.IPAMConfig?.IPv6Address, () =>
+      this.deps.repo.endpointsOfNetwork(network.id).map((e) => e.ip6),
+    );
+    return {
+      ...row,
+      ip: formatIp(ip),
+      mac: row.mac || macFor(ip),
+      static_ip: asked ? 1 : 0,
+      ip6: v6.ip6,
+      static_ip6: v6.static ? 1 : 0,
+    };
   }
 
   private staticAddress(network: Network, text: string): number {
@@ -491,7 +505,6 @@ function checkSettings(network: Network, s: EndpointSettings): void {
   const refuse = (what: string) => {
     throw invalidParameter(`${what} (network ${network.name}) is not supported by berth yet`);
   };
-  if (s.IPAMConfig?.IPv6Address) refuse('an IPv6 address');
   if (s.Links?.length && network.predefined) {
     throw invalidParameter(
       `links on network ${network.name} are HostConfig.Links (legacy links on the default bridge); an endpoint's links apply to user networks`,
@@ -502,7 +515,11 @@ function checkSettings(network: Network, s: EndpointSettings): void {
   if (s.GwPriority) refuse('a gateway priority');
   if (
     network.driver !== 'bridge' &&
-    (s.Aliases?.length || s.IPAMConfig?.IPv4Address || s.IPAMConfig?.LinkLocalIPs?.length || s.MacAddress)
+    (s.Aliases?.length ||
+      s.IPAMConfig?.IPv4Address ||
+      s.IPAMConfig?.IPv6Address ||
+      s.IPAMConfig?.LinkLocalIPs?.length ||
+      s.MacAddress)
   ) {
     throw invalidParameter(`network-scoped aliases, addresses and MACs apply to bridge networks, not ${network.name}`);
   }

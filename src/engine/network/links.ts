@@ -28,6 +28,7 @@ import { randomBytes } from 'node:crypto';
 import { conflict, EngineError, invalidParameter, notFound, systemError } from '../../errors.js';
 import { isNetlinkError, type Link, Netlink } from '../os/netlink.js';
 import { formatMac, linkNameProblem, parseCidr, parseIP, parseMac } from '../os/netlink-wire.js';
+import { writeNetnsSysctl } from '../os/netns-sysctl.js';
 
 export interface BridgeSpec {
   name: string;
@@ -36,6 +37,8 @@ export interface BridgeSpec {
   mtu?: number;
   mac?: string;
   hostNs?: string;
+  /** IPv6 turned on for the bridge (disable_ipv6 0), before its IPv6 gateway address is added. */
+  ipv6?: boolean;
 }
 
 export interface BridgeState {
@@ -62,6 +65,11 @@ export interface AttachSpec {
   /** The bridge's when absent. */
   mtu?: number;
   hostNs?: string;
+  /**
+   * false: IPv6 is turned off on the interface (disable_ipv6), as dockerd does
+   * for an endpoint without an IPv6 address; true: on. Absent: as the kernel has it.
+   */
+  ipv6?: boolean;
 }
 
 export interface Attachment {
@@ -96,6 +104,7 @@ async function configureBridge(nl: Netlink, spec: BridgeSpec, cidrs: string[], c
   if (mtu !== undefined && before.mtu !== mtu) await nl.setMtu(name, mtu);
   if (mac !== undefined && before.mac !== formatMac(parseMac(mac)!)) await nl.setMac(name, mac);
   await nl.setIPv4Conf(name, { routeLocalnet: 1 });
+  if (spec.ipv6) setInterfaceIPv6(spec.hostNs ?? '/proc/self/ns/net', name, true);
   for (const cidr of cidrs) await addAddressOnce(nl, name, cidr);
   await nl.setUp(name);
   const after = (await nl.link(name))!;
@@ -131,6 +140,7 @@ export async function attachContainer(spec: AttachSpec): Promise<Attachment> {
     try {
       await createVeth(host, spec, ifName, { mtu, peerMac: mac, master: bridge.index, up: true });
       try {
+        if (spec.ipv6 !== undefined) setInterfaceIPv6(spec.nsPath, ifName, spec.ipv6);
         return await configureInside(inside, ifName, cidrs, gateways, mtu);
       } catch (e) {
         await undo(() => host.deleteLink(spec.hostIfName, { missingOk: true }));
@@ -184,6 +194,15 @@ async function configureInside(nl: Netlink, ifName: string, cidrs: string[], gat
   await nl.setUp(ifName);
   for (const gateway of gateways) await nl.addDefaultRoute(gateway, link);
   return { mac: link.mac!, mtu };
+}
+
+/** disable_ipv6 of the interface, before it has an address or is up; nothing when the kernel has no IPv6. */
+function setInterfaceIPv6(nsPath: string, ifName: string, on: boolean): void {
+  try {
+    writeNetnsSysctl(nsPath, ['ipv6', 'conf', ifName, 'disable_ipv6'], on ? '0' : '1');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
 }
 
 /**
