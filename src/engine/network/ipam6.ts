@@ -144,4 +144,3 @@ export class Ipv6Addresses {
     return { ip6: formatIp6(ip), static: false };
   }
 }
-
