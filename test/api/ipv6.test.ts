@@ -310,3 +310,31 @@ api.remove_network(net)
     expect(v.atConnect).toEqual([v6.at('f01'), v6.at('f01')]);
   });
 });
+
+describe("berthd's restart", () => {
+  it('keeps a dual-stack network its bridge address, and a running container its IPv6 address and ports', async () => {
+    const v6 = ula();
+    const n = name('again');
+    const netId = await createNetwork({ Name: n, EnableIPv6: true, IPAM: { Config: [{ Subnet: v6.subnet }] } });
+    const id = await run(
+      {
+        HostConfig: { NetworkMode: n, PortBindings: { '80/tcp': [{ HostPort: '' }] } },
+        ExposedPorts: { '80/tcp': {} },
+      },
+      WEB,
+    );
+    const before = (await inspect(id)).NetworkSettings;
+    const port = Number(before.Ports['80/tcp'][0].HostPort);
+    await httpGetWhenUp(v6.at('1'), port, 'the web server over IPv6');
+    // The bridge is made again at start: with its IPv6 address back, and ip6tables as before.
+    await d.kill();
+    execFileSync('ip', ['-6', 'addr', 'flush', 'dev', `br-${netId.slice(0, 12)}`, 'scope', 'global']);
+    await d.restart();
+    const after = (await inspect(id)).NetworkSettings;
+    expect(after.Networks[n].GlobalIPv6Address).toBe(before.Networks[n].GlobalIPv6Address);
+    expect(after.Ports).toEqual(before.Ports);
+    expect(await httpGetWhenUp(v6.at('1'), port, 'the web server over IPv6')).toMatch(/^hello from /);
+    expect(await httpGetWhenUp('::1', port, 'the web server on [::1]')).toMatch(/^hello from /);
+    await remove(id);
+  });
+});

@@ -6,17 +6,18 @@
 //
 // API (each returns a Promise; names are interface names, at most 15 bytes;
 // `hostNs` is the path of the namespace the bridge lives in, berthd's own when absent):
-//   ensureBridge({name, gatewayCidr?, mtu?, mac?, hostNs?}): {created, index, mac, mtu}
+//   ensureBridge({name, gatewayCidr?, mtu?, mac?, hostNs?, ipv6?}): {created, index, mac, mtu}
 //       creates the bridge when absent (with a fixed MAC: a bridge without one takes
 //       its ports' lowest, which changes as containers come and go), adds the gateway
 //       address(es), sets route_localnet (so DNAT to 127.0.0.1 works), brings it up;
 //       on an existing bridge does what is missing of the same. Idempotent.
 //   removeBridge(name, hostNs?): boolean       false: there was none
-//   attachContainer({nsPath, bridge, hostIfName, ifName = 'eth0', cidr, gateway?, mac?, mtu?, hostNs?}):
+//   attachContainer({nsPath, bridge, hostIfName, ifName = 'eth0', cidr, gateway?, mac?, mtu?, hostNs?, ipv6?}):
 //       {mac, mtu}
 //       a veth pair with its peer made inside nsPath, host end on the bridge and up;
-//       in the namespace: the address(es), the MAC (dockerd's 02:42:<IPv4> when not
-//       given), up, and a default route through each gateway. Undone when a step fails.
+//       in the namespace: IPv6 on or off (disable_ipv6) when asked, the address(es),
+//       the MAC (dockerd's 02:42:<IPv4> when not given), up, and a default route
+//       through each gateway. Undone when a step fails.
 //   detachContainer(hostIfName, hostNs?): boolean   deletes the host end (its peer goes
 //       with it); false: there was none
 //   macForIPv4(ip): string                     dockerd's 02:42:<the 4 bytes> (not a Promise)
