@@ -17,7 +17,8 @@ import { networkSetup, tearDownAfterAll } from '../harness/network.js';
 
 const net = networkSetup();
 tearDownAfterAll(net);
-const ctx = useEnv({ args: net.args });
+// Nothing here leaves the host, so the host's IPv6 forwarding is left as it is found.
+const ctx = useEnv({ args: [...net.args, '--ip-forward=false'] });
 let env: Env;
 let d: Daemon;
 let cli: Cli;
