@@ -185,6 +185,17 @@ describe('networks without IPv6', () => {
     await remove(id);
   });
 
+  it('take IPv6 link-local addresses asked for, as a /64, with IPv6 on for that interface', async () => {
+    const id = await run({
+      NetworkingConfig: { EndpointsConfig: { bridge: { IPAMConfig: { LinkLocalIPs: ['169.254.8.9', 'FE80::0:8'] } } } },
+    });
+    expect((await inspect(id)).NetworkSettings.Networks.bridge.IPAMConfig).toEqual({
+      LinkLocalIPs: ['169.254.8.9', 'fe80::8'],
+    });
+    expect((await exec(id, ['ip', '-6', 'addr', 'show', 'eth0'])).out).toContain('inet6 fe80::8/64 scope link');
+    await remove(id);
+  });
+
   it('keep an IPv6 IPAM config given without EnableIPv6, unused, as dockerd does', async () => {
     const v6 = ula();
     const n = name('kept');

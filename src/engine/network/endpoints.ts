@@ -10,6 +10,7 @@ import { isUniqueViolation } from '../store/containers.js';
 import type { EndpointRow, NetworkRepository } from '../store/networks.js';
 import { contains, formatIp, macFor, nextFreeAddress, parseCidr, parseIp, subnetOf, userSubnet } from './ipam.js';
 import { Ipv6Addresses } from './ipam6.js';
+import { canonicalIp6 } from './ipv6.js';
 import type { Plumbing } from './plumbing.js';
 import type { PortBinding, PortRequest } from './ports.js';
 import { bridgeResolvConf, type DnsOverrides, readHostResolvConf, resolvConf } from './resolvconf.js';
@@ -470,22 +471,17 @@ export class Endpoints {
 }
 
 /**
- * IPAMConfig.LinkLocalIPs, checked: IPv4 addresses (dockerd takes any address
- * and gives it a /16; berth has no IPv6). Bridge networks only, as dockerd's
- * other drivers have no interface to put them on.
+ * IPAMConfig.LinkLocalIPs, checked: IPv4 addresses (dockerd gives each a /16)
+ * and IPv6 ones (a /64), the latter kept in their canonical form. Bridge
+ * networks only, as dockerd's other drivers have no interface to put them on.
  */
 function linkLocalIps(s: EndpointSettings): string[] {
-  const ips = s.IPAMConfig?.LinkLocalIPs ?? [];
-  for (const ip of ips) {
-    if (parseIp(ip) === null) {
-      throw invalidParameter(
-        ip.includes(':')
-          ? `an IPv6 link-local address (${ip}) is not supported by berth yet`
-          : `invalid link-local IP address: ${ip}`,
-      );
-    }
-  }
-  return ips;
+  return (s.IPAMConfig?.LinkLocalIPs ?? []).map((ip) => {
+    const v6 = ip.includes(':') ? canonicalIp6(ip) : null;
+    if (v6 && v6 !== '::') return v6;
+    if (parseIp(ip) === null || ip === '0.0.0.0') throw invalidParameter(`invalid link-local IP address: ${ip}`);
+    return ip;
+  });
 }
 
 /** The network's auxiliary addresses: never given to an endpoint. */

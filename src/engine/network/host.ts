@@ -107,22 +107,23 @@ export class HostPlumbing implements Plumbing {
     const { network, row } = endpoint;
     const veth = hostIfName(row.id);
     if (!member.restoring) {
+      const linkLocal = JSON.parse(row.link_local_ips) as string[];
       await attachContainer({
         nsPath: member.nsPath!,
         bridge: network.bridge,
         hostIfName: veth,
         ifName: a.ifName,
-        // dockerd gives each link-local address the /16 of 169.254.0.0/16.
         cidr: [
           `${row.ip}/${network.prefixLen}`,
           ...(row.ip6 ? [`${row.ip6}/${network.prefixLen6}`] : []),
-          ...(JSON.parse(row.link_local_ips) as string[]).map((ip) => `${ip}/16`),
+          // dockerd gives each link-local address a /16 in IPv4, a /64 in IPv6.
+          ...linkLocal.map((ip) => `${ip}/${ip.includes(':') ? 64 : 16}`),
         ],
         // The default routes are through the first network's gateways only, as dockerd routes them.
         ...(a.first ? { gateway: [network.gateway, ...(row.ip6 ? [network.gateway6] : [])] } : {}),
         mac: row.mac,
         // dockerd turns IPv6 off on an interface that has no IPv6 address (a network without EnableIPv6).
-        ipv6: row.ip6 !== '',
+        ipv6: row.ip6 !== '' || linkLocal.some((ip) => ip.includes(':')),
       });
       // A container reaching its own published port through the host comes back in by the
       // port it left from: the bridge forwards that only in hairpin mode.
