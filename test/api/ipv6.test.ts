@@ -114,6 +114,10 @@ describe('a dual-stack network', () => {
     expect(f.IPAMConfig).toEqual({ IPv6Address: v6.at('f00') });
     const addr = await exec(auto, ['ip', '-6', 'addr', 'show', 'eth0']);
     expect(addr.out).toContain(`inet6 ${v6.at('1')}/64 scope global`);
+    const hosts = (await exec(auto, ['cat', '/etc/hosts'])).out;
+    const hostname = (await inspect(auto)).Config.Hostname;
+    expect(hosts).toContain(`${a.IPAddress}\t${hostname}`);
+    expect(hosts).toContain(`${v6.at('1')}\t${hostname}`);
     const route = await exec(auto, ['ip', '-6', 'route']);
     expect(route.out).toMatch(new RegExp(`default via ${v6.at('ffff')} dev eth0`));
   });

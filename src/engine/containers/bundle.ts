@@ -269,6 +269,8 @@ async function writeEtcFiles(
         ...linkHosts,
         ...net.linkHosts,
         `${net.address ?? '127.0.1.1'}\t${name}`,
+        // A dual-stack first network's IPv6 address names it too, as dockerd writes it.
+        ...(net.address6 ? [`${net.address6}\t${name}`] : []),
         '',
       ].join('\n');
   await writeFile(hosts, hostsText);

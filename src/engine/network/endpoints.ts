@@ -342,7 +342,7 @@ export class Endpoints {
   async etcFiles(
     containerId: string,
     own: DnsOverrides,
-  ): Promise<{ address: string | null; resolvConf: string; linkHosts: string[] }> {
+  ): Promise<{ address: string | null; address6: string | null; resolvConf: string; linkHosts: string[] }> {
     const eps = this.of(containerId).filter((e) => e.network.driver === 'bridge');
     const d = this.deps.dnsDefaults;
     const overrides = {
@@ -354,6 +354,7 @@ export class Endpoints {
     const named = eps.find((e) => !e.network.predefined);
     return {
       address: eps[0]?.row.ip || null,
+      address6: eps[0]?.row.ip6 || null,
       resolvConf: named ? resolvConf(named.network.gateway, overrides, host) : bridgeResolvConf(overrides, host),
       linkHosts: eps.filter((e) => !e.network.predefined).flatMap((e) => this.linkHostsOn(e)),
     };
