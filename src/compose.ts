@@ -93,6 +93,8 @@ async function buildNetworks(config: Config, db: Db, events: EventBus, logger: L
     pools: n.defaultAddressPools,
     ...(n.bip ? { bip: n.bip } : {}),
     ...(n.fixedCidr ? { fixedCidr: n.fixedCidr } : {}),
+    ipv6: n.ipv6,
+    ...(n.fixedCidrV6 ? { fixedCidrV6: n.fixedCidrV6 } : {}),
   };
   const networks = new NetworkService({ repo, events, logger, settings, plumbing });
   await networks.init();

@@ -77,6 +77,7 @@ describe('IPv6 subnets and addresses', () => {
     const network = {
       id: 'n',
       name: 'n',
+      predefined: false,
       enableIPv6: true,
       subnet6: 'fd00:4::/64',
       gateway6: 'fd00:4::1',
@@ -93,6 +94,29 @@ describe('IPv6 subnets and addresses', () => {
       /supported only when connecting to networks with user configured subnets/,
     );
     expect(a.choose({ ...network, enableIPv6: false }, undefined, () => [])).toEqual({ ip6: '', static: false });
+  });
+
+  it("gives the default bridge's endpoints dockerd's MAC-made addresses on a fixed-cidr-v6 of /80 or larger", () => {
+    const a = new Ipv6Addresses();
+    const bridge = {
+      id: 'b',
+      name: 'bridge',
+      predefined: true,
+      enableIPv6: true,
+      subnet6: 'fd00:7::/64',
+      gateway6: 'fd00:7::1',
+      ipRange6: '',
+    };
+    expect(a.choose(bridge, undefined, () => [], '02:42:ac:11:00:02')).toEqual({
+      ip6: 'fd00:7::242:ac11:2',
+      static: false,
+    });
+    // Smaller than /80: the next free one, as on a user network.
+    const narrow = { ...bridge, subnet6: 'fd00:7::/96' };
+    expect(a.choose(narrow, undefined, () => [], '02:42:ac:11:00:02')).toEqual({ ip6: 'fd00:7::2', static: false });
+    expect(refusal(() => a.choose(bridge, 'fd00:7::9', () => [], '02:42:ac:11:00:02'))).toMatch(
+      /supported only when connecting to networks with user configured subnets/,
+    );
   });
 });
 
@@ -141,18 +165,22 @@ describe('host ports of both families', () => {
 });
 
 describe("daemon.json's IPv6 for the default bridge", () => {
-  it('is refused, saying what to use instead; ip6tables is read', () => {
+  it('needs fixed-cidr-v6, in dockerd 27 words; ip6tables is read', () => {
     const dir = scratchDir('berth-ipv6-config-');
     const file = (name: string, json: unknown) => {
       const p = path.join(dir, name);
       writeFileSync(p, JSON.stringify(json));
       return p;
     };
-    for (const json of [{ ipv6: true }, { 'fixed-cidr-v6': 'fd00:9::/64' }]) {
-      const e = refusalOf(() => loadConfig(['--config-file', file('a.json', json)], {}));
-      expect(e).toBeInstanceOf(ConfigError);
-      expect((e as Error).message).toMatch(/not supported by berth yet: create a user network with --ipv6/);
-    }
+    const e = refusalOf(() => loadConfig(['--config-file', file('a.json', { ipv6: true })], {}));
+    expect(e).toBeInstanceOf(ConfigError);
+    expect((e as Error).message).toBe(
+      'IPv6 is enabled for the default bridge, but no subnet is configured. Specify an IPv6 subnet using --fixed-cidr-v6',
+    );
+    const both = loadConfig(['--config-file', file('e.json', { ipv6: true, 'fixed-cidr-v6': 'fd00:9::/64' })], {});
+    expect(both.config.network).toMatchObject({ ipv6: true, fixedCidrV6: 'fd00:9::/64' });
+    const flags = loadConfig(['--ipv6', '--fixed-cidr-v6', 'fd00:9::/64', '--config-file', file('f.json', {})], {});
+    expect(flags.config.network).toMatchObject({ ipv6: true, fixedCidrV6: 'fd00:9::/64' });
     expect(loadConfig(['--config-file', file('b.json', { ipv6: false })], {}).config.network.ip6tables).toBe(true);
     expect(loadConfig(['--config-file', file('c.json', { ip6tables: false })], {}).config.network.ip6tables).toBe(
       false,

@@ -191,13 +191,17 @@ export class Endpoints {
     if (network.driver !== 'bridge') return row;
     const asked = settings.IPAMConfig?.IPv4Address;
     const ip = asked ? this.staticAddress(network, asked) : this.freeAddress(network);
-    const v6 = this.ipv6.choose(network, settings.IPAMConfig?.IPv6Address, () =>
-      this.deps.repo.endpointsOfNetwork(network.id).map((e) => e.ip6),
+    const mac = row.mac || macFor(ip);
+    const v6 = this.ipv6.choose(
+      network,
+      settings.IPAMConfig?.IPv6Address,
+      () => this.deps.repo.endpointsOfNetwork(network.id).map((e) => e.ip6),
+      mac,
     );
     return {
       ...row,
       ip: formatIp(ip),
-      mac: row.mac || macFor(ip),
+      mac,
       static_ip: asked ? 1 : 0,
       ip6: v6.ip6,
       static_ip6: v6.static ? 1 : 0,

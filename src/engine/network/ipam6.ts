@@ -88,6 +88,22 @@ export function networkIpv6(
   return { enable_ipv6: 1, subnet6: formatSubnet6(subnet), gateway6: formatIp6(gateway), ip_range6: range };
 }
 
+/**
+ * The default bridge's IPv6 columns from dockerd's `ipv6` and `fixed-cidr-v6`:
+ * the subnet's first address is the bridge's (dockerd's default gateway); a
+ * fixed-cidr-v6 without ipv6 is kept, unused, as dockerd keeps it.
+ */
+export function defaultBridgeIpv6(s: { ipv6?: boolean; fixedCidrV6?: string }): Network6Fields {
+  if (!s.fixedCidrV6) return NO_IPV6;
+  const subnet = userSubnet6(s.fixedCidrV6, 'fixed-cidr-v6');
+  return {
+    enable_ipv6: s.ipv6 ? 1 : 0,
+    subnet6: formatSubnet6(subnet),
+    gateway6: formatIp6(subnet.base + 1n),
+    ip_range6: '',
+  };
+}
+
 /** The IPv6 subnet of a network's columns, when it has IPv6 on. */
 export function subnet6Of(n: { enableIPv6: boolean; subnet6: string }): Subnet6 | null {
   return n.enableIPv6 && n.subnet6 ? userSubnet6(n.subnet6) : null;
@@ -97,6 +113,8 @@ export function subnet6Of(n: { enableIPv6: boolean; subnet6: string }): Subnet6 
 export interface Network6 {
   id: string;
   name: string;
+  /** The default bridge: no asked address; from a /80 or larger, addresses from the MAC, as dockerd's. */
+  predefined: boolean;
   enableIPv6: boolean;
   subnet6: string;
   gateway6: string;
@@ -111,7 +129,12 @@ export class Ipv6Addresses {
    * The endpoint's IPv6 address and whether it was asked for; '' on a network
    * without IPv6, where an asked address gets dockerd's answer.
    */
-  choose(network: Network6, asked: string | null | undefined, taken: () => string[]): { ip6: string; static: boolean } {
+  choose(
+    network: Network6,
+    asked: string | null | undefined,
+    taken: () => string[],
+    mac = '',
+  ): { ip6: string; static: boolean } {
     const subnet = subnet6Of(network);
     if (!subnet) {
       if (asked) {
@@ -122,6 +145,15 @@ export class Ipv6Addresses {
       return { ip6: '', static: false };
     }
     const gateway = parseIp6(network.gateway6)!;
+    if (asked && network.predefined) {
+      throw forbidden(
+        'user specified IP address is supported only when connecting to networks with user configured subnets',
+      );
+    }
+    // dockerd's default bridge on a fixed-cidr-v6 of /80 or larger: the MAC's 48 bits end the prefix.
+    if (network.predefined && subnet.prefix <= 80 && /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(mac)) {
+      return { ip6: formatIp6(subnet.base | BigInt(`0x${mac.replaceAll(':', '')}`)), static: false };
+    }
     if (asked) {
       const ip = parseIp6(asked);
       if (ip === null || ip === 0n) throw invalidParameter(`invalid IPv6 address: ${asked}`);

@@ -26,7 +26,7 @@ import {
   contains,
   overlaps,
 } from './ipam.js';
-import { NO_IPV6, networkIpv6, splitConfigs, subnet6Of } from './ipam6.js';
+import { defaultBridgeIpv6, NO_IPV6, networkIpv6, splitConfigs, subnet6Of } from './ipam6.js';
 import type { Subnet6 } from './ipv6.js';
 import type { Plumbing } from './plumbing.js';
 
@@ -37,6 +37,9 @@ export interface NetworkSettings {
   bip?: string;
   /** dockerd's `fixed-cidr`: where the default bridge gives addresses from. */
   fixedCidr?: string;
+  /** dockerd's `ipv6` and `fixed-cidr-v6`: the default bridge dual stack, with this IPv6 subnet. */
+  ipv6?: boolean;
+  fixedCidrV6?: string;
   /** dockerd's `default-address-pools`: where networks without a subnet get one. */
   pools: readonly AddressPool[];
 }
@@ -202,6 +205,8 @@ export class NetworkService {
     const { defaultBridge, bip, fixedCidr } = this.deps.settings;
     if (r.bridge !== defaultBridge) return false;
     if (bip && `${r.gateway}/${rowToNetwork(r).prefixLen}` !== bip) return false;
+    const v6 = defaultBridgeIpv6(this.deps.settings);
+    if (r.enable_ipv6 !== v6.enable_ipv6 || r.subnet6 !== v6.subnet6) return false;
     return !fixedCidr || r.ip_range === fixedCidr;
   }
 
@@ -246,6 +251,7 @@ export class NetworkService {
         [BRIDGE_NAME_OPTION]: defaultBridge!,
         'com.docker.network.driver.mtu': '1500',
       }),
+      ...defaultBridgeIpv6(this.deps.settings),
     };
   }
 
