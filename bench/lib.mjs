@@ -556,6 +556,7 @@ export async function berthdWithNetworks(id) {
   onCleanup(async () => {
     for (const b of made) spawnSync('ip', ['link', 'del', b], { stdio: 'ignore' });
     await new Firewall({ prefix }).teardown();
+    await new Firewall({ prefix, family: 6 }).teardown();
   });
   const d = await startBerthd({
     args: [

@@ -82,6 +82,9 @@ async function buildNetworks(config: Config, db: Db, events: EventBus, logger: L
   const repo = new NetworkRepository(db);
   const plumbing = new HostPlumbing({
     firewall: new Firewall({ prefix: n.iptablesChainPrefix, enabled: n.iptables, log }),
+    // dockerd's ip6tables needs its iptables on as well.
+    firewall6: new Firewall({ prefix: n.iptablesChainPrefix, enabled: n.iptables && n.ip6tables, family: 6, log }),
+    ipForward6: n.ipForward,
     ports: new HostPorts({ proxy: n.userlandProxy }),
     dns: new Dns({ configDir: path.join(config.execRoot, 'dns'), binary: AARDVARK_DNS, logger: log }),
     log,
@@ -91,6 +94,8 @@ async function buildNetworks(config: Config, db: Db, events: EventBus, logger: L
     pools: n.defaultAddressPools,
     ...(n.bip ? { bip: n.bip } : {}),
     ...(n.fixedCidr ? { fixedCidr: n.fixedCidr } : {}),
+    ipv6: n.ipv6,
+    ...(n.fixedCidrV6 ? { fixedCidrV6: n.fixedCidrV6 } : {}),
   };
   const networks = new NetworkService({ repo, events, logger, settings, plumbing });
   await networks.init();

@@ -43,9 +43,14 @@ export interface NetworkConfig {
   bridge: string | null;
   bip?: string;
   fixedCidr?: string;
+  /** dockerd's ipv6: the default bridge is dual stack (with fixedCidrV6, its IPv6 subnet). */
+  ipv6: boolean;
+  fixedCidrV6?: string;
   defaultAddressPools: { base: string; size: number }[];
   /** false: berth leaves the firewall alone (no NAT, no published-port rules). */
   iptables: boolean;
+  /** false: dual-stack networks get no ip6tables rules (dockerd's `ip6tables`, on by default since Docker 27). */
+  ip6tables: boolean;
   /** Whether berthd turns on the host's IPv4 forwarding (needed for outbound traffic). */
   ipForward: boolean;
   /**
@@ -101,6 +106,9 @@ const DaemonJson = z.looseObject({
   'fixed-cidr': z.string().optional(),
   'default-address-pools': z.array(z.object({ base: z.string(), size: z.number().int() })).optional(),
   iptables: z.boolean().optional(),
+  ip6tables: z.boolean().optional(),
+  ipv6: z.boolean().optional(),
+  'fixed-cidr-v6': z.string().optional(),
   'ip-forward': z.boolean().optional(),
   'userland-proxy': z.boolean().optional(),
   'iptables-chain-prefix': z.string().optional(),
@@ -135,8 +143,11 @@ Options:
   -b, --bridge string              The default network's bridge interface; "none" for no default network (default "berth0")
       --bip string                 The default bridge's address and prefix (default: the first free pool's)
       --fixed-cidr string          Where the default bridge gives addresses from
+      --ipv6                       The default bridge is dual stack (needs --fixed-cidr-v6)
+      --fixed-cidr-v6 string       The default bridge's IPv6 subnet
       --default-address-pool list  A pool networks get subnets from: base=10.10.0.0/16,size=24
       --iptables=false             Leave the firewall alone (no NAT, no published-port rules)
+      --ip6tables=false            No ip6tables rules for IPv6 networks (with --iptables=false, none either)
       --ip-forward=false           Leave the host's IPv4 forwarding as it is
       --userland-proxy=false       Publish ports by DNAT alone: no proxy behind a held host port
       --iptables-chain-prefix string  Prefix of berth's iptables chains (default "BERTH")
@@ -147,7 +158,7 @@ Options:
 `;
 
 /** dockerd's boolean flags that take `=false`; given bare, they mean true. */
-const BOOLEAN_VALUE_FLAGS = ['--iptables', '--ip-forward', '--userland-proxy'];
+const BOOLEAN_VALUE_FLAGS = ['--ipv6', '--iptables', '--ip6tables', '--ip-forward', '--userland-proxy'];
 
 function boolFlag(name: string, v: string | undefined): boolean | undefined {
   if (v === undefined) return undefined;
@@ -177,17 +188,28 @@ function networkConfig(
   if (!/^[A-Za-z0-9_-]{1,12}$/.test(prefix)) {
     throw new ConfigError(`invalid iptables chain prefix ${prefix}: 1 to 12 letters, digits, '_' or '-'`);
   }
+  const ipv6 = boolFlag('ipv6', str('ipv6')) ?? file.ipv6 ?? false;
+  const fixedCidrV6 = str('fixed-cidr-v6') ?? file['fixed-cidr-v6'];
+  if (ipv6 && !fixedCidrV6) {
+    // dockerd 27's words: it has no default IPv6 pool either.
+    throw new ConfigError(
+      'IPv6 is enabled for the default bridge, but no subnet is configured. Specify an IPv6 subnet using --fixed-cidr-v6',
+    );
+  }
   const bip = str('bip') ?? file.bip;
   const fixedCidr = str('fixed-cidr') ?? file['fixed-cidr'];
   return {
     bridge: bridge === 'none' ? null : bridge,
     ...(bip ? { bip } : {}),
     ...(fixedCidr ? { fixedCidr } : {}),
+    ipv6,
+    ...(fixedCidrV6 ? { fixedCidrV6 } : {}),
     defaultAddressPools: pools ?? [
       { base: '172.17.0.0/12', size: 16 },
       { base: '192.168.0.0/16', size: 20 },
     ],
     iptables: boolFlag('iptables', str('iptables')) ?? file.iptables ?? true,
+    ip6tables: boolFlag('ip6tables', str('ip6tables')) ?? file.ip6tables ?? true,
     ipForward: boolFlag('ip-forward', str('ip-forward')) ?? file['ip-forward'] ?? true,
     userlandProxy: boolFlag('userland-proxy', str('userland-proxy')) ?? file['userland-proxy'] ?? true,
     iptablesChainPrefix: prefix,
@@ -223,9 +245,12 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       'cpu-rt-runtime': { type: 'string' },
       bridge: { type: 'string', short: 'b' },
       bip: { type: 'string' },
+      ipv6: { type: 'string' },
+      'fixed-cidr-v6': { type: 'string' },
       'fixed-cidr': { type: 'string' },
       'default-address-pool': { type: 'string', multiple: true },
       iptables: { type: 'string' },
+      ip6tables: { type: 'string' },
       'ip-forward': { type: 'string' },
       'userland-proxy': { type: 'string' },
       'iptables-chain-prefix': { type: 'string' },

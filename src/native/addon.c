@@ -45,6 +45,7 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("seqpacketClose", js_seqpacket_close),
     EXPORT("netlinkOpen", js_netlink_open),
     EXPORT("netlinkRequest", js_netlink_request),
+    EXPORT("netnsOpenWrite", js_netns_open_write),
     EXPORT("mallocTrim", js_malloc_trim),
     EXPORT("releaseFileMappedPages", js_release_file_mapped_pages),
   };

@@ -52,5 +52,6 @@ BINDING(js_seqpacket_close);
 // netlink.c
 BINDING(js_netlink_open);
 BINDING(js_netlink_request);
+BINDING(js_netns_open_write);
 
 #endif

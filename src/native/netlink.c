@@ -90,6 +90,40 @@ BINDING(js_netlink_open) {
   return args_done(&a, js_int32(env, o.fd));
 }
 
+typedef struct {
+  int ns_fd;
+  const char *path;
+  int fd;
+  int err;
+} ns_file_t;
+
+static void *ns_file_open(void *arg) {
+  ns_file_t *o = arg;
+  if (setns(o->ns_fd, CLONE_NEWNET) != 0) o->err = errno;
+  else if ((o->fd = open(o->path, O_WRONLY | O_CLOEXEC)) < 0) o->err = errno;
+  return NULL;
+}
+
+// netnsOpenWrite(nsPath, path): a write-only fd of a file opened by a thread
+// inside that network namespace. /proc/sys/net/... names the opener's
+// namespace's settings, and the open file keeps them: a container
+// interface's sysctls are written through it from berthd's own thread.
+BINDING(js_netns_open_write) {
+  ARGS(a, 2);
+  const char *ns_path = args_string(&a, 0);
+  const char *path = args_string(&a, 1);
+  if (!ns_path || !path) return args_done(&a, throw_errno(env, "open", path, EINVAL));
+  ns_file_t o = {.ns_fd = open(ns_path, O_RDONLY | O_CLOEXEC), .path = path, .fd = -1, .err = 0};
+  if (o.ns_fd < 0) return args_done(&a, throw_errno(env, "open", ns_path, errno));
+  pthread_t t;
+  int e = pthread_create(&t, NULL, ns_file_open, &o);
+  if (e == 0) pthread_join(t, NULL);
+  else o.err = e;
+  close(o.ns_fd);
+  if (o.fd < 0) return args_done(&a, throw_errno(env, "open", path, o.err));
+  return args_done(&a, js_int32(env, o.fd));
+}
+
 // The kernel's reason in an error's extended-ack attributes, or NULL.
 static const char *nl_ack_reason(const struct nlmsghdr *h) {
   if (!(h->nlmsg_flags & NLM_F_ACK_TLVS)) return NULL;

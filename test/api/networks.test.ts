@@ -398,10 +398,11 @@ it('adds the link-local addresses asked for beside its own, shown in IPAMConfig'
   const v6 = await d.request('POST', '/containers/create', {
     body: {
       Image: env.busybox,
-      NetworkingConfig: { EndpointsConfig: { bridge: { IPAMConfig: { LinkLocalIPs: ['fe80::8'] } } } },
+      NetworkingConfig: { EndpointsConfig: { bridge: { IPAMConfig: { LinkLocalIPs: ['169.254.8'] } } } },
     },
   });
   expect(v6.status).toBe(400);
+  expect(v6.json.message).toBe('invalid link-local IP address: 169.254.8');
 });
 
 describe("a container joining another's network (container:<id>)", () => {

@@ -54,6 +54,7 @@ export function networkSetup(): NetworkSetup {
         }
       }
       await new Firewall({ prefix }).teardown();
+      await new Firewall({ prefix, family: 6 }).teardown();
     },
   };
 }

@@ -51,9 +51,14 @@ describe('parsePortBindings', () => {
     expect(refusal(() => parsePortBindings({ '80/tcp': [{ HostIp: 'nope', HostPort: '1' }] }))).toBe(
       'invalid IP address in port binding: "nope"',
     );
-    expect(refusal(() => parsePortBindings({ '80/tcp': [{ HostIp: '::', HostPort: '1' }] }))).toMatch(
-      /IPv6 .* not supported by berth yet/,
-    );
+  });
+
+  it('takes IPv6 host addresses, in the form inspect and ip6tables print', () => {
+    const hosts = (ip: string) => parsePortBindings({ '80/tcp': [{ HostIp: ip, HostPort: '1' }] }).map((r) => r.hostIp);
+    expect(hosts('::')).toEqual(['::']);
+    expect(hosts('[::1]')).toEqual(['::1']);
+    expect(hosts('FD00:0:0::0:2')).toEqual(['fd00::2']);
+    expect(hosts('::ffff:127.0.0.1')).toEqual(['127.0.0.1']);
   });
 });
 

@@ -16,7 +16,7 @@ export function networkShape(n: Network, apiVersion: string, endpoints?: Network
     Driver: n.driver,
     // API 1.47's EnableIPv4 came with 1.48 in dockerd; berth's networks always have IPv4.
     ...(versionBelow(apiVersion, '1.48') ? {} : { EnableIPv4: n.driver === 'bridge' }),
-    EnableIPv6: false,
+    EnableIPv6: n.enableIPv6,
     IPAM: {
       Driver: 'default',
       Options: n.predefined ? null : n.ipamOptions,
@@ -28,6 +28,15 @@ export function networkShape(n: Network, apiVersion: string, endpoints?: Network
               ...(n.ipRange ? { IPRange: n.ipRange } : {}),
               ...(Object.keys(n.auxAddresses).length ? { AuxiliaryAddresses: n.auxAddresses } : {}),
             },
+            ...(n.subnet6
+              ? [
+                  {
+                    Subnet: n.subnet6,
+                    ...(n.gateway6 ? { Gateway: n.gateway6 } : {}),
+                    ...(n.ipRange6 ? { IPRange: n.ipRange6 } : {}),
+                  },
+                ]
+              : []),
           ]
         : [],
     },
@@ -44,7 +53,7 @@ export function networkShape(n: Network, apiVersion: string, endpoints?: Network
           EndpointID: e.row.id,
           MacAddress: e.row.mac,
           IPv4Address: e.row.ip ? `${e.row.ip}/${n.prefixLen}` : '',
-          IPv6Address: '',
+          IPv6Address: e.row.ip6 ? `${e.row.ip6}/${n.prefixLen6}` : '',
         },
       ]),
     ),
@@ -56,9 +65,10 @@ export function networkShape(n: Network, apiVersion: string, endpoints?: Network
 /** An endpoint's IPAMConfig as asked: its static address, its link-local ones; null when neither. */
 function ipamConfig(row: ContainerEndpoint['row']): Record<string, unknown> | null {
   const linkLocal = JSON.parse(row.link_local_ips) as string[];
-  if (!row.static_ip && !linkLocal.length) return null;
+  if (!row.static_ip && !row.static_ip6 && !linkLocal.length) return null;
   return {
     ...(row.static_ip ? { IPv4Address: row.ip } : {}),
+    ...(row.static_ip6 ? { IPv6Address: row.ip6 } : {}),
     ...(linkLocal.length ? { LinkLocalIPs: linkLocal } : {}),
   };
 }
@@ -86,9 +96,9 @@ export function containerNetworks(
           Gateway: live ? e.network.gateway : '',
           IPAddress: live ? e.row.ip : '',
           IPPrefixLen: live ? e.network.prefixLen : 0,
-          IPv6Gateway: '',
-          GlobalIPv6Address: '',
-          GlobalIPv6PrefixLen: 0,
+          IPv6Gateway: live && e.row.ip6 ? e.network.gateway6 : '',
+          GlobalIPv6Address: live ? e.row.ip6 : '',
+          GlobalIPv6PrefixLen: live && e.row.ip6 ? e.network.prefixLen6 : 0,
           // API 1.44: the names the endpoint answers to on its network.
           ...(versionBelow(apiVersion, '1.44') ? {} : { DNSNames: live && !e.network.predefined ? e.dnsNames : null }),
         },

@@ -275,6 +275,8 @@ async function writeEtcFiles(
         ...linkHosts,
         ...net.linkHosts,
         `${net.address ?? '127.0.1.1'}\t${ownHostsNames(name, c.config.Domainname)}`,
+        // A dual-stack first network's IPv6 address names it too, as dockerd writes it.
+        ...(net.address6 ? [`${net.address6}\t${ownHostsNames(name, c.config.Domainname)}`] : []),
         '',
       ].join('\n');
   await writeFile(hosts, hostsText);

@@ -1,6 +1,7 @@
 // Which host ports berth has handed out, by protocol and address, with
 // dockerd's rules (libnetwork/portallocator): a port taken on 0.0.0.0 is
-// taken on every address, one taken on an address is taken for 0.0.0.0;
+// taken on every IPv4 address, one taken on an address is taken for 0.0.0.0
+// (and :: likewise for IPv6: the two families' sockets do not meet);
 // ephemeral ports come from the kernel's ip_local_port_range, skipping
 // ip_local_reserved_ports, each range searched on from the port it handed out
 // last. This table only says what berth has promised; whether another process
@@ -9,6 +10,11 @@ import { readFileSync } from 'node:fs';
 import type { Proto } from './rules.js';
 
 export const ANY = '0.0.0.0';
+/** IPv6's every address: bound IPv6-only, beside 0.0.0.0. */
+export const ANY6 = '::';
+
+const family = (addr: string) => (addr.includes(':') ? 6 : 4);
+const isAny = (addr: string) => addr === ANY || addr === ANY6;
 
 export interface PortRange {
   start: number;
@@ -59,9 +65,10 @@ export class PortTable {
   holder(proto: Proto, addr: string, port: number): string | null {
     const on = this.taken.get(`${proto}/${port}`);
     if (!on) return null;
-    if (addr === ANY) return on.values().next().value ?? null;
+    const same = [...on].filter((a) => family(a) === family(addr));
+    if (isAny(addr)) return same[0] ?? null;
     if (on.has(addr)) return addr;
-    return on.has(ANY) ? ANY : null;
+    return same.find(isAny) ?? null;
   }
 
   take(proto: Proto, addrs: string[], port: number): void {

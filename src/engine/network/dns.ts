@@ -15,7 +15,7 @@
 // renamed over, so the daemon never reads half of one) and the daemon reloaded
 // once for all the changes that arrived meanwhile. A change's promise resolves
 // when the daemon answers with it.
-import { isIP, isIPv4 } from 'node:net';
+import { isIP, isIPv4, isIPv6 } from 'node:net';
 import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { invalidParameter } from '../../errors.js';
@@ -27,6 +27,8 @@ export interface DnsEntry {
   containerId: string;
   /** Its address on this network. */
   ipv4: string;
+  /** Its IPv6 address on a dual-stack network: aardvark-dns answers AAAA queries with it. */
+  ipv6?: string;
   /** What resolves to it on this network: name, aliases, short id (dockerd's DNSNames). */
   names: string[];
   /** Upstream servers for this container's other names (HostConfig.Dns), instead of the host's. */
@@ -224,7 +226,7 @@ function networkFile(records: NetworkRecords): string {
   const lines = [records.gatewayIp];
   for (const e of records.entries.values()) {
     const servers = e.dnsServers?.length ? ` ${e.dnsServers.join(',')}` : '';
-    lines.push(`${e.containerId} ${e.ipv4}  ${[...new Set(e.names)].join(',')}${servers}`);
+    lines.push(`${e.containerId} ${e.ipv4} ${e.ipv6 ?? ''} ${[...new Set(e.names)].join(',')}${servers}`);
   }
   return `${lines.join('\n')}\n`;
 }
@@ -254,6 +256,7 @@ const copied = (e: DnsEntry): DnsEntry => ({
 function checkEntry(e: DnsEntry): void {
   if (!FIELD.test(e.containerId)) throw invalidParameter(`invalid container id for DNS: "${e.containerId}"`);
   if (!isIPv4(e.ipv4)) throw invalidParameter(`invalid IPv4 address for DNS: "${e.ipv4}"`);
+  if (e.ipv6 !== undefined && !isIPv6(e.ipv6)) throw invalidParameter(`invalid IPv6 address for DNS: "${e.ipv6}"`);
   if (e.names.length === 0) throw invalidParameter(`no DNS name for container ${e.containerId}`);
   for (const name of e.names) {
     if (!FIELD.test(name)) throw invalidParameter(`invalid DNS name "${name}": no spaces or commas`);

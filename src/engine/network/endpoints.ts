@@ -9,6 +9,8 @@ import type { EventBus } from '../events.js';
 import { isUniqueViolation } from '../store/containers.js';
 import type { EndpointRow, NetworkRepository } from '../store/networks.js';
 import { contains, formatIp, macFor, nextFreeAddress, parseCidr, parseIp, subnetOf, userSubnet } from './ipam.js';
+import { Ipv6Addresses } from './ipam6.js';
+import { canonicalIp6 } from './ipv6.js';
 import type { Plumbing } from './plumbing.js';
 import type { PortBinding, PortRequest } from './ports.js';
 import { bridgeResolvConf, type DnsOverrides, readHostResolvConf, resolvConf } from './resolvconf.js';
@@ -100,6 +102,7 @@ const isContainerMode = (mode: string) => mode.startsWith('container:');
 export class Endpoints {
   /** The last address given on each network: the next is given after it (see nextFreeAddress). */
   private readonly lastGiven = new Map<string, number>();
+  private readonly ipv6 = new Ipv6Addresses();
 
   constructor(
     private readonly deps: {
@@ -187,11 +190,27 @@ export class Endpoints {
       aliases: JSON.stringify(settings.Aliases ?? []),
       links: JSON.stringify(settings.Links ?? []),
       link_local_ips: JSON.stringify(linkLocalIps(settings)),
+      ip6: '',
+      static_ip6: 0,
     };
     if (network.driver !== 'bridge') return row;
     const asked = settings.IPAMConfig?.IPv4Address;
     const ip = asked ? this.staticAddress(network, asked) : this.freeAddress(network);
-    return { ...row, ip: formatIp(ip), mac: row.mac || macFor(ip), static_ip: asked ? 1 : 0 };
+    const mac = row.mac || macFor(ip);
+    const v6 = this.ipv6.choose(
+      network,
+      settings.IPAMConfig?.IPv6Address,
+      () => this.deps.repo.endpointsOfNetwork(network.id).map((e) => e.ip6),
+      mac,
+    );
+    return {
+      ...row,
+      ip: formatIp(ip),
+      mac,
+      static_ip: asked ? 1 : 0,
+      ip6: v6.ip6,
+      static_ip6: v6.static ? 1 : 0,
+    };
   }
 
   private staticAddress(network: Network, text: string): number {
@@ -332,7 +351,7 @@ export class Endpoints {
   async etcFiles(
     containerId: string,
     own: DnsOverrides,
-  ): Promise<{ address: string | null; resolvConf: string; linkHosts: string[] }> {
+  ): Promise<{ address: string | null; address6: string | null; resolvConf: string; linkHosts: string[] }> {
     const eps = this.of(containerId).filter((e) => e.network.driver === 'bridge');
     const d = this.deps.dnsDefaults;
     const overrides = {
@@ -344,6 +363,7 @@ export class Endpoints {
     const named = eps.find((e) => !e.network.predefined);
     return {
       address: eps[0]?.row.ip || null,
+      address6: eps[0]?.row.ip6 || null,
       resolvConf: named ? resolvConf(named.network.gateway, overrides, host) : bridgeResolvConf(overrides, host),
       linkHosts: eps.filter((e) => !e.network.predefined).flatMap((e) => this.linkHostsOn(e)),
     };
@@ -461,22 +481,17 @@ export class Endpoints {
 }
 
 /**
- * IPAMConfig.LinkLocalIPs, checked: IPv4 addresses (dockerd takes any address
- * and gives it a /16; berth has no IPv6). Bridge networks only, as dockerd's
- * other drivers have no interface to put them on.
+ * IPAMConfig.LinkLocalIPs, checked: IPv4 addresses (dockerd gives each a /16)
+ * and IPv6 ones (a /64), the latter kept in their canonical form. Bridge
+ * networks only, as dockerd's other drivers have no interface to put them on.
  */
 function linkLocalIps(s: EndpointSettings): string[] {
-  const ips = s.IPAMConfig?.LinkLocalIPs ?? [];
-  for (const ip of ips) {
-    if (parseIp(ip) === null) {
-      throw invalidParameter(
-        ip.includes(':')
-          ? `an IPv6 link-local address (${ip}) is not supported by berth yet`
-          : `invalid link-local IP address: ${ip}`,
-      );
-    }
-  }
-  return ips;
+  return (s.IPAMConfig?.LinkLocalIPs ?? []).map((ip) => {
+    const v6 = ip.includes(':') ? canonicalIp6(ip) : null;
+    if (v6 && v6 !== '::') return v6;
+    if (parseIp(ip) === null || ip === '0.0.0.0') throw invalidParameter(`invalid link-local IP address: ${ip}`);
+    return ip;
+  });
 }
 
 /** The network's auxiliary addresses: never given to an endpoint. */
@@ -498,7 +513,6 @@ function checkSettings(network: Network, s: EndpointSettings): void {
   const refuse = (what: string) => {
     throw invalidParameter(`${what} (network ${network.name}) is not supported by berth yet`);
   };
-  if (s.IPAMConfig?.IPv6Address) refuse('an IPv6 address');
   if (s.Links?.length && network.predefined) {
     throw invalidParameter(
       `links on network ${network.name} are HostConfig.Links (legacy links on the default bridge); an endpoint's links apply to user networks`,
@@ -513,7 +527,11 @@ function checkSettings(network: Network, s: EndpointSettings): void {
   if (s.GwPriority) refuse('a gateway priority');
   if (
     network.driver !== 'bridge' &&
-    (s.Aliases?.length || s.IPAMConfig?.IPv4Address || s.IPAMConfig?.LinkLocalIPs?.length || s.MacAddress)
+    (s.Aliases?.length ||
+      s.IPAMConfig?.IPv4Address ||
+      s.IPAMConfig?.IPv6Address ||
+      s.IPAMConfig?.LinkLocalIPs?.length ||
+      s.MacAddress)
   ) {
     throw invalidParameter(`network-scoped aliases, addresses and MACs apply to bridge networks, not ${network.name}`);
   }

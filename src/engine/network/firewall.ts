@@ -1,6 +1,7 @@
 // berth's firewall: the iptables rules that give bridge networks outbound
 // NAT, isolation and published ports, as dockerd's bridge driver makes them
-// (rules.ts has the rules and why). IPv4 only: berth's networks have no IPv6 yet.
+// (rules.ts has the rules and why). One Firewall per family: iptables for
+// IPv4, ip6tables for the IPv6 side of dual-stack networks.
 //
 // The state is given, not asked: the caller says which networks and port
 // mappings exist, and every change rewrites all of berth's chains in one
@@ -16,10 +17,12 @@
 import { invalidParameter } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { type Iptables, iptables } from './iptables.js';
-import { isUnspecified, ipv4Number, parseSubnet } from './ipv4.js';
+import { inSubnet, isUnspecified, ipv4Number, parseSubnet } from './ipv4.js';
+import { canonicalIp6, contains6, formatSubnet6, parseIp6, userSubnet6 } from './ipv6.js';
 import {
   type Chains,
   chainsOf,
+  type Family,
   type FirewallNetwork,
   initText,
   MAX_PREFIX,
@@ -28,6 +31,7 @@ import {
   PROTOS,
   type PortMapping,
   type RuleNetwork,
+  type RuleSubnet,
   renderState,
   savedLines,
   teardownText,
@@ -42,6 +46,8 @@ export interface FirewallOptions {
   enabled?: boolean;
   /** Run iptables in this network namespace (a name under /run/netns, or a path): tests. */
   netns?: string;
+  /** 4 (iptables, the default) or 6 (ip6tables): the family of every subnet and address given. */
+  family?: Family;
   log?: Logger;
 }
 
@@ -60,26 +66,52 @@ const PREFIX = new RegExp(`^[A-Za-z][A-Za-z0-9_-]{0,${MAX_PREFIX - 1}}$`);
 
 const mappingId = (m: PortMapping) => `${m.proto} ${m.hostIp}:${m.hostPort} ${m.containerIp}:${m.containerPort}`;
 
-function checkNetwork(n: FirewallNetwork): RuleNetwork {
+const FAMILY_NAME = { 4: 'IPv4', 6: 'IPv6' } as const;
+
+function ruleSubnet(text: string, family: Family): RuleSubnet | null {
+  if (family === 4) {
+    const net = parseSubnet(text);
+    return net && { cidr: net.cidr, has: (a) => inSubnet(a, net) };
+  }
+  try {
+    const net = userSubnet6(text);
+    return { cidr: formatSubnet6(net), has: (a) => contains6(net, parseIp6(a) ?? -1n) };
+  } catch {
+    return null;
+  }
+}
+
+/** The address in the family's printed form; null when it is not one of the family. */
+const familyAddress = (addr: string, family: Family): string | null =>
+  family === 4 ? (ipv4Number(addr) === null ? null : addr) : canonicalIp6(addr);
+
+function checkNetwork(n: FirewallNetwork, family: Family): RuleNetwork {
   if (!BRIDGE.test(n.bridge)) throw invalidParameter(`invalid bridge name: ${JSON.stringify(n.bridge)}`);
-  const net = parseSubnet(n.subnet);
-  if (!net)
-    throw invalidParameter(`invalid subnet ${JSON.stringify(n.subnet)}: berth's firewall takes IPv4 CIDRs only`);
+  const net = ruleSubnet(n.subnet, family);
+  if (!net) {
+    throw invalidParameter(
+      `invalid subnet ${JSON.stringify(n.subnet)}: this firewall takes ${FAMILY_NAME[family]} CIDRs only`,
+    );
+  }
   return { bridge: n.bridge, subnet: net.cidr, internal: n.internal, masquerade: n.masquerade, net };
 }
 
 const validPort = (p: number) => Number.isInteger(p) && p >= 1 && p <= 65535;
 
-function checkMapping(m: PortMapping, networks: RuleNetwork[]): PortMapping {
+function checkMapping(m: PortMapping, networks: RuleNetwork[], family: Family): PortMapping {
   const text = JSON.stringify(m);
   if (!PROTOS.includes(m.proto)) throw invalidParameter(`invalid protocol in port mapping ${text}`);
   if (!validPort(m.hostPort) || !validPort(m.containerPort))
     throw invalidParameter(`invalid port in port mapping ${text}`);
-  const hostIp = isUnspecified(m.hostIp) ? '' : m.hostIp;
-  if ((hostIp && ipv4Number(hostIp) === null) || ipv4Number(m.containerIp) === null) {
-    throw invalidParameter(`invalid address in port mapping ${text}: berth's firewall takes IPv4 addresses only`);
+  const unspecified = isUnspecified(m.hostIp) || (family === 6 && canonicalIp6(m.hostIp) === '::');
+  const hostIp = unspecified ? '' : familyAddress(m.hostIp, family);
+  const containerIp = familyAddress(m.containerIp, family);
+  if (hostIp === null || containerIp === null) {
+    throw invalidParameter(
+      `invalid address in port mapping ${text}: this firewall takes ${FAMILY_NAME[family]} addresses only`,
+    );
   }
-  const mapping = { ...m, hostIp };
+  const mapping = { ...m, hostIp, containerIp };
   const net = networkOf(networks, mapping);
   if (!net) throw invalidParameter(`port mapping ${text}: ${m.containerIp} is on none of the firewall's networks`);
   if (net.internal)
@@ -90,6 +122,7 @@ function checkMapping(m: PortMapping, networks: RuleNetwork[]): PortMapping {
 export class Firewall {
   readonly enabled: boolean;
   readonly chains: Chains;
+  readonly family: Family;
   private readonly ipt: Iptables;
   private readonly log?: Logger;
   private networks = new Map<string, RuleNetwork>();
@@ -108,8 +141,9 @@ export class Firewall {
       );
     }
     this.enabled = o.enabled ?? true;
-    this.chains = chainsOf(o.prefix);
-    this.ipt = iptables(o.netns);
+    this.family = o.family ?? 4;
+    this.chains = chainsOf(o.prefix, this.family);
+    this.ipt = iptables(o.netns, this.family);
     this.log = o.log;
   }
 
@@ -131,7 +165,7 @@ export class Firewall {
   /** Adds or changes a network (by its bridge). */
   setNetwork(n: FirewallNetwork): Promise<void> {
     return this.change(() => {
-      const net = checkNetwork(n);
+      const net = checkNetwork(n, this.family);
       this.networks.set(net.bridge, net);
     });
   }
@@ -144,7 +178,7 @@ export class Firewall {
   /** Adds port mappings (each to its key's set; one given twice is there once). */
   addPorts(mappings: PortMapping[]): Promise<void> {
     return this.change(() => {
-      const checked = mappings.map((m) => checkMapping(m, [...this.networks.values()]));
+      const checked = mappings.map((m) => checkMapping(m, [...this.networks.values()], this.family));
       for (const m of checked) {
         const own = this.ports.get(m.key) ?? new Map<string, PortMapping>();
         own.set(mappingId(m), m);
@@ -166,9 +200,9 @@ export class Firewall {
   /** Replaces the whole state: what a daemon says once it knows what it has (after a restart). */
   replace(state: FirewallState): Promise<void> {
     return this.change(() => {
-      const networks = new Map(state.networks.map((n) => [n.bridge, checkNetwork(n)]));
+      const networks = new Map(state.networks.map((n) => [n.bridge, checkNetwork(n, this.family)]));
       const ports = new Map<string, Map<string, PortMapping>>();
-      for (const m of state.ports.map((p) => checkMapping(p, [...networks.values()]))) {
+      for (const m of state.ports.map((p) => checkMapping(p, [...networks.values()], this.family))) {
         ports.set(m.key, (ports.get(m.key) ?? new Map()).set(mappingId(m), m));
       }
       this.networks = networks;

@@ -63,8 +63,12 @@ async function run(file: string, args: string[], input: string): Promise<Result>
   return { code: exit.code, stdout, stderr };
 }
 
-/** The runner for the host, or for the named network namespace (a name under /run/netns, or a path). */
-export function iptables(netns?: string): Iptables {
+/**
+ * The runner for the host, or for the named network namespace (a name under
+ * /run/netns, or a path); family 6 runs ip6tables-save and ip6tables-restore.
+ */
+export function iptables(netns?: string, family: 4 | 6 = 4): Iptables {
+  const prog = family === 6 ? 'ip6tables' : 'iptables';
   const wrap = (tool: string, args: string[]): [string, string[]] => {
     const file = findTool(tool);
     if (!netns) return [file, args];
@@ -80,9 +84,9 @@ export function iptables(netns?: string): Iptables {
     return r.stdout;
   };
   return {
-    save: () => exec('iptables-save', []),
+    save: () => exec(`${prog}-save`, []),
     restore: async (text) => {
-      await exec('iptables-restore', ['-w', '--noflush'], text);
+      await exec(`${prog}-restore`, ['-w', '--noflush'], text);
     },
   };
 }

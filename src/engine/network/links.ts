@@ -6,7 +6,7 @@
 //
 // API (each returns a Promise; names are interface names, at most 15 bytes;
 // `hostNs` is the path of the namespace the bridge lives in, berthd's own when absent):
-//   ensureBridge({name, gatewayCidr?, mtu?, mac?, hostNs?}): {created, index, mac, mtu}
+//   ensureBridge({name, gatewayCidr?, mtu?, mac?, hostNs?, ipv6?}): {created, index, mac, mtu}
 //       creates the bridge when absent (with a fixed MAC: a bridge without one takes
 //       its ports' lowest, which changes as containers come and go), adds the gateway
 //       address(es), sets route_localnet (so DNAT to 127.0.0.1 works), brings it up;
@@ -14,11 +14,12 @@
 //       addresses it was not given (when given one). Idempotent.
 //   linkIPv4Cidrs(name, hostNs?): string[]      the link's IPv4 addresses; [] when absent
 //   removeBridge(name, hostNs?): boolean       false: there was none
-//   attachContainer({nsPath, bridge, hostIfName, ifName = 'eth0', cidr, gateway?, mac?, mtu?, hostNs?}):
+//   attachContainer({nsPath, bridge, hostIfName, ifName = 'eth0', cidr, gateway?, mac?, mtu?, hostNs?, ipv6?}):
 //       {mac, mtu}
 //       a veth pair with its peer made inside nsPath, host end on the bridge and up;
-//       in the namespace: the address(es), the MAC (dockerd's 02:42:<IPv4> when not
-//       given), up, and a default route through each gateway. Undone when a step fails.
+//       in the namespace: IPv6 on or off (disable_ipv6) when asked, the address(es),
+//       the MAC (dockerd's 02:42:<IPv4> when not given), up, and a default route
+//       through each gateway. Undone when a step fails.
 //   detachContainer(hostIfName, hostNs?): boolean   deletes the host end (its peer goes
 //       with it); false: there was none
 //   macForIPv4(ip): string                     dockerd's 02:42:<the 4 bytes> (not a Promise)
@@ -30,6 +31,7 @@ import { randomBytes } from 'node:crypto';
 import { conflict, EngineError, invalidParameter, notFound, systemError } from '../../errors.js';
 import { isNetlinkError, type Link, Netlink } from '../os/netlink.js';
 import { formatIP, formatMac, linkNameProblem, parseCidr, parseIP, parseMac } from '../os/netlink-wire.js';
+import { writeNetnsSysctl } from '../os/netns-sysctl.js';
 
 export interface BridgeSpec {
   name: string;
@@ -38,6 +40,8 @@ export interface BridgeSpec {
   mtu?: number;
   mac?: string;
   hostNs?: string;
+  /** IPv6 turned on for the bridge (disable_ipv6 0), before its IPv6 gateway address is added. */
+  ipv6?: boolean;
 }
 
 export interface BridgeState {
@@ -64,6 +68,11 @@ export interface AttachSpec {
   /** The bridge's when absent. */
   mtu?: number;
   hostNs?: string;
+  /**
+   * false: IPv6 is turned off on the interface (disable_ipv6), as dockerd does
+   * for an endpoint without an IPv6 address; true: on. Absent: as the kernel has it.
+   */
+  ipv6?: boolean;
 }
 
 export interface Attachment {
@@ -124,6 +133,7 @@ async function configureBridge(nl: Netlink, spec: BridgeSpec, cidrs: string[], c
   await nl.setIPv4Conf(name, { routeLocalnet: 1 });
   // Dropped first: removing a primary address takes the secondaries of its subnet with it.
   await dropOtherIPv4(nl, name, cidrs);
+  if (spec.ipv6) setInterfaceIPv6(spec.hostNs ?? '/proc/self/ns/net', name, true);
   for (const cidr of cidrs) await addAddressOnce(nl, name, cidr);
   await nl.setUp(name);
   const after = (await nl.link(name))!;
@@ -159,6 +169,7 @@ export async function attachContainer(spec: AttachSpec): Promise<Attachment> {
     try {
       await createVeth(host, spec, ifName, { mtu, peerMac: mac, master: bridge.index, up: true });
       try {
+        if (spec.ipv6 !== undefined) setInterfaceIPv6(spec.nsPath, ifName, spec.ipv6);
         return await configureInside(inside, ifName, cidrs, gateways, mtu);
       } catch (e) {
         await undo(() => host.deleteLink(spec.hostIfName, { missingOk: true }));
@@ -212,6 +223,15 @@ async function configureInside(nl: Netlink, ifName: string, cidrs: string[], gat
   await nl.setUp(ifName);
   for (const gateway of gateways) await nl.addDefaultRoute(gateway, link);
   return { mac: link.mac!, mtu };
+}
+
+/** disable_ipv6 of the interface, before it has an address or is up; nothing when the kernel has no IPv6. */
+function setInterfaceIPv6(nsPath: string, ifName: string, on: boolean): void {
+  try {
+    writeNetnsSysctl(nsPath, ['ipv6', 'conf', ifName, 'disable_ipv6'], on ? '0' : '1');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
 }
 
 /**

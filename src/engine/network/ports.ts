@@ -3,11 +3,14 @@
 // HostPort is an ephemeral port, "8000-8010" the first free one of a range),
 // PublishAllPorts for the exposed ports that have no binding, and the host
 // ports reserved by holding a socket on each (proxy.ts) for as long as the
-// container has them. IPv4 only: an empty HostIp is 0.0.0.0 (dockerd would
-// add [::] too), an IPv6 one is refused.
+// container has them. An empty HostIp is 0.0.0.0, and :: too for a container
+// with an IPv6 address (dual-stack network); an IPv6 HostIp is bound as given,
+// and reaches the container's IPv6 address, or through the userland proxy its
+// IPv4 one when it has none (dockerd 27 does the same).
 import net from 'node:net';
 import { invalidParameter, systemError } from '../../errors.js';
-import { ANY, type PortRange, PortTable } from './allocator.js';
+import { ANY, ANY6, type PortRange, PortTable } from './allocator.js';
+import { canonicalIp6 } from './ipv6.js';
 import { type Held, hold } from './proxy.js';
 import { PROTOS, type PortMapping, type Proto } from './rules.js';
 
@@ -63,9 +66,8 @@ function parseHostIp(text: string): string {
   if (text === '') return ANY;
   const unmapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(text)?.[1] ?? text;
   if (net.isIPv4(unmapped)) return unmapped;
-  if (net.isIPv6(text)) {
-    throw invalidParameter(`publishing on an IPv6 host address (${text}) is not supported by berth yet: IPv4 only`);
-  }
+  const v6 = canonicalIp6(text.replace(/^\[(.*)\]$/, '$1'));
+  if (v6) return v6;
   throw invalidParameter(`invalid IP address in port binding: ${JSON.stringify(text)}`);
 }
 
@@ -168,14 +170,15 @@ export class HostPorts {
    * host port 0.0.0.0:8080/tcp: address already in use" for one another
    * process holds.
    */
-  async reserve(key: string, containerIp: string, requests: PortRequest[]): Promise<PortBinding[]> {
+  async reserve(key: string, to: string | ContainerAddresses, requests: PortRequest[]): Promise<PortBinding[]> {
+    const container = typeof to === 'string' ? { ipv4: to } : to;
     const groups = new Map<string, PortRequest[]>();
     for (const r of [...requests].sort(compareRequests)) {
       groups.set(groupId(r), [...(groups.get(groupId(r)) ?? []), r]);
     }
     const made: Reservation[] = [];
     try {
-      for (const group of groups.values()) made.push(...(await this.reserveGroup(group, containerIp)));
+      for (const group of groups.values()) made.push(...(await this.reserveGroup(group, container)));
     } catch (e) {
       await this.releaseAll(made);
       throw e;
@@ -202,7 +205,7 @@ export class HostPorts {
   }
 
   /** Bindings that share a container port and host port spec: one port, held on each address. */
-  private async reserveGroup(group: PortRequest[], containerIp: string): Promise<Reservation[]> {
+  private async reserveGroup(group: PortRequest[], container: ContainerAddresses): Promise<Reservation[]> {
     const { proto, hostPort, hostPortEnd } = group[0]!;
     const addrs = group.map((r) => r.hostIp);
     const fixed = hostPort !== 0 && hostPort === hostPortEnd;
@@ -217,7 +220,7 @@ export class HostPorts {
       }
       this.table.take(proto, addrs, port);
       try {
-        return await this.holdAll(group, port, containerIp);
+        return await this.holdAll(group, port, container);
       } catch (e) {
         this.table.free(proto, addrs, port);
         lastError = e;
@@ -227,11 +230,11 @@ export class HostPorts {
   }
 
   /** Holds `port` on each address of the group, all or none. */
-  private async holdAll(group: PortRequest[], port: number, containerIp: string): Promise<Reservation[]> {
+  private async holdAll(group: PortRequest[], port: number, container: ContainerAddresses): Promise<Reservation[]> {
     const made: Reservation[] = [];
     try {
       for (const r of group) {
-        const target = this.proxy ? { host: containerIp, port: r.containerPort } : null;
+        const target = this.proxy ? { host: targetOf(r.hostIp, container), port: r.containerPort } : null;
         const held = await hold(r.proto, r.hostIp, port, target).catch((e: unknown) => {
           throw bindFailed(r.proto, r.hostIp, port, e);
         });
@@ -253,6 +256,37 @@ export class HostPorts {
   }
 }
 
-/** The firewall's port mappings for bindings made for a container at `containerIp`. */
+/** A container's addresses on the network it publishes through: IPv4, and IPv6 on a dual-stack one. */
+export interface ContainerAddresses {
+  ipv4: string;
+  ipv6?: string;
+}
+
+/** The address a host address's traffic goes to: the container's of the same family, else its IPv4 one. */
+export const targetOf = (hostIp: string, c: ContainerAddresses): string =>
+  hostIp.includes(':') && c.ipv6 ? c.ipv6 : c.ipv4;
+
+/** With an IPv6 address, each binding on 0.0.0.0 is on :: too, as dockerd binds both. */
+export function dualStack(requests: PortRequest[], c: ContainerAddresses): PortRequest[] {
+  if (!c.ipv6) return requests;
+  const out = new Map(requests.map((r) => [requestId(r), r]));
+  for (const r of requests.filter((x) => x.hostIp === ANY)) {
+    const v6 = { ...r, hostIp: ANY6 };
+    out.set(requestId(v6), v6);
+  }
+  return [...out.values()].sort(compareRequests);
+}
+
+/** The (iptables) port mappings of a container's bindings on IPv4 host addresses, to its IPv4 address. */
 export const mappingsOf = (key: string, containerIp: string, bindings: PortBinding[]): PortMapping[] =>
-  bindings.map((b) => ({ key, containerIp, ...b }));
+  bindings.filter((b) => !b.hostIp.includes(':')).map((b) => ({ key, containerIp, ...b }));
+
+/**
+ * The ip6tables port mappings of its bindings on IPv6 host addresses, to its
+ * IPv6 address; none without one (the userland proxy alone then carries them
+ * to its IPv4 address).
+ */
+export const mappings6Of = (key: string, containerIp6: string, bindings: PortBinding[]): PortMapping[] =>
+  containerIp6
+    ? bindings.filter((b) => b.hostIp.includes(':')).map((b) => ({ key, containerIp: containerIp6, ...b }))
+    : [];

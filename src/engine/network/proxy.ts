@@ -53,7 +53,8 @@ function holdTcp(host: string, port: number, target: Target | null): Promise<Hel
   const { server, open } = target ? proxyServer(target) : holdingServer();
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen({ host, port, exclusive: true }, () => {
+    // :: is IPv6's own (IPV6_V6ONLY), as dockerd binds it: 0.0.0.0 is held apart.
+    server.listen({ host, port, exclusive: true, ipv6Only: host.includes(':') }, () => {
       server.off('error', reject);
       // Errors after listening are a client's (ECONNRESET on accept…): never fatal to berthd.
       server.on('error', () => undefined);
@@ -69,7 +70,8 @@ function holdTcp(host: string, port: number, target: Target | null): Promise<Hel
 }
 
 function holdUdp(host: string, port: number): Promise<Held> {
-  const socket = dgram.createSocket({ type: 'udp4', reuseAddr: false });
+  const v6 = host.includes(':');
+  const socket = dgram.createSocket({ type: v6 ? 'udp6' : 'udp4', reuseAddr: false, ipv6Only: v6 });
   return new Promise((resolve, reject) => {
     socket.once('error', reject);
     socket.bind({ address: host, port, exclusive: true }, () => {

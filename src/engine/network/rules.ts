@@ -20,8 +20,15 @@
 //                                       from anywhere but lo (dockerd's rule)
 //
 // Rules are written in the form iptables-save prints them, so that what is
-// read back compares equal to what was written. IPv4 only.
-import { inSubnet, isLoopback, ipv4Number, type Subnet } from './ipv4.js';
+// read back compares equal to what was written.
+//
+// The same rules, for IPv6, are ip6tables' (dockerd's `ip6tables`, on by
+// default from Docker 27): a family-6 ruleset has host addresses as /128,
+// DNAT targets as [address]:port, and nothing for loopback, since IPv6 never
+// routes ::1 off lo: the OUTPUT jump leaves ::1 to the userland proxy, as
+// dockerd's does.
+import { isLoopback, ipv4Number } from './ipv4.js';
+import { parseIp6 } from './ipv6.js';
 
 export type Proto = 'tcp' | 'udp' | 'sctp';
 export const PROTOS: readonly Proto[] = ['tcp', 'udp', 'sctp'];
@@ -48,15 +55,25 @@ export interface PortMapping {
   containerPort: number;
 }
 
+/** A subnet as the rules need it: the text iptables-save prints, and membership. */
+export interface RuleSubnet {
+  cidr: string;
+  has(addr: string): boolean;
+}
+
 /** A network as the rules need it, its subnet parsed. */
 export interface RuleNetwork extends FirewallNetwork {
-  net: Subnet;
+  net: RuleSubnet;
 }
+
+export type Family = 4 | 6;
 
 export type Table = 'filter' | 'nat' | 'raw';
 export const TABLES: readonly Table[] = ['filter', 'nat', 'raw'];
 
 export interface Chains {
+  /** iptables (4) or ip6tables (6): the same chain names in each. */
+  family: Family;
   forward: string;
   isolation1: string;
   isolation2: string;
@@ -68,7 +85,8 @@ export interface Chains {
 /** Longest prefix that keeps every chain name within iptables' 28 characters. */
 export const MAX_PREFIX = 28 - '-POSTROUTING'.length;
 
-export const chainsOf = (prefix: string): Chains => ({
+export const chainsOf = (prefix: string, family: Family = 4): Chains => ({
+  family,
   forward: `${prefix}-FORWARD`,
   isolation1: `${prefix}-ISOLATION-1`,
   isolation2: `${prefix}-ISOLATION-2`,
@@ -96,7 +114,12 @@ interface Jump {
 export const jumpsOf = (c: Chains): Jump[] => [
   { table: 'filter', chain: 'FORWARD', spec: `-j ${c.forward}`, first: true },
   { table: 'nat', chain: 'PREROUTING', spec: `-m addrtype --dst-type LOCAL -j ${c.dnat}`, first: false },
-  { table: 'nat', chain: 'OUTPUT', spec: `-m addrtype --dst-type LOCAL -j ${c.dnat}`, first: false },
+  {
+    table: 'nat',
+    chain: 'OUTPUT',
+    spec: `${c.family === 6 ? '! -d ::1/128 ' : ''}-m addrtype --dst-type LOCAL -j ${c.dnat}`,
+    first: false,
+  },
   { table: 'nat', chain: 'POSTROUTING', spec: `-j ${c.postrouting}`, first: false },
   { table: 'raw', chain: 'PREROUTING', spec: `-j ${c.prerouting}`, first: false },
 ];
@@ -105,16 +128,24 @@ const match = (proto: Proto, port: number) => `-p ${proto} -m ${proto} --dport $
 
 /** The network a mapping's container is on, when it is one whose ports are published. */
 export const networkOf = (networks: RuleNetwork[], m: PortMapping): RuleNetwork | undefined =>
-  networks.find((n) => inSubnet(m.containerIp, n.net));
+  networks.find((n) => n.net.has(m.containerIp));
+
+/** An address as a number of its family, for ordering ('' is the unspecified one). */
+const addrOrder = (ip: string): bigint =>
+  ip.includes(':') ? (parseIp6(ip) ?? 0n) : BigInt(ipv4Number(ip || '0.0.0.0') ?? 0);
+const cmp = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
+/** A host's own address in a rule: /32, or /128 in IPv6. */
+const host = (c: Chains, ip: string) => `${ip}/${c.family === 6 ? 128 : 32}`;
+const dnatTo = (c: Chains, ip: string, port: number) => (c.family === 6 ? `[${ip}]:${port}` : `${ip}:${port}`);
 
 const byBridge = (a: RuleNetwork, b: RuleNetwork) => (a.bridge < b.bridge ? -1 : a.bridge > b.bridge ? 1 : 0);
 
 function byMapping(a: PortMapping, b: PortMapping): number {
   return (
-    ipv4Number(a.containerIp)! - ipv4Number(b.containerIp)! ||
+    cmp(addrOrder(a.containerIp), addrOrder(b.containerIp)) ||
     PROTOS.indexOf(a.proto) - PROTOS.indexOf(b.proto) ||
     a.containerPort - b.containerPort ||
-    ipv4Number(a.hostIp || '0.0.0.0')! - ipv4Number(b.hostIp || '0.0.0.0')! ||
+    cmp(addrOrder(a.hostIp), addrOrder(b.hostIp)) ||
     a.hostPort - b.hostPort
   );
 }
@@ -130,7 +161,7 @@ function filterRules(c: Chains, nets: RuleNetwork[], published: [PortMapping, Ru
       ]),
     ...published.map(
       ([m, n]) =>
-        `-A ${c.forward} -d ${m.containerIp}/32 -o ${n.bridge} ${match(m.proto, m.containerPort)} -m conntrack --ctstate DNAT -j ACCEPT`,
+        `-A ${c.forward} -d ${host(c, m.containerIp)} -o ${n.bridge} ${match(m.proto, m.containerPort)} -m conntrack --ctstate DNAT -j ACCEPT`,
     ),
     ...open.map((n) => `-A ${c.forward} -o ${n.bridge} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`),
     `-A ${c.forward} -j ${c.isolation1}`,
@@ -150,19 +181,20 @@ function natRules(c: Chains, nets: RuleNetwork[], published: [PortMapping, RuleN
   return [
     ...published.map(
       ([m]) =>
-        `-A ${c.dnat} ${m.hostIp ? `-d ${m.hostIp}/32 ` : ''}${match(m.proto, m.hostPort)} -j DNAT --to-destination ${m.containerIp}:${m.containerPort}`,
+        `-A ${c.dnat} ${m.hostIp ? `-d ${host(c, m.hostIp)} ` : ''}${match(m.proto, m.hostPort)} -j DNAT --to-destination ${dnatTo(c, m.containerIp, m.containerPort)}`,
     ),
     ...open
       .filter((n) => n.masquerade)
       .map((n) => `-A ${c.postrouting} -s ${n.net.cidr} ! -o ${n.bridge} -j MASQUERADE`),
     // The host reaching a port published on 127.0.0.1 (route_localnet lets the packet out).
-    ...open.map((n) => `-A ${c.postrouting} -s 127.0.0.0/8 -o ${n.bridge} -j MASQUERADE`),
+    ...(c.family === 6 ? [] : open).map((n) => `-A ${c.postrouting} -s 127.0.0.0/8 -o ${n.bridge} -j MASQUERADE`),
     // Hairpin: a container reaching a published port of its own bridge answers through the host.
     ...open.map((n) => `-A ${c.postrouting} -s ${n.net.cidr} -o ${n.bridge} -m conntrack --ctstate DNAT -j MASQUERADE`),
   ];
 }
 
 function rawRules(c: Chains, nets: RuleNetwork[], published: [PortMapping, RuleNetwork][]): string[] {
+  if (c.family === 6) return [];
   return [
     ...nets.map((n) => `-A ${c.prerouting} -d 127.0.0.0/8 -i ${n.bridge} -j DROP`),
     ...published

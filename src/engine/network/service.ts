@@ -26,6 +26,8 @@ import {
   contains,
   overlaps,
 } from './ipam.js';
+import { defaultBridgeIpv6, NO_IPV6, networkIpv6, splitConfigs, subnet6Of } from './ipam6.js';
+import type { Subnet6 } from './ipv6.js';
 import type { Plumbing } from './plumbing.js';
 
 export interface NetworkSettings {
@@ -35,6 +37,9 @@ export interface NetworkSettings {
   bip?: string;
   /** dockerd's `fixed-cidr`: where the default bridge gives addresses from. */
   fixedCidr?: string;
+  /** dockerd's `ipv6` and `fixed-cidr-v6`: the default bridge dual stack, with this IPv6 subnet. */
+  ipv6?: boolean;
+  fixedCidrV6?: string;
   /** dockerd's `default-address-pools`: where networks without a subnet get one. */
   pools: readonly AddressPool[];
 }
@@ -70,6 +75,14 @@ export interface Network {
   /** IPAM AuxiliaryAddresses: addresses of the subnet never given to a container. */
   auxAddresses: Record<string, string>;
   created: number;
+  /** EnableIPv6: the network is dual stack (its IPv6 subnet, gateway and range below). */
+  enableIPv6: boolean;
+  /** The IPv6 IPAM config ('' when none; kept but unused while IPv6 is off). */
+  subnet6: string;
+  gateway6: string;
+  ipRange6: string;
+  /** The IPv6 subnet's prefix length (0 without one). */
+  prefixLen6: number;
 }
 
 /** A container on a network, as network inspect lists it. */
@@ -123,7 +136,7 @@ const KNOWN_OPTIONS: Record<string, readonly string[] | null> = {
   'com.docker.network.bridge.enable_ip_masquerade': ['true'],
   'com.docker.network.bridge.enable_icc': ['true'],
   'com.docker.network.bridge.host_binding_ipv4': ['0.0.0.0'],
-  'com.docker.network.enable_ipv6': ['false'],
+  'com.docker.network.enable_ipv6': ['false', 'true'],
   'com.docker.network.enable_ipv4': ['true'],
   'com.docker.network.driver.mtu': ['1500'],
 };
@@ -147,6 +160,11 @@ const rowToNetwork = (r: NetworkRow): Network => ({
   ipamOptions: JSON.parse(r.ipam_options),
   auxAddresses: JSON.parse(r.aux_addresses),
   created: r.created,
+  enableIPv6: r.enable_ipv6 === 1,
+  subnet6: r.subnet6,
+  gateway6: r.gateway6,
+  ipRange6: r.ip_range6,
+  prefixLen6: r.subnet6 ? Number(r.subnet6.split('/')[1]) : 0,
 });
 
 const newId = () => randomBytes(32).toString('hex');
@@ -188,6 +206,8 @@ export class NetworkService {
     const { defaultBridge, bip, fixedCidr } = this.deps.settings;
     if (r.bridge !== defaultBridge) return false;
     if (bip && `${r.gateway}/${rowToNetwork(r).prefixLen}` !== bip) return false;
+    const v6 = defaultBridgeIpv6(this.deps.settings);
+    if (r.enable_ipv6 !== v6.enable_ipv6 || r.subnet6 !== v6.subnet6) return false;
     return !fixedCidr || r.ip_range === fixedCidr;
   }
 
@@ -253,6 +273,7 @@ export class NetworkService {
         [BRIDGE_NAME_OPTION]: defaultBridge!,
         'com.docker.network.driver.mtu': '1500',
       }),
+      ...defaultBridgeIpv6(this.deps.settings),
     };
   }
 
@@ -274,6 +295,7 @@ export class NetworkService {
       ipam_options: '{}',
       aux_addresses: '{}',
       created: Date.now(),
+      ...NO_IPV6,
     };
   }
 
@@ -298,6 +320,14 @@ export class NetworkService {
       .list()
       .filter((r) => r.subnet)
       .map((r) => subnetOf(parseCidr(r.subnet)!));
+  }
+
+  private usedSubnets6(): Subnet6[] {
+    return this.deps.repo
+      .list()
+      .map(rowToNetwork)
+      .map(subnet6Of)
+      .filter((s): s is Subnet6 => s !== null);
   }
 
   // ------------------------------------------------------------------ lookup
@@ -395,7 +425,6 @@ export class NetworkService {
     if (req.ConfigOnly || req.ConfigFrom?.Network) {
       throw invalidParameter('config-only networks (ConfigOnly, ConfigFrom) are not supported by berth yet');
     }
-    if (req.EnableIPv6) throw invalidParameter('IPv6 networks (EnableIPv6) are not supported by berth yet');
     if (req.EnableIPv4 === false) throw invalidParameter('a network without IPv4 is not supported by berth yet');
     const options = req.Options ?? {};
     for (const [k, v] of Object.entries(options)) {
@@ -411,10 +440,14 @@ export class NetworkService {
     if (this.deps.repo.list().some((r) => r.bridge === bridge)) {
       throw conflict(`bridge ${bridge} is already used by another network`);
     }
+    // dockerd reads the driver option when EnableIPv6 is not given.
+    const enableIPv6 = req.EnableIPv6 ?? options['com.docker.network.enable_ipv6'] === 'true';
+    const ipv6 = networkIpv6(enableIPv6, splitConfigs(req.IPAM?.Config ?? []).v6, this.usedSubnets6());
     return {
       ...this.rowDefaults(id, name, 'bridge', false),
       bridge,
       ...ipam,
+      ...ipv6,
       internal: req.Internal ? 1 : 0,
       attachable: req.Attachable ? 1 : 0,
       labels: JSON.stringify(req.Labels ?? {}),
@@ -433,7 +466,7 @@ export class NetworkService {
     if (req.IPAM?.Options && Object.keys(req.IPAM.Options).length) {
       throw invalidParameter('IPAM options are not supported by berth yet');
     }
-    const configs = req.IPAM?.Config ?? [];
+    const configs = splitConfigs(req.IPAM?.Config ?? []).v4;
     if (configs.length > 1) throw invalidParameter('berth networks have one IPv4 subnet; several were given');
     const cfg = configs[0];
     if (!cfg?.Subnet) {

@@ -93,6 +93,8 @@ export interface Native {
   netlinkOpen(nsPath: string | null): number;
   /** One request, on a thread of its own: the reply messages, without the closing ack. Rejects with errno errors. */
   netlinkRequest(fd: number, message: Buffer): Promise<Buffer[]>;
+  /** A write-only descriptor of `path` opened inside the network namespace at nsPath (its /proc/sys/net is that namespace's). */
+  netnsOpenWrite(nsPath: string, path: string): number;
   /** Returns the C heap's free pages, in every arena, to the kernel (malloc_trim); false when none were. */
   mallocTrim(): boolean;
   /**

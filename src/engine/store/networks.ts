@@ -18,6 +18,11 @@ export interface NetworkRow {
   ipam_options: string;
   aux_addresses: string;
   created: number;
+  enable_ipv6: number;
+  /** The IPv6 subnet, gateway and range ('' when none). */
+  subnet6: string;
+  gateway6: string;
+  ip_range6: string;
 }
 
 export interface EndpointRow {
@@ -32,6 +37,9 @@ export interface EndpointRow {
   /** IPAMConfig.LinkLocalIPs, a JSON list. */
   link_local_ips: string;
   seq: number;
+  /** The IPv6 address ('' on a network without IPv6). */
+  ip6: string;
+  static_ip6: number;
 }
 
 const statements = (db: Db) => ({
@@ -41,9 +49,10 @@ const statements = (db: Db) => ({
   byPrefix: db.prepare("SELECT * FROM networks WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
   insert: db.prepare(
     `INSERT INTO networks (id, name, driver, predefined, bridge, subnet, gateway, ip_range, ipam_given, internal,
-       attachable, labels, options, ipam_options, aux_addresses, created)
+       attachable, labels, options, ipam_options, aux_addresses, created, enable_ipv6, subnet6, gateway6, ip_range6)
      VALUES (@id, @name, @driver, @predefined, @bridge, @subnet, @gateway, @ip_range, @ipam_given, @internal,
-       @attachable, @labels, @options, @ipam_options, @aux_addresses, @created)`,
+       @attachable, @labels, @options, @ipam_options, @aux_addresses, @created, @enable_ipv6, @subnet6, @gateway6,
+       @ip_range6)`,
   ),
   remove: db.prepare('DELETE FROM networks WHERE id = ?'),
   endpointsOfNetwork: db.prepare('SELECT * FROM endpoints WHERE network_id = ? ORDER BY seq'),
@@ -59,8 +68,10 @@ const statements = (db: Db) => ({
   endpointCount: db.prepare('SELECT count(*) AS n FROM endpoints WHERE network_id = ?'),
   nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM endpoints'),
   insertEndpoint: db.prepare(
-    `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, link_local_ips, seq)
-     VALUES (@id, @network_id, @container_id, @ip, @mac, @static_ip, @aliases, @links, @link_local_ips, @seq)`,
+    `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, link_local_ips, seq,
+       ip6, static_ip6)
+     VALUES (@id, @network_id, @container_id, @ip, @mac, @static_ip, @aliases, @links, @link_local_ips, @seq,
+       @ip6, @static_ip6)`,
   ),
   removeEndpoint: db.prepare('DELETE FROM endpoints WHERE network_id = ? AND container_id = ?'),
   published: db.prepare('SELECT bindings FROM published_ports WHERE container_id = ?'),
