@@ -286,7 +286,7 @@ describe('a create for a platform', () => {
     expect((await refusal({}, `?platform=linux/${arch}DifferentArch`))[0]).toBe(404);
     expect(await refusal({}, '?platform=a/b/c/d')).toEqual([
       400,
-      '"a/b/c/d": unknown operating system or architecture: invalid argument',
+      '"a/b/c/d": cannot parse platform specifier: invalid argument',
     ]);
   });
 

@@ -729,7 +729,10 @@ describe('namespaces, groups, devices and limits', () => {
 
   it('refuses what it does not apply yet, and takes the zeros and defaults clients send', async () => {
     expect(await refused({ Links: ['other:db'] })).toBe('could not get container for other: No such container: other');
-    expect(await refused({ BlkioWeight: 300 })).toMatch(/^HostConfig.BlkioWeight is not supported by berth yet/);
+    // A GPU request: dockerd hands it to a device driver (nvidia's), which berth has not.
+    expect(await refused({ DeviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }] })).toMatch(
+      /^HostConfig.DeviceRequests is not supported by berth yet/,
+    );
     // A storage option with an empty value still asks for something (container-config.test.ts has the rest).
     expect(await refused({ StorageOpt: { size: '' } })).toBe(
       "--storage-opt is supported only for overlay over xfs with 'pquota' mount option",
