@@ -172,6 +172,16 @@ describe('restart policies', () => {
     await d.request('DELETE', `/containers/${id}?force=1`);
   });
 
+  it('a kill that ends the policy thaws a paused container, which then acts on the signal', async () => {
+    const id = await start(['sh', '-c', 'trap "exit 3" TERM; echo ready; while :; do sleep 0.1; done']);
+    await waitFor(async () => (await logText(id)).includes('ready'), 'the trap set');
+    expect((await d.request('POST', `/containers/${id}/pause`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${id}/kill?signal=TERM`)).status).toBe(204);
+    // Left frozen, its trap would never run and the wait would not answer.
+    expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(3);
+    await d.request('DELETE', `/containers/${id}`);
+  });
+
   it('a kill while the policy waits to restart the container ends the restart', async () => {
     const id = await start(['sh', '-c', 'exit 1'], { RestartPolicy: { Name: 'always' } });
     // From the fourth restart on the back-off is over a second: time to find it restarting.

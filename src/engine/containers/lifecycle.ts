@@ -188,6 +188,9 @@ export class Lifecycle {
     const exited = sig === 'SIGKILL' ? this.s.waits.add(c.id, 'not-running') : undefined;
     await this.signal(c.id, sig);
     publish(this.s.deps.events, c, 'kill', { signal: String(SIGNALS[sig] ?? sig) });
+    // dockerd's: a paused container that the kill ends is thawed, to act on the signal (kill's
+    // event, then unpause's). One whose exit is recorded meanwhile is not paused: nothing to thaw.
+    if (ends && c.status === 'paused') await this.unpause(c.id).catch(() => undefined);
     if (exited) await this.exitOf(c.id, exited);
   }
 
