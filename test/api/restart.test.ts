@@ -131,6 +131,76 @@ describe('restart policies', () => {
     expect(await state(id)).toMatchObject({ Status: 'exited' });
   });
 
+  // moby's TestKillWithStopSignalAndRestartPolicies, widened to the table dockerd 20.10 showed: a
+  // kill ends the policy only with the container's StopSignal, SIGKILL, or any signal when the
+  // container has no StopSignal of its own; every kill ends unless-stopped.
+  const trapping = ['sh', '-c', 'trap "exit 3" USR1 TERM HUP; echo ready; while :; do sleep 0.1; done'];
+  it.each([
+    ['always', undefined, 'SIGUSR1', false],
+    ['always', 'SIGTERM', 'SIGUSR1', true],
+    ['always', 'SIGTERM', 'TERM', false],
+    ['always', 'USR1', 'SIGTERM', true],
+    ['always', 'USR1', '10', false],
+    ['always', 'SIGTERM', 'SIGKILL', false],
+    ['unless-stopped', 'SIGTERM', 'SIGUSR1', false],
+    ['on-failure', 'SIGTERM', 'SIGHUP', true],
+    ['on-failure', undefined, 'SIGHUP', false],
+  ] as const)('policy %s, StopSignal %s, kill with %s: restarted %s', async (policy, stopSignal, signal, restarted) => {
+    const c = await d.request('POST', '/containers/create', {
+      body: {
+        Image: env.busybox,
+        Cmd: trapping,
+        StopSignal: stopSignal,
+        HostConfig: { RestartPolicy: { Name: policy } },
+      },
+    });
+    expect(c.status, c.text).toBe(201);
+    const id = c.json.Id as string;
+    expect((await d.request('POST', `/containers/${id}/start`)).status).toBe(204);
+    await waitFor(async () => (await logText(id)).includes('ready'), 'the trap set');
+    expect((await d.request('POST', `/containers/${id}/kill?signal=${signal}`)).status).toBe(204);
+    // Once the exit is recorded the container is either exited for good or restarting (or
+    // restarted already): no wait for something not to happen.
+    const after = await waitFor(async () => {
+      const j = (await d.request('GET', `/containers/${id}/json`)).json;
+      return j.State.Status !== 'running' || j.RestartCount > 0 ? j : undefined;
+    }, 'the exit recorded');
+    expect(
+      after.State.Status === 'exited' ? false : after.RestartCount > 0 || after.State.Status === 'restarting',
+    ).toBe(restarted);
+    if (!restarted) expect(after.State.ExitCode).toBe(signal === 'SIGKILL' ? 137 : 3);
+    await d.request('DELETE', `/containers/${id}?force=1`);
+  });
+
+  it('a kill that ends the policy thaws a paused container, which then acts on the signal', async () => {
+    const id = await start(['sh', '-c', 'trap "exit 3" TERM; echo ready; while :; do sleep 0.1; done']);
+    await waitFor(async () => (await logText(id)).includes('ready'), 'the trap set');
+    expect((await d.request('POST', `/containers/${id}/pause`)).status).toBe(204);
+    expect((await d.request('POST', `/containers/${id}/kill?signal=TERM`)).status).toBe(204);
+    // Left frozen, its trap would never run and the wait would not answer.
+    expect((await d.request('POST', `/containers/${id}/wait`)).json.StatusCode).toBe(3);
+    await d.request('DELETE', `/containers/${id}`);
+  });
+
+  it('a kill while the policy waits to restart the container ends the restart', async () => {
+    const id = await start(['sh', '-c', 'exit 1'], { RestartPolicy: { Name: 'always' } });
+    // From the fourth restart on the back-off is over a second: time to find it restarting.
+    await waitFor(
+      async () => {
+        const j = (await d.request('GET', `/containers/${id}/json`)).json;
+        return j.State.Status === 'restarting' && j.RestartCount >= 4;
+      },
+      'a restart pending',
+      30_000,
+      20,
+    );
+    const k = await d.request('POST', `/containers/${id}/kill`);
+    expect(k.status, k.text).toBe(204);
+    // (137 if the restart won the race to the kill: the kill then ends the new run.)
+    expect(await state(id)).toMatchObject({ Status: 'exited', ExitCode: expect.toBeOneOf([1, 137]) });
+    await d.request('DELETE', `/containers/${id}`);
+  });
+
   it('refuses an unknown policy', async () => {
     const c = await d.request('POST', '/containers/create', {
       body: { Image: env.busybox, HostConfig: { RestartPolicy: { Name: 'sometimes' } } },

@@ -391,4 +391,33 @@ describe('docker run flags for namespaces, groups, devices, logs and signals', (
     expect((await ok(['inspect', '-f', '{{.State.Status}} {{.State.ExitCode}}', sleeper])).trim()).toBe('exited 137');
     await ok(['rm', trapped, sleeper]);
   });
+
+  it('docker kill -s with a signal other than the stop signal leaves the restart policy to act; the stop signal ends it', async () => {
+    const id = (
+      await ok([
+        'run',
+        '-d',
+        '--restart',
+        'always',
+        '--stop-signal',
+        'USR1',
+        image,
+        'sh',
+        '-c',
+        'trap "exit 3" USR1 TERM; echo ready; while :; do sleep 0.1; done',
+      ])
+    ).trim();
+    const ready = async (n: number) =>
+      waitFor(async () => (await ok(['logs', id])).split('ready').length > n, 'the trap set');
+    await ready(1);
+    await ok(['kill', '-s', 'TERM', id]);
+    const count = async () => (await ok(['inspect', '-f', '{{.RestartCount}} {{.State.Status}}', id])).trim();
+    await waitFor(async () => (await count()) === '1 running', 'the restart');
+    await ready(2);
+    await ok(['kill', '-s', 'USR1', id]);
+    // wait answers at the exit, recorded with the policy's decision.
+    expect((await ok(['wait', id])).trim()).toBe('3');
+    expect(await count()).toBe('1 exited');
+    await ok(['rm', id]);
+  });
 });

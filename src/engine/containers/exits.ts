@@ -67,7 +67,12 @@ export class ExitHandler {
     }
     await this.sweepOrphans();
     // Restart policies that were due while berthd was down.
-    for (const id of repo.restartable(['exited'], ['always', 'unless-stopped'])) this.scheduleRestart(id, 0);
+    for (const id of repo.restartable(['exited'], ['always', 'unless-stopped'])) {
+      const c = lookup.byId(id);
+      // Not one killed since the user started it (dockerd's HasBeenManuallyStopped).
+      if (c?.hostConfig.RestartPolicy.Name === 'unless-stopped' && c.manuallyStopped) continue;
+      this.scheduleRestart(id, 0);
+    }
   }
 
   /**
@@ -145,6 +150,7 @@ export class ExitHandler {
       exitCode,
       restartCount: c.restartCount,
       stoppedByUser: c.stoppedByUser,
+      manuallyStopped: c.manuallyStopped,
     });
     deps.repo.update(id, {
       status: decision.restart ? 'restarting' : 'exited',

@@ -9,6 +9,7 @@ import { markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
 import { dirInRoot } from '../os/rootfs.js';
 import { publish, type Shared } from './context.js';
 import type { ExitHandler } from './exits.js';
+import { killEndsPolicy } from './restart.js';
 import { conmonLogSizeMax, logPolicy } from './logconfig.js';
 import { type Container, isActive, isRunning } from './lookup.js';
 import type { WaitCondition, WaitResult } from './waits.js';
@@ -48,7 +49,7 @@ export class Lifecycle {
     if (c.status === 'running' || c.status === 'restarting') throw notModified();
     if (c.status === 'paused') throw conflict('cannot start a paused container, try unpause instead');
     await this.guardStart(c.id, () =>
-      this.run(c.id, { stoppedByUser: false }).catch(async (e) => {
+      this.run(c.id, {}).catch(async (e) => {
         // As dockerd: an AutoRemove container that cannot start is removed (`docker run --rm`
         // waits for condition=removed after a failed start).
         if (c.hostConfig.AutoRemove) await this.autoRemove(c.id);
@@ -59,7 +60,7 @@ export class Lifecycle {
 
   /** Starts an exited container again, as its restart policy says (exits.ts). */
   startAgain(id: string, restartCount: number): Promise<void> {
-    return this.guardStart(id, () => this.run(id, { stoppedByUser: false, restartCount }));
+    return this.guardStart(id, () => this.run(id, { restartCount }));
   }
 
   private async guardStart<T>(id: string, fn: () => Promise<T>): Promise<T> {
@@ -76,8 +77,11 @@ export class Lifecycle {
     }
   }
 
-  /** Creates and starts the container's process under conmon, and records the run. */
-  private async run(id: string, o: { stoppedByUser: boolean; restartCount?: number }): Promise<void> {
+  /**
+   * Creates and starts the container's process under conmon, and records the
+   * run. `restartCount`: a start by the restart policy, not by the user.
+   */
+  private async run(id: string, o: { restartCount?: number }): Promise<void> {
     const { deps, attachments } = this.s;
     const { runtime, exits, repo } = deps;
     await this.exits.settled(id); // runc's record of the last run is gone before this one is created
@@ -131,8 +135,9 @@ export class Lifecycle {
         started_at: Date.now(),
         finished_at: 0,
         oom_killed: 0,
-        stopped_by_user: o.stoppedByUser ? 1 : 0,
-        ...(o.restartCount !== undefined ? { restart_count: o.restartCount } : {}),
+        stopped_by_user: 0,
+        // Only the user's start forgets a kill (dockerd's): unless-stopped stays ended through the restarts.
+        ...(o.restartCount !== undefined ? { restart_count: o.restartCount } : { manually_stopped: 0 }),
       });
       // One who attached while this start was under way (and saw "created").
       attachments.connect(id, runtime.attachSocket(id));
@@ -154,33 +159,58 @@ export class Lifecycle {
   }
 
   async stop(ref: string, opts: { timeoutSec?: number; signal?: string } = {}): Promise<void> {
-    const c = this.s.lookup.find(ref);
+    const c = await this.findPastRestart(ref);
     if (!isRunning(c) && c.status !== 'restarting') throw notModified();
     const { repo } = this.s.deps;
-    repo.update(c.id, { stopped_by_user: 1 });
-    if (c.status === 'restarting') {
-      this.exits.cancelRestart(c.id);
-      repo.update(c.id, { status: 'exited' });
-      this.s.waits.notify(c.id, ['not-running'], c.exitCode);
-      return;
-    }
+    repo.update(c.id, { stopped_by_user: 1, manually_stopped: 1 });
+    if (c.status === 'restarting') return this.cancelRestart(c);
     const signal = normalizeSignal(opts.signal || c.config.StopSignal || 'SIGTERM');
     await this.terminate(c, signal, opts.timeoutSec ?? c.config.StopTimeout ?? 10);
     publish(this.s.deps.events, c, 'stop');
   }
 
   async kill(ref: string, signal = 'SIGKILL'): Promise<void> {
-    const c = this.s.lookup.find(ref);
     const sig = normalizeSignal(signal);
-    if (!isRunning(c)) throw conflict(`Cannot kill container: ${ref}: Container ${c.id} is not running`);
-    if (sig === 'SIGKILL' || sig === 'SIGTERM' || sig === 'SIGINT')
-      this.s.deps.repo.update(c.id, { stopped_by_user: 1 });
+    const c = await this.findPastRestart(ref);
+    if (!isActive(c)) throw conflict(`Cannot kill container: ${ref}: Container ${c.id} is not running`);
+    // As dockerd's: any kill marks the container manually stopped (unless-stopped ends), while
+    // only its stop signal or SIGKILL ends the other policies (restart.ts).
+    const ends = killEndsPolicy(sig, c.config.StopSignal);
+    this.s.deps.repo.update(c.id, { manually_stopped: 1, ...(ends ? { stopped_by_user: 1 } : {}) });
+    // A container waiting to be restarted has no process to signal: the kill only tells
+    // whether the restart still happens.
+    if (c.status === 'restarting') {
+      if (ends) this.cancelRestart(c);
+      return;
+    }
     // A SIGKILL is answered once the exit is recorded, as dockerd's: an inspect
     // right after `docker kill` sees the container exited, with 137.
     const exited = sig === 'SIGKILL' ? this.s.waits.add(c.id, 'not-running') : undefined;
     await this.signal(c.id, sig);
     publish(this.s.deps.events, c, 'kill', { signal: String(SIGNALS[sig] ?? sig) });
+    // dockerd's: a paused container that the kill ends is thawed, to act on the signal (kill's
+    // event, then unpause's). One whose exit is recorded meanwhile is not paused: nothing to thaw.
+    if (ends && c.status === 'paused') await this.unpause(c.id).catch(() => undefined);
     if (exited) await this.exitOf(c.id, exited);
+  }
+
+  /**
+   * The container, after the policy's restart under way, if any: a stop or
+   * kill then finds the new run (dockerd's container lock), not a restart
+   * still to cancel that has already happened.
+   */
+  private async findPastRestart(ref: string): Promise<Container> {
+    const c = this.s.lookup.find(ref);
+    if (c.status !== 'restarting' || !this.starting.has(c.id)) return c;
+    await this.starting.get(c.id);
+    return this.s.lookup.find(c.id);
+  }
+
+  /** A container waiting for its policy's restart stays exited. */
+  private cancelRestart(c: Container): void {
+    this.exits.cancelRestart(c.id);
+    this.s.deps.repo.update(c.id, { status: 'exited' });
+    this.s.waits.notify(c.id, ['not-running'], c.exitCode);
   }
 
   /**
@@ -243,7 +273,7 @@ export class Lifecycle {
         if (!isEngineError(e, 'not-modified')) throw e;
       });
     }
-    await this.guardStart(c.id, () => this.run(c.id, { stoppedByUser: false }));
+    await this.guardStart(c.id, () => this.run(c.id, {}));
     publish(this.s.deps.events, c, 'restart');
   }
 

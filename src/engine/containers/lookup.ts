@@ -29,8 +29,13 @@ export interface Container {
   finishedAt: number;
   restartCount: number;
   oomKilled: boolean;
-  /** Its last run was ended by stop, kill or a forced remove: no restart policy applies. */
+  /**
+   * Its run is being ended by stop, a forced remove or a kill with its stop
+   * signal (or SIGKILL): no restart policy applies at its exit.
+   */
   stoppedByUser: boolean;
+  /** Killed or stopped (with any signal) since the user last started it: unless-stopped does not apply. */
+  manuallyStopped: boolean;
   /** Creation order (list's before and since). */
   seq: number;
   config: ContainerConfig;
@@ -211,6 +216,7 @@ export class ContainerLookup {
       restartCount: row.restart_count,
       oomKilled: row.oom_killed === 1,
       stoppedByUser: row.stopped_by_user === 1,
+      manuallyStopped: row.manually_stopped === 1,
       seq: row.seq,
       config,
       hostConfig,

@@ -28,12 +28,26 @@ async function readKeyed(p: string): Promise<Record<string, number>> {
 
 /** Host CPU time in nanoseconds, as dockerd's system_cpu_usage. */
 async function systemCpuNanos(): Promise<number> {
-  const line = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!;
-  const ticks = line
+  return systemCpuNanosOf(await readFile('/proc/stat', 'utf8'));
+}
+
+/** Nanoseconds per clock tick: USER_HZ is 100 on Linux. */
+const NANOS_PER_TICK = 1e9 / 100;
+
+/**
+ * The host's CPU time from /proc/stat's first line, in whole nanoseconds: the
+ * clients decode it as an unsigned integer, and one with a fraction fails the
+ * whole sample (the docker CLI's stats then prints `EOF`). Whole ticks times a
+ * whole number of nanoseconds per tick, never ticks divided first, whose float
+ * product misses the integer for some tick counts (203 → 2029999999.9999998).
+ */
+export function systemCpuNanosOf(procStat: string): number {
+  const ticks = procStat
+    .split('\n')[0]!
     .split(/\s+/)
     .slice(1, 8)
     .reduce((a, v) => a + Number(v), 0);
-  return (ticks / 100) * 1e9; // USER_HZ is 100 on Linux
+  return ticks * NANOS_PER_TICK;
 }
 
 /** `cgroupsPath` is the one given to runc (cgroups.ts), e.g. /berth/<id> or <CgroupParent>/<id>. */
@@ -49,13 +63,12 @@ export async function cgroupStats(cgroupsPath: string, id: string, name: string)
     .filter(Boolean)
     .map(Number);
   const cpuStat = await readKeyed(`${cpuacct}/cpuacct.stat`);
-  const tick = 1e9 / 100;
   const cpu = {
     cpu_usage: {
       total_usage: (await readNum(`${cpuacct}/cpuacct.usage`)) ?? 0,
       percpu_usage: percpu,
-      usage_in_kernelmode: (cpuStat.system ?? 0) * tick,
-      usage_in_usermode: (cpuStat.user ?? 0) * tick,
+      usage_in_kernelmode: (cpuStat.system ?? 0) * NANOS_PER_TICK,
+      usage_in_usermode: (cpuStat.user ?? 0) * NANOS_PER_TICK,
     },
     system_cpu_usage: await systemCpuNanos(),
     online_cpus: os.availableParallelism(),

@@ -375,6 +375,9 @@ export class Runtime {
       try {
         const { bytesRead, buffer } = await fh.read(Buffer.alloc(1), 0, 1, null);
         if (bytesRead !== 1 || buffer[0] !== 0x30) throw systemError(`container ${id} did not start: its init is gone`);
+        // As `runc start`, which reads to the end: the init closes its end of the fifo as it
+        // goes to exec the container's command (it closes all its descriptors first).
+        while ((await fh.read(buffer, 0, 1, null)).bytesRead > 0);
       } finally {
         await fh.close();
       }

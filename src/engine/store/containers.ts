@@ -20,7 +20,10 @@ export interface ContainerRow {
   finished_at: number;
   restart_count: number;
   oom_killed: number;
+  /** 1: the restart policy does not apply at the next exit (dockerd's "exit on next"). */
   stopped_by_user: number;
+  /** 1: killed or stopped since the user last started it (dockerd's HasBeenManuallyStopped). */
+  manually_stopped: number;
   seq: number;
   /** 1: read-only binds are recursively read-only where the kernel can (API 1.44 on). */
   recursive_ro_binds: number;
@@ -41,6 +44,7 @@ export type StatePatch = Partial<
     | 'restart_count'
     | 'oom_killed'
     | 'stopped_by_user'
+    | 'manually_stopped'
     | 'health'
     | 'host_config'
   >
