@@ -374,12 +374,31 @@ describe('legacy links (HostConfig.Links)', () => {
       "the linker's hosts to name the later target",
     );
     expect((await exec(linker, ['ping', '-c', '1', '-W', '2', 'backend'])).code).toBe(0);
+    // By DNS too, as dockerd's embedded DNS answers them (nslookup skips /etc/hosts): docker-py's test_create_with_links.
+    for (const [alias, at] of [
+      ['backend', ip],
+      ['next', laterIp],
+    ]) {
+      const looked = await exec(linker, ['nslookup', alias]);
+      expect({ alias, code: looked.code }).toEqual({ alias, code: 0 });
+      expect(looked.out).toContain(at);
+    }
     expect((await inspect(linker)).NetworkSettings.Networks.linked.Links).toEqual([
       `${targetName}:backend`,
       'later:next',
     ]);
     const other = await run({ HostConfig: { NetworkMode: 'linked' } });
     expect((await exec(other, ['ping', '-c', '1', '-W', '1', 'backend'])).code).not.toBe(0);
+    // Not by DNS either, whichever file aardvark-dns read last; nor one linked container the other's alias.
+    for (let round = 0; round < 5; round++) {
+      expect({ round, code: (await exec(other, ['nslookup', 'backend'])).code }).toEqual({ round, code: 1 });
+      expect({ round, code: (await exec(other, ['nslookup', 'next'])).code }).toEqual({ round, code: 1 });
+      expect({ round, code: (await exec(target, ['nslookup', 'next'])).code }).toEqual({ round, code: 1 });
+      expect({ round, code: (await exec(later.json.Id, ['nslookup', 'backend'])).code }).toEqual({ round, code: 1 });
+      // A reload between rounds: one more container on the network, then not.
+      await d.request('DELETE', `/containers/${await run({ HostConfig: { NetworkMode: 'linked' } })}?force=1`);
+    }
+    expect((await exec(linker, ['nslookup', 'backend'])).out).toContain(ip);
     for (const id of [linker, target, other, later.json.Id]) await d.request('DELETE', `/containers/${id}?force=1`);
     await d.request('DELETE', '/networks/linked');
   });

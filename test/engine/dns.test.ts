@@ -28,6 +28,7 @@ let topo: Topology;
 let c1: Container; // network a: the one asking
 let c2: Container; // network a: web
 let c3: Container; // network b: other
+let c4: Container; // network a: a bystander
 let root: string;
 let configDir: string;
 let upstream: Upstream;
@@ -76,6 +77,7 @@ beforeAll(async () => {
   c1 = topo.container('c1', a, '10.89.1.2');
   c2 = topo.container('c2', a, '10.89.1.3');
   c3 = topo.container('c3', b, '10.89.2.2');
+  c4 = topo.container('c4', a, '10.89.1.8');
   cleanups.push(setNsResolvConf(topo.host, 'search example.org\nnameserver 127.0.0.53\n'));
   upstream = await startUpstream(topo.host, '127.0.0.53', OUTSIDE);
   cleanups.push(() => upstream.stop());
@@ -173,6 +175,33 @@ describe('names on a network', () => {
     }
     expect(dns.pid).toBe(pid);
     expect(await lookup(c1.ns, 'web', GW_A)).toEqual([c2.ip]);
+  });
+});
+
+describe("a link's alias (EndpointSettings.Links)", () => {
+  it('resolves for the linking container alone, through reloads, which keeps its own servers', async () => {
+    const custom = await startUpstream(topo.host, '127.0.0.55', CUSTOM_UPSTREAM);
+    cleanups.push(() => custom.stop());
+    await dns.addEntry('neta', GW_A, entry(8, c4.ip, 'bystander'));
+    await dns.addEntry('neta', GW_A, {
+      ...entry(1, c1.ip, 'client'),
+      dnsServers: ['127.0.0.55'],
+      links: [{ target: 'web', alias: 'backend' }],
+    });
+    for (let round = 0; round < 5; round++) {
+      expect({ round, linker: await lookup(c1.ns, 'backend', GW_A) }).toEqual({ round, linker: [c2.ip] });
+      // Whichever file the daemon read last: neither the gateway's listener nor the address's servers change.
+      expect({ round, bystander: await lookup(c4.ns, 'backend', GW_A) }).toEqual({ round, bystander: [] });
+      expect({ round, upstream: await lookup(c1.ns, 'outside.example.com', GW_A) }).toEqual({
+        round,
+        upstream: [CUSTOM_UPSTREAM],
+      });
+      await dns.addEntry('neta', GW_A, entry(9, '10.89.1.9', `reload${round}`));
+    }
+    await dns.addEntry('neta', GW_A, entry(1, c1.ip, 'client'));
+    expect(await lookup(c1.ns, 'backend', GW_A)).toEqual([]);
+    expect(readdirSync(configDir).filter((f) => f.includes('.links.'))).toEqual([]);
+    await Promise.all([dns.removeEntry('neta', id(8)), dns.removeEntry('neta', id(9))]);
   });
 });
 

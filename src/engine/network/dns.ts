@@ -33,6 +33,11 @@ export interface DnsEntry {
   names: string[];
   /** Upstream servers for this container's other names (HostConfig.Dns), instead of the host's. */
   dnsServers?: string[];
+  /**
+   * Its links on this network (EndpointSettings.Links): `alias` resolves, for
+   * this container only, to the container on the network that answers to `target`.
+   */
+  links?: { target: string; alias: string }[];
 }
 
 export interface DnsNetwork {
@@ -194,22 +199,30 @@ export class Dns {
     return records && hasEntries(records) ? records : undefined;
   }
 
-  /** Each named network's file as the records say, or none. One that fails is retried at the next change. */
+  /** Each named network's file (and its links files) as the records say, or none. One that fails is retried at the next change. */
   private async writeFiles(names: string[]): Promise<void> {
     await mkdir(this.configDir, { recursive: true });
     await mkdir(this.stagingDir, { recursive: true });
+    const onDisk = await readdir(this.configDir);
     for (const name of names) {
+      // A links file goes with its network's: written, kept or removed with it.
+      const owner = linksOwner(name);
+      if (owner !== null && this.served(owner)) continue;
       const records = this.served(name);
-      const file = path.join(this.configDir, name);
       try {
+        const links = records ? linksFiles(name, records) : [];
+        const keep = new Set([...(records ? [name] : []), ...links.map(([f]) => f)]);
+        for (const f of onDisk.filter((f) => (f === name || linksOwner(f) === name) && !keep.has(f))) {
+          await rm(path.join(this.configDir, f), { recursive: true, force: true });
+          this.written.delete(f);
+        }
         if (!records) {
-          await rm(file, { recursive: true, force: true });
           this.written.delete(name);
           continue;
         }
-        const staged = path.join(this.stagingDir, name);
-        await writeFile(staged, networkFile(records));
-        await rename(staged, file);
+        for (const [f, text] of links) await this.place(f, text);
+        // The network's own file last: the daemon is waited for on its gateway only.
+        await this.place(name, networkFile(records));
         this.written.set(name, records.gatewayIp);
       } catch (e) {
         this.dirty.add(name);
@@ -217,6 +230,61 @@ export class Dns {
       }
     }
   }
+
+  /** A file written whole: staged, then renamed over (the daemon never reads half of one). */
+  private async place(file: string, text: string): Promise<void> {
+    const staged = path.join(this.stagingDir, file);
+    await writeFile(staged, text);
+    await rename(staged, path.join(this.configDir, file));
+  }
+}
+
+/**
+ * Link aliases, for the linking container alone (dockerd's embedded DNS gives a
+ * link's alias to the linker only). aardvark-dns 1.4 has no per-requester name;
+ * it answers a requester from the files whose entries list its address
+ * (membership is by address, whatever the entry's id). So each link of a
+ * linker to a container of the network gets a file
+ * `<network>.links.<linker id>.<linked id>`: the linker under its names, the
+ * linked container under the alias. Their ids are made up, so no real
+ * container's other addresses join. The linked container's address is listed,
+ * so it resolves its own alias (dockerd's would not); one file per link keeps
+ * it from the linker's other aliases. Every entry repeats its container's
+ * upstream servers: the daemon keeps one list per address, the last file
+ * read's.
+ *
+ * The file's first line, where aardvark-dns would listen, is an address no
+ * host holds (TEST-NET-1, RFC 5737): its listener fails to bind and is skipped,
+ * so the file never serves. A listener serving it would answer any container's
+ * failed lookup from the file's names (aardvark's fallback to the listener's
+ * network), and if it took the network's gateway it would race the network's
+ * own listener for it.
+ */
+const LINKS = '.links.';
+const LINKS_BIND = '192.0.2.1';
+const linksOwner = (file: string): string | null => (file.includes(LINKS) ? file.slice(0, file.indexOf(LINKS)) : null);
+
+function linksFiles(network: string, records: NetworkRecords): [string, string][] {
+  const out: [string, string][] = [];
+  const entries = [...records.entries.values()];
+  for (const e of entries) {
+    const aliases = new Map<DnsEntry, string[]>();
+    for (const { target, alias } of e.links ?? []) {
+      const peer = entries.find(
+        (p) => p !== e && (p.names.includes(target) || (target.length >= 12 && p.containerId.startsWith(target))),
+      );
+      if (peer) aliases.set(peer, [...(aliases.get(peer) ?? []), alias]);
+    }
+    for (const [peer, names] of aliases) {
+      const lines = [
+        LINKS_BIND,
+        entryLine({ ...e, containerId: `${e.containerId}-linker` }),
+        entryLine({ ...peer, containerId: `${e.containerId}-${peer.containerId}`, names }),
+      ];
+      out.push([`${network}${LINKS}${e.containerId}.${peer.containerId}`, `${lines.join('\n')}\n`]);
+    }
+  }
+  return out;
 }
 
 const hasEntries = (r: NetworkRecords) => r.entries.size > 0;
@@ -224,11 +292,14 @@ const hasEntries = (r: NetworkRecords) => r.entries.size > 0;
 /** A network's file: its gateway, then a line per container. */
 function networkFile(records: NetworkRecords): string {
   const lines = [records.gatewayIp];
-  for (const e of records.entries.values()) {
-    const servers = e.dnsServers?.length ? ` ${e.dnsServers.join(',')}` : '';
-    lines.push(`${e.containerId} ${e.ipv4} ${e.ipv6 ?? ''} ${[...new Set(e.names)].join(',')}${servers}`);
-  }
+  for (const e of records.entries.values()) lines.push(entryLine(e));
   return `${lines.join('\n')}\n`;
+}
+
+/** A container's line: its id, addresses and names, and its own upstream servers. */
+function entryLine(e: DnsEntry): string {
+  const servers = e.dnsServers?.length ? ` ${e.dnsServers.join(',')}` : '';
+  return `${e.containerId} ${e.ipv4} ${e.ipv6 ?? ''} ${[...new Set(e.names)].join(',')}${servers}`;
 }
 
 /** One field of a line: neither the field separator (a space), the list one (a comma) nor a line end. */
@@ -251,6 +322,7 @@ const copied = (e: DnsEntry): DnsEntry => ({
   ...e,
   names: [...e.names],
   dnsServers: e.dnsServers && [...e.dnsServers],
+  links: e.links?.map((l) => ({ ...l })),
 });
 
 function checkEntry(e: DnsEntry): void {
@@ -260,6 +332,9 @@ function checkEntry(e: DnsEntry): void {
   if (e.names.length === 0) throw invalidParameter(`no DNS name for container ${e.containerId}`);
   for (const name of e.names) {
     if (!FIELD.test(name)) throw invalidParameter(`invalid DNS name "${name}": no spaces or commas`);
+  }
+  for (const { target, alias } of e.links ?? []) {
+    if (!FIELD.test(target) || !FIELD.test(alias)) throw invalidParameter(`invalid link for DNS: "${target}:${alias}"`);
   }
   for (const s of e.dnsServers ?? []) {
     if (!isIP(s)) throw invalidParameter(`invalid DNS server address: "${s}"`);

@@ -9,7 +9,7 @@ import type { Logger } from '../../log.js';
 import type { Dns } from './dns.js';
 import type { Firewall, FirewallNetwork } from './firewall.js';
 import { attachContainer, detachContainer, ensureBridge, linkIPv4Cidrs, removeBridge } from './links.js';
-import type { Endpoint, Member } from './endpoints.js';
+import { type Endpoint, type Member, parseLink } from './endpoints.js';
 import type { Attachment, Plumbing } from './plumbing.js';
 import { dualStack, type HostPorts, mappings6Of, mappingsOf } from './ports.js';
 import type { Network } from './service.js';
@@ -158,6 +158,10 @@ export class HostPlumbing implements Plumbing {
       ...(row.ip6 ? { ipv6: row.ip6 } : {}),
       // dockerd adds the hostname to the names (updateNetworkConfig).
       names: member.hostname ? [...endpoint.dnsNames, member.hostname] : endpoint.dnsNames,
+      links: endpoint.links.map((spec) => {
+        const { name, alias } = parseLink(spec);
+        return { target: name, alias };
+      }),
     });
   }
 
