@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { type Cli, dockerCli } from '../harness/cli.js';
 import { runPython } from '../harness/clients.js';
 import type { Daemon } from '../harness/daemon.js';
-import { type Env, useEnv } from '../harness/env.js';
+import { type Env, execOnTty, runDetached, useEnv } from '../harness/env.js';
 import { httpGetWhenUp } from '../harness/http.js';
 import { networkSetup, tearDownAfterAll } from '../harness/network.js';
 
@@ -43,23 +43,9 @@ async function createNetwork(body: Record<string, unknown>): Promise<string> {
   return r.json.Id;
 }
 
-async function run(body: Record<string, unknown>, cmd = ['sleep', '300']): Promise<string> {
-  const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: cmd, ...body } });
-  expect(c.status, c.text).toBe(201);
-  const s = await d.request('POST', `/containers/${c.json.Id}/start`);
-  expect(s.status, s.text).toBe(204);
-  return c.json.Id;
-}
+const run = (body: Record<string, unknown>, cmd?: string[]) => runDetached(d, { Image: env.busybox, ...body }, cmd);
 
-async function exec(id: string, cmd: string[]): Promise<{ out: string; code: number }> {
-  const e = await d.request('POST', `/containers/${id}/exec`, {
-    body: { Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: true },
-  });
-  expect(e.status, e.text).toBe(201);
-  const s = await d.request('POST', `/exec/${e.json.Id}/start`, { body: { Detach: false, Tty: true } });
-  const i = await d.request('GET', `/exec/${e.json.Id}/json`);
-  return { out: s.text, code: i.json.ExitCode };
-}
+const exec = (id: string, cmd: string[]) => execOnTty(d, id, cmd);
 
 const inspect = async (id: string) => (await d.request('GET', `/containers/${id}/json`)).json;
 const remove = (id: string) => d.request('DELETE', `/containers/${id}?force=1`);

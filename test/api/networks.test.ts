@@ -7,7 +7,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type Daemon } from '../harness/daemon.js';
-import { useEnv, type Env } from '../harness/env.js';
+import { execOnTty, runDetached, useEnv, type Env } from '../harness/env.js';
 import { httpGetText as fetchText } from '../harness/http.js';
 import { networkSetup, tearDownAfterAll } from '../harness/network.js';
 import { HostUplink, whoAnswer } from '../harness/netns.js';
@@ -22,24 +22,9 @@ beforeAll(() => {
   ({ env, daemon: d } = ctx);
 });
 
-async function run(body: Record<string, unknown>, cmd = ['sleep', '300']): Promise<string> {
-  const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: cmd, ...body } });
-  expect(c.status, c.text).toBe(201);
-  const s = await d.request('POST', `/containers/${c.json.Id}/start`);
-  expect(s.status, s.text).toBe(204);
-  return c.json.Id;
-}
+const run = (body: Record<string, unknown>, cmd?: string[]) => runDetached(d, { Image: env.busybox, ...body }, cmd);
 
-/** Runs a command in the container; its output (stdout and stderr) and exit code. */
-async function exec(id: string, cmd: string[]): Promise<{ out: string; code: number }> {
-  const e = await d.request('POST', `/containers/${id}/exec`, {
-    body: { Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: true },
-  });
-  expect(e.status, e.text).toBe(201);
-  const s = await d.request('POST', `/exec/${e.json.Id}/start`, { body: { Detach: false, Tty: true } });
-  const i = await d.request('GET', `/exec/${e.json.Id}/json`);
-  return { out: s.text, code: i.json.ExitCode };
-}
+const exec = (id: string, cmd: string[]) => execOnTty(d, id, cmd);
 
 const inspect = async (id: string) => (await d.request('GET', `/containers/${id}/json`)).json;
 
@@ -129,10 +114,18 @@ describe('user networks', () => {
       { Name: 'x2', EnableIPv6: true },
       { Name: 'x3', IPAM: { Config: [{ Subnet: '10.99.8.1/24' }] } },
       { Name: 'x4', Options: { 'com.docker.network.bridge.enable_icc': 'false' } },
+      // An option dockerd's bridge driver applies and berth does not.
+      { Name: 'x5', Options: { 'com.docker.network.bridge.inhibit_ipv4': 'true' } },
     ]) {
       const r = await d.request('POST', '/networks/create', { body });
       expect(r.status, JSON.stringify(body)).toBe(400);
     }
+    // A name the bridge driver does not read is taken and ignored, as dockerd's driver ignores it, and shown.
+    const other = { 'com.example.owner': 'team-a' };
+    const taken = await d.request('POST', '/networks/create', { body: { Name: 'x6', Options: other } });
+    expect(taken.status, taken.text).toBe(201);
+    expect((await d.request('GET', '/networks/x6')).json.Options).toEqual(other);
+    expect((await d.request('DELETE', '/networks/x6')).status).toBe(204);
   });
 
   it('keeps AuxiliaryAddresses out of the addresses it gives, shows them, and refuses one outside the subnet', async () => {

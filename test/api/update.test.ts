@@ -217,19 +217,30 @@ describe("docker update's refusals", () => {
     expect((await hostConfig(id)).Memory).toBe(256 * MB);
   });
 
-  it('refuses what berth does not change, and takes the zeros the docker CLI sends', async () => {
+  it('refuses what dockerd would keep and berth does not change, takes what dockerd ignores, and the zeros the docker CLI sends', async () => {
     const id = await running();
-    for (const [field, value] of [
-      ['CpuRealtimeRuntime', 10_000],
-      ['BlkioDeviceReadBps', [{ Path: '/dev/null', Rate: 1 }]],
-      ['Ulimits', [{ Name: 'nofile', Soft: 10, Hard: 10 }]],
-    ] as const) {
-      const r = await update(id, { [field]: value });
-      expect([r.status, r.json.message]).toEqual([
-        400,
-        `UpdateConfig.${field} is not supported by berth yet (asked: ${JSON.stringify(value)})`,
-      ]);
+    const value = 10_000;
+    const refused = await update(id, { CpuRealtimeRuntime: value });
+    expect([refused.status, refused.json.message]).toEqual([
+      400,
+      `UpdateConfig.CpuRealtimeRuntime is not supported by berth yet (asked: ${value})`,
+    ]);
+    // dockerd's update keeps neither (container.UpdateContainer): taken, and nothing changes.
+    const before = (await d.request('GET', `/containers/${id}/json`)).json.HostConfig;
+    for (const body of [
+      { BlkioDeviceReadBps: [{ Path: '/dev/null', Rate: 1 }] },
+      { Ulimits: [{ Name: 'nofile', Soft: 10, Hard: 10 }] },
+      { OomKillDisable: true },
+    ]) {
+      const r = await update(id, body);
+      expect(r.status, JSON.stringify(body)).toBe(200);
     }
+    const after = (await d.request('GET', `/containers/${id}/json`)).json.HostConfig;
+    expect([after.BlkioDeviceReadBps, after.Ulimits, after.OomKillDisable]).toEqual([
+      before.BlkioDeviceReadBps,
+      before.Ulimits,
+      before.OomKillDisable,
+    ]);
     // The CLI's `docker update --cpu-shares 128`: every other field zero or null.
     const cli = await update(id, {
       BlkioWeight: 0,

@@ -1,6 +1,6 @@
 // A ready environment for container tests: a registry holding busybox, and a
 // berthd that has pulled it. Each test file gets its own.
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { busyboxImage, pushImage } from './images.js';
 import { startDaemon, type Daemon, type DaemonOptions } from './daemon.js';
 import { startRegistry, type Registry } from './registry.js';
@@ -74,6 +74,26 @@ export async function runToEnd(d: Daemon, body: Record<string, unknown>): Promis
   const logs = await d.request('GET', `/containers/${c.json.Id}/logs?stdout=1`);
   await d.request('DELETE', `/containers/${c.json.Id}`);
   return demuxText(logs.body);
+}
+
+/** Creates a container from `body` (its Cmd `cmd`) and starts it; resolves with its id. */
+export async function runDetached(d: Daemon, body: Record<string, unknown>, cmd = ['sleep', '300']): Promise<string> {
+  const c = await d.request('POST', '/containers/create', { body: { Cmd: cmd, ...body } });
+  expect(c.status, c.text).toBe(201);
+  const s = await d.request('POST', `/containers/${c.json.Id}/start`);
+  expect(s.status, s.text).toBe(204);
+  return c.json.Id;
+}
+
+/** Runs a command in a running container on a TTY; its output (stdout and stderr) and exit code. */
+export async function execOnTty(d: Daemon, id: string, cmd: string[]): Promise<{ out: string; code: number }> {
+  const e = await d.request('POST', `/containers/${id}/exec`, {
+    body: { Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: true },
+  });
+  expect(e.status, e.text).toBe(201);
+  const s = await d.request('POST', `/exec/${e.json.Id}/start`, { body: { Detach: false, Tty: true } });
+  const i = await d.request('GET', `/exec/${e.json.Id}/json`);
+  return { out: s.text, code: i.json.ExitCode };
 }
 
 /** Force-removes every container so no process or mount outlives a test file. */

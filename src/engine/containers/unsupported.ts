@@ -153,16 +153,37 @@ export function refuseUnhonoured(h: Record<string, unknown>): void {
 }
 
 /**
+ * The Resources dockerd's update keeps (container.UpdateContainer): it takes
+ * the others too (Devices, Ulimits, OomKillDisable, the blkio device lists…)
+ * and changes nothing, so berth takes and ignores them as well.
+ */
+const UPDATED_BY_DOCKERD = [
+  'BlkioWeight',
+  'CpuShares',
+  'NanoCpus',
+  'CpuPeriod',
+  'CpuQuota',
+  'CpusetCpus',
+  'CpusetMems',
+  'Memory',
+  'MemorySwap',
+  'MemoryReservation',
+  'KernelMemory',
+  'CpuRealtimePeriod',
+  'CpuRealtimeRuntime',
+  'PidsLimit',
+];
+
+/**
  * Refuses the first field of an update (Docker's UpdateConfig: Resources and
- * RestartPolicy) that berth does not change. dockerd takes some of them and
- * changes nothing (Devices, Ulimits, MemorySwappiness…): berth says so instead.
+ * RestartPolicy) that dockerd would keep and berth does not change.
  */
 export function refuseUnhonouredUpdate(body: Record<string, unknown>): void {
   const applied = new Set(Object.keys(UpdateBodySchema.shape));
   refuseFields(
     'UpdateConfig',
     body,
-    DOCKER_RESOURCES.filter((f) => !applied.has(f)),
+    UPDATED_BY_DOCKERD.filter((f) => !applied.has(f)),
   );
 }
 

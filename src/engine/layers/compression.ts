@@ -137,6 +137,10 @@ export function decompress(input: Readable, compression: Compression): Readable 
 
 function throughProgram(input: Readable, program: 'bzip2' | 'xz'): Readable {
   const out = new PassThrough({ highWaterMark: 1 << 20 });
+  // The program may fail (a corrupt archive) before its reader has attached (the content store
+  // opens its file first): the error stays on the stream (readable.errored), where pipeline()
+  // finds it, instead of being an uncaught 'error' that would end berthd.
+  out.on('error', () => undefined);
   const child = spawnDetached(findProgram(program), ['-dc'], {
     cwd: '/',
     env: { PATH: SYSTEM_DIRS.join(':'), LC_ALL: 'C' },

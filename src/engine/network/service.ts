@@ -140,6 +140,20 @@ const KNOWN_OPTIONS: Record<string, readonly string[] | null> = {
   'com.docker.network.enable_ipv4': ['true'],
   'com.docker.network.driver.mtu': ['1500'],
 };
+/**
+ * The other options dockerd's bridge driver (27) reads: berth refuses a value
+ * it would apply and berth cannot. A name outside both lists is taken and
+ * ignored, as the driver ignores it (and inspect shows it, as dockerd's does).
+ */
+const HONOURED_BY_DOCKERD = new Set([
+  'com.docker.network.bridge.gateway_mode_ipv4',
+  'com.docker.network.bridge.gateway_mode_ipv6',
+  'com.docker.network.bridge.inhibit_ipv4',
+  'com.docker.network.bridge.default_bridge',
+  'com.docker.network.container_iface_prefix',
+  'com.docker.network.host_ipv4',
+  'com.docker.network.host_ipv6',
+]);
 const LIST_FILTERS = ['dangling', 'driver', 'id', 'label', 'name', 'scope', 'type'];
 
 const rowToNetwork = (r: NetworkRow): Network => ({
@@ -429,7 +443,7 @@ export class NetworkService {
     const options = req.Options ?? {};
     for (const [k, v] of Object.entries(options)) {
       const allowed = KNOWN_OPTIONS[k];
-      if (allowed === undefined || (allowed !== null && !allowed.includes(v))) {
+      if (allowed === undefined ? HONOURED_BY_DOCKERD.has(k) : allowed !== null && !allowed.includes(v)) {
         throw invalidParameter(`network option ${k}=${v} is not supported by berth yet`);
       }
     }
