@@ -1,5 +1,5 @@
 // POST /build on the wire, against dockerd 20.10's classic builder as
-// captured (/work/notes/dockerd-build-captures.md in session 9): the records
+// captured from it (a session-9 recording, not kept in the tree): the records
 // of the stream one by one, cache lines, q, rm=false/forcerm, labels, the
 // build-arg warning, the errors and their status codes, BuildKit's
 // version=2 refused, the intermediate images hidden, a build cancelled by its
