@@ -8,10 +8,11 @@
 // fs manager does (subsysPath). Everything berth reads or writes of a
 // container's cgroups (stats, top, real-time budgets) finds them here; runc
 // removes the container's own at delete, and leaves the parents, as with dockerd.
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { invalidParameter } from '../../errors.js';
 import { CGROUP_ROOT, cgroupFeatures } from '../os/cgroupinfo.js';
+import { cgroupVersion } from '../os/kernel.js';
 
 /** berth's parent of containers' cgroups when the container asks none (dockerd's is /docker). */
 const DEFAULT_PARENT = '/berth';
@@ -26,7 +27,7 @@ export function cgroupsPath(c: { id: string; hostConfig: { CgroupParent?: string
  * (`memory`, `cpu`, ...; '' for the unified one), as runc makes it.
  */
 export function cgroupDir(controller: string, cgroupsPath: string): string {
-  const unifiedOnly = existsSync(path.join(CGROUP_ROOT, 'cgroup.controllers'));
+  const unifiedOnly = cgroupVersion() === '2';
   const mount = unifiedOnly ? CGROUP_ROOT : path.join(CGROUP_ROOT, controller === '' ? 'unified' : controller);
   if (cgroupsPath.startsWith('/')) return path.join(mount, path.posix.normalize(cgroupsPath));
   // runc's CleanPath: a relative path cannot climb out of the cgroup it is taken from.
@@ -64,7 +65,7 @@ export function checkCgroupnsMode(mode: string | undefined, warnings: string[]):
  * containers' too.
  */
 export function defaultCgroupnsMode(): 'host' | 'private' {
-  return existsSync(path.join(CGROUP_ROOT, 'cgroup.controllers')) ? 'private' : 'host';
+  return cgroupVersion() === '2' ? 'private' : 'host';
 }
 
 /** Whether the container gets a cgroup namespace of its own. */
