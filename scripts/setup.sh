@@ -8,6 +8,7 @@ APT_PACKAGES=(
   runc conmon catatonit            # the OCI runtime, its monitor, and the init for --init
   aardvark-dns                     # the DNS server of user networks (names, aliases, short ids)
   iproute2 util-linux              # loopback up in a container's network namespace (ip, nsenter)
+  containernetworking-plugins iptables  # the CNI plugins (bridge, host-local, loopback, portmap) cri-dockerd runs, replayed in test/clients/cri-dockerd.test.ts
   docker-registry                  # CNCF distribution: the registry the tests and quickstart run
   docker.io                        # dockerd 20.10, an interop partner in tests (image archives); never run as a service
   busybox-static                   # the test images' userland
