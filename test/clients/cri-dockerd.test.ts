@@ -286,6 +286,7 @@ describe('cri-dockerd v0.3.7 replayed against berthd: a pod on a CNI bridge', ()
   it('the pod’s containers have the sandbox’s hostname', async () => {
     for (const c of ['app', 'sidecar']) {
       expect((await execIn(replay.get(c), ['hostname'])).out, `${c}'s hostname`).toBe('web\n');
+      expect((await execIn(replay.get(c), ['cat', '/etc/hostname'])).out, `${c}'s /etc/hostname`).toBe('web\n');
     }
   });
 

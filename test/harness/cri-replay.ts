@@ -331,6 +331,71 @@ export function missingReads(step: Step): string[] {
   });
 }
 
+/**
+ * The fields whose values cri-dockerd turns into what kubelet sees (a container's state, its
+ * labels — kubelet's metadata —, its name, its namespaces' modes): berthd's must equal dockerd's,
+ * placeholders filled. A list's entries are matched by Id; its `Status` text by its first word
+ * (Up, Exited, Created), the only part cri-dockerd parses.
+ */
+export const EQUALS: [RegExp, string[]][] = [
+  [
+    /^GET \/v[\d.]+\/containers\/[0-9a-f]{64}\/json/,
+    [
+      'Name',
+      'Image',
+      'State.Status',
+      'State.Running',
+      'State.ExitCode',
+      'Config.Labels',
+      'Config.User',
+      'HostConfig.NetworkMode',
+      'HostConfig.IpcMode',
+      'HostConfig.UTSMode',
+      'HostConfig.CgroupParent',
+    ],
+  ],
+  [/^GET \/v[\d.]+\/containers\/json/, ['Names', 'Image', 'ImageID', 'State', 'Labels']],
+  [/^GET \/v[\d.]+\/exec\/[0-9a-f]{64}\/json$/, ['ExitCode', 'Running']],
+  [/^GET \/v[\d.]+\/images\/.+\/json$/, ['RepoTags']],
+];
+
+const firstWord = (v: unknown) => String(v).split(' ')[0];
+
+/** Where a step's answer has other values than dockerd's in the fields of EQUALS. */
+export function unequal(replayer: Replayer, step: Step): string[] {
+  const key = `${step.sent.method} ${step.sent.path}`;
+  const paths = EQUALS.find(([re]) => re.test(key))?.[1] ?? [];
+  const recorded = step.recorded.response.json;
+  const actual = step.answer.json;
+  const compare = (r: unknown, a: unknown, where: string): string[] =>
+    paths.flatMap((p) => {
+      const want = replayer.fill(at(r, p));
+      const got = at(a, p);
+      return JSON.stringify(want) === JSON.stringify(got)
+        ? []
+        : [`${where}${p}: ${JSON.stringify(got)}, dockerd ${JSON.stringify(want)}`];
+    });
+  if (!Array.isArray(recorded)) return compare(recorded, actual, '');
+  const byId = new Map(((actual as { Id: string }[] | undefined) ?? []).map((c) => [c.Id, c]));
+  const out: string[] = [];
+  if ((actual as unknown[] | undefined)?.length !== recorded.length) {
+    out.push(`${(actual as unknown[] | undefined)?.length} entries, dockerd ${recorded.length}`);
+  }
+  for (const r of recorded as { Id: string; Status?: string }[]) {
+    const id = replayer.fill(r.Id);
+    const a = byId.get(id) as { Status?: string } | undefined;
+    if (!a) {
+      out.push(`no entry ${id}`);
+      continue;
+    }
+    out.push(...compare(r, a, `[${id.slice(0, 12)}].`));
+    if (r.Status !== undefined && firstWord(a.Status) !== firstWord(r.Status)) {
+      out.push(`[${id.slice(0, 12)}].Status: ${JSON.stringify(a.Status)}, dockerd ${JSON.stringify(r.Status)}`);
+    }
+  }
+  return out;
+}
+
 /** Everything wrong with a step's answer against dockerd's: status, the read fields, their JSON types, the bound ids. */
 export function mismatches(replayer: Replayer, step: Step): string[] {
   const out: string[] = [];
@@ -341,6 +406,7 @@ export function mismatches(replayer: Replayer, step: Step): string[] {
     out.push(...missingReads(step).map((p) => `no ${p}`));
     out.push(...undecodable(rec.json, step.answer.json));
     out.push(...replayer.bind(rec.json, step.answer.json));
+    out.push(...unequal(replayer, step));
   }
   if (rec.jsonLines) {
     const errors = (step.answer.jsonLines ?? []).filter((l) => (l as { error?: unknown }).error);
