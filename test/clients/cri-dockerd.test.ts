@@ -269,12 +269,25 @@ describe('cri-dockerd v0.3.7 replayed against berthd: a pod on a CNI bridge', ()
     expect(await httpGet(`http://${pod!.ip}:8080/`)).toBe(GREETING);
   });
 
-  it('the app runs as the user kubelet asked, with its config mount read-only', async () => {
+  it('the app runs as the user kubelet asked, its config mount read-only, kubelet’s masked and read-only paths applied', async () => {
     const app = replay.get('app');
     expect((await execIn(app, ['id', '-u'])).out).toBe('1000\n');
+    expect((await execIn(app, ['id', '-g'])).out).toBe('1000\n');
     expect((await execIn(app, ['cat', '/config/greeting'])).out).toBe(GREETING);
-    expect((await execIn(app, ['touch', '/config/x'])).code).not.toBe(0);
-    expect((await execIn(app, ['cat', '/proc/kcore'])).code).not.toBe(0);
+    // Mount options from the container's own mountinfo: "<id> <parent> <dev> <root> <mount point> <options> …".
+    const mounts = new Map(
+      (await execIn(app, ['cat', '/proc/self/mountinfo'])).out
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split(' '))
+        .map((f) => [f[4]!, f[5]!]),
+    );
+    expect(mounts.get('/config')?.split(',')).toContain('ro');
+    expect(mounts.get('/proc/sys')?.split(',')).toContain('ro'); // a readonly path
+    // kubelet's masked paths that this kernel has (runc leaves out the others) are mounted over.
+    const masked = ['/proc/keys', '/proc/timer_list', '/proc/kcore', '/sys/firmware'].filter((p) => existsSync(p));
+    expect(masked.length).toBeGreaterThan(0);
+    for (const p of masked) expect(mounts.has(p), `${p} masked`).toBe(true);
   });
 
   it('the pod’s containers see the resolv.conf cri-dockerd wrote at the sandbox’s ResolvConfPath', async () => {
