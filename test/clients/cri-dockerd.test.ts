@@ -404,12 +404,16 @@ describe('cri-dockerd v0.3.7 replayed against berthd: a host-network pod', () =>
     });
     const exec = await expectReplay('ExecSync.agent');
     expect(exec[2]!.answer.frames).toEqual([{ stream: 'stdout', text: `${os.hostname()}\n` }]);
+  });
+
+  it('logs: the agent’s json-file line names the node, read through kubelet’s link', async () => {
     const log = path.join(dir, 'logs', HOSTNET_LOGS, 'agent/0.log');
-    expect(jsonFileEntries(logLines(log))[0]).toMatchObject({ log: `agent on ${os.hostname()}\n`, stream: 'stdout' });
-    unlinkSync(log);
+    const lines = await waitFor(() => logLines(log).length >= 1 && logLines(log), 'the agent to log', 5000);
+    expect(jsonFileEntries(lines)[0]).toMatchObject({ log: `agent on ${os.hostname()}\n`, stream: 'stdout' });
   });
 
   it('StopPodSandbox and RemovePodSandbox (no CNI for a host-network pod)', async () => {
+    rmSync(path.join(dir, 'logs', HOSTNET_LOGS, 'agent/0.log'), { force: true });
     await expectReplay('StopPodSandbox.hostnet');
     await expectReplay('RemovePodSandbox.hostnet');
     expect((await d.request('GET', '/containers/json?all=1')).json).toEqual([]);
