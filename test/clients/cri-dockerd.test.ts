@@ -33,6 +33,7 @@ import { type Daemon, startDaemon, waitFor } from '../harness/daemon.js';
 import { busyboxImage, pauseImage, pushImage } from '../harness/images.js';
 import { allowing, expectNoLeaks, type Holdings, holdings, registryPool } from '../harness/leaks.js';
 import { type Registry, startRegistry } from '../harness/registry.js';
+import { demuxText } from '../harness/streams.js';
 
 // The recording's pod (fixtures/cri-dockerd/cri/*.json) and network (record.sh).
 const POD_UID = '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f';
@@ -156,7 +157,6 @@ async function execIn(id: string, cmd: string[]): Promise<{ out: string; code: n
   expect(e.status, e.text).toBe(201);
   const s = await d.request('POST', `/exec/${e.json.Id}/start`, { body: { Detach: false, Tty: false } });
   const i = await d.request('GET', `/exec/${e.json.Id}/json`);
-  const { demuxText } = await import('../harness/streams.js');
   return { out: demuxText(s.body), code: i.json.ExitCode };
 }
 
