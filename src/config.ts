@@ -112,6 +112,7 @@ const DaemonJson = z.looseObject({
   'ip-forward': z.boolean().optional(),
   'userland-proxy': z.boolean().optional(),
   'iptables-chain-prefix': z.string().optional(),
+  'exec-opts': z.array(z.string()).optional(),
   dns: z.array(z.string()).optional(),
   'dns-search': z.array(z.string()).optional(),
   'dns-opts': z.array(z.string()).optional(),
@@ -151,6 +152,7 @@ Options:
       --ip-forward=false           Leave the host's IPv4 forwarding as it is
       --userland-proxy=false       Publish ports by DNAT alone: no proxy behind a held host port
       --iptables-chain-prefix string  Prefix of berth's iptables chains (default "BERTH")
+      --exec-opt list              Runtime execution options (native.cgroupdriver=cgroupfs, berth's only driver)
       --dns list                   DNS servers for containers
       --dns-search list            DNS search domains for containers
       --dns-opt list               DNS options for containers
@@ -254,6 +256,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       'ip-forward': { type: 'string' },
       'userland-proxy': { type: 'string' },
       'iptables-chain-prefix': { type: 'string' },
+      'exec-opt': { type: 'string', multiple: true },
       dns: { type: 'string', multiple: true },
       'dns-search': { type: 'string', multiple: true },
       'dns-opt': { type: 'string', multiple: true },
@@ -264,6 +267,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
   const configFile = values['config-file'] ?? DEFAULTS.configFile;
   const file = readDaemonJson(configFile, values['config-file'] !== undefined);
   refuseConflicts(values as Record<string, unknown>, file);
+  checkExecOpts(values['exec-opt'] ?? file['exec-opts'] ?? []);
   if (values['log-level'] !== undefined && !LogLevel.safeParse(values['log-level']).success) {
     throw new ConfigError(`invalid log level: ${values['log-level']}`);
   }
@@ -310,6 +314,31 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
     network: networkConfig(values, file),
   };
   return { help: values.help ?? false, version: values.version ?? false, config: Object.freeze(config) };
+}
+
+/**
+ * dockerd's exec options. It reads one, `native.cgroupdriver`, and passes the
+ * rest by (Windows' isolation among them, and what is no key=value at all). berth drives cgroups itself through
+ * cgroupfs: a daemon.json from a node set up for the systemd driver is refused
+ * rather than run with another driver than kubelet was told, which would put
+ * pods' cgroups where kubelet never looks.
+ */
+function checkExecOpts(opts: string[]): void {
+  for (const opt of opts) {
+    const eq = opt.indexOf('=');
+    if (eq < 1 || opt.slice(0, eq).trim().toLowerCase() !== 'native.cgroupdriver') continue;
+    const driver = opt.slice(eq + 1).trim();
+    if (driver === '' || driver === 'cgroupfs') continue;
+    if (driver === 'systemd') {
+      throw new ConfigError(
+        'native.cgroupdriver option systemd is not supported by berth: its cgroup driver is cgroupfs (run kubelet and cri-dockerd with --cgroup-driver=cgroupfs)',
+      );
+    }
+    if (driver === 'none') {
+      throw new ConfigError(`native.cgroupdriver option ${driver} is internally used and cannot be specified manually`);
+    }
+    throw new ConfigError(`native.cgroupdriver option ${driver} not supported`);
+  }
 }
 
 /** A flag of whole microseconds, or undefined when not given. */
@@ -361,6 +390,7 @@ const FLAG_TO_KEY: Record<string, string> = {
   'registry-stall-timeout': 'registry-stall-timeout',
   'cpu-rt-period': 'cpu-rt-period',
   'cpu-rt-runtime': 'cpu-rt-runtime',
+  'exec-opt': 'exec-opts',
 };
 
 function refuseConflicts(flags: Record<string, unknown>, file: DaemonJson): void {

@@ -13,6 +13,25 @@ const file = (name: string, json: unknown) => {
 const missing = path.join(tmp, 'absent.json');
 
 describe('loadConfig', () => {
+  it("takes dockerd's exec options with the cgroupfs driver and refuses the ones berth cannot honour", () => {
+    const cfg = file('x0.json', {});
+    for (const ok of [[], ['native.cgroupdriver=cgroupfs'], ['isolation=process'], ['cgroupdriver']]) {
+      expect(() => loadConfig([...ok.flatMap((o) => ['--exec-opt', o]), '--config-file', cfg], {})).not.toThrow();
+    }
+    expect(() =>
+      loadConfig(['--config-file', file('x1.json', { 'exec-opts': ['native.cgroupdriver=cgroupfs'] })], {}),
+    ).not.toThrow();
+    expect(() =>
+      loadConfig(['--config-file', file('x2.json', { 'exec-opts': ['native.cgroupdriver=systemd'] })], {}),
+    ).toThrow(/native.cgroupdriver option systemd is not supported by berth.*--cgroup-driver=cgroupfs/);
+    expect(() => loadConfig(['--exec-opt', 'native.cgroupdriver=none', '--config-file', cfg], {})).toThrow(
+      'native.cgroupdriver option none is internally used and cannot be specified manually',
+    );
+    expect(() => loadConfig(['--exec-opt', 'native.cgroupdriver=lxc', '--config-file', cfg], {})).toThrow(
+      'native.cgroupdriver option lxc not supported',
+    );
+  });
+
   it("has dockerd-like defaults when the default config file doesn't exist", () => {
     // The default file may not exist; only an explicit --config-file must.
     const { config } = loadConfig(['--data-root', '/d'], {});
