@@ -686,6 +686,23 @@ function readdirSafe(dir) {
   }
 }
 
+/** bench/memory-hook.cjs: preloaded into berthd (node --require), it writes the isolate's figures on SIGUSR2. */
+export const MEMORY_HOOK = path.join(ROOT, 'bench/memory-hook.cjs');
+
+/** The memory hook's figures from berthd `d` writing to `file`: signals it and waits for a fresh file. */
+export async function hookFigures(d, file) {
+  const before = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')).n : 0;
+  process.kill(d.pid, 'SIGUSR2');
+  for (let i = 0; i < 200; i++) {
+    await sleep(5);
+    try {
+      const x = JSON.parse(readFileSync(file, 'utf8'));
+      if (x.n > before) return x;
+    } catch {}
+  }
+  return undefined;
+}
+
 /** Monitor processes of a daemon's containers (conmon for berthd, containerd-shim-runc-v2 for dockerd), by their command line naming the daemon's directory. */
 export function monitorsOf(d) {
   // containerd-shim-runc-v2's comm is cut to 15 characters.

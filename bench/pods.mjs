@@ -7,13 +7,13 @@
 //       drive it; the same on both sides.
 //   (b) memory per pod with the N pods standing: the PSS of the daemon and its
 //       monitors (berthd + conmon; dockerd + its containerd + containerd-shim-
-//       runc-v2), minus the same before the first pod, divided by N; (b2) the
+//       runc-v2), minus the same with no pod (the lower of before the first
+//       and after the last: see below), divided by N; (b2) the
 //       same with only the daemon's anonymous PSS (its file pages are shared
 //       with other processes of the machine, so their PSS moves with those).
 //       cri-dockerd's own growth is shown beside it (the same program on both
-//       sides, so not in the ratio). berthd's heap is collected while the pods
-//       start, so its own part can come out below zero: the monitors' figure,
-//       shown apart, is the steady one.
+//       sides, so not in the ratio). berthd runs with --expose-gc and the
+//       bench's memory hook, which collects its heap before each sample.
 // Needs cri-dockerd and crictl, not built here: CRI_DOCKERD=/path/to/cri-dockerd
 // CRICTL=/path/to/crictl (v0.3.7 and v1.26.1 were used), Debian's CNI plugins
 // in $CNI_BIN_DIR (default /usr/lib/cni) and dockerd (bench/run.sh --with-dockerd).
@@ -33,6 +33,8 @@ import {
   clamp,
   daemonPids,
   fmtMs,
+  hookFigures,
+  MEMORY_HOOK,
   memoryOf,
   monitorsOf,
   now,
@@ -44,6 +46,7 @@ import {
   startDockerd,
   startRegistry,
   stats,
+  tempDir,
   which,
 } from './lib.mjs';
 
@@ -74,7 +77,7 @@ async function side(d, refs, n) {
     pauseImage: refs.pause,
   });
   const dir = path.join(cri.dir, 'pods');
-  return { d, cri, dir, runp: [], total: [], n: 0 };
+  return { d, cri, dir, steps: { runp: [], create: [], start: [], seen: [] }, total: [], n: 0 };
 }
 
 async function ok(s, args) {
@@ -84,7 +87,7 @@ async function ok(s, args) {
   return r;
 }
 
-/** One pod: runp, create + start of two containers, until both run; times go in s.runp and s.total. */
+/** One pod: runp, create + start of two containers, until both run; times go in s.steps and s.total. */
 async function pod(s, refs) {
   const i = s.n++;
   const podFile = path.join(s.cri.dir, `pod-${i}.json`);
@@ -109,32 +112,38 @@ async function pod(s, refs) {
         linux: {},
       }),
     );
-  const t0 = now();
+  const t = [now()];
   const podId = (await ok(s, ['runp', podFile])).stdout.trim();
-  const tPod = now();
+  t.push(now());
   const ids = [];
   for (const file of files.slice(1)) ids.push((await ok(s, ['create', podId, file, podFile])).stdout.trim());
+  t.push(now());
   for (const id of ids) await ok(s, ['start', id]);
+  t.push(now());
   for (const deadline = Date.now() + 60_000; ; ) {
     const r = await ok(s, ['ps', '-p', podId, '-s', 'Running', '-q']);
     if (r.stdout.trim().split('\n').filter(Boolean).length === 2) break;
     if (Date.now() > deadline) throw new Error(`pod ${podId} on ${s.d.kind}: containers not running after 60 s`);
     await sleep(10);
   }
-  const t1 = now();
-  s.runp.push(tPod - t0);
-  s.total.push(t1 - t0);
+  t.push(now());
+  for (const [k, step] of Object.keys(s.steps).entries()) s.steps[step].push(t[k + 1] - t[k]);
+  s.total.push(t[4] - t[0]);
 }
 
 /**
  * PSS (KiB) of the daemon (+ containerd), its anonymous part, and the PSS of
  * its monitors; cri-dockerd's apart. The median of 5 samples 1 s apart.
+ * berthd's heap is collected before each (bench/memory-hook.cjs): otherwise
+ * its figure swings by tens of MiB with when V8 last collected, more than
+ * the pods themselves weigh. dockerd's Go heap is taken as it is.
  */
 async function pss(s) {
   const sum = (pids, k = 'pss') => pids.reduce((a, pid) => a + (memoryOf(pid)[k] || 0), 0);
   const samples = [];
   for (let i = 0; i < 5; i++) {
     if (i) await sleep(1000);
+    if (s.hook) await hookFigures(s.d, s.hook); // berthd: a full collection first
     const mon = monitorsOf(s.d);
     const daemon = daemonPids(s.d);
     samples.push({
@@ -160,7 +169,13 @@ await runBench(async () => {
   criTools();
   if (!which('dockerd')) throw new Error('dockerd is not installed (bench/run.sh --with-dockerd installs it)');
   const refs = await images();
-  const sides = [await side(await startBerthd(), refs, 0), await side(await startDockerd(), refs, 1)];
+  const hook = path.join(tempDir('berth-bench-pods-'), 'hook.json');
+  const berthd = await startBerthd({
+    nodeArgs: ['--expose-gc', '--require', MEMORY_HOOK],
+    env: { BERTH_MEMORY_HOOK: hook, BERTH_MEMORY_HOOK_GC: '1' },
+  });
+  const sides = [await side(berthd, refs, 0), await side(await startDockerd(), refs, 1)];
+  sides[0].hook = hook;
   console.log(
     `load before: ${os
       .loadavg()
@@ -171,8 +186,7 @@ await runBench(async () => {
   for (const s of sides) {
     await pod(s, refs);
     await ok(s, ['rmp', '-af']);
-    s.runp.length = 0;
-    s.total.length = 0;
+    for (const times of [s.total, ...Object.values(s.steps)]) times.length = 0;
   }
   const idle = [];
   for (const s of sides) idle.push(await pss(s));
@@ -187,31 +201,47 @@ await runBench(async () => {
       `${s.d.kind.padEnd(8)} crictl version (a crictl call's floor): ${(await crictlFloor(s)).toFixed(0)} ms median; a pod takes 6 calls or more`,
     );
   for (const s of sides) {
-    res[s.d.kind] = { total: stats(s.total), runp: stats(s.runp) };
+    res[s.d.kind] = { total: stats(s.total), runp: stats(s.steps.runp) };
     console.log(`${s.d.kind.padEnd(8)} pod running: ${fmtMs(res[s.d.kind].total)}`);
-    console.log(`${s.d.kind.padEnd(8)}   runp alone: ${fmtMs(res[s.d.kind].runp)}`);
+    const steps = Object.entries(s.steps).map(([k, v]) => `${k} ${stats(v).median.toFixed(0)}`);
+    console.log(
+      `${s.d.kind.padEnd(8)}   medians of its steps (ms): ${steps.join(', ')} (create, start: both containers)`,
+    );
   }
 
   console.log(`\n== (b) memory per pod, ${PODS} pods (3 containers each: pause + 2) standing`);
+  const standing = [];
+  for (const s of sides) standing.push(await pss(s));
+  // The idle figure is taken again once the pods are gone, and the lower of the two is used:
+  // berthd's PSS right after start-up is tens of MiB above where it settles (V8 gives pages
+  // back over time, even after a full collection), more than the pods weigh. dockerd's Go
+  // heap keeps what it took, so its second idle figure is the higher: the lower one is again
+  // the one before.
+  const after = [];
+  for (const s of sides) {
+    await ok(s, ['rmp', '-af']);
+    after.push(await pss(s));
+  }
   // A daemon's file-backed pages (the node or dockerd binary) are shared with
   // whatever else maps them, so its PSS moves with other processes on the
   // machine: (b2) counts only its anonymous memory, plus the monitors' PSS.
   const mem = {};
   const memAnon = {};
   for (const [k, s] of sides.entries()) {
-    const m = await pss(s);
-    const i = idle[k];
+    const m = standing[k];
+    const low = (key) => Math.min(idle[k][key], after[k][key]);
     const what = s.d.kind === 'berthd' ? 'berthd' : 'dockerd+containerd';
-    const mon = (m.monitors - i.monitors) / PODS;
-    mem[s.d.kind] = (m.daemon - i.daemon) / PODS + mon;
-    memAnon[s.d.kind] = (m.daemonAnon - i.daemonAnon) / PODS + mon;
+    const mon = (m.monitors - low('monitors')) / PODS;
+    mem[s.d.kind] = (m.daemon - low('daemon')) / PODS + mon;
+    memAnon[s.d.kind] = (m.daemonAnon - low('daemonAnon')) / PODS + mon;
     console.log(
-      `${s.d.kind.padEnd(8)} ${what} PSS ${MiB(i.daemon)} → ${MiB(m.daemon)} MiB (anonymous ${MiB(i.daemonAnon)} → ${MiB(m.daemonAnon)}), ` +
-        `${m.count} ${monitorsOf(s.d).comm} ${MiB(m.monitors)} MiB; cri-dockerd grew ${MiB((m.cri - i.cri) / PODS)} MiB per pod`,
+      `${s.d.kind.padEnd(8)} ${what} PSS idle ${MiB(idle[k].daemon)}, with the pods ${MiB(m.daemon)}, idle again ${MiB(after[k].daemon)} MiB ` +
+        `(anonymous ${MiB(idle[k].daemonAnon)}, ${MiB(m.daemonAnon)}, ${MiB(after[k].daemonAnon)}); ` +
+        `${m.count} ${monitorsOf(s.d).comm} ${MiB(m.monitors)} MiB; cri-dockerd grew ${MiB((m.cri - low('cri')) / PODS)} MiB per pod`,
     );
     console.log(
       `${s.d.kind.padEnd(8)}   per pod: ${MiB(mem[s.d.kind])} MiB (b), ${MiB(memAnon[s.d.kind])} MiB (b2: daemon anonymous + monitors); ` +
-        `the monitors alone ${MiB(mon)} MiB per pod, ${MiB((m.monitors - i.monitors) / Math.max(1, m.count - i.count))} MiB per container`,
+        `the monitors alone ${MiB(mon)} MiB per pod, ${MiB(m.monitors / Math.max(1, m.count))} MiB per container`,
     );
   }
 
