@@ -1,6 +1,7 @@
-// cri-dockerd in front of a bench daemon, and crictl to drive it: for benches of
-// what kubelet asks through CRI. Neither is built here: their paths come from
-// $CRI_DOCKERD and $CRICTL (cri-dockerd v0.3.7 and crictl v1.26.1 were used).
+// cri-dockerd in front of a bench daemon, driven through the bench's own CRI
+// client (cri-client.mjs) on one connection, as kubelet drives it: for benches
+// of what kubelet asks through CRI. cri-dockerd is not built here: its path
+// comes from $CRI_DOCKERD (v0.3.7 was used).
 // The pods get their network from Debian's CNI plugins ($CNI_BIN_DIR, default
 // /usr/lib/cni: bridge, host-local, loopback) on a bridge and subnet of their
 // own, as cri-dockerd runs them for kubelet; no portmap, so no iptables rules.
@@ -10,14 +11,15 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
+import { criClient } from './cri-client.mjs';
 import { now, onCleanup, sleep, tempDir } from './lib.mjs';
 
 export const CNI_BIN_DIR = process.env.CNI_BIN_DIR || '/usr/lib/cni';
 
-/** The paths of cri-dockerd and crictl from the environment, or why the bench cannot run. */
+/** The path of cri-dockerd from the environment, or why the bench cannot run. */
 export function criTools() {
-  const tools = { criDockerd: process.env.CRI_DOCKERD, crictl: process.env.CRICTL };
-  const missing = Object.entries({ CRI_DOCKERD: tools.criDockerd, CRICTL: tools.crictl })
+  const tools = { criDockerd: process.env.CRI_DOCKERD };
+  const missing = Object.entries({ CRI_DOCKERD: tools.criDockerd })
     .filter(([, p]) => !p || !existsSync(p))
     .map(([k]) => k);
   if (!existsSync(path.join(CNI_BIN_DIR, 'bridge'))) missing.push(`CNI plugins in ${CNI_BIN_DIR}`);
@@ -31,8 +33,15 @@ export function criTools() {
  * sandbox -998, which a machine without CAP_SYS_RESOURCE (a VM like the one
  * the figures were taken on) cannot apply. The same proxy stands in front of
  * each daemon. Upgraded connections (exec, attach) are passed through as bytes.
+ *
+ * It also times each exchange, from the request's arrival to the answer's
+ * last byte, into `log` as { call, request, status, ms } while `call` (set
+ * by the bench around each CRI call) is not null: which Engine-API requests
+ * a CRI call makes and what each costs, the proxy's own hop included on both
+ * sides alike.
  */
 export async function oomClampProxy(socketPath, upstream) {
+  const timing = { call: null, log: [] };
   const forward = (req, res, body) => {
     const headers = { ...req.headers };
     if (body !== undefined) {
@@ -50,6 +59,12 @@ export async function oomClampProxy(socketPath, upstream) {
     else req.pipe(up);
   };
   const server = http.createServer((req, res) => {
+    const t0 = now();
+    const call = timing.call;
+    if (call !== null)
+      res.once('finish', () =>
+        timing.log.push({ call, request: requestKind(req), status: res.statusCode, ms: now() - t0 }),
+      );
     if (req.method !== 'POST' || !/\/containers\/create(\?|$)/.test(req.url ?? '')) return forward(req, res);
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
@@ -81,18 +96,31 @@ export async function oomClampProxy(socketPath, upstream) {
   server.requestTimeout = 0;
   await new Promise((resolve, reject) => server.once('error', reject).listen(socketPath, resolve));
   onCleanup(() => new Promise((r) => server.close(() => r()).closeAllConnections()));
-  return socketPath;
+  return { socket: socketPath, timing };
+}
+
+/** `POST /containers/{id}/start` for `POST /v1.41/containers/3f…/start?x=y`. */
+function requestKind(req) {
+  const p = (req.url ?? '')
+    .replace(/\?.*$/, '')
+    .replace(/^\/v[0-9.]+\//, '/')
+    .replace(/\/containers\/[^/]+(?=\/|$)/, (m) =>
+      m === '/containers/json' || m === '/containers/create' ? m : '/containers/{id}',
+    )
+    .replace(/\/images\/.+\/json$/, '/images/{name}/json');
+  return `${req.method} ${p}`;
 }
 
 /**
  * cri-dockerd on sockets and directories of its own in front of daemon `d`
  * (through oomClampProxy), with a CNI bridge `bridge` on `subnet`. Returns
- * { socket, dir, pid, crictl(args) } where crictl resolves with
- * { code, stdout, stderr, ms }. Its clean-up removes every pod through
+ * { socket, dir, pid, cri, timing, log() }: `cri.call(method, request)` is
+ * one CRI call on the bench's one connection, `timing` the proxy's record of
+ * the Engine-API requests. Its clean-up stops and removes every pod through
  * cri-dockerd first (so CNI DEL runs), then stops it and deletes the bridge.
  */
 export async function startCriDockerd(d, { bridge, subnet, pauseImage }) {
-  const { criDockerd, crictl: crictlBin } = criTools();
+  const { criDockerd } = criTools();
   const dir = tempDir('bc-');
   // Registered before cri-dockerd starts, so it runs after cri-dockerd has stopped.
   onCleanup(() => spawnSync('ip', ['link', 'del', bridge], { stdio: 'ignore' }));
@@ -118,7 +146,7 @@ export async function startCriDockerd(d, { bridge, subnet, pauseImage }) {
     criDockerd,
     [
       '--docker-endpoint',
-      `unix://${proxy}`,
+      `unix://${proxy.socket}`,
       '--container-runtime-endpoint',
       `unix://${socket}`,
       '--cri-dockerd-root-directory',
@@ -143,28 +171,15 @@ export async function startCriDockerd(d, { bridge, subnet, pauseImage }) {
     log = (log + c).slice(-16_384);
   });
   const exited = new Promise((r) => proc.once('exit', r));
-  const crictl = (args, timeoutMs = 120_000) =>
-    new Promise((resolve) => {
-      const t0 = now();
-      const child = spawn(
-        crictlBin,
-        ['-c', '/dev/null', '-r', `unix://${socket}`, '-i', `unix://${socket}`, '-t', '60s', ...args],
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      const out = [];
-      const err = [];
-      child.stdout.on('data', (c) => out.push(c));
-      child.stderr.on('data', (c) => err.push(c));
-      const killer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      child.once('close', (code) => {
-        clearTimeout(killer);
-        resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), ms: now() - t0 });
-      });
-    });
+  let client;
   onCleanup(async () => {
     if (proc.exitCode === null) {
-      const r = await crictl(['rmp', '-af'], 300_000);
-      if (r.code !== 0) console.error(`bench: crictl rmp -af on ${d.kind}: ${r.stderr.trim()}`);
+      try {
+        if (client) await removeAllPods(client);
+      } catch (e) {
+        console.error(`bench: removing the pods on ${d.kind}: ${e.message}`);
+      }
+      await client?.close();
       proc.kill('SIGTERM');
       const killer = setTimeout(() => proc.kill('SIGKILL'), 15_000);
       await exited;
@@ -173,9 +188,25 @@ export async function startCriDockerd(d, { bridge, subnet, pauseImage }) {
   });
   for (const deadline = Date.now() + 30_000; ; ) {
     if (proc.exitCode !== null) throw new Error(`cri-dockerd exited ${proc.exitCode}: ${log}`);
-    if ((await crictl(['version'])).code === 0) break;
+    try {
+      if (existsSync(socket)) {
+        const c = await criClient(socket);
+        await c.call('Version');
+        client = c;
+        break;
+      }
+    } catch {}
     if (Date.now() > deadline) throw new Error(`cri-dockerd does not answer on ${socket}: ${log}`);
     await sleep(100);
   }
-  return { socket, dir, pid: proc.pid, crictl, log: () => log };
+  return { socket, dir, pid: proc.pid, cri: client, timing: proxy.timing, log: () => log };
+}
+
+/** Every pod stopped and removed, as `crictl rmp -af` does. */
+export async function removeAllPods(client) {
+  const { items = [] } = await client.call('ListPodSandbox');
+  for (const { id } of items) {
+    await client.call('StopPodSandbox', { pod_sandbox_id: id });
+    await client.call('RemovePodSandbox', { pod_sandbox_id: id });
+  }
 }
