@@ -351,6 +351,8 @@ await runBench(async () => {
   const berthd = await startBerthd({
     nodeArgs: ['--expose-gc', '--require', MEMORY_HOOK],
     env: { BERTH_MEMORY_HOOK: hook, BERTH_MEMORY_HOOK_GC: '1' },
+    // e.g. BERTH_BENCH_BERTHD_ARGS=--debug with BERTH_BENCH_LOGS=1: berthd's own step timings
+    args: (process.env.BERTH_BENCH_BERTHD_ARGS ?? '').split(' ').filter(Boolean),
   });
   const sides = [await side(berthd, refs, 0), await side(await startDockerd(), refs, 1)];
   sides[0].hook = hook;
