@@ -19,14 +19,14 @@ import zlib from 'node:zlib';
 import { busyboxImage, pushImage } from '../fixtures/images.mjs';
 import {
   cliRunner,
-  cmdline,
   createContainer,
+  daemonPids,
   fmtMs,
   mapLimit,
   memoryOf,
+  monitorsOf,
   now,
   onCleanup,
-  pidsByComm,
   pull,
   ratio,
   removeAllContainers,
@@ -95,22 +95,9 @@ async function runcFloor(layer) {
 
 // ─────────────────────────────── (b) memory ───────────────────────────────
 
-/** Monitor processes of this daemon's containers: found by their command line naming the daemon's directory. */
-function monitors(d) {
-  const comm = d.kind === 'berthd' ? 'conmon' : 'containerd-shim';
-  const pids =
-    d.kind === 'berthd'
-      ? pidsByComm('conmon')
-      : [...pidsByComm('containerd-shim'), ...pidsByComm('containerd-shim-runc-v2').filter(Boolean)];
-  return { comm, pids: [...new Set(pids)].filter((pid) => cmdline(pid).some((a) => a.includes(d.dir))) };
-}
-
 /** RSS of the daemon and of its helpers that are not per container (dockerd's containerd). */
 function daemonRss(d) {
-  const pids = [d.pid];
-  if (d.kind === 'dockerd')
-    pids.push(...pidsByComm('containerd').filter((pid) => cmdline(pid).some((a) => a.includes(d.dir))));
-  return pids.reduce((a, pid) => a + memoryOf(pid).rss, 0);
+  return daemonPids(d).reduce((a, pid) => a + memoryOf(pid).rss, 0);
 }
 
 async function memory(d) {
@@ -121,7 +108,7 @@ async function memory(d) {
     await startContainer(d, id);
     ids.push(id);
   }
-  const { comm, pids } = monitors(d);
+  const { comm, pids } = monitorsOf(d);
   await new Promise((r) => setTimeout(r, 1000)); // let the monitors settle
   const mem = pids.map(memoryOf);
   const rss = mem.reduce((a, m) => a + m.rss, 0);

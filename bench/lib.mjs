@@ -686,15 +686,48 @@ function readdirSafe(dir) {
   }
 }
 
-/** VmRSS and Pss (from smaps_rollup), in KiB. */
+/** bench/memory-hook.cjs: preloaded into berthd (node --require), it writes the isolate's figures on SIGUSR2. */
+export const MEMORY_HOOK = path.join(ROOT, 'bench/memory-hook.cjs');
+
+/** The memory hook's figures from berthd `d` writing to `file`: signals it and waits for a fresh file. */
+export async function hookFigures(d, file) {
+  const before = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')).n : 0;
+  process.kill(d.pid, 'SIGUSR2');
+  for (let i = 0; i < 200; i++) {
+    await sleep(5);
+    try {
+      const x = JSON.parse(readFileSync(file, 'utf8'));
+      if (x.n > before) return x;
+    } catch {}
+  }
+  return undefined;
+}
+
+/** Monitor processes of a daemon's containers (conmon for berthd, containerd-shim-runc-v2 for dockerd), by their command line naming the daemon's directory. */
+export function monitorsOf(d) {
+  // containerd-shim-runc-v2's comm is cut to 15 characters.
+  const comm = d.kind === 'berthd' ? 'conmon' : 'containerd-shim';
+  return { comm, pids: pidsByComm(comm).filter((pid) => cmdline(pid).some((a) => a.includes(d.dir))) };
+}
+
+/** The daemon and its helpers that are not per container (dockerd's own containerd). */
+export function daemonPids(d) {
+  if (d.kind !== 'dockerd') return [d.pid];
+  return [d.pid, ...pidsByComm('containerd').filter((pid) => cmdline(pid).some((a) => a.includes(d.dir)))];
+}
+
+/** VmRSS, Pss and its anonymous part Pss_Anon (from smaps_rollup), in KiB. */
 export function memoryOf(pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const rss = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN);
   let pss = NaN;
+  let pssAnon = NaN;
   try {
-    pss = Number(/^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? NaN);
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    pss = Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? NaN);
+    pssAnon = Number(/^Pss_Anon:\s+(\d+) kB/m.exec(rollup)?.[1] ?? NaN);
   } catch {}
-  return { rss, pss };
+  return { rss, pss, pssAnon };
 }
 
 /** RSS of a process and all its descendants (KiB), via /proc/<pid>/task/*\/children. */

@@ -27,10 +27,11 @@ import path from 'node:path';
 import {
   buildSnapshot,
   clamp,
+  hookFigures,
+  MEMORY_HOOK,
   cliRunner,
   now,
   pull,
-  ROOT,
   runBench,
   runInterleaved,
   sleep,
@@ -46,7 +47,6 @@ const CONTAINERS = clamp(process.argv[3], 1, 5000, 1000);
 const SECONDS = clamp(process.argv[4], 5, 600, 40);
 const BUILDS = process.argv.slice(5);
 const EVERY_MS = 2000;
-const HOOK = path.join(ROOT, 'bench/memory-hook.cjs');
 const MB = (kib) => (kib / 1024).toFixed(1);
 const load = () =>
   os
@@ -145,25 +145,11 @@ function cpuAndFaults(pid) {
   return { cpu: ns / 1e6, minflt: Number(f[7]) };
 }
 
-/** The hook's figures: signals berthd and waits for a fresh file. */
-async function isolate(d, file) {
-  const before = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')).n : 0;
-  process.kill(d.pid, 'SIGUSR2');
-  for (let i = 0; i < 200; i++) {
-    await sleep(5);
-    try {
-      const x = JSON.parse(readFileSync(file, 'utf8'));
-      if (x.n > before) return x;
-    } catch {}
-  }
-  return undefined;
-}
-
 async function sample(d, file) {
   const r = rollup(d.pid);
   const kinds = byKind(d.pid);
   const th = threads(d.pid);
-  const iso = await isolate(d, file);
+  const iso = await hookFigures(d, file);
   return { r, kinds, th, iso };
 }
 
@@ -210,7 +196,11 @@ await runBench(async () => {
     for (const [b, build] of builds.entries()) {
       console.log(`\n== round ${round + 1}, ${build.name} (load ${load()})`);
       const file = path.join(hookDir, `hook-${round}-${b}.json`);
-      const d = await startBerthd({ bin: build.bin, nodeArgs: ['--require', HOOK], env: { BERTH_MEMORY_HOOK: file } });
+      const d = await startBerthd({
+        bin: build.bin,
+        nodeArgs: ['--require', MEMORY_HOOK],
+        env: { BERTH_MEMORY_HOOK: file },
+      });
       await sleep(1000);
       const fresh = await sample(d, file);
       describe('fresh', fresh);

@@ -60,3 +60,10 @@ node bench/cp.mjs 5
 echo
 echo "== docker build, classic builder, beside dockerd's: 5 steps with a COPY of 2,000 files, cold and cached (issue 17)"
 node bench/build.mjs 10 2000
+echo
+if [ -n "${CRI_DOCKERD:-}" ] && command -v dockerd >/dev/null; then
+  echo "== pods through cri-dockerd: RunPodSandbox to two running containers, memory per pod (issue 28)"
+  node bench/pods.mjs 10
+else
+  echo "(bench/pods.mjs skipped: it needs dockerd and CRI_DOCKERD=/path/to/cri-dockerd)"
+fi

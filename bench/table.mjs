@@ -21,12 +21,11 @@ import {
   berthdWithNetworks,
   clamp,
   cliRunner,
-  cmdline,
+  daemonPids,
   dockerdWithNetworks,
   loadImage,
   memoryOf,
   now,
-  pidsByComm,
   pull,
   request,
   runBench,
@@ -53,12 +52,6 @@ const load = () =>
     .join(' ');
 const rows = [];
 const row = (figure, dockerd, berthd, ratioText, target) => rows.push({ figure, dockerd, berthd, ratioText, target });
-
-/** The daemon's own processes: berthd alone; dockerd and the containerd it started. */
-function daemonPids(d) {
-  if (d.kind === 'berthd') return [d.pid];
-  return [d.pid, ...pidsByComm('containerd').filter((pid) => cmdline(pid).some((a) => a.includes(d.dir)))];
-}
 
 const pssMiB = (d) => daemonPids(d).reduce((a, pid) => a + memoryOf(pid).pss, 0) / 1024;
 
