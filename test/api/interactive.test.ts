@@ -302,6 +302,8 @@ describe('docker exec', () => {
     }, 'the exec to exit');
     expect(done).toMatchObject({ ExitCode: 4 });
     expect(done.Pid).toBeGreaterThan(0);
+    // Gone from the container's ExecIDs once it has exited, as in dockerd; still inspectable by id.
+    expect((await inspect('ex')).ExecIDs).toBeNull();
     expect((await d.request('POST', `/exec/${id}/start`, { body: { Detach: true } })).json).toEqual({
       message: `Error: Exec command ${id} has already run`,
     });

@@ -255,9 +255,14 @@ export class ExecService {
     await this.deps.runtime.resize(this.deps.runtime.execDir(id), height, width);
   }
 
-  /** The exec ids of a container (inspect's ExecIDs). */
+  /**
+   * The exec ids of a container (inspect's ExecIDs): those not yet exited. dockerd drops an exec
+   * from its container's list when it exits, and keeps it inspectable by id.
+   */
   idsOf(containerId: string): string[] {
-    return [...this.execs.values()].filter((e) => e.containerId === containerId).map((e) => e.id);
+    return [...this.execs.values()]
+      .filter((e) => e.containerId === containerId && e.exitCode === null)
+      .map((e) => e.id);
   }
 
   // ------------------------------------------------------------ internals
