@@ -25,10 +25,10 @@ let allocDir: string;
 let replay: Replay;
 let loadedConfigDigest: string;
 
-/** A `docker save` archive of one image named LOADED (a user `app`), built here, not by berthd. */
-async function loadArchive(): Promise<{ tar: Buffer; configDigest: string }> {
+/** A `docker save` archive of one image named `name` (a user `app`), built here, not by berthd. */
+async function loadArchive(name: string): Promise<{ tar: Buffer; configDigest: string }> {
   const layer = await buildLayer(busyboxFiles(), { gzip: false });
-  const image = buildImage({ layers: [layer], config: { ...BUSYBOX_CONFIG, User: 'app' } });
+  const image = buildImage({ layers: [layer], config: { ...BUSYBOX_CONFIG, User: 'app', Labels: { name } } });
   const hex = image.configDigest.slice('sha256:'.length);
   const tar = await tarOf([
     { name: `${hex}/`, type: 'directory' },
@@ -36,7 +36,7 @@ async function loadArchive(): Promise<{ tar: Buffer; configDigest: string }> {
     { name: `${hex}.json`, body: image.configBytes },
     {
       name: 'manifest.json',
-      body: JSON.stringify([{ Config: `${hex}.json`, RepoTags: [LOADED], Layers: [`${hex}/layer.tar`] }]),
+      body: JSON.stringify([{ Config: `${hex}.json`, RepoTags: [name], Layers: [`${hex}/layer.tar`] }]),
     },
   ]);
   return { tar, configDigest: image.configDigest };
@@ -47,7 +47,7 @@ beforeAll(async () => {
   // The infra image's default command must keep running, as the pause binary does.
   await pushImage(reg, 'nomad/pause', '3.3', await busyboxImage({ config: { Cmd: ['sleep', '2147483647'] } }));
   await pushImage(reg, 'nomad/busybox', '1.36', await busyboxImage());
-  const archive = await loadArchive();
+  const archive = await loadArchive(LOADED);
   loadedConfigDigest = archive.configDigest;
   // The alloc dir as the Nomad client lays it out for a group with one task, web.
   allocDir = mkdtempSync(path.join(os.tmpdir(), 'nomad-alloc-'));
@@ -259,5 +259,83 @@ describe('Nomad docker driver, replayed', () => {
       expect((await inspect(replay.vars.taskId!))?.message).toMatch(/No such container/);
       expect((await inspect(replay.vars.pauseId!))?.message).toMatch(/No such container/);
     });
+  });
+});
+
+// Nomad 1.8 and before drive the same flow through fsouza/go-dockerclient: unversioned paths,
+// Content-Type plain/text on POSTs without a body, a numeric kill signal, a wait without a
+// condition, stats as a held stream, old-style filters, and removal with v=1.
+describe('Nomad 1.8 docker driver (fsouza/go-dockerclient), replayed', () => {
+  const legacyAlloc = randomUUID();
+  const LEGACY_LOADED = 'nomad-load/legacy:1.8';
+  let legacy: Replay;
+
+  beforeAll(async () => {
+    const reg = ctx.env.registry;
+    await pushImage(reg, 'nomad/busybox', '1.8', await busyboxImage());
+    const archive = await loadArchive(LEGACY_LOADED);
+    legacy = new Replay(
+      ctx.daemon.socket,
+      {
+        allocId: legacyAlloc,
+        allocDir,
+        pauseImage: `${reg.host}/nomad/pause:3.3`,
+        taskImage: `${reg.host}/nomad/busybox:1.8`,
+        taskImageName: `${reg.host}/nomad/busybox`,
+        taskImageTag: '1.8',
+        loadImage: LEGACY_LOADED,
+      },
+      { loadArchive: archive.tar },
+    );
+  });
+
+  it('runs the whole task lifecycle on unversioned paths', async () => {
+    const s = seq('legacy-fsouza');
+    await legacy.run(s, { to: 'task-start' });
+    // Nomad passes the task's start time, in seconds.
+    legacy.vars.since = String(Math.floor(Date.now() / 1000) - 1);
+    await legacy.run(s, { from: 'task-wait', to: 'task-stats-records' });
+    expect(legacy.pending('task-wait').settled).toBe(false);
+    await legacy.run(s, { from: 'signal' });
+
+    const loaded = legacy
+      .answer('load')
+      .text.trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(loaded.at(-1)).toEqual({ stream: `Loaded image: ${LEGACY_LOADED}\n` });
+    expect(legacy.answer('load-inspect').json.Config.User).toBe('app');
+    expect(
+      demux(legacy.answer('exec-start').body)
+        .map(([, t]) => t)
+        .join(''),
+    ).toContain('mkdir=1\n');
+    expect(legacy.answer('exec-inspect').json.ExitCode).toBe(2);
+    // signal=10 is SIGUSR1: the task's trap saw it.
+    const logs = demux(legacy.answer('task-logs-end').body)
+      .map(([, t]) => t)
+      .join('');
+    expect(logs).toBe('started\ngot USR1\nbye\n');
+    expect(legacy.answer('task-wait-answer').json).toEqual({ StatusCode: 3, Error: null });
+    // The old filter encoding finds the running pause container (the task has exited).
+    expect(legacy.answer('pause-list').json.flatMap((c: { Names: string[] }) => c.Names)).toEqual([
+      `/nomad_init_${legacyAlloc}`,
+    ]);
+    expect((await inspect(legacy.vars.taskId!))?.message).toMatch(/No such container/);
+    expect((await inspect(legacy.vars.pauseId!))?.message).toMatch(/No such container/);
+  });
+
+  it('streams stats while the task runs: each record carries the one before as precpu_stats', () => {
+    const records = legacy.answer('task-stats-records').json;
+    expect(records).toHaveLength(3);
+    for (let i = 1; i < records.length; i++) {
+      const [before, r] = [records[i - 1], records[i]];
+      expect(r.preread).toBe(before.read);
+      expect(r.precpu_stats.cpu_usage.total_usage).toBe(before.cpu_stats.cpu_usage.total_usage);
+      expect(r.precpu_stats.system_cpu_usage).toBe(before.cpu_stats.system_cpu_usage);
+      expect(Date.parse(r.read) - Date.parse(before.read)).toBeGreaterThan(500);
+      expect(typeof r.memory_stats.usage).toBe('number');
+      expect(typeof r.cpu_stats.throttling_data.throttled_periods).toBe('number');
+    }
   });
 });

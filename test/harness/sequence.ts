@@ -26,6 +26,8 @@ export interface Step {
   reads?: Record<string, string>;
   save?: Record<string, string>;
   hold?: boolean;
+  /** For a stream of JSON lines held open (stats stream=true): the answer is its first `take` records. */
+  take?: number;
   await?: string;
   /** A hijacked request (Connection: Upgrade): the answer is the raw stream after the headers. */
   upgrade?: boolean;
@@ -89,9 +91,12 @@ export class Replay {
       if (step.bodyFrom && !raw) throw new Error(`step ${step.id}: no body ${step.bodyFrom}`);
       const body = step.body === undefined ? undefined : this.fillValue(step.body);
       const payload = raw ?? (body === undefined ? undefined : JSON.stringify(body));
+      const method = step.method ?? 'GET';
       const send = step.upgrade
-        ? hijacked(this.socket, step.method ?? 'GET', urlPath, step.headers ?? {}, payload)
-        : request(this.socket, step.method ?? 'GET', urlPath, { headers: step.headers, raw: payload });
+        ? hijacked(this.socket, method, urlPath, step.headers ?? {}, payload)
+        : step.take
+          ? records(this.socket, method, urlPath, step.headers ?? {}, step.take)
+          : request(this.socket, method, urlPath, { headers: step.headers, raw: payload });
       if (step.hold) {
         const h = { settled: false, answer: send };
         send.then(
@@ -209,5 +214,46 @@ function hijacked(
     req.on('response', (res) => collect(res.statusCode ?? 0, res.headers, res));
     req.on('error', reject);
     req.end(payload);
+  });
+}
+
+/** The first `n` records of a stream of JSON lines, then the connection closed (as a client stops reading). */
+function records(
+  socketPath: string,
+  method: string,
+  urlPath: string,
+  headers: Record<string, string>,
+  n: number,
+): Promise<ApiResponse> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      socketPath,
+      method,
+      path: urlPath,
+      agent: false,
+      headers: { Host: 'localhost', ...headers },
+    });
+    req.on('response', (res) => {
+      let text = '';
+      const done = () => {
+        const lines = text.split('\n').filter((l) => l.trim());
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body: Buffer.from(text),
+          text,
+          json: lines.slice(0, n).map((l) => JSON.parse(l)),
+        });
+        req.destroy();
+      };
+      res.on('data', (c: Buffer) => {
+        text += c.toString();
+        if (text.split('\n').length > n) done();
+      });
+      res.on('end', done);
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
   });
 }
