@@ -5,11 +5,13 @@
 // group network, a task with Nomad's HostConfig (inline seccomp, CgroupnsMode, Runtime, the
 // container: network), its held wait, stats, exec, signal, stop and removal, and the reconcilers'
 // lists. The assertions are about what Nomad reads back.
-import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { httpGetWhenUp } from '../harness/http.js';
 import { useEnv } from '../harness/env.js';
 import { BUSYBOX_CONFIG, buildImage, buildLayer, busyboxFiles, busyboxImage, pushImage } from '../harness/images.js';
 import { loadSequence, Replay } from '../harness/sequence.js';
@@ -70,8 +72,47 @@ beforeAll(async () => {
   );
 }, 60_000);
 afterAll(() => {
+  if (cniAdded) cni('DEL');
+  spawnSync('ip', ['link', 'del', CNI_BRIDGE]);
   if (allocDir) rmSync(allocDir, { recursive: true, force: true });
 });
+
+// Nomad's bridge networking runs Debian's CNI plugins (the bridge and host-local ones, as Nomad's
+// default config has them) on the namespace at the pause container's SandboxKey
+// (client/allocrunner/networking_cni.go Setup). A bridge and a subnet of this file's own.
+const CNI_BIN = '/usr/lib/cni';
+const CNI_BRIDGE = `nmdcni${randomBytes(2).toString('hex')}`;
+const CNI_NET = `10.228.${randomBytes(1)[0]}`;
+let cniAdded = false;
+function cni(command: 'ADD' | 'DEL') {
+  const conf = {
+    cniVersion: '0.4.0',
+    name: 'nomad',
+    type: 'bridge',
+    bridge: CNI_BRIDGE,
+    isGateway: true,
+    ipMasq: false,
+    ipam: {
+      type: 'host-local',
+      ranges: [[{ subnet: `${CNI_NET}.0/24` }]],
+      routes: [{ dst: '0.0.0.0/0' }],
+      dataDir: path.join(allocDir, 'cni-ipam'),
+    },
+  };
+  const r = spawnSync(path.join(CNI_BIN, 'bridge'), {
+    input: JSON.stringify(conf),
+    env: {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: replay.vars.pauseId!,
+      CNI_NETNS: replay.vars.sandboxKey!,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: CNI_BIN,
+      PATH: process.env.PATH,
+    },
+  });
+  if (r.status !== 0) throw new Error(`CNI ${command}: ${r.stdout} ${r.stderr}`);
+  return r.stdout.length ? JSON.parse(r.stdout.toString()) : undefined;
+}
 
 /** The inode of the namespace at `p` (a /proc ns link or a bind-mounted ns file). */
 const nsInode = (p: string) => statSync(p).ino;
@@ -127,6 +168,15 @@ describe('Nomad docker driver, replayed', () => {
     expect(nsInode(key)).not.toBe(nsInode('/proc/self/ns/net'));
     expect(readlinkSync(`/proc/${pause.State.Pid}/ns/net`)).toMatch(/^net:\[\d+\]$/);
   });
+
+  it.skipIf(!existsSync(`${CNI_BIN}/bridge`))(
+    'network: the CNI bridge plugin configures the namespace at SandboxKey',
+    () => {
+      const result = cni('ADD');
+      cniAdded = true;
+      expect(result.ips[0].address).toBe(`${CNI_NET}.2/24`);
+    },
+  );
 
   it('a second task with cgroupns host shares the cgroup namespace of the daemon; Runtime runc is taken', async () => {
     await replay.run(seq('cgroupns'));
@@ -237,6 +287,21 @@ describe('Nomad docker driver, replayed', () => {
       expect(out).toContain(HOSTS);
       expect(replay.answer('exec-inspect').json).toMatchObject({ ExitCode: 2, Running: false });
     });
+
+    it.skipIf(!existsSync(`${CNI_BIN}/bridge`))(
+      'the task is reachable at the address CNI gave the pause namespace',
+      async () => {
+        // busybox httpd in the task (it forks into the background), serving the alloc dir.
+        writeFileSync(path.join(allocDir, 'alloc/index.html'), 'from the task\n');
+        const e = await ctx.daemon.request('POST', `/containers/${replay.vars.taskId}/exec`, {
+          body: { Cmd: ['httpd', '-p', '8080', '-h', '/alloc'] },
+        });
+        expect((await ctx.daemon.request('POST', `/exec/${e.json.Id}/start`, { body: { Detach: false } })).status).toBe(
+          200,
+        );
+        expect(await httpGetWhenUp(`${CNI_NET}.2`, 8080, 'the task over the CNI bridge')).toBe('from the task\n');
+      },
+    );
 
     it('signal, then stop: the held wait answers the exit status and the followed logs end', async () => {
       await replay.run(s(), { from: 'signal', to: 'stop' });
