@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { httpGetWhenUp } from '../harness/http.js';
+import { waitFor } from '../harness/daemon.js';
 import { useEnv } from '../harness/env.js';
 import { BUSYBOX_CONFIG, buildImage, buildLayer, busyboxFiles, busyboxImage, pushImage } from '../harness/images.js';
 import { loadSequence, Replay } from '../harness/sequence.js';
@@ -72,7 +73,13 @@ beforeAll(async () => {
   );
 }, 60_000);
 afterAll(() => {
-  if (cniAdded) cni('DEL');
+  if (cniAdded) {
+    try {
+      cni('DEL');
+    } catch {
+      // A test failed before the network's teardown; the bridge goes below all the same.
+    }
+  }
   spawnSync('ip', ['link', 'del', CNI_BRIDGE]);
   if (allocDir) rmSync(allocDir, { recursive: true, force: true });
 });
@@ -288,6 +295,20 @@ describe('Nomad docker driver, replayed', () => {
       expect(replay.answer('exec-inspect').json).toMatchObject({ ExitCode: 2, Running: false });
     });
 
+    it('exec -t: running as soon as it is attached, resized, the shell reading stdin; its exit code at the end', async () => {
+      await replay.run(s(), { from: 'exec-tty-create', to: 'exec-tty-inspect' });
+      // Nomad ends the session at the first Running false it sees, from right after the attach.
+      expect(replay.answer('exec-tty-inspect-running').json.Running).toBe(true);
+      // A terminal's raw bytes, no frames: the shell's prompt.
+      expect(replay.answer('exec-tty-output').text).toContain('/ # ');
+      const done = await waitFor(async () => {
+        const j = (await ctx.daemon.request('GET', `/exec/${replay.vars.ttyExecId}/json`)).json;
+        return j.Running ? undefined : j;
+      }, 'the exec to end');
+      // The command sent on stdin exits with the terminal's width, as the resize set it.
+      expect(done.ExitCode).toBe(100);
+    });
+
     it.skipIf(!existsSync(`${CNI_BIN}/bridge`))(
       'the task is reachable at the address CNI gave the pause namespace',
       async () => {
@@ -314,7 +335,13 @@ describe('Nomad docker driver, replayed', () => {
     });
 
     it('after the exit: inspect, stop 304, kill 409, then removal of the task and of the pause container', async () => {
-      await replay.run(s(), { from: 'exited-inspect' });
+      await replay.run(s(), { from: 'exited-inspect', to: 'destroy-remove' });
+      // The network hook's Postrun: CNI DEL on the namespace, then the driver's DestroyNetwork.
+      if (cniAdded) {
+        cni('DEL');
+        cniAdded = false;
+      }
+      await replay.run(s(), { from: 'destroy-network-stop' });
       expect(replay.answer('exited-inspect').json.State).toMatchObject({
         OOMKilled: false,
         Running: false,

@@ -2,14 +2,15 @@
 // requests exactly as that client puts them on the wire, with placeholders for what differs from
 // run to run (ids, image references, paths), the status it needs and the response fields it reads.
 //
-// A step is one request, or `await` of a request started earlier with `hold` (a wait or a log
-// follow the client keeps open). `{name}` in a path or a body string is replaced by a variable,
+// A step is one request, `await` of a request started earlier with `hold` (a wait or a log
+// follow the client keeps open), or `write` to the stream of a held hijacked one (its stdin). `{name}` in a path or a body string is replaced by a variable,
 // `{name|q}` by the variable encoded for a query string; `save` puts response fields into
 // variables for later steps. `reads` maps a field path (dots; `*` for every element of an array,
 // of which there must be one, `*?` for every element of one that may be empty; `header:<name>`
 // for a header) to the JSON types the client's decoder accepts there, `|`-separated.
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import type { Duplex } from 'node:stream';
 import path from 'node:path';
 import { ROOT, request, type ApiResponse } from './daemon.js';
 
@@ -31,6 +32,10 @@ export interface Step {
   await?: string;
   /** A hijacked request (Connection: Upgrade): the answer is the raw stream after the headers. */
   upgrade?: boolean;
+  /** Bytes written to the stream of the held hijacked request `write` (its stdin); `end` closes that side. */
+  write?: string;
+  data?: string;
+  end?: boolean;
   stream?: 'json-lines' | 'multiplexed';
 }
 
@@ -46,6 +51,8 @@ export function loadSequence(client: string, name: string): Sequence {
 export interface Held {
   readonly settled: boolean;
   readonly answer: Promise<ApiResponse>;
+  /** The upgraded connection of a hijacked request, once the daemon has switched protocols. */
+  stream?: Promise<Duplex>;
 }
 
 export class Replay {
@@ -83,6 +90,13 @@ export class Replay {
 
   async step(step: Step): Promise<ApiResponse> {
     let answer: ApiResponse;
+    if (step.write) {
+      const stream = await this.pending(step.write).stream;
+      if (!stream) throw new Error(`step ${step.id}: ${step.write} is not a hijacked request`);
+      if (step.data) stream.write(this.fill(step.data));
+      if (step.end) stream.end();
+      return { status: 0, headers: {}, body: Buffer.alloc(0), text: '', json: undefined };
+    }
     if (step.await) {
       answer = await this.pending(step.await).answer;
     } else {
@@ -92,13 +106,15 @@ export class Replay {
       const body = step.body === undefined ? undefined : this.fillValue(step.body);
       const payload = raw ?? (body === undefined ? undefined : JSON.stringify(body));
       const method = step.method ?? 'GET';
+      let upgraded: ((s: Duplex) => void) | undefined;
+      const stream = step.upgrade ? new Promise<Duplex>((r) => (upgraded = r)) : undefined;
       const send = step.upgrade
-        ? hijacked(this.socket, method, urlPath, step.headers ?? {}, payload)
+        ? hijacked(this.socket, method, urlPath, step.headers ?? {}, payload, upgraded)
         : step.take
           ? records(this.socket, method, urlPath, step.headers ?? {}, step.take)
           : request(this.socket, method, urlPath, { headers: step.headers, raw: payload });
       if (step.hold) {
-        const h = { settled: false, answer: send };
+        const h = { settled: false, answer: send, stream };
         send.then(
           () => (h.settled = true),
           () => (h.settled = true),
@@ -185,6 +201,7 @@ function hijacked(
   urlPath: string,
   headers: Record<string, string>,
   body: string | Buffer | undefined,
+  onUpgrade?: (stream: Duplex) => void,
 ): Promise<ApiResponse> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : Buffer.from(body);
@@ -210,7 +227,10 @@ function hijacked(
       });
       stream.on('error', reject);
     };
-    req.on('upgrade', (res, socket, head) => collect(res.statusCode ?? 0, res.headers, socket, head));
+    req.on('upgrade', (res, socket, head) => {
+      collect(res.statusCode ?? 0, res.headers, socket, head);
+      onUpgrade?.(socket);
+    });
     req.on('response', (res) => collect(res.statusCode ?? 0, res.headers, res));
     req.on('error', reject);
     req.end(payload);
