@@ -203,6 +203,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     logSizeMax: DEFAULT_LOG_SIZE_MAX,
     events,
     realtime: { period: config.cpuRtPeriod, runtime: config.cpuRtRuntime },
+    cgroupParent: config.cgroupParent,
     endpoints,
     volumes,
     runtimes: { default: config.defaultRuntime, names: Object.keys(config.runtimes) },

@@ -34,6 +34,11 @@ export interface Config {
    */
   cpuRtPeriod: number;
   cpuRtRuntime: number;
+  /**
+   * The parent cgroup of containers that name none (dockerd's --cgroup-parent); '' for berth's own.
+   * Tools that find a container's cgroup as dockerd's (Nomad's cpuset management: /docker/<id>) need `/docker`.
+   */
+  cgroupParent: string;
   network: NetworkConfig;
 }
 
@@ -101,6 +106,7 @@ const DaemonJson = z.looseObject({
   'conmon-path': z.string().optional(),
   'cpu-rt-period': z.number().int().nonnegative().optional(),
   'cpu-rt-runtime': z.number().int().nonnegative().optional(),
+  'cgroup-parent': z.string().optional(),
   bridge: z.string().optional(),
   bip: z.string().optional(),
   'fixed-cidr': z.string().optional(),
@@ -141,6 +147,7 @@ Options:
       --registry-stall-timeout seconds  Fail a registry request that sends nothing for this long (default 60)
       --cpu-rt-period int          Limit the CPU real-time period in microseconds for the parent cgroup for all containers
       --cpu-rt-runtime int         Limit the CPU real-time runtime in microseconds for the parent cgroup for all containers
+      --cgroup-parent string       Set parent cgroup for all containers (default "/berth")
   -b, --bridge string              The default network's bridge interface; "none" for no default network (default "berth0")
       --bip string                 The default bridge's address and prefix (default: the first free pool's)
       --fixed-cidr string          Where the default bridge gives addresses from
@@ -245,6 +252,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
       'registry-stall-timeout': { type: 'string' },
       'cpu-rt-period': { type: 'string' },
       'cpu-rt-runtime': { type: 'string' },
+      'cgroup-parent': { type: 'string' },
       bridge: { type: 'string', short: 'b' },
       bip: { type: 'string' },
       ipv6: { type: 'string' },
@@ -311,6 +319,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
     certsDirs: ['/etc/berth/certs.d', '/etc/docker/certs.d'],
     cpuRtPeriod: rtPeriod ?? file['cpu-rt-period'] ?? 0,
     cpuRtRuntime: rtRuntime ?? file['cpu-rt-runtime'] ?? 0,
+    cgroupParent: values['cgroup-parent'] ?? file['cgroup-parent'] ?? '',
     network: networkConfig(values, file),
   };
   return { help: values.help ?? false, version: values.version ?? false, config: Object.freeze(config) };
@@ -391,6 +400,8 @@ const FLAG_TO_KEY: Record<string, string> = {
   'cpu-rt-period': 'cpu-rt-period',
   'cpu-rt-runtime': 'cpu-rt-runtime',
   'exec-opt': 'exec-opts',
+
+  'cgroup-parent': 'cgroup-parent',
 };
 
 function refuseConflicts(flags: Record<string, unknown>, file: DaemonJson): void {

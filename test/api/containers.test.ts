@@ -756,6 +756,26 @@ describe('namespaces, groups, devices and limits', () => {
     });
     expect(plain.out).toBe('fine');
   });
+
+  it("shows what a Go client sends as nil, and PidsLimit 0 or -1 (unlimited), as dockerd's inspect does", async () => {
+    // Nomad's docker driver (moby/client) sends nil slices as null and PidsLimit -1 when no limit is set.
+    const { inspect } = await output(['true'], {
+      PidsLimit: -1,
+      Devices: null,
+      DeviceRequests: null,
+      Links: null,
+      Ulimits: null,
+    });
+    expect(inspect.HostConfig).toMatchObject({
+      PidsLimit: null,
+      Devices: null,
+      DeviceRequests: null,
+      Links: null,
+      Ulimits: null,
+    });
+    expect((await output(['true'], { PidsLimit: 0 })).inspect.HostConfig.PidsLimit).toBeNull();
+    expect((await output(['true'], { PidsLimit: 7 })).inspect.HostConfig.PidsLimit).toBe(7);
+  });
 });
 
 describe("a body's field names", () => {

@@ -405,6 +405,16 @@ describe('tag, inspect, history, remove, prune', () => {
       Os: 'linux',
       Config: { Cmd: ['sh'] },
     });
+    // Docker's whole container.Config, as dockerd up to API 1.49 gives it: fields the image
+    // config leaves out read as their zero values (Nomad's docker driver reads Config.User).
+    expect(inspect.json.Config).toMatchObject({
+      Hostname: '',
+      User: '',
+      Tty: false,
+      WorkingDir: '',
+      Entrypoint: null,
+      Labels: null,
+    });
     const history = await d.request('GET', '/images/mine/box:v1/history');
     expect(history.json[0]).toMatchObject({ Id: id, Tags: expect.arrayContaining(['mine/box:v1']) });
     // Untag one of two names.

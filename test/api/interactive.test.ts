@@ -3,6 +3,7 @@
 // stdin, TTYs and resize, exec, logs -f, detach keys, and concurrent runs.
 import Docker from 'dockerode';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { PassThrough, type Duplex } from 'node:stream';
@@ -275,6 +276,36 @@ describe('docker exec', () => {
     expect([pipeRaw.type, pipeRaw.body.toString()]).toEqual(['application/vnd.docker.raw-stream', 'out\n']);
   });
 
+  it('is Running from the moment its hijacked start is answered, and a resize then reaches its terminal', async () => {
+    // Nomad's exec polls inspect as soon as the 101 arrives and ends at the first Running false.
+    const d = env.daemon;
+    const created = await d.request('POST', '/containers/ex/exec', {
+      body: { Cmd: ['/bin/sh'], Tty: true, AttachStdin: true, AttachStdout: true, AttachStderr: true },
+    });
+    const id = created.json.Id as string;
+    const sock = net.connect(d.socket);
+    const body = JSON.stringify({ Detach: false, Tty: true });
+    sock.write(
+      `POST /exec/${id}/start HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
+        `Connection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    let received = '';
+    sock.on('data', (c: Buffer) => {
+      received += c.toString('latin1');
+    });
+    await waitFor(() => received.includes('\r\n\r\n'), 'the 101');
+    expect(received).toMatch(/^HTTP\/1.1 101 /);
+    expect((await d.request('GET', `/exec/${id}/json`)).json.Running).toBe(true);
+    expect((await d.request('POST', `/exec/${id}/resize?h=30&w=77`)).status).toBe(200);
+    sock.write('exit $(stty size | cut -d " " -f2)\n');
+    const done = await waitFor(async () => {
+      const j = (await d.request('GET', `/exec/${id}/json`)).json;
+      return j.Running ? undefined : j;
+    }, 'the shell to exit');
+    expect(done.ExitCode).toBe(77);
+    sock.destroy();
+  });
+
   it("answers dockerd's errors, and inspect shows the exec", async () => {
     const d = env.daemon;
     const ctr = (await inspect('ex')).Id as string;
@@ -302,6 +333,8 @@ describe('docker exec', () => {
     }, 'the exec to exit');
     expect(done).toMatchObject({ ExitCode: 4 });
     expect(done.Pid).toBeGreaterThan(0);
+    // Gone from the container's ExecIDs once it has exited, as in dockerd; still inspectable by id.
+    expect((await inspect('ex')).ExecIDs).toBeNull();
     expect((await d.request('POST', `/exec/${id}/start`, { body: { Detach: true } })).json).toEqual({
       message: `Error: Exec command ${id} has already run`,
     });

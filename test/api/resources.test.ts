@@ -10,7 +10,8 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Cli, dockerCli } from '../harness/cli.js';
 import { runPython } from '../harness/clients.js';
-import { removeAllContainers, useEnv } from '../harness/env.js';
+import { type Daemon, startDaemon } from '../harness/daemon.js';
+import { pull, removeAllContainers, useEnv } from '../harness/env.js';
 
 const ctx = useEnv();
 let cli: Cli | undefined;
@@ -223,6 +224,47 @@ describe('CgroupParent', () => {
     }
     expect(await memoryLimit(id)).toBe(48 * MB);
     await docker().ok(['rm', '-f', id]);
+  });
+});
+
+describe("the daemon's --cgroup-parent", () => {
+  // Nomad's docker driver finds a container's cgroup as dockerd's default makes it (/docker/<id>)
+  // for its cpuset management: berthd run with --cgroup-parent /docker puts it there.
+  const parent = `/berth-test-daemon-parent-${process.pid}`;
+  let d: Daemon | undefined;
+  afterAll(async () => {
+    if (d) {
+      await removeAllContainers(d);
+      await d.cleanup();
+    }
+    for (const h of hierarchies()) if (existsSync(path.join(CG, h, parent))) rmdirSync(path.join(CG, h, parent));
+  });
+
+  it('puts a container that names no parent under it in every hierarchy; its own CgroupParent still wins', async () => {
+    d = await startDaemon({ args: ['--cgroup-parent', parent] });
+    await pull(d, ctx.env.busybox);
+    const start = async (host: Record<string, unknown>) => {
+      const c = await d!.request('POST', '/containers/create', {
+        body: { Image: ctx.env.busybox, Cmd: ['sleep', '300'], HostConfig: { Memory: 40 * MB, ...host } },
+      });
+      expect(c.status, c.text).toBe(201);
+      expect((await d!.request('POST', `/containers/${c.json.Id}/start`)).status).toBe(204);
+      return c.json.Id as string;
+    };
+    const id = await start({});
+    for (const h of hierarchies()) expect(existsSync(path.join(CG, h, parent, id)), h).toBe(true);
+    // As dockerd: the daemon's parent is not the container's setting.
+    const inspect = (await d.request('GET', `/containers/${id}/json`)).json;
+    expect(inspect.HostConfig.CgroupParent).toBe('');
+    // stats and top read the cgroup where it is.
+    expect((await d.request('GET', `/containers/${id}/stats?stream=0`)).json.memory_stats.limit).toBe(40 * MB);
+    expect(JSON.stringify((await d.request('GET', `/containers/${id}/top`)).json.Processes)).toMatch(/sleep 300/);
+
+    const own = `${parent}/own`;
+    const other = await start({ CgroupParent: own });
+    for (const h of hierarchies()) expect(existsSync(path.join(CG, h, own, other)), h).toBe(true);
+    await removeAllContainers(d);
+    for (const h of hierarchies()) if (existsSync(path.join(CG, h, own))) rmdirSync(path.join(CG, h, own));
   });
 });
 

@@ -133,6 +133,19 @@ describe('loadConfig', () => {
     ).toThrow(/specified both as a flag and in the configuration file/);
   });
 
+  it("takes dockerd's cgroup-parent from a flag or daemon.json ('' for berth's own), not both", () => {
+    expect(loadConfig(['--config-file', file('cg0.json', {})], {}).config.cgroupParent).toBe('');
+    expect(
+      loadConfig(['--cgroup-parent', '/docker', '--config-file', file('cg1.json', {})], {}).config.cgroupParent,
+    ).toBe('/docker');
+    expect(loadConfig(['--config-file', file('cg2.json', { 'cgroup-parent': 'nomad' })], {}).config.cgroupParent).toBe(
+      'nomad',
+    );
+    expect(() =>
+      loadConfig(['--cgroup-parent', '/a', '--config-file', file('cg3.json', { 'cgroup-parent': '/b' })], {}),
+    ).toThrow(/specified both as a flag and in the configuration file/);
+  });
+
   it('refuses a directive given as a flag and in the file', () => {
     const f = file('c.json', { 'data-root': '/x' });
     expect(() => loadConfig(['--config-file', f, '--data-root', '/y'], {})).toThrow(

@@ -45,7 +45,13 @@ export function execRoutes(app: FastifyInstance, engine: Engine): void {
       return reply.code(200).send();
     }
     const { session } = start;
-    const sock = hijack(req, reply, streamContentType(raw, req.apiVersion, versionBelow));
+    let sock: ReturnType<typeof hijack>;
+    try {
+      sock = hijack(req, reply, streamContentType(raw, req.apiVersion, versionBelow));
+    } catch (e) {
+      start.abandon();
+      throw e;
+    }
     const run = async () => {
       try {
         await start.run();

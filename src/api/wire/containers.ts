@@ -143,6 +143,11 @@ export function containerInspect(
       UTSMode: c.hostConfig.UTSMode ?? '',
       UsernsMode: c.hostConfig.UsernsMode ?? '',
       GroupAdd: c.hostConfig.GroupAdd ?? null,
+      // Lists given as null (Go clients send nil slices so) are shown as null, never left out.
+      Links: c.hostConfig.Links ?? null,
+      Devices: c.hostConfig.Devices ?? null,
+      DeviceRequests: c.hostConfig.DeviceRequests ?? null,
+      Ulimits: c.hostConfig.Ulimits ?? null,
       DeviceCgroupRules: c.hostConfig.DeviceCgroupRules ?? null,
       OomScoreAdj: c.hostConfig.OomScoreAdj ?? 0,
       CpuRealtimePeriod: c.hostConfig.CpuRealtimePeriod ?? 0,

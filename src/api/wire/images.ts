@@ -71,7 +71,8 @@ export function imageInspect(img: ImageDetails, apiVersion: string): Record<stri
       : {}),
     DockerVersion: c.docker_version ?? '',
     Author: c.author ?? '',
-    Config: c.config ?? null,
+    // Docker's full container.Config shape (API 1.50 made it the OCI image config's omitempty one).
+    Config: c.config ? dockerConfig(c.config) : null,
     Architecture: c.architecture ?? 'amd64',
     ...(c.variant ? { Variant: c.variant } : {}),
     Os: c.os ?? 'linux',

@@ -31,6 +31,8 @@ export interface BundleDeps {
   lookup: Pick<ContainerLookup, 'find' | 'byId'>;
   /** The daemon's real-time budget for the containers' parent cgroup (--cpu-rt-period, --cpu-rt-runtime). */
   realtime?: RealtimeBudget;
+  /** The daemon's parent cgroup of containers (--cgroup-parent). */
+  cgroupParent?: string;
   /** What /etc/hosts and /etc/resolv.conf say of the container's networks. */
   endpoints: Pick<Endpoints, 'etcFiles' | 'bridgeAddress' | 'linkersNear'>;
   /** The container's volumes and inherited binds. */
@@ -120,7 +122,7 @@ export class Bundles {
     if (c.hostConfig.IpcMode === 'shareable') await this.mountShm(c);
     await createMountpoints(c.hostConfig);
     // As dockerd, before every start: the budget may have been taken from the parent since.
-    if (this.deps.realtime) await budgetParents(this.deps.realtime, cgroupsPath(c));
+    if (this.deps.realtime) await budgetParents(this.deps.realtime, cgroupsPath(c, this.deps.cgroupParent));
     const spec = await this.spec(c);
     await writeFile(path.join(c.bundleDir, 'config.json'), JSON.stringify(spec));
   }
@@ -176,7 +178,7 @@ export class Bundles {
       noNewPrivileges: security.noNewPrivileges,
       ...(security.seccomp === undefined ? {} : { seccomp: security.seccomp }),
       ...(this.deps.initPath ? { initPath: this.deps.initPath } : {}),
-      cgroupsPath: cgroupsPath(c),
+      cgroupsPath: cgroupsPath(c, this.deps.cgroupParent),
     });
   }
 

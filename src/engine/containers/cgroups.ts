@@ -17,9 +17,15 @@ import { cgroupVersion } from '../os/kernel.js';
 /** berth's parent of containers' cgroups when the container asks none (dockerd's is /docker). */
 const DEFAULT_PARENT = '/berth';
 
-/** The cgroups path runc is given: the parent joined with the id (Go's filepath.Join: cleaned, a relative one kept relative). */
-export function cgroupsPath(c: { id: string; hostConfig: { CgroupParent?: string | null } }): string {
-  return path.posix.join(c.hostConfig.CgroupParent || DEFAULT_PARENT, c.id);
+/**
+ * The cgroups path runc is given: the parent joined with the id (Go's filepath.Join: cleaned, a
+ * relative one kept relative). The parent is the container's, else the daemon's (--cgroup-parent).
+ */
+export function cgroupsPath(
+  c: { id: string; hostConfig: { CgroupParent?: string | null } },
+  daemonParent = '',
+): string {
+  return path.posix.join(c.hostConfig.CgroupParent || daemonParent || DEFAULT_PARENT, c.id);
 }
 
 /**

@@ -28,6 +28,8 @@ export interface ContainerDeps {
   initPath?: string;
   /** The real-time budget given to the containers' parent cgroup before each start (realtime.ts). */
   realtime?: RealtimeBudget;
+  /** The parent cgroup of containers that name none (--cgroup-parent); berth's own when absent. */
+  cgroupParent?: string;
   /** Default cap on a container's log, bytes. */
   logSizeMax: number;
   events: EventBus;

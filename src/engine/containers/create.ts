@@ -253,6 +253,8 @@ function checkHostConfig(h: Given<HostConfigBody>, daemon: DaemonFacts): Omit<Cr
     CpuShares: r.CpuShares ?? 0,
     CpusetCpus: r.CpusetCpus ?? '',
     OomKillDisable: r.OomKillDisable ?? false,
+    // dockerd's create keeps no limit for 0 or a negative one (unlimited): inspect shows null.
+    PidsLimit: r.PidsLimit && r.PidsLimit > 0 ? r.PidsLimit : null,
     CgroupnsMode: h.CgroupnsMode || defaultCgroupnsMode(),
     // As given, json-file when none is named (dockerd's default driver); logconfig.ts reads it.
     LogConfig: { Type: h.LogConfig?.Type || 'json-file', Config: h.LogConfig?.Config ?? {} },

@@ -72,6 +72,8 @@ export interface RepeatedExec {
 
 export class ExecService {
   private readonly execs = new Map<string, ExecInstance>();
+  /** Started execs whose process is not spawned yet: each settles once it runs or cannot. */
+  private readonly spawning = new Map<string, Promise<unknown>>();
   private readonly attachments: Attachments;
   private readonly log: Logger;
 
@@ -183,6 +185,18 @@ export class ExecService {
   ): ExecStart {
     const { id } = e;
     e.started = true;
+    // Running from the start, before its process is, as dockerd's ContainerExecStart marks it: a
+    // client that polls inspect as soon as its attach is answered (Nomad's exec does, and ends the
+    // session at the first Running false) must not read the time the process takes to spawn as an exit.
+    e.running = true;
+    let runCalled = false;
+    let spawnSettled = () => {};
+    this.spawning.set(
+      id,
+      new Promise<void>((r) => {
+        spawnSettled = r;
+      }).then(() => this.spawning.delete(id)),
+    );
     const tty = e.config.Tty;
     const attached = !output && !o.detach && (e.config.AttachStdin || e.config.AttachStdout || e.config.AttachStderr);
     let exit: Promise<number> | undefined;
@@ -212,20 +226,22 @@ export class ExecService {
         )
       : null;
     const run = async () => {
+      runCalled = true;
       try {
-        const proc = await this.deps.runtime.exec({
-          containerId: c.id,
-          execId: id,
-          process: await spec(),
-          tty,
-          stdin: !!session && e.config.AttachStdin,
-          beforeRun: (socket) => {
-            if (output) outputRead = readOutput(socket, output, this.log);
-            else this.attachments.connect(id, socket);
-          },
-        });
+        const spawn = (async () =>
+          this.deps.runtime.exec({
+            containerId: c.id,
+            execId: id,
+            process: await spec(),
+            tty,
+            stdin: !!session && e.config.AttachStdin,
+            beforeRun: (socket) => {
+              if (output) outputRead = readOutput(socket, output, this.log);
+              else this.attachments.connect(id, socket);
+            },
+          }))();
+        const proc = await spawn.finally(spawnSettled);
         e.pid = proc.pid;
-        e.running = true;
         this.event(c, `exec_start: ${e.config.Cmd.join(' ')}`, id);
         exit = proc.exit.then((code) => this.exited(c, e, code));
         if (abandoned) kill();
@@ -239,6 +255,11 @@ export class ExecService {
     };
     const abandon = () => {
       abandoned = true;
+      // Given up before its process was asked for: it never runs.
+      if (!runCalled && e.exitCode === null) {
+        this.exited(c, e, 126);
+        spawnSettled();
+      }
       kill();
     };
     const ended = async () => {
@@ -252,12 +273,20 @@ export class ExecService {
     const e = this.find(id);
     if (!e.running) throw conflict(`Exec ${id} is not running`);
     if (!e.config.Tty) return;
+    // Started but its terminal not there yet: the size applies once it is.
+    await this.spawning.get(id);
+    if (!e.running) throw conflict(`Exec ${id} is not running`);
     await this.deps.runtime.resize(this.deps.runtime.execDir(id), height, width);
   }
 
-  /** The exec ids of a container (inspect's ExecIDs). */
+  /**
+   * The exec ids of a container (inspect's ExecIDs): those not yet exited. dockerd drops an exec
+   * from its container's list when it exits, and keeps it inspectable by id.
+   */
   idsOf(containerId: string): string[] {
-    return [...this.execs.values()].filter((e) => e.containerId === containerId).map((e) => e.id);
+    return [...this.execs.values()]
+      .filter((e) => e.containerId === containerId && e.exitCode === null)
+      .map((e) => e.id);
   }
 
   // ------------------------------------------------------------ internals

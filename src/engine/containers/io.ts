@@ -122,7 +122,7 @@ export class ContainerIo {
   /** `GET /containers/{id}/stats?stream=0`. */
   async stats(ref: string) {
     const c = this.s.lookup.find(ref);
-    const stats = await cgroupStats(cgroupsPath(c), c.id, c.name);
+    const stats = await cgroupStats(cgroupsPath(c, this.s.deps.cgroupParent), c.id, c.name);
     const networks = await this.networksOf(c);
     // dockerd leaves the key out when there is no interface (network none, host, a stopped container).
     return Object.keys(networks).length ? { ...stats, networks } : stats;
@@ -152,7 +152,7 @@ export class ContainerIo {
   async top(ref: string, psArgs?: string) {
     const c = this.s.lookup.find(ref);
     if (!isRunning(c)) throw conflict(`Container ${c.id} is not running`);
-    return top(cgroupsPath(c), psArgs || '-ef');
+    return top(cgroupsPath(c, this.s.deps.cgroupParent), psArgs || '-ef');
   }
 }
 

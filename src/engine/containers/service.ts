@@ -84,6 +84,7 @@ export class ContainerService {
         exits: deps.exits,
         initPath: deps.initPath,
         realtime: deps.realtime,
+        cgroupParent: deps.cgroupParent,
         lookup,
         endpoints: deps.endpoints,
         volumes: deps.volumes,
