@@ -400,7 +400,6 @@ const FLAG_TO_KEY: Record<string, string> = {
   'cpu-rt-period': 'cpu-rt-period',
   'cpu-rt-runtime': 'cpu-rt-runtime',
   'exec-opt': 'exec-opts',
-
   'cgroup-parent': 'cgroup-parent',
 };
 
