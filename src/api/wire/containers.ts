@@ -114,9 +114,10 @@ export function containerInspect(
       ...(c.health ? { Health: c.health } : {}),
     },
     Image: c.imageId,
-    ResolvConfPath: `${b}/resolv.conf`,
-    HostnamePath: `${b}/hostname`,
-    HostsPath: `${b}/hosts`,
+    // A joiner's are its network donor's (netjoin.ts), as dockerd shows them.
+    ResolvConfPath: `${c.etcDir}/resolv.conf`,
+    HostnamePath: `${c.etcDir}/hostname`,
+    HostsPath: `${c.etcDir}/hosts`,
     LogPath: visibleLogPath(c),
     Name: `/${c.name}`,
     RestartCount: c.restartCount,

@@ -14,6 +14,7 @@ import { bindMounts, parseExtraHost, securityOptions, type SecurityOptions } fro
 import { type LinkedSettings, linkedSettings, withLinkEnv } from './links.js';
 import { isRunning, type Container, type ContainerLookup } from './lookup.js';
 import { namespacePlan } from './namespaces.js';
+import { networkIdentity } from './netjoin.js';
 import { cgroupsPath } from './cgroups.js';
 import { networkDisabled, ownHostsNames, specNetworkMode } from './network.js';
 import { budgetParents, type RealtimeBudget } from './realtime.js';
@@ -138,11 +139,12 @@ export class Bundles {
     const security = this.securityOf(c);
     const size = consoleSize(h.ConsoleSize);
     const linked = this.linkedOf(c, true);
+    const named = networkIdentity(c, (ref) => this.deps.lookup.find(ref));
     return buildSpec({
       ...h,
       args: [c.path, ...c.args],
       env: withDefaultEnv(withLinkEnv(linked.env, c.config.Env ?? []), {
-        hostname: c.config.Hostname,
+        hostname: named.hostname,
         tty: c.config.Tty,
         home: user.home,
       }),
@@ -150,13 +152,13 @@ export class Bundles {
       user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids },
       tty: c.config.Tty,
       ...(size ? { consoleSize: size } : {}),
-      hostname: c.config.Hostname,
-      domainname: c.config.Domainname,
+      hostname: named.hostname,
+      domainname: named.domainname,
       rootfsPath: c.rootfs,
       // Its own binds last: one at a destination it inherited (VolumesFrom) wins.
       mounts: [...this.deps.volumes.mountsOf(c.id).map(asBind), ...bindMounts(h, c.recursiveReadonlyBinds)],
       tmpfs: tmpfsMounts(h),
-      hostsFiles: await this.etcFilesOf(c, linked.hosts),
+      hostsFiles: await this.etcFilesOf(c, linked.hosts, named.etcDir),
       networkMode: specNetworkMode(c.config, h),
       // NetworkDisabled: no other container's network namespace either.
       namespaces: namespacePlan(
@@ -181,22 +183,18 @@ export class Bundles {
   }
 
   /**
-   * Its /etc files; a container in another's network namespace (NetworkMode
-   * container:<id>) has that one's hosts and resolv.conf, as with dockerd.
+   * Its /etc files: its own, written now, or (NetworkMode container:<id>) the
+   * donor's, which the joiner's hostname, hosts and resolv.conf are (netjoin.ts).
    */
   private async etcFilesOf(
     c: Container,
     linkHosts: string[],
+    etcDir: string,
   ): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
+    // Its own are written even so: docker cp reads a stopped joiner's (rootview.ts).
     const own = await writeEtcFiles(c, this.deps.endpoints, linkHosts);
-    const mode = c.hostConfig.NetworkMode;
-    if (!mode.startsWith('container:')) return own;
-    const donor = this.deps.lookup.find(mode.slice('container:'.length));
-    return {
-      ...own,
-      hosts: path.join(donor.bundleDir, 'hosts'),
-      resolvConf: path.join(donor.bundleDir, 'resolv.conf'),
-    };
+    if (etcDir === c.bundleDir) return own;
+    return etcFilesIn(etcDir);
   }
 
   /**
@@ -238,15 +236,20 @@ export class Bundles {
   }
 }
 
+/** The files a container's /etc/hostname, /etc/hosts and /etc/resolv.conf are, in a bundle. */
+export const etcFilesIn = (dir: string) => ({
+  hostname: path.join(dir, 'hostname'),
+  hosts: path.join(dir, 'hosts'),
+  resolvConf: path.join(dir, 'resolv.conf'),
+});
+
 /** /etc/hostname, /etc/hosts and /etc/resolv.conf: files berth owns, bind-mounted read-write. */
 async function writeEtcFiles(
   c: Container,
   endpoints: Pick<Endpoints, 'etcFiles'>,
   linkHosts: string[],
 ): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
-  const hostname = path.join(c.bundleDir, 'hostname');
-  const hosts = path.join(c.bundleDir, 'hosts');
-  const resolvConf = path.join(c.bundleDir, 'resolv.conf');
+  const { hostname, hosts, resolvConf } = etcFilesIn(c.bundleDir);
   const h = c.hostConfig;
   const host = h.NetworkMode === 'host';
   const name = host ? os.hostname() : c.config.Hostname;
