@@ -3,9 +3,10 @@
 // Exec instances live in memory only, as in dockerd: they are forgotten a while
 // after they exit, and with their container.
 import { randomBytes } from 'node:crypto';
+import { EventEmitter, once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, invalidParameter, messageOf, noSuchExec } from '../../errors.js';
+import { conflict, invalidParameter, messageOf, noSuchExec, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { processEnded } from '../runtime/proc.js';
@@ -38,6 +39,8 @@ export interface ExecInstance {
 
 /** How long an exited exec stays inspectable. */
 const KEEP_EXITED_MS = 10 * 60_000;
+/** How long a resize waits for its exec to run, as dockerd's ContainerExecResize waits. */
+const RESIZE_WAIT_MS = 10_000;
 
 export interface ExecDeps {
   containers: ContainerService;
@@ -72,6 +75,8 @@ export interface RepeatedExec {
 
 export class ExecService {
   private readonly execs = new Map<string, ExecInstance>();
+  /** An exec's id once its process runs, or could not start: what a resize waits for. */
+  private readonly settled = new EventEmitter().setMaxListeners(0);
   private readonly attachments: Attachments;
   private readonly log: Logger;
 
@@ -226,6 +231,7 @@ export class ExecService {
         });
         e.pid = proc.pid;
         e.running = true;
+        this.settled.emit(id);
         this.event(c, `exec_start: ${e.config.Cmd.join(' ')}`, id);
         exit = proc.exit.then((code) => this.exited(c, e, code));
         if (abandoned) kill();
@@ -247,12 +253,28 @@ export class ExecService {
     return { tty, session, run, abandon, ended };
   }
 
-  /** `POST /exec/{id}/resize`. */
+  /**
+   * `POST /exec/{id}/resize`. A client resizes as soon as its start's stream
+   * is hijacked (cri-dockerd's first resize of `kubectl exec -it`), which is
+   * before the process runs: the resize waits for it, as dockerd's does.
+   */
   async resize(id: string, height: number, width: number): Promise<void> {
     const e = this.find(id);
-    if (!e.running) throw conflict(`Exec ${id} is not running`);
+    if (!e.running) await this.untilRunning(e);
     if (!e.config.Tty) return;
     await this.deps.runtime.resize(this.deps.runtime.execDir(id), height, width);
+  }
+
+  /** Until `e` runs: a 404 once it has ended (dockerd's runtime no longer knows it), a 500 after dockerd's wait. */
+  private async untilRunning(e: ExecInstance): Promise<void> {
+    const gone = () => noSuchExec(e.id);
+    if (e.exitCode !== null) throw gone();
+    try {
+      await once(this.settled, e.id, { signal: AbortSignal.timeout(RESIZE_WAIT_MS) });
+    } catch {
+      throw systemError('timeout waiting for exec session ready');
+    }
+    if (!e.running) throw gone();
   }
 
   /** The exec ids of a container (inspect's ExecIDs). */
@@ -286,6 +308,7 @@ export class ExecService {
   private exited(c: Container, e: ExecInstance, code: number): number {
     e.running = false;
     e.exitCode = code;
+    this.settled.emit(e.id);
     this.event(c, 'exec_die', e.id, { exitCode: String(code) });
     if (e.transient) this.execs.delete(e.id);
     else setTimeout(() => this.execs.delete(e.id), KEEP_EXITED_MS).unref();
