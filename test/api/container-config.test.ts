@@ -103,6 +103,19 @@ describe('Config.Domainname', () => {
   });
 });
 
+describe('Config.User and HostConfig.GroupAdd', () => {
+  it("give dockerd's supplementary groups: the primary group first (a uid:gid of no entry too), then GroupAdd's", async () => {
+    // The process's own list (id would add its gid anyway).
+    const groups = async (User: string, GroupAdd: string[] = []) =>
+      (await run("sed -n 's/^Groups:[[:space:]]*//p' /proc/self/status", { User, HostConfig: { GroupAdd } })).out;
+    expect(await groups('')).toBe('0');
+    expect(await groups('1000:2000')).toBe('2000');
+    expect(await groups('app')).toBe('1000');
+    expect(await groups('0:0', ['12'])).toBe('0 12');
+    expect(await groups('nobody:nogroup', ['app'])).toBe('1000 65534'); // the kernel keeps them sorted
+  });
+});
+
 describe('IpcMode of an older client', () => {
   it('is shareable below API 1.40 when not given (with a HostConfig), private otherwise', async () => {
     const modeOf = async (at: string, body: Body) => (await inspect((await create(body, at)).id)).HostConfig.IpcMode;
