@@ -1,12 +1,13 @@
 // A pod as cri-dockerd makes one (issue 28): a sandbox container, and
 // containers that join its network, IPC and PID namespaces
 // (`container:<sandbox>`), each field as dockerd 20.10 answers it.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../harness/daemon.js';
-import { type Env, execOnTty, useEnv } from '../harness/env.js';
+import { type Env, execOnTty, removeAllContainers, useEnv } from '../harness/env.js';
 
 const ctx = useEnv();
 let env: Env;
@@ -92,5 +93,52 @@ describe('a host-network pod (sandbox NetworkMode host; containers container:<sa
     expect(a.HostnamePath).toBe((await inspect(sandbox)).HostnamePath);
     expect(await sh(app, 'hostname; cat /etc/hostname')).toBe(`${os.hostname()}\r\n${os.hostname()}`);
     expect(readFileSync('/proc/sys/net/ipv4/ip_unprivileged_port_start', 'utf8')).toBe(before);
+  });
+});
+
+describe('bind propagation (kubelet: HostToContainer is rslave, Bidirectional rshared)', () => {
+  /** A tmpfs of its own, with the propagation asked, so the test does not depend on how the host mounted /. */
+  async function withSourceMount(propagation: 'private' | 'shared', fn: (dir: string) => Promise<void>) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-prop-'));
+    execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', dir]);
+    try {
+      execFileSync('mount', [`--make-${propagation}`, dir]);
+      await fn(dir);
+    } finally {
+      await removeAllContainers(d);
+      execFileSync('umount', ['-R', dir]);
+      rmSync(dir, { recursive: true });
+    }
+  }
+  const startFailure = async (bind: string) => {
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['true'], HostConfig: { Binds: [bind] } },
+    });
+    expect(c.status, c.text).toBe(201);
+    const s = await d.request('POST', `/containers/${c.json.Id}/start`);
+    return [s.status, s.json?.message];
+  };
+
+  it("is refused at start, in dockerd's words, when the source's mount does not propagate", async () => {
+    await withSourceMount('private', async (dir) => {
+      expect(await startFailure(`${dir}:/data:rslave`)).toEqual([
+        500,
+        `path ${dir} is mounted on ${dir} but it is not a shared or slave mount`,
+      ]);
+      expect(await startFailure(`${dir}:/data:ro,rshared`)).toEqual([
+        500,
+        `path ${dir} is mounted on ${dir} but it is not a shared mount`,
+      ]);
+    });
+  });
+
+  it('on a shared mount: a mount made on the host later appears in the container', async () => {
+    await withSourceMount('shared', async (dir) => {
+      const id = await start({ HostConfig: { Binds: [`${dir}:/data:rslave`] } });
+      mkdirSync(path.join(dir, 'later'));
+      execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', path.join(dir, 'later')]);
+      writeFileSync(path.join(dir, 'later', 'note'), 'propagated');
+      expect(await sh(id, 'cat /data/later/note')).toBe('propagated');
+    });
   });
 });

@@ -21,7 +21,7 @@ import { budgetParents, type RealtimeBudget } from './realtime.js';
 import { buildSpec, consoleSize, DEFAULT_SHM_SIZE, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
 import type { VolumeService } from '../volumes/service.js';
-import { asBind, createMountpoints, tmpfsMounts } from './mounts.js';
+import { asBind, checkPropagation, createMountpoints, tmpfsMounts } from './mounts.js';
 
 export interface BundleDeps {
   images: ImageService;
@@ -120,6 +120,7 @@ export class Bundles {
     });
     if (c.hostConfig.IpcMode === 'shareable') await this.mountShm(c);
     await createMountpoints(c.hostConfig);
+    checkPropagation(bindMounts(c.hostConfig, c.recursiveReadonlyBinds));
     // As dockerd, before every start: the budget may have been taken from the parent since.
     if (this.deps.realtime) await budgetParents(this.deps.realtime, cgroupsPath(c));
     const spec = await this.spec(c);
