@@ -64,6 +64,20 @@ describe('a container in the sandbox network namespace (NetworkMode container:<s
     expect(await sh(app, 'cat /etc/resolv.conf')).toBe('nameserver 10.96.0.10\r\nsearch default.svc.cluster.local');
   });
 
+  it('records the sandbox by id, as dockerd does: renaming the sandbox keeps the pod together', async () => {
+    const sandbox = await start({ HostConfig: { NetworkMode: 'none', IpcMode: 'shareable' } });
+    const named = (await inspect(sandbox)).Name.slice(1);
+    const c = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['sleep', '300'], ...joiner(named) },
+    });
+    expect(c.status, c.text).toBe(201);
+    const h = (await inspect(c.json.Id)).HostConfig;
+    expect([h.NetworkMode, h.IpcMode, h.PidMode]).toEqual(Array(3).fill(`container:${sandbox}`));
+    expect((await d.request('POST', `/containers/${sandbox}/rename?name=renamed-sandbox`)).status).toBe(204);
+    const s = await d.request('POST', `/containers/${c.json.Id}/start`);
+    expect(s.status, s.text).toBe(204);
+  });
+
   it("is refused at start while the sandbox does not run, in dockerd's words", async () => {
     const c = await d.request('POST', '/containers/create', { body: { Image: env.busybox, Cmd: ['true'] } });
     const app = await d.request('POST', '/containers/create', {
