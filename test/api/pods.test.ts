@@ -97,6 +97,18 @@ describe('a container in the sandbox network namespace (NetworkMode container:<s
   });
 });
 
+describe('a CNI pod sandbox (NetworkMode none) given its pod port mappings', () => {
+  it('reports no ports: the none network has no endpoint that would report them (dockerd: {} and [])', async () => {
+    const sandbox = await start({
+      ExposedPorts: { '80/tcp': {} },
+      HostConfig: { NetworkMode: 'none', PortBindings: { '80/tcp': [{ HostIp: '', HostPort: '18080' }] } },
+    });
+    expect((await inspect(sandbox)).NetworkSettings.Ports).toEqual({});
+    const list = await d.request('GET', `/containers/json?filters=${encodeURIComponent(`{"id":["${sandbox}"]}`)}`);
+    expect(list.json[0].Ports).toEqual([]);
+  });
+});
+
 describe('a host-network pod (sandbox NetworkMode host; containers container:<sandbox>, UTSMode host)', () => {
   it("starts, with the host's name and the host's network sysctls untouched", async () => {
     const before = readFileSync('/proc/sys/net/ipv4/ip_unprivileged_port_start', 'utf8');
