@@ -86,12 +86,13 @@ describe('MaskedPaths and ReadonlyPaths', () => {
 });
 
 describe('Config.Domainname', () => {
-  it('is the NIS domain, and the FQDN in /etc/hosts; /etc/hostname stays the bare name', async () => {
+  // The FQDN's line in /etc/hosts needs an address to name: networks.test.ts (this daemon has no bridge).
+  it('is the NIS domain; /etc/hostname stays the bare name', async () => {
     const { out, inspect: i } = await run(
-      'cat /proc/sys/kernel/hostname /proc/sys/kernel/domainname /etc/hostname; grep -c "foobar.baz.example.com foobar$" /etc/hosts',
+      'cat /proc/sys/kernel/hostname /proc/sys/kernel/domainname /etc/hostname; grep -c foobar /etc/hosts || true',
       { Hostname: 'foobar', Domainname: 'baz.example.com' },
     );
-    expect(out.split('\n')).toEqual(['foobar', 'baz.example.com', 'foobar', '1']);
+    expect(out.split('\n')).toEqual(['foobar', 'baz.example.com', 'foobar', '0']);
     expect([i.Config.Hostname, i.Config.Domainname]).toEqual(['foobar', 'baz.example.com']);
   });
 

@@ -104,12 +104,19 @@ describe('a CNI pod sandbox (NetworkMode none) given its pod port mappings', () 
       HostConfig: { NetworkMode: 'none', PortBindings: { '80/tcp': [{ HostIp: '', HostPort: '18080' }] } },
     });
     expect((await inspect(sandbox)).NetworkSettings.Ports).toEqual({});
+    // No address to name it on: libnetwork writes no line of its own (kubelet gives the pod its own hosts file).
+    expect(await sh(sandbox, 'grep -c "$(hostname)" /etc/hosts')).toBe('0');
     const list = await d.request('GET', `/containers/json?filters=${encodeURIComponent(`{"id":["${sandbox}"]}`)}`);
     expect(list.json[0].Ports).toEqual([]);
   });
 });
 
 describe('a host-network pod (sandbox NetworkMode host; containers container:<sandbox>, UTSMode host)', () => {
+  it("the sandbox's hostname file says the Hostname it was given (cri-dockerd sends the pod's)", async () => {
+    const sandbox = await start({ Hostname: 'nodename', HostConfig: { NetworkMode: 'host', IpcMode: 'shareable' } });
+    expect(await sh(sandbox, 'hostname; cat /etc/hostname')).toBe('nodename\r\nnodename');
+  });
+
   it("starts, with the host's name and the host's network sysctls untouched", async () => {
     const before = readFileSync('/proc/sys/net/ipv4/ip_unprivileged_port_start', 'utf8');
     const sandbox = await start({ HostConfig: { NetworkMode: 'host', IpcMode: 'shareable' } });

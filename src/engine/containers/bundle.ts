@@ -4,7 +4,6 @@
 // configuration. Also where a commit marks a container it paused.
 import type { Endpoints } from '../network/endpoints.js';
 import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import type { ImageService } from '../images/service.js';
 import { prepareRootfs, releaseRootfs } from '../layers/rootfs-mounts.js';
@@ -253,7 +252,8 @@ async function writeEtcFiles(
   const { hostname, hosts, resolvConf } = etcFilesIn(c.bundleDir);
   const h = c.hostConfig;
   const host = h.NetworkMode === 'host';
-  const name = host ? os.hostname() : c.config.Hostname;
+  // Its own name even in the host's network (the host's unless given at create), as dockerd writes it.
+  const name = c.config.Hostname;
   await writeFile(hostname, `${name}\n`);
   const extra = (h.ExtraHosts ?? []).map((e) => {
     const { name: n, ip } = parseExtraHost(e);
@@ -264,7 +264,8 @@ async function writeEtcFiles(
     search: h.DnsSearch ?? [],
     options: h.DnsOptions ?? [],
   });
-  // As dockerd writes it: the container's own name on its first network's address (or loopback's 127.0.1.1 without one).
+  // As dockerd writes it: the container's own name on its first network's address; without one (no
+  // network, as a CNI pod's sandbox), no line (libnetwork's updateHostsFile).
   const hostsText = host
     ? await readFile('/etc/hosts', 'utf8').catch(() => '127.0.0.1\tlocalhost\n')
     : [
@@ -278,7 +279,7 @@ async function writeEtcFiles(
         // dockerd's order: --add-host entries, then links (legacy ones, then a user network's).
         ...linkHosts,
         ...net.linkHosts,
-        `${net.address ?? '127.0.1.1'}\t${ownHostsNames(name, c.config.Domainname)}`,
+        ...(net.address ? [`${net.address}\t${ownHostsNames(name, c.config.Domainname)}`] : []),
         // A dual-stack first network's IPv6 address names it too, as dockerd writes it.
         ...(net.address6 ? [`${net.address6}\t${ownHostsNames(name, c.config.Domainname)}`] : []),
         '',
