@@ -174,4 +174,23 @@ describe('bind propagation (kubelet: HostToContainer is rslave, Bidirectional rs
       expect(await sh(id, 'cat /data/later/note')).toBe('propagated');
     });
   });
+
+  it("a source holding berthd's data root (a hostPath of /, as node agents mount it) is rslave unless asked otherwise", async () => {
+    const root = (await d.request('GET', '/info')).json.DockerRootDir as string;
+    const holder = path.dirname(root);
+    const id = await start({ HostConfig: { Binds: [`${holder}:/host:ro`] } });
+    const i = await inspect(id);
+    expect(i.Mounts.find((m: Body) => m.Destination === '/host')).toMatchObject({
+      Source: holder,
+      Propagation: 'rslave',
+    });
+    expect(await sh(id, 'test -d /host && echo seen')).toBe('seen');
+    const asked = await d.request('POST', '/containers/create', {
+      body: { Image: env.busybox, Cmd: ['true'], HostConfig: { Binds: [`${holder}:/host:rprivate`] } },
+    });
+    expect([asked.status, asked.json.message]).toEqual([
+      400,
+      `invalid mount config: must use either propagation mode "rslave" or "rshared" when mount source is within the daemon root, daemon root: "${root}", bind mount source: "${holder}", propagation: "rprivate"`,
+    ]);
+  });
 });

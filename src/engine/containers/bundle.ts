@@ -20,7 +20,7 @@ import { budgetParents, type RealtimeBudget } from './realtime.js';
 import { buildSpec, consoleSize, DEFAULT_SHM_SIZE, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
 import type { VolumeService } from '../volumes/service.js';
-import { asBind, checkPropagation, createMountpoints, tmpfsMounts } from './mounts.js';
+import { asBind, createMountpoints, propagatingBinds, tmpfsMounts } from './mounts.js';
 
 export interface BundleDeps {
   images: ImageService;
@@ -35,6 +35,8 @@ export interface BundleDeps {
   endpoints: Pick<Endpoints, 'etcFiles' | 'bridgeAddress' | 'linkersNear'>;
   /** The container's volumes and inherited binds. */
   volumes: Pick<VolumeService, 'mountsOf'>;
+  /** berthd's --data-root: binds near it are rslave unless asked otherwise (create.ts's nearDataRoot). */
+  dataRoot: string;
 }
 
 /** A shareable IPC container's /dev/shm, a tmpfs on the host that containers joining its IPC bind too. */
@@ -119,7 +121,6 @@ export class Bundles {
     });
     if (c.hostConfig.IpcMode === 'shareable') await this.mountShm(c);
     await createMountpoints(c.hostConfig);
-    checkPropagation(bindMounts(c.hostConfig, c.recursiveReadonlyBinds));
     // As dockerd, before every start: the budget may have been taken from the parent since.
     if (this.deps.realtime) await budgetParents(this.deps.realtime, cgroupsPath(c));
     const spec = await this.spec(c);
@@ -156,7 +157,10 @@ export class Bundles {
       domainname: named.domainname,
       rootfsPath: c.rootfs,
       // Its own binds last: one at a destination it inherited (VolumesFrom) wins.
-      mounts: [...this.deps.volumes.mountsOf(c.id).map(asBind), ...bindMounts(h, c.recursiveReadonlyBinds)],
+      mounts: [
+        ...this.deps.volumes.mountsOf(c.id).map(asBind),
+        ...propagatingBinds(bindMounts(h, c.recursiveReadonlyBinds, this.deps.dataRoot)),
+      ],
       tmpfs: tmpfsMounts(h),
       hostsFiles: await this.etcFilesOf(c, linked.hosts, named.etcDir),
       networkMode: specNetworkMode(c.config, h),

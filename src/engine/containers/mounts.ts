@@ -203,22 +203,24 @@ export function checkBindSources(h: HostConfig): void {
  * dockerd's check, at each start, of a bind that propagates: a shared one
  * needs its source on a shared mount, a slave one on a shared or slave mount
  * (kubelet's Bidirectional and HostToContainer). Otherwise nothing would
- * propagate, and the start fails in dockerd's words rather than run without.
+ * propagate, and the start fails in dockerd's words rather than run without;
+ * an rslave nobody asked for (near the data root) falls back to rprivate, as
+ * in dockerd. The binds as the spec takes them.
  */
-export function checkPropagation(binds: readonly BindMount[]): void {
-  for (const b of binds) {
+export function propagatingBinds(binds: readonly BindMount[]): BindMount[] {
+  return binds.map((b) => {
     const p = b.propagation ?? 'rprivate';
-    if (p === 'private' || p === 'rprivate') continue;
+    if (p === 'private' || p === 'rprivate') return b;
     const { mountPoint, optional } = sourceMount(b.source);
     const shared = optional.some((o) => o.startsWith('shared:'));
     const slave = optional.some((o) => o.startsWith('master:'));
     if ((p === 'shared' || p === 'rshared') && !shared) {
       throw systemError(`path ${b.source} is mounted on ${mountPoint} but it is not a shared mount`);
     }
-    if (!shared && !slave) {
-      throw systemError(`path ${b.source} is mounted on ${mountPoint} but it is not a shared or slave mount`);
-    }
-  }
+    if (shared || slave) return b;
+    if (b.slaveOfDataRoot) return { ...b, propagation: 'rprivate' };
+    throw systemError(`path ${b.source} is mounted on ${mountPoint} but it is not a shared or slave mount`);
+  });
 }
 
 export async function createMountpoints(h: HostConfig): Promise<void> {
@@ -308,8 +310,8 @@ export function asBind(m: MountPoint): BindMount {
  * HostConfig.Tmpfs map is not listed, as with dockerd). What inspect's `Mounts`
  * shows, and where a path in the container lives on the host.
  */
-export function containerMounts(h: HostConfig, recorded: MountPoint[]): ContainerMount[] {
-  const binds = bindMounts(h, false);
+export function containerMounts(h: HostConfig, recorded: MountPoint[], dataRoot = ''): ContainerMount[] {
+  const binds = bindMounts(h, false, dataRoot);
   const own = new Set(binds.map((b) => clean(b.destination)));
   const modes = new Map(
     (h.Binds ?? [])

@@ -88,6 +88,7 @@ export class ContainerService {
         lookup,
         endpoints: deps.endpoints,
         volumes: deps.volumes,
+        dataRoot: path.dirname(deps.root),
       }),
       attachments: new Attachments(log),
       health,
@@ -175,7 +176,7 @@ export class ContainerService {
    */
   mountPoints(ref: string | Container): ContainerMount[] {
     const c = typeof ref === 'string' ? this.s.lookup.find(ref) : ref;
-    return containerMounts(c.hostConfig, this.s.deps.volumes.mountsOf(c.id));
+    return containerMounts(c.hostConfig, this.s.deps.volumes.mountsOf(c.id), path.dirname(this.s.deps.root));
   }
 
   // ------------------------------------------------------------------ create

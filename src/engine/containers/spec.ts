@@ -41,6 +41,8 @@ export interface BindMount {
   propagation?: Propagation;
   /** Only the source itself, not the mounts under it (BindOptions.NonRecursive). */
   nonRecursive?: true;
+  /** rslave not asked for but given, its source holding berthd's data root (create.ts's nearDataRoot). */
+  slaveOfDataRoot?: true;
 }
 
 /** A tmpfs of the container's own (HostConfig.Tmpfs, Mounts of type tmpfs), its mount options merged. */
