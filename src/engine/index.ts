@@ -55,6 +55,7 @@ export type { LogEntry } from './runtime/logs.js';
 export type { SystemService } from './system.js';
 
 export { visibleLogPath } from './containers/logconfig.js';
+export { reportedExposedPorts } from './containers/network.js';
 export { protectedPaths } from './containers/paths.js';
 export { isoOrZero, statusText } from './containers/status.js';
 export { BEHIND_EVENTS } from './events.js';

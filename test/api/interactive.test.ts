@@ -442,6 +442,22 @@ describe('dockerode', () => {
   });
 });
 
+describe('exec resize', () => {
+  it('sent as soon as the start is hijacked (as cri-dockerd sends the first one) waits for the process and sizes it', async () => {
+    const c = await api.createContainer({ Image: image, Cmd: ['sleep', '600'] });
+    await c.start();
+    const exec = await c.exec({ Cmd: ['sh', '-c', 'sleep 1; stty size'], Tty: true, AttachStdout: true });
+    const stream = (await exec.start({ hijack: true, stdin: false, Tty: true })) as unknown as Duplex;
+    const output = reader(stream);
+    await exec.resize({ h: 40, w: 100 });
+    expect((await output.done).toString().trim()).toBe('40 100');
+    // Once it has ended, the runtime knows it no more: dockerd's 404.
+    const late = await env.daemon.request('POST', `/exec/${exec.id}/resize?h=10&w=10`);
+    expect(late.status).toBe(404);
+    await c.kill();
+  });
+});
+
 describe('python3-docker', () => {
   it('exec_run returns exit codes and output, demuxed and on a TTY; attach reads a run', async () => {
     const { values: v, result } = await runPython(

@@ -180,8 +180,10 @@ describe('user networks', () => {
 
 describe('a container on the default bridge', () => {
   it('has eth0 with its address, reaches the gateway, and leaves nothing behind when removed', async () => {
-    const id = await run({});
+    const id = await run({ Hostname: 'foobar', Domainname: 'baz.example.com' });
     const s = (await inspect(id)).NetworkSettings;
+    // Its own line in /etc/hosts: the FQDN then the bare name, on its address (libnetwork's).
+    expect((await exec(id, ['cat', '/etc/hosts'])).out).toContain(`${s.IPAddress}\tfoobar.baz.example.com foobar\r\n`);
     expect(s.IPAddress).toMatch(/^10\./);
     expect(s.Gateway).toBe(net.gateway);
     expect(s.Networks.bridge.IPAddress).toBe(s.IPAddress);

@@ -4,7 +4,6 @@
 // configuration. Also where a commit marks a container it paused.
 import type { Endpoints } from '../network/endpoints.js';
 import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import type { ImageService } from '../images/service.js';
 import { prepareRootfs, releaseRootfs } from '../layers/rootfs-mounts.js';
@@ -14,13 +13,14 @@ import { bindMounts, parseExtraHost, securityOptions, type SecurityOptions } fro
 import { type LinkedSettings, linkedSettings, withLinkEnv } from './links.js';
 import { isRunning, type Container, type ContainerLookup } from './lookup.js';
 import { namespacePlan } from './namespaces.js';
+import { networkIdentity } from './netjoin.js';
 import { cgroupsPath } from './cgroups.js';
 import { networkDisabled, ownHostsNames, specNetworkMode } from './network.js';
 import { budgetParents, type RealtimeBudget } from './realtime.js';
 import { buildSpec, consoleSize, DEFAULT_SHM_SIZE, withDefaultEnv } from './spec.js';
 import { resolveUser } from './user.js';
 import type { VolumeService } from '../volumes/service.js';
-import { asBind, createMountpoints, tmpfsMounts } from './mounts.js';
+import { asBind, createMountpoints, propagatingBinds, tmpfsMounts } from './mounts.js';
 
 export interface BundleDeps {
   images: ImageService;
@@ -37,6 +37,8 @@ export interface BundleDeps {
   endpoints: Pick<Endpoints, 'etcFiles' | 'bridgeAddress' | 'linkersNear'>;
   /** The container's volumes and inherited binds. */
   volumes: Pick<VolumeService, 'mountsOf'>;
+  /** berthd's --data-root: binds near it are rslave unless asked otherwise (create.ts's nearDataRoot). */
+  dataRoot: string;
 }
 
 /** A shareable IPC container's /dev/shm, a tmpfs on the host that containers joining its IPC bind too. */
@@ -140,11 +142,12 @@ export class Bundles {
     const security = this.securityOf(c);
     const size = consoleSize(h.ConsoleSize);
     const linked = this.linkedOf(c, true);
+    const named = networkIdentity(c, (ref) => this.deps.lookup.find(ref));
     return buildSpec({
       ...h,
       args: [c.path, ...c.args],
       env: withDefaultEnv(withLinkEnv(linked.env, c.config.Env ?? []), {
-        hostname: c.config.Hostname,
+        hostname: named.hostname,
         tty: c.config.Tty,
         home: user.home,
       }),
@@ -152,13 +155,16 @@ export class Bundles {
       user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids },
       tty: c.config.Tty,
       ...(size ? { consoleSize: size } : {}),
-      hostname: c.config.Hostname,
-      domainname: c.config.Domainname,
+      hostname: named.hostname,
+      domainname: named.domainname,
       rootfsPath: c.rootfs,
       // Its own binds last: one at a destination it inherited (VolumesFrom) wins.
-      mounts: [...this.deps.volumes.mountsOf(c.id).map(asBind), ...bindMounts(h, c.recursiveReadonlyBinds)],
+      mounts: [
+        ...this.deps.volumes.mountsOf(c.id).map(asBind),
+        ...propagatingBinds(bindMounts(h, c.recursiveReadonlyBinds, this.deps.dataRoot)),
+      ],
       tmpfs: tmpfsMounts(h),
-      hostsFiles: await this.etcFilesOf(c, linked.hosts),
+      hostsFiles: await this.etcFilesOf(c, linked.hosts, named.etcDir),
       networkMode: specNetworkMode(c.config, h),
       // NetworkDisabled: no other container's network namespace either.
       namespaces: namespacePlan(
@@ -183,22 +189,18 @@ export class Bundles {
   }
 
   /**
-   * Its /etc files; a container in another's network namespace (NetworkMode
-   * container:<id>) has that one's hosts and resolv.conf, as with dockerd.
+   * Its /etc files: its own, written now, or (NetworkMode container:<id>) the
+   * donor's, which the joiner's hostname, hosts and resolv.conf are (netjoin.ts).
    */
   private async etcFilesOf(
     c: Container,
     linkHosts: string[],
+    etcDir: string,
   ): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
+    // Its own are written even so: docker cp reads a stopped joiner's (rootview.ts).
     const own = await writeEtcFiles(c, this.deps.endpoints, linkHosts);
-    const mode = c.hostConfig.NetworkMode;
-    if (!mode.startsWith('container:')) return own;
-    const donor = this.deps.lookup.find(mode.slice('container:'.length));
-    return {
-      ...own,
-      hosts: path.join(donor.bundleDir, 'hosts'),
-      resolvConf: path.join(donor.bundleDir, 'resolv.conf'),
-    };
+    if (etcDir === c.bundleDir) return own;
+    return etcFilesIn(etcDir);
   }
 
   /**
@@ -240,18 +242,24 @@ export class Bundles {
   }
 }
 
+/** The files a container's /etc/hostname, /etc/hosts and /etc/resolv.conf are, in a bundle. */
+export const etcFilesIn = (dir: string) => ({
+  hostname: path.join(dir, 'hostname'),
+  hosts: path.join(dir, 'hosts'),
+  resolvConf: path.join(dir, 'resolv.conf'),
+});
+
 /** /etc/hostname, /etc/hosts and /etc/resolv.conf: files berth owns, bind-mounted read-write. */
 async function writeEtcFiles(
   c: Container,
   endpoints: Pick<Endpoints, 'etcFiles'>,
   linkHosts: string[],
 ): Promise<{ hosts: string; hostname: string; resolvConf: string }> {
-  const hostname = path.join(c.bundleDir, 'hostname');
-  const hosts = path.join(c.bundleDir, 'hosts');
-  const resolvConf = path.join(c.bundleDir, 'resolv.conf');
+  const { hostname, hosts, resolvConf } = etcFilesIn(c.bundleDir);
   const h = c.hostConfig;
   const host = h.NetworkMode === 'host';
-  const name = host ? os.hostname() : c.config.Hostname;
+  // Its own name even in the host's network (the host's unless given at create), as dockerd writes it.
+  const name = c.config.Hostname;
   await writeFile(hostname, `${name}\n`);
   const extra = (h.ExtraHosts ?? []).map((e) => {
     const { name: n, ip } = parseExtraHost(e);
@@ -262,7 +270,8 @@ async function writeEtcFiles(
     search: h.DnsSearch ?? [],
     options: h.DnsOptions ?? [],
   });
-  // As dockerd writes it: the container's own name on its first network's address (or loopback's 127.0.1.1 without one).
+  // As dockerd writes it: the container's own name on its first network's address; without one (no
+  // network, as a CNI pod's sandbox), no line (libnetwork's updateHostsFile).
   const hostsText = host
     ? await readFile('/etc/hosts', 'utf8').catch(() => '127.0.0.1\tlocalhost\n')
     : [
@@ -276,7 +285,7 @@ async function writeEtcFiles(
         // dockerd's order: --add-host entries, then links (legacy ones, then a user network's).
         ...linkHosts,
         ...net.linkHosts,
-        `${net.address ?? '127.0.1.1'}\t${ownHostsNames(name, c.config.Domainname)}`,
+        ...(net.address ? [`${net.address}\t${ownHostsNames(name, c.config.Domainname)}`] : []),
         // A dual-stack first network's IPv6 address names it too, as dockerd writes it.
         ...(net.address6 ? [`${net.address6}\t${ownHostsNames(name, c.config.Domainname)}`] : []),
         '',

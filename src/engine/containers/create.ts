@@ -123,7 +123,7 @@ export function createSettings(
   const config = mergeConfig(c, image.ref, image.config ?? {});
   if (!config.Cmd?.length && !config.Entrypoint?.length) throw invalidParameter('No command specified');
   // Checked now; how read-only ones are made is decided at each start.
-  bindMounts(hostConfig, false);
+  bindMounts(hostConfig, false, daemon.root && path.dirname(daemon.root));
   // dockerd: a container in the host's network or UTS namespace takes the host's name, others their short id.
   const hostName = hostConfig.NetworkMode === 'host' || hostConfig.UTSMode === 'host';
   if (!config.Hostname) config.Hostname = hostName ? os.hostname() : id.slice(0, 12);
@@ -324,12 +324,28 @@ const isPropagation = (s: string): s is Propagation => PROPAGATIONS.includes(s);
  * API 1.44 and falls back to plain ro where rro is not there. Volumes and
  * tmpfs mounts are mounts.ts's.
  */
-export function bindMounts(h: HostConfig, recursiveReadonly: boolean): BindMount[] {
+export function bindMounts(h: HostConfig, recursiveReadonly: boolean, dataRoot = ''): BindMount[] {
   const rro = recursiveReadonly && recursiveReadonlySupported() === undefined;
   return [
     ...(h.Binds ?? []).map(parseBindSpec).flatMap((b) => (b.kind === 'bind' ? [withRecursion(b.bind, rro)] : [])),
     ...(h.Mounts ?? []).filter((m) => (m.Type ?? 'bind') === 'bind').map((m) => mountOf(m, rro)),
-  ];
+  ].map((b) => nearDataRoot(b, dataRoot));
+}
+
+/**
+ * dockerd's validateBindDaemonRoot: a bind whose source holds the data root or
+ * lies in it (`/`, `/var/lib`, a layer) is rslave unless asked otherwise, so
+ * that the container holds no private copy of the mounts berthd makes there;
+ * asked, only rslave or rshared will do. Its source compared as dockerd
+ * compares it: as a string prefix either way.
+ */
+function nearDataRoot(b: BindMount, dataRoot: string): BindMount {
+  if (!dataRoot || !(b.source.startsWith(dataRoot) || dataRoot.startsWith(b.source))) return b;
+  if (b.propagation === undefined) return { ...b, propagation: 'rslave', slaveOfDataRoot: true };
+  if (b.propagation === 'rslave' || b.propagation === 'rshared') return b;
+  throw invalidParameter(
+    `invalid mount config: must use either propagation mode "rslave" or "rshared" when mount source is within the daemon root, daemon root: "${dataRoot}", bind mount source: "${b.source}", propagation: "${b.propagation}"`,
+  );
 }
 
 const withRecursion = (b: BindMount, rro: boolean): BindMount => (b.readonly && rro ? { ...b, recursive: true } : b);
@@ -382,10 +398,11 @@ export function parseBindSpec(spec: string): BindSpec {
       `invalid volume specification: '${spec}': invalid mount config for type "${source.startsWith('/') ? 'bind' : 'volume'}": ${TARGET_IS_ROOT}`,
     );
   if (source.startsWith('/')) {
-    const propagation = opts.find(isPropagation) ?? 'rprivate';
+    // Absent when not asked: rprivate, or rslave near the data root (nearDataRoot).
+    const propagation = opts.find(isPropagation);
     return {
       kind: 'bind',
-      bind: { source, destination, readonly: opts.includes('ro'), propagation },
+      bind: { source, destination, readonly: opts.includes('ro'), ...(propagation ? { propagation } : {}) },
       destination: dest,
       mode,
     };
@@ -408,8 +425,8 @@ function mountOf(m: Mount, rro: boolean): BindMount {
     throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
   if (!m.Target?.startsWith('/'))
     throw invalidParameter('invalid mount config for type "bind": invalid mount path: must be absolute');
-  const propagation = m.BindOptions?.Propagation || 'rprivate';
-  if (!isPropagation(propagation)) {
+  const propagation = m.BindOptions?.Propagation || undefined;
+  if (propagation !== undefined && !isPropagation(propagation)) {
     throw invalidParameter(`invalid mount config for type "bind": invalid propagation mode: ${propagation}`);
   }
   const readonly = m.ReadOnly ?? false;
@@ -419,7 +436,7 @@ function mountOf(m: Mount, rro: boolean): BindMount {
     source: m.Source,
     destination: m.Target,
     readonly,
-    propagation,
+    ...(propagation ? { propagation } : {}),
     ...nonRecursive,
     ...readonlyRecursion(m, rro),
   };

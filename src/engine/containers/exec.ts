@@ -2,10 +2,11 @@
 // own conmon (runtime/exec.ts) so that its exit code is always collected.
 // Exec instances live in memory only, as in dockerd: they are forgotten a while
 // after they exit, and with their container.
+import { EventEmitter, once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, invalidParameter, messageOf, noSuchExec } from '../../errors.js';
+import { conflict, invalidParameter, messageOf, noSuchExec, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { processEnded } from '../runtime/proc.js';
@@ -70,8 +71,13 @@ export interface RepeatedExec {
   close(): void;
 }
 
+/** How long a resize waits for its exec to start, as dockerd's ContainerExecResize waits. */
+const RESIZE_WAIT_MS = 10_000;
+
 export class ExecService {
   private readonly execs = new Map<string, ExecInstance>();
+  /** An exec's id when it starts, or ends: what a resize sent before the start waits for. */
+  private readonly settled = new EventEmitter().setMaxListeners(0);
   /** Started execs whose process is not spawned yet: each settles once it runs or cannot. */
   private readonly spawning = new Map<string, Promise<unknown>>();
   private readonly attachments: Attachments;
@@ -189,6 +195,7 @@ export class ExecService {
     // client that polls inspect as soon as its attach is answered (Nomad's exec does, and ends the
     // session at the first Running false) must not read the time the process takes to spawn as an exit.
     e.running = true;
+    this.settled.emit(id);
     let runCalled = false;
     let spawnSettled = () => {};
     this.spawning.set(
@@ -268,15 +275,31 @@ export class ExecService {
     return { tty, session, run, abandon, ended };
   }
 
-  /** `POST /exec/{id}/resize`. */
+  /**
+   * `POST /exec/{id}/resize`. A client resizes as soon as its start's stream
+   * is hijacked (cri-dockerd's first resize of `kubectl exec -it`), which may be
+   * before the process runs: the resize waits for it, as dockerd's does. Once
+   * the exec has ended it is dockerd's 404 (its runtime no longer knows it).
+   */
   async resize(id: string, height: number, width: number): Promise<void> {
     const e = this.find(id);
-    if (!e.running) throw conflict(`Exec ${id} is not running`);
+    if (!e.running) await this.untilStarted(e);
     if (!e.config.Tty) return;
     // Started but its terminal not there yet: the size applies once it is.
     await this.spawning.get(id);
-    if (!e.running) throw conflict(`Exec ${id} is not running`);
+    if (!e.running) throw noSuchExec(id);
     await this.deps.runtime.resize(this.deps.runtime.execDir(id), height, width);
+  }
+
+  /** Until `e` has started: a 404 once it has ended, a 500 after dockerd's wait. */
+  private async untilStarted(e: ExecInstance): Promise<void> {
+    if (e.exitCode !== null) throw noSuchExec(e.id);
+    try {
+      await once(this.settled, e.id, { signal: AbortSignal.timeout(RESIZE_WAIT_MS) });
+    } catch {
+      throw systemError('timeout waiting for exec session ready');
+    }
+    if (!e.running) throw noSuchExec(e.id);
   }
 
   /**
@@ -315,6 +338,7 @@ export class ExecService {
   private exited(c: Container, e: ExecInstance, code: number): number {
     e.running = false;
     e.exitCode = code;
+    this.settled.emit(e.id);
     this.event(c, 'exec_die', e.id, { exitCode: String(code) });
     if (e.transient) this.execs.delete(e.id);
     else setTimeout(() => this.execs.delete(e.id), KEEP_EXITED_MS).unref();

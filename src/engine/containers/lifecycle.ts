@@ -9,6 +9,7 @@ import { markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
 import { dirInRoot } from '../os/rootfs.js';
 import { publish, type Shared } from './context.js';
 import type { ExitHandler } from './exits.js';
+import { networkIdentity } from './netjoin.js';
 import { killEndsPolicy } from './restart.js';
 import { conmonLogSizeMax, logPolicy } from './logconfig.js';
 import { type Container, isActive, isRunning } from './lookup.js';
@@ -77,6 +78,14 @@ export class Lifecycle {
     }
   }
 
+  /** A joiner's names and /etc files are its donor's from this start on (netjoin.ts), in inspect too, as dockerd records them. */
+  private recordNetworkIdentity(c: Container): void {
+    const named = networkIdentity(c, (ref) => this.s.lookup.find(ref));
+    if (named.etcDir === c.bundleDir) return;
+    const config = { ...c.config, Hostname: named.hostname, Domainname: named.domainname };
+    this.s.deps.repo.update(c.id, { config: JSON.stringify(config), etc_dir: named.etcDir });
+  }
+
   /**
    * Creates and starts the container's process under conmon, and records the
    * run. `restartCount`: a start by the restart policy, not by the user.
@@ -88,6 +97,7 @@ export class Lifecycle {
     const c = this.s.lookup.byId(id);
     if (!c) throw noSuchContainer(id);
     await this.s.bundles.ready(c);
+    this.recordNetworkIdentity(c);
     const member = { id, name: c.name, hostname: c.config.Hostname };
     // The names on user networks first: the DNS server reloads while runc creates the container.
     const named = deps.endpoints.announce(member);

@@ -46,6 +46,11 @@ export interface Container {
   path: string;
   args: string[];
   bundleDir: string;
+  /**
+   * Where its hostname, hosts and resolv.conf are (inspect's HostnamePath…):
+   * its bundle, or the network donor's it took at its last start (netjoin.ts).
+   */
+  etcDir: string;
   /** The overlay mount point, runc's root.path. */
   rootfs: string;
   logPath: string;
@@ -224,6 +229,7 @@ export class ContainerLookup {
       path: argv[0] ?? '',
       args: argv.slice(1),
       bundleDir,
+      etcDir: row.etc_dir || bundleDir,
       rootfs: path.join(bundleDir, 'rootfs'),
       logPath: path.join(bundleDir, 'ctr.log'),
       health: this.liveHealth(row.id) ?? (row.health ? (JSON.parse(row.health) as HealthState) : null),

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { invalidParameter, isEngineError } from '../../errors.js';
+import { invalidParameter, isEngineError, systemError } from '../../errors.js';
 import {
   ANONYMOUS_LABEL,
   checkDriver,
@@ -18,6 +18,7 @@ import {
   type MountPoint,
   type PlannedMount,
 } from '../volumes/service.js';
+import { sourceMount } from '../os/mount.js';
 import { isLocalPath } from '../volumes/subpath.js';
 import type { HostConfig, Mount } from './config.js';
 import { bindMounts, parseBindSpec, TARGET_IS_ROOT } from './create.js';
@@ -198,6 +199,30 @@ export function checkBindSources(h: HostConfig): void {
 }
 
 /** Before each start: the sources of the binds that ask for it, made as directories (dockerd makes them 0755). */
+/**
+ * dockerd's check, at each start, of a bind that propagates: a shared one
+ * needs its source on a shared mount, a slave one on a shared or slave mount
+ * (kubelet's Bidirectional and HostToContainer). Otherwise nothing would
+ * propagate, and the start fails in dockerd's words rather than run without;
+ * an rslave nobody asked for (near the data root) falls back to rprivate, as
+ * in dockerd. The binds as the spec takes them.
+ */
+export function propagatingBinds(binds: readonly BindMount[]): BindMount[] {
+  return binds.map((b) => {
+    const p = b.propagation ?? 'rprivate';
+    if (p === 'private' || p === 'rprivate') return b;
+    const { mountPoint, optional } = sourceMount(b.source);
+    const shared = optional.some((o) => o.startsWith('shared:'));
+    const slave = optional.some((o) => o.startsWith('master:'));
+    if ((p === 'shared' || p === 'rshared') && !shared) {
+      throw systemError(`path ${b.source} is mounted on ${mountPoint} but it is not a shared mount`);
+    }
+    if (shared || slave) return b;
+    if (b.slaveOfDataRoot) return { ...b, propagation: 'rprivate' };
+    throw systemError(`path ${b.source} is mounted on ${mountPoint} but it is not a shared or slave mount`);
+  });
+}
+
 export async function createMountpoints(h: HostConfig): Promise<void> {
   for (const m of h.Mounts ?? []) {
     if (makesMountpoint(m) && m.Source) await mkdir(m.Source, { recursive: true, mode: 0o755 });
@@ -285,8 +310,8 @@ export function asBind(m: MountPoint): BindMount {
  * HostConfig.Tmpfs map is not listed, as with dockerd). What inspect's `Mounts`
  * shows, and where a path in the container lives on the host.
  */
-export function containerMounts(h: HostConfig, recorded: MountPoint[]): ContainerMount[] {
-  const binds = bindMounts(h, false);
+export function containerMounts(h: HostConfig, recorded: MountPoint[], dataRoot = ''): ContainerMount[] {
+  const binds = bindMounts(h, false, dataRoot);
   const own = new Set(binds.map((b) => clean(b.destination)));
   const modes = new Map(
     (h.Binds ?? [])

@@ -77,6 +77,24 @@ function joined(mode: string): string | undefined {
   return mode.startsWith(CONTAINER) && mode.length > CONTAINER.length ? mode.slice(CONTAINER.length) : undefined;
 }
 
+/**
+ * `container:<name>` modes as dockerd records them (adaptSharedNamespaceContainer):
+ * with the other container's id, so that renaming it keeps the sharing. A
+ * container not found is left as named: the start reports it.
+ */
+export function withDonorIds<H extends { NetworkMode?: string; PidMode?: string; IpcMode?: string }>(
+  h: H,
+  idOf: (ref: string) => string | undefined,
+): H {
+  const out = { ...h };
+  for (const key of ['NetworkMode', 'PidMode', 'IpcMode'] as const) {
+    const ref = joined(h[key] ?? '');
+    const id = ref && idOf(ref);
+    if (id) out[key] = `${CONTAINER}${id}`;
+  }
+  return out;
+}
+
 /** What start needs of another container: its pid while it runs, and its IpcMode. */
 export interface Donor {
   id: string;

@@ -26,3 +26,18 @@ export function ownHostsNames(hostname: string, domainname: string | undefined):
   const dot = fqdn.indexOf('.');
   return dot < 0 ? fqdn : `${fqdn} ${fqdn.slice(0, dot)}`;
 }
+
+/**
+ * The exposed ports the container's network reports (inspect's
+ * NetworkSettings.Ports, the list's Ports): a bridge's endpoint reports them;
+ * no network, the host's and another container's report none, as libnetwork's
+ * null and host drivers report none and a joiner has no endpoint of its own.
+ */
+export function reportedExposedPorts(
+  c: Pick<ContainerConfig, 'NetworkDisabled' | 'ExposedPorts'>,
+  h: Pick<HostConfig, 'NetworkMode'>,
+): ContainerConfig['ExposedPorts'] {
+  const mode = h.NetworkMode ?? '';
+  if (networkDisabled(c) || mode === 'none' || mode === 'host' || mode.startsWith('container:')) return null;
+  return c.ExposedPorts;
+}

@@ -20,7 +20,7 @@ import type { ContainerMount } from './mounts.js';
  */
 export function viewMounts(c: Container, points: readonly ContainerMount[]): ViewMount[] {
   const etc = ['hostname', 'hosts', 'resolv.conf'].map((f) => ({
-    source: path.join(c.bundleDir, f),
+    source: path.join(c.etcDir, f),
     destination: `/etc/${f}`,
     readonly: c.hostConfig.ReadonlyRootfs ?? false,
   }));

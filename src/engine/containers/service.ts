@@ -35,6 +35,7 @@ import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
 import { checkBindSources, type ContainerMount, containerMounts, planMounts } from './mounts.js';
 import { checkName, generateName } from './names.js';
+import { withDonorIds } from './namespaces.js';
 import { networkDisabled } from './network.js';
 import { checkImagePlatform } from './platform.js';
 import { RUNC_ONLY } from './runtimes.js';
@@ -88,6 +89,7 @@ export class ContainerService {
         lookup,
         endpoints: deps.endpoints,
         volumes: deps.volumes,
+        dataRoot: path.dirname(deps.root),
       }),
       attachments: new Attachments(log),
       health,
@@ -175,7 +177,7 @@ export class ContainerService {
    */
   mountPoints(ref: string | Container): ContainerMount[] {
     const c = typeof ref === 'string' ? this.s.lookup.find(ref) : ref;
-    return containerMounts(c.hostConfig, this.s.deps.volumes.mountsOf(c.id));
+    return containerMounts(c.hostConfig, this.s.deps.volumes.mountsOf(c.id), path.dirname(this.s.deps.root));
   }
 
   // ------------------------------------------------------------------ create
@@ -189,13 +191,18 @@ export class ContainerService {
     const imageDoc = JSON.parse(image.config) as ImageConfig;
     const imageConfig = imageDoc.config;
     const id = randomBytes(32).toString('hex');
-    const { config, hostConfig, security, warnings } = createSettings(
-      req.config,
-      req.hostConfig,
-      { ref: imageRef, config: imageConfig },
-      id,
-      { runtimes: deps.runtimes ?? RUNC_ONLY, root: deps.root },
-    );
+    const settings = createSettings(req.config, req.hostConfig, { ref: imageRef, config: imageConfig }, id, {
+      runtimes: deps.runtimes ?? RUNC_ONLY,
+      root: deps.root,
+    });
+    const { config, security, warnings } = settings;
+    const hostConfig = withDonorIds(settings.hostConfig, (ref) => {
+      try {
+        return lookup.find(ref).id;
+      } catch {
+        return undefined;
+      }
+    });
     checkImagePlatform(imageRef, imageDoc, req.platform, warnings);
     // NetworkDisabled: no network at all (network.ts); its links are registered and give nothing, as with dockerd.
     const disabled = networkDisabled(config);

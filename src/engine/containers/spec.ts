@@ -41,6 +41,8 @@ export interface BindMount {
   propagation?: Propagation;
   /** Only the source itself, not the mounts under it (BindOptions.NonRecursive). */
   nonRecursive?: true;
+  /** rslave not asked for but given, its source holding berthd's data root (create.ts's nearDataRoot). */
+  slaveOfDataRoot?: true;
 }
 
 /** A tmpfs of the container's own (HostConfig.Tmpfs, Mounts of type tmpfs), its mount options merged. */
@@ -294,12 +296,14 @@ function namespaces(networkMode: SpecInput['networkMode'], plan: NamespacePlan =
 }
 
 /**
- * Unprivileged ports and ping are harmless inside a private network namespace
- * (dockerd sets both); HostConfig.Sysctls over them (checked at create: sysctls.ts).
+ * Unprivileged ports and ping are harmless inside a network namespace the
+ * container made (dockerd sets both there only): the host's and one joined
+ * (NetworkMode container:<id>) are not its own, and runc refuses them in the
+ * host's; HostConfig.Sysctls over them (checked at create: sysctls.ts).
  */
 function sysctls(input: SpecInput): Record<string, string> | undefined {
   const defaults: Record<string, string> =
-    input.networkMode === 'host'
+    input.networkMode === 'host' || input.namespaces?.network
       ? {}
       : { 'net.ipv4.ip_unprivileged_port_start': '0', 'net.ipv4.ping_group_range': '0 2147483647' };
   // No OCI field holds the NIS domain; the sysctl is setdomainname(2) in the container's UTS namespace.

@@ -59,18 +59,18 @@ export async function resolveUser(
     else if (isNum(g)) gid = Number(g);
     else throw invalidParameter(`unable to find group ${g}: no matching entries in group file`);
   }
-  // Supplementary groups: every group that lists the user by name, then GroupAdd's.
-  const listed = name
-    ? groups
-        .filter((e) => (e[3] ?? '').split(',').includes(name))
-        .map((e) => Number(e[2]))
-        .filter((n) => n !== gid)
-    : [];
+  // Supplementary groups as dockerd gives them: the primary group first (so a uid:gid
+  // of no entry still has its gid among them), then every group that lists the user
+  // by name when no group was given (runc's rule), then GroupAdd's.
+  const listed =
+    name && (g === undefined || g === '')
+      ? groups.filter((e) => (e[3] ?? '').split(',').includes(name)).map((e) => Number(e[2]))
+      : [];
   const added = groupAdd.map((g) => {
     const entry = groups.find((e) => e[0] === g);
     if (entry) return Number(entry[2]);
     if (isNum(g)) return Number(g);
     throw invalidParameter(`Unable to find group ${g}: no matching entries in group file`);
   });
-  return { uid, gid, additionalGids: [...new Set([...listed, ...added])], home };
+  return { uid, gid, additionalGids: [...new Set([gid, ...listed, ...added])], home };
 }

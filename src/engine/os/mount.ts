@@ -142,6 +142,31 @@ export function isMountPoint(path: string): boolean {
     .some((line) => line !== '' && unescapeMountinfo(line.split(' ')[4] ?? '') === real);
 }
 
+/**
+ * The mount that holds `path` (symlinks resolved): its mount point, the
+ * longest one above the path, and its optional fields (`shared:N`,
+ * `master:N`: its propagation), as dockerd's getSourceMount reads them.
+ */
+export function sourceMount(path: string): { mountPoint: string; optional: string[] } {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch (e) {
+    throw systemError(
+      `lstat ${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : String(e)}`,
+    );
+  }
+  let best = { mountPoint: '', optional: [] as string[] };
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const fields = line.split(' ');
+    const point = unescapeMountinfo(fields[4] ?? '');
+    if (!point || point.length <= best.mountPoint.length) continue;
+    if (real !== point && !real.startsWith(point === '/' ? '/' : `${point}/`)) continue;
+    best = { mountPoint: point, optional: fields.slice(6, fields.indexOf('-')) };
+  }
+  return best;
+}
+
 /** mount(8)'s flag options (as moby/sys/mount parses them): [set, clear] bits; anything else is filesystem data. */
 const FLAG_OPTIONS: Record<string, [number, number]> = {
   defaults: [0, 0],

@@ -29,6 +29,8 @@ export interface ContainerRow {
   recursive_ro_binds: number;
   /** Docker's State.Health as JSON; null until it first ran with a health check. */
   health: string | null;
+  /** Where its hostname, hosts and resolv.conf are when not in its own bundle: a network donor's bundle. */
+  etc_dir: string;
 }
 
 export type StatePatch = Partial<
@@ -47,6 +49,8 @@ export type StatePatch = Partial<
     | 'manually_stopped'
     | 'health'
     | 'host_config'
+    | 'config'
+    | 'etc_dir'
   >
 >;
 
