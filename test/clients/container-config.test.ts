@@ -21,7 +21,9 @@ beforeAll(() => {
 });
 
 describe('the docker CLI', () => {
-  it('run --hostname --domainname: the NIS domain, and hostname -d reads the domain', async () => {
+  // hostname -d reads the domain from /etc/hosts' line of the container's own, which a container
+  // with no address has none of (as on dockerd): networks.test.ts holds it on a bridge.
+  it('run --hostname --domainname: the host and NIS domain names', async () => {
     const out = await docker.ok([
       'run',
       '--rm',
@@ -32,9 +34,9 @@ describe('the docker CLI', () => {
       image,
       'sh',
       '-c',
-      'cat /proc/sys/kernel/domainname; hostname -d; hostname -f',
+      'cat /proc/sys/kernel/domainname; hostname',
     ]);
-    expect(out.split('\n')).toEqual(['example.org', 'example.org', 'web.example.org', '']);
+    expect(out.split('\n')).toEqual(['example.org', 'web', '']);
   });
 
   it('inspect lists the masked and read-only paths; systempaths=unconfined empties both', async () => {
