@@ -8,26 +8,34 @@
 // UTF-8 sequence as \ufffd (Go's utf8.DecodeRune), DEL and valid UTF-8 raw.
 // `log` is left out when empty. `time` is UTC in Go's RFC3339Nano: the
 // fraction's trailing zeros dropped (time.Time.Format).
-import type { LogStream } from './logs.js';
+import { type LogStream, parseRecord } from './logs.js';
 
 const HEX = '0123456789abcdef';
 
+const bytes = (s: string) => Buffer.from(s, 'latin1');
+
 /** Per ASCII byte: its escape, or undefined when it is written as it is. */
-const ASCII_ESCAPES: (string | undefined)[] = Array.from({ length: 128 }, (_, b) => {
-  if (b === 0x22) return '\\"';
-  if (b === 0x5c) return '\\\\';
-  if (b === 0x0a) return '\\n';
-  if (b === 0x0d) return '\\r';
-  if (b < 0x20 || b === 0x3c || b === 0x3e || b === 0x26) return `\\u00${HEX[b >> 4]}${HEX[b & 15]}`;
+const ASCII_ESCAPES: (Buffer | undefined)[] = Array.from({ length: 128 }, (_, b) => {
+  if (b === 0x22) return bytes('\\"');
+  if (b === 0x5c) return bytes('\\\\');
+  if (b === 0x0a) return bytes('\\n');
+  if (b === 0x0d) return bytes('\\r');
+  if (b < 0x20 || b === 0x3c || b === 0x3e || b === 0x26) return bytes(`\\u00${HEX[b >> 4]}${HEX[b & 15]}`);
   return undefined;
 });
+const REPLACEMENT = bytes('\\ufffd');
+const LINE_SEPARATORS = [bytes('\\u2028'), bytes('\\u2029')];
+const OPEN_LOG = bytes('{"log":"');
+const OPEN = bytes('{');
+const NEWLINE = bytes('\\n');
+const CLOSE_LOG = bytes('",');
 
 /**
  * The length of the valid UTF-8 sequence at s[i] (a byte ≥ 0x80), or 0 when
  * Go's utf8.DecodeRune would give RuneError of width 1 there: a stray
  * continuation byte, an overlong form, a surrogate, past U+10FFFF, or cut short.
  */
-function utf8Width(s: Buffer, i: number): number {
+function utf8Width(s: Uint8Array, i: number): number {
   const b = s[i]!;
   const cont = (k: number, lo = 0x80, hi = 0xbf) => i + k < s.length && s[i + k]! >= lo && s[i + k]! <= hi;
   if (b >= 0xc2 && b <= 0xdf) return cont(1) ? 2 : 0;
@@ -44,22 +52,33 @@ function utf8Width(s: Buffer, i: number): number {
   return 0;
 }
 
-/** A growing byte buffer that entries are written into, one batch at a time. */
+/**
+ * A growing byte buffer that entries are written into, one batch at a time.
+ * Bytes are copied in JavaScript: entries are short, and a call into Buffer's
+ * native copy or write per piece costs more than the copy.
+ */
 export class JsonLineWriter {
   private buf = Buffer.allocUnsafe(64 * 1024);
   private len = 0;
+  /** The end of the last entry written (`"stream":…,"time":…}\n`), for the next one of the same stream and time. */
+  private tail = { stream: '', timeNano: -1n, bytes: Buffer.alloc(0) };
 
-  /** Appends one entry and its newline. */
-  entry(stream: LogStream, timeNano: bigint, content: Buffer, newline: boolean): void {
+  /** Appends one entry (content from `start` on) and its newline. */
+  entry(stream: LogStream, timeNano: bigint, content: Uint8Array, newline: boolean, start = 0): void {
     // Worst case: every byte six (\u00XX, \ufffd), plus the frame.
-    this.reserve(content.length * 6 + 96);
-    this.ascii(content.length || newline ? '{"log":"' : '{');
-    if (content.length || newline) {
-      this.escaped(content);
-      if (newline) this.ascii('\\n');
-      this.ascii('",');
+    this.reserve((content.length - start) * 6 + 96);
+    const logged = content.length > start || newline;
+    this.put(logged ? OPEN_LOG : OPEN);
+    if (logged) {
+      this.escaped(content, start);
+      if (newline) this.put(NEWLINE);
+      this.put(CLOSE_LOG);
     }
-    this.ascii(`"stream":"${stream}","time":"${rfc3339Nano(timeNano)}"}\n`);
+    const t = this.tail;
+    if (t.stream !== stream || t.timeNano !== timeNano) {
+      this.tail = { stream, timeNano, bytes: bytes(`"stream":"${stream}","time":"${rfc3339Nano(timeNano)}"}\n`) };
+    }
+    this.put(this.tail.bytes);
   }
 
   /** The entries written since the last take, and an empty writer. */
@@ -80,45 +99,85 @@ export class JsonLineWriter {
     this.buf = next;
   }
 
-  private ascii(s: string): void {
-    this.len += this.buf.write(s, this.len, 'latin1');
+  private put(b: Uint8Array): void {
+    this.len = copyInto(this.buf, this.len, b);
   }
 
-  private escaped(s: Buffer): void {
-    let start = 0;
-    const flush = (end: number) => {
-      if (end > start) this.len += s.copy(this.buf, this.len, start, end);
-    };
-    for (let i = 0; i < s.length; ) {
+  private escaped(s: Uint8Array, from: number): void {
+    const buf = this.buf;
+    let len = this.len;
+    for (let i = from; i < s.length; ) {
       const b = s[i]!;
       if (b < 0x80) {
         const esc = ASCII_ESCAPES[b];
-        if (esc === undefined) {
-          i++;
-          continue;
-        }
-        flush(i);
-        this.ascii(esc);
-        start = ++i;
+        if (esc === undefined) buf[len++] = b;
+        else len = copyInto(buf, len, esc);
+        i++;
         continue;
       }
       const w = utf8Width(s, i);
       if (w === 0) {
-        flush(i);
-        this.ascii('\\ufffd');
-        start = ++i;
-        continue;
+        len = copyInto(buf, len, REPLACEMENT);
+        i++;
+      } else if (w === 3 && b === 0xe2 && s[i + 1] === 0x80 && (s[i + 2] === 0xa8 || s[i + 2] === 0xa9)) {
+        // U+2028 and U+2029: E2 80 A8 / E2 80 A9.
+        len = copyInto(buf, len, LINE_SEPARATORS[s[i + 2]! - 0xa8]!);
+        i += 3;
+      } else {
+        for (const end = i + w; i < end; i++) buf[len++] = s[i]!;
       }
-      // U+2028 and U+2029: E2 80 A8 / E2 80 A9.
-      if (w === 3 && b === 0xe2 && s[i + 1] === 0x80 && (s[i + 2] === 0xa8 || s[i + 2] === 0xa9)) {
-        flush(i);
-        this.ascii(s[i + 2] === 0xa8 ? '\\u2028' : '\\u2029');
-        start = i += 3;
-        continue;
-      }
-      i += w;
     }
-    flush(s.length);
+    this.len = len;
+  }
+}
+
+/** Copies b into buf at len; returns the new length. */
+function copyInto(buf: Uint8Array, len: number, b: Uint8Array): number {
+  for (let i = 0; i < b.length; i++) buf[len++] = b[i]!;
+  return len;
+}
+
+const SPACE = 0x20;
+
+/**
+ * conmon's records → entries, one each (a malformed record, none, as for
+ * `docker logs`). A record's header (`<time> <stream> <F|P> `) is parsed in
+ * full only when its time differs from the last one's: conmon stamps all the
+ * records of one read alike, and most records share the last one's time.
+ */
+export class RecordConverter {
+  private time = { text: Buffer.alloc(0), nano: 0n };
+
+  constructor(readonly writer: JsonLineWriter) {}
+
+  push(line: Buffer): void {
+    let s1 = 0;
+    while (s1 < line.length && line[s1] !== SPACE) s1++;
+    const stream = line[s1 + 4] === 0x6f ? 'stdout' : 'stderr';
+    const tag = line[s1 + 8];
+    if (!this.sameTime(line, s1) || !this.wellFormed(line, s1, stream, tag)) {
+      const r = parseRecord(line);
+      if (!r) return;
+      this.time = { text: Buffer.from(line.subarray(0, s1)), nano: r.timeNano };
+      this.writer.entry(r.stream, r.timeNano, r.content, !r.partial);
+      return;
+    }
+    this.writer.entry(stream, this.time.nano, line, tag === 0x46, s1 + 10);
+  }
+
+  private sameTime(line: Buffer, s1: number): boolean {
+    const t = this.time.text;
+    if (t.length !== s1) return false;
+    for (let i = 0; i < s1; i++) if (line[i] !== t[i]) return false;
+    return true;
+  }
+
+  /** `stdout `/`stderr `, F or P, and a space after: what parseRecord takes. */
+  private wellFormed(line: Buffer, s1: number, stream: string, tag: number | undefined): boolean {
+    if (line.length < s1 + 10 || line[s1 + 7] !== SPACE || line[s1 + 9] !== SPACE) return false;
+    if (tag !== 0x46 && tag !== 0x50) return false;
+    for (let i = 0; i < 6; i++) if (line[s1 + 1 + i] !== stream.charCodeAt(i)) return false;
+    return true;
   }
 }
 

@@ -21,7 +21,7 @@ import { type FileHandle, open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
-import { entryTime, JsonLineWriter } from './jsonfile.js';
+import { entryTime, JsonLineWriter, RecordConverter } from './jsonfile.js';
 import { compressRotated, lockLog, rotatedFiles, shiftLogs } from './logfiles.js';
 import {
   Cursor,
@@ -76,6 +76,7 @@ export class LogMirror {
   private resumed = false;
   private closed = false;
   private readonly writer = new JsonLineWriter();
+  private readonly records = new RecordConverter(this.writer);
 
   constructor(
     private readonly f: MirrorFiles,
@@ -167,8 +168,7 @@ export class LogMirror {
   private async pump(src: Pumpable): Promise<void> {
     for await (const lines of src.batches()) {
       for (const line of lines) {
-        const r = parseRecord(line);
-        if (r) this.writer.entry(r.stream, r.timeNano, r.content, !r.partial);
+        this.records.push(line);
         if (this.writer.length >= WRITE_AT) await this.flush();
       }
       await this.flush();
