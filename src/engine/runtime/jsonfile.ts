@@ -23,6 +23,8 @@ const ASCII_ESCAPES: (Buffer | undefined)[] = Array.from({ length: 128 }, (_, b)
   if (b < 0x20 || b === 0x3c || b === 0x3e || b === 0x26) return bytes(`\\u00${HEX[b >> 4]}${HEX[b & 15]}`);
   return undefined;
 });
+/** 1 for the bytes written as they are (ASCII without an escape); the rest is looked at. */
+const PLAIN = Uint8Array.from({ length: 256 }, (_, b) => (b < 0x80 && ASCII_ESCAPES[b] === undefined ? 1 : 0));
 const REPLACEMENT = bytes('\\ufffd');
 const LINE_SEPARATORS = [bytes('\\u2028'), bytes('\\u2029')];
 const OPEN_LOG = bytes('{"log":"');
@@ -54,8 +56,9 @@ function utf8Width(s: Uint8Array, i: number): number {
 
 /**
  * A growing byte buffer that entries are written into, one batch at a time.
- * Bytes are copied in JavaScript: entries are short, and a call into Buffer's
- * native copy or write per piece costs more than the copy.
+ * Pieces go in with TypedArray set (a builtin), not Buffer's copy or write:
+ * entries are short, and a call into native code per piece costs more than
+ * the copy.
  */
 export class JsonLineWriter {
   private buf = Buffer.allocUnsafe(64 * 1024);
@@ -100,41 +103,40 @@ export class JsonLineWriter {
   }
 
   private put(b: Uint8Array): void {
-    this.len = copyInto(this.buf, this.len, b);
+    this.buf.set(b, this.len);
+    this.len += b.length;
   }
 
   private escaped(s: Uint8Array, from: number): void {
-    const buf = this.buf;
-    let len = this.len;
+    let run = from;
     for (let i = from; i < s.length; ) {
       const b = s[i]!;
-      if (b < 0x80) {
-        const esc = ASCII_ESCAPES[b];
-        if (esc === undefined) buf[len++] = b;
-        else len = copyInto(buf, len, esc);
+      if (PLAIN[b] === 1) {
         i++;
         continue;
       }
-      const w = utf8Width(s, i);
-      if (w === 0) {
-        len = copyInto(buf, len, REPLACEMENT);
+      if (i > run) this.put(s.subarray(run, i));
+      if (b < 0x80) {
+        this.put(ASCII_ESCAPES[b]!);
         i++;
-      } else if (w === 3 && b === 0xe2 && s[i + 1] === 0x80 && (s[i + 2] === 0xa8 || s[i + 2] === 0xa9)) {
-        // U+2028 and U+2029: E2 80 A8 / E2 80 A9.
-        len = copyInto(buf, len, LINE_SEPARATORS[s[i + 2]! - 0xa8]!);
-        i += 3;
       } else {
-        for (const end = i + w; i < end; i++) buf[len++] = s[i]!;
+        const w = utf8Width(s, i);
+        if (w === 0) {
+          this.put(REPLACEMENT);
+          i++;
+        } else if (w === 3 && b === 0xe2 && s[i + 1] === 0x80 && (s[i + 2] === 0xa8 || s[i + 2] === 0xa9)) {
+          // U+2028 and U+2029: E2 80 A8 / E2 80 A9.
+          this.put(LINE_SEPARATORS[s[i + 2]! - 0xa8]!);
+          i += 3;
+        } else {
+          this.put(s.subarray(i, i + w));
+          i += w;
+        }
       }
+      run = i;
     }
-    this.len = len;
+    if (s.length > run) this.put(s.subarray(run));
   }
-}
-
-/** Copies b into buf at len; returns the new length. */
-function copyInto(buf: Uint8Array, len: number, b: Uint8Array): number {
-  for (let i = 0; i < b.length; i++) buf[len++] = b[i]!;
-  return len;
 }
 
 const SPACE = 0x20;
