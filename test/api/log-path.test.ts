@@ -208,6 +208,26 @@ describe('LogPath', () => {
     expect(lineCounts(id)).toEqual(lineCounts(id, 'ctr.log'));
   });
 
+  it('resumes after a restart of berthd that finds it just rotated, its live file still empty', async () => {
+    // A burst that passes max-size, then quiet: the rotation leaves both live files empty.
+    const burst = ['sh', '-c', 'i=0; while [ $i -lt 100 ]; do echo "line $i"; i=$((i+1)); done; exec sleep 600'];
+    const id = await create(burst, { Type: 'json-file', Config: { 'max-size': '1k', 'max-file': '5' } });
+    await start(id);
+    const live = path.join(dirOf(id), `${id}-json.log`);
+    await waitFor(
+      () => existsSync(`${live}.1`) && statSync(live).size === 0 && entries(id).length === 100,
+      'the burst copied and the copy rotated',
+      30_000,
+    );
+    expect(await d.stop()).toBe(0);
+    await d.restart();
+    await kill(id);
+    await wait(id);
+    expect(lineCounts(id)).toEqual(lineCounts(id, 'ctr.log'));
+    expect(lines(entries(id))).toEqual(await logLines(id));
+    expect(contiguous(lines(entries(id)))).toBe(0);
+  });
+
   it('is none for local and none', async () => {
     for (const Type of ['local', 'none']) {
       const id = await create(['echo', 'hi'], { Type, Config: {} });

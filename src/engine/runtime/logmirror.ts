@@ -53,6 +53,12 @@ export interface MirrorFiles {
 interface Mark {
   time: bigint;
   count: number;
+  /**
+   * Found in the copy's newest rotated file, its live one empty: the copy had
+   * moved on past the log's file that holds the mark (it does so once that
+   * file was read to its end), and nothing was copied since.
+   */
+  rotated: boolean;
 }
 
 type Pumpable = Pick<LogSource, 'batches' | 'close'>;
@@ -206,11 +212,13 @@ export class LogMirror {
       let at: { index: number; offset: number } | null = mark ? null : { index: 0, offset: 0 };
       for (let i = pieces.length - 1; mark && i >= 0 && !at; i--) {
         const offset = await offsetAfter(pieces[i]!.scan, mark);
-        if (offset !== null) at = { index: i, offset };
+        // After a rotated mark the copy is at the start of the log's next file already.
+        if (offset !== null) at = mark.rotated ? { index: i + 1, offset: 0 } : { index: i, offset };
       }
-      // Not in the log: it started afresh since (conmon's cap while berthd was down). So does the copy.
       if (!at) {
-        if (pieces.length) await this.nextFile();
+        // Not in the log: it started afresh since (conmon's cap while berthd was down). So does
+        // the copy, unless it has already.
+        if (pieces.length && !mark?.rotated) await this.nextFile();
         at = { index: 0, offset: 0 };
       }
       for (let i = at.index; i < pieces.length; i++) {
@@ -335,19 +343,23 @@ async function* linesBackward(src: Positional): AsyncGenerator<{ line: Buffer; s
 async function lastMark(mirror: string, out: FileHandle): Promise<Mark | null> {
   const size = (await out.stat()).size;
   const live: Positional = { size, read: (b, len, pos) => out.read(b, 0, len, pos) };
-  const found = await markOf(live, async (completeEnd) => {
+  const found = await markOf(live, false, async (completeEnd) => {
     if (completeEnd < size) await out.truncate(completeEnd);
   });
-  if (found || size > 0) return found;
+  if (found) return found;
   const newest = (await rotatedFiles(mirror)).find((f) => f.index === 1);
   if (!newest) return null;
   const data = newest.compressed
     ? await gunzipAsync(await readFile(newest.path))
     : await readFile(newest.path).catch(() => null);
-  return data && markOf({ size: data.length, read: async (b, len, pos) => data.copy(b, 0, pos, pos + len) });
+  return data && markOf({ size: data.length, read: async (b, len, pos) => data.copy(b, 0, pos, pos + len) }, true);
 }
 
-async function markOf(src: Positional, onEnd?: (completeEnd: number) => Promise<void>): Promise<Mark | null> {
+async function markOf(
+  src: Positional,
+  rotated: boolean,
+  onEnd?: (completeEnd: number) => Promise<void>,
+): Promise<Mark | null> {
   let mark: Mark | null = null;
   let text: string | null = null;
   let ended = false;
@@ -361,7 +373,7 @@ async function markOf(src: Positional, onEnd?: (completeEnd: number) => Promise<
     else {
       const time = parseTimestamp(t);
       if (time === null) continue;
-      mark = { time, count: 1 };
+      mark = { time, count: 1, rotated };
       text = t;
     }
   }
