@@ -302,6 +302,14 @@ async function gzipPiece(file: string): Promise<LogPiece | null> {
   };
 }
 
+/** The time of the file's first record (in its first chunk); null when there is none or it is malformed. */
+async function firstRecordTime(src: Positional): Promise<bigint | null> {
+  const buf = Buffer.allocUnsafe(Math.min(CHUNK, src.size));
+  await src.read(buf, buf.length, 0);
+  const nl = buf.indexOf(0x0a);
+  return nl < 0 ? null : (parseRecord(buf.subarray(0, nl))?.timeNano ?? null);
+}
+
 /** The complete lines of a file from its end backwards, with where each starts. */
 async function* linesBackward(src: Positional): AsyncGenerator<{ line: Buffer; start: number }> {
   const buf = Buffer.allocUnsafe(CHUNK);
@@ -388,6 +396,9 @@ async function markOf(
  * record of the file is newer than the mark (or it has none).
  */
 async function offsetAfter(src: Positional, mark: Mark): Promise<number | null> {
+  // Records come in time order: a file that starts after the mark is skipped unread.
+  const first = await firstRecordTime(src);
+  if (first !== null && first > mark.time) return null;
   const runEnds: number[] = []; // newest first
   for await (const { line, start } of linesBackward(src)) {
     const r = parseRecord(line);
