@@ -40,6 +40,9 @@ echo
 echo "== health checks: berthd's CPU with 100 containers checked every second"
 node bench/health.mjs 100 20
 echo
+echo "== json-file's copy at LogPath: berthd's CPU per MiB of output, the log on disk (issue 28)"
+node bench/logcopy.mjs 32 20
+echo
 echo "== firewall: one change, 20 containers publishing at once (issue 14)"
 node bench/firewall.mjs 20
 echo

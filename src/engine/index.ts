@@ -54,7 +54,7 @@ export type { AuthConfig } from './registry/auth.js';
 export type { LogEntry } from './runtime/logs.js';
 export type { SystemService } from './system.js';
 
-export { visibleLogPath } from './containers/logconfig.js';
+export { visibleLogPath } from './containers/jsonlog.js';
 export { reportedExposedPorts } from './containers/network.js';
 export { protectedPaths } from './containers/paths.js';
 export { isoOrZero, statusText } from './containers/status.js';

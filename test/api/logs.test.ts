@@ -144,7 +144,7 @@ describe('json-file with max-size and max-file', () => {
       Type: 'json-file',
       Config: { 'max-size': '1k', 'max-file': '3', compress: 'true' },
     });
-    expect(i.LogPath).toBe(path.join(bundleOf(id), 'ctr.log'));
+    expect(i.LogPath).toBe(path.join(bundleOf(id), `${id}-json.log`));
   });
 
   it('rotates on after berthd restarts, and finishes a rotation a crash cut short', async () => {

@@ -130,6 +130,8 @@ function containerHoldings(id: string, o: { running: boolean; mounted: boolean }
   const conmons = o.running ? [readPid(path.join(dir, 'conmon.pid'))] : [];
   return {
     containerDirs: [id],
+    // A running json-file container's log is followed into its json-file copy (containers/jsonlog.ts).
+    fds: o.running ? [path.join(dir, 'ctr.log'), path.join(dir, `${id}-json.log`)] : [],
     mounts: o.mounted ? [path.join(dir, 'rootfs')] : [],
     conmons: conmons.filter((p): p is number => p !== null),
     runcStates: o.running ? [id] : [],

@@ -12,6 +12,7 @@ import type { Bundles } from './bundle.js';
 import type { RealtimeBudget } from './realtime.js';
 import type { RuntimeNames } from './runtimes.js';
 import type { HealthMonitor } from './health.js';
+import type { JsonLogs } from './jsonlog.js';
 import type { LogRotation } from './logrotation.js';
 import type { Container, ContainerLookup } from './lookup.js';
 import type { Waits } from './waits.js';
@@ -53,6 +54,8 @@ export interface Shared {
   health: HealthMonitor;
   /** Rotation of the running containers' logs (logrotation.ts). */
   logRotation: LogRotation;
+  /** json-file's file at dockerd's place, kept beside the log (jsonlog.ts). */
+  jsonLogs: JsonLogs;
 }
 
 /** Publishes a container event with dockerd's attributes (its labels, image, name). */

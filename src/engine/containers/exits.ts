@@ -144,6 +144,8 @@ export class ExitHandler {
     await this.hooks.startOf(id);
     const c = lookup.byId(id);
     if (!c || !isActive(c)) return;
+    // Whoever hears of the exit finds the json-file log whole (conmon wrote the last output before the exit file).
+    await this.s.jsonLogs.stopped(id);
     const oom = await deps.runtime.oomKilled(c.bundleDir).catch(() => false);
     const decision = restartDecision({
       policy: c.hostConfig.RestartPolicy,

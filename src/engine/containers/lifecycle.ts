@@ -155,6 +155,7 @@ export class Lifecycle {
       this.s.bundles.linkTargetChanged(c).catch((err) => this.s.log.warn({ err, id }, 'links to it not updated'));
       this.s.health.started(id);
       this.s.logRotation.started(id);
+      this.s.jsonLogs.started(id);
     } catch (e) {
       attachments.fail(id);
       deps.volumes.deactivate(id);

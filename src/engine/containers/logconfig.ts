@@ -4,7 +4,8 @@
 // them. dockerd finds a bad value only at start; berth refuses it at create,
 // so no container is made that cannot start. On disk, json-file and local are
 // the same here: conmon's k8s-file log, <bundle>/ctr.log, and the rotated
-// ctr.log.1, .2 … (gzipped with compress) that logrotation.ts keeps.
+// ctr.log.1, .2 … (gzipped with compress) that logrotation.ts keeps; json-file
+// has dockerd's file beside it too (jsonlog.ts).
 import { invalidParameter } from '../../errors.js';
 import type { Container } from './lookup.js';
 
@@ -178,9 +179,6 @@ export function conmonLogSizeMax(p: LogPolicy, fallback: number): number {
 
 /** The container's log driver (as stored: checked at create). */
 export const logDriver = (c: Container): string => c.hostConfig.LogConfig?.Type || 'json-file';
-
-/** inspect's LogPath: dockerd shows json-file's only (local's files are not an API, none has none). */
-export const visibleLogPath = (c: Container): string => (logDriver(c) === 'json-file' ? c.logPath : '');
 
 // ------------------------------------------------------- Go's parsers, as dockerd uses them
 

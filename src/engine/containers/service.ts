@@ -8,7 +8,8 @@
 //   io.ts         logs, attach, resize, top, stats, sizes
 //   waits.ts      waits for an exit or removal
 //   health.ts     health checks of the running containers
-//   logconfig.ts  LogConfig's drivers and options; logrotation.ts rotates the running containers' logs
+//   logconfig.ts  LogConfig's drivers and options; logrotation.ts rotates the running containers' logs;
+//                 jsonlog.ts keeps json-file's file (LogPath) beside the log
 //   update.ts     docker update: limits and restart policy changed after create
 // State lives in SQLite; processes live under conmon, which outlives berthd.
 import { randomBytes } from 'node:crypto';
@@ -31,6 +32,7 @@ import { type AttachOptions, ContainerIo } from './io.js';
 import { Lifecycle } from './lifecycle.js';
 import { registersLegacyLinks, resolveLinks, splitLinkName } from './links.js';
 import type { ContainerNetworking } from '../network/endpoints.js';
+import { JsonLogs } from './jsonlog.js';
 import { LogRotation } from './logrotation.js';
 import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
 import { checkBindSources, type ContainerMount, containerMounts, planMounts } from './mounts.js';
@@ -98,6 +100,7 @@ export class ContainerService {
         reopenLog: (dir) => deps.runtime.reopenLog(dir),
         log: log.child({ logRotation: true }),
       }),
+      jsonLogs: new JsonLogs(lookup, log.child({ jsonLog: true })),
     };
     const autoRemove = (id: string) =>
       this.remove(id, { force: true, volumes: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
@@ -117,7 +120,10 @@ export class ContainerService {
     // Volumes of the containers recorded as running stay mounted; those found ended are released by recover.
     for (const c of this.s.lookup.withStatus(['running', 'paused'])) this.s.deps.volumes.stillActive(c.id);
     await this.exits.recover();
-    for (const c of this.s.lookup.withStatus(['running', 'paused'])) this.s.logRotation.started(c.id);
+    for (const c of this.s.lookup.withStatus(['running', 'paused'])) {
+      this.s.jsonLogs.started(c.id);
+      this.s.logRotation.started(c.id);
+    }
   }
 
   /**
@@ -132,6 +138,7 @@ export class ContainerService {
   close(): void {
     this.s.health.close();
     this.s.logRotation.close();
+    void this.s.jsonLogs.close();
   }
 
   // ------------------------------------------------------------------ lookup
@@ -254,6 +261,7 @@ export class ContainerService {
       throw e;
     }
     const c = lookup.byId(id)!;
+    await this.s.jsonLogs.created(c);
     publish(deps.events, c, 'create');
     this.s.bundles.prepareEarly(c, security);
     // dockerd answers [] rather than null when there is nothing to warn of.
@@ -433,6 +441,7 @@ export class ContainerService {
     await bundles.forget(id);
     this.s.health.removed(id);
     this.s.logRotation.removed(id, c.logPath);
+    await this.s.jsonLogs.removed(c);
     const mounts = deps.volumes.mountsOf(id);
     deps.volumes.deactivate(id);
     deps.repo.remove(id);

@@ -61,7 +61,7 @@ const DOT = 0x2e;
 const DIGIT_0 = 0x30;
 
 /** RFC 3339 with up to nanoseconds → nanoseconds since the epoch; null when malformed. */
-function parseTimestamp(text: string): bigint | null {
+export function parseTimestamp(text: string): bigint | null {
   // The same second as the last (TIMESTAMP's match, as its date and zone matched then), and
   // between them a dot and one to nine digits: the fraction, read digit by digit.
   const end = text.length - lastZone.length;
@@ -127,7 +127,7 @@ function withNewline(content: Buffer): Buffer {
 }
 
 /** One log line (without its newline) → record; null for anything malformed (e.g. cut by a crash). */
-function parseRecord(line: Buffer): LogRecord | null {
+export function parseRecord(line: Buffer): LogRecord | null {
   const s1 = line.indexOf(SPACE);
   const s2 = s1 < 0 ? -1 : line.indexOf(SPACE, s1 + 1);
   if (s2 < 0 || line.length < s2 + 3 || line[s2 + 2] !== SPACE) return null;
@@ -195,7 +195,7 @@ function toEntry(first: LogRecord, line: Buffer): LogEntry {
 const CHUNK = 64 * 1024;
 
 /** Splits bytes into complete lines; keeps the unfinished rest for the next chunk. */
-class LineSplitter {
+export class LineSplitter {
   private rest: Buffer = Buffer.alloc(0);
 
   push(chunk: Buffer): Buffer[] {
@@ -216,7 +216,7 @@ class LineSplitter {
 }
 
 /** One of a log's files, to read whole or the end of. */
-interface LogSource {
+export interface LogSource {
   /** Complete lines from where reading is to the end of the file, a chunk's worth at a time. */
   batches(): AsyncGenerator<Buffer[]>;
   /** The lines of the last n records, and how many records they are; `continued` as tailLines takes it. */
@@ -232,7 +232,7 @@ interface Tail {
 }
 
 /** An open plain log file and how far into it we have read. */
-class Cursor implements LogSource {
+export class Cursor implements LogSource {
   private readonly splitter = new LineSplitter();
   private readonly buf = Buffer.allocUnsafe(CHUNK);
 
@@ -245,7 +245,11 @@ class Cursor implements LogSource {
 
   static async open(file: string, offset = 0): Promise<Cursor | null> {
     const fh = await open(file, 'r').catch(() => null);
-    if (!fh) return null;
+    return fh && Cursor.at(fh, offset);
+  }
+
+  /** A cursor on a file already open (it owns the handle from here on). */
+  static async at(fh: FileHandle, offset = 0): Promise<Cursor> {
     const st = await fh.stat();
     return new Cursor(fh, st.ino, offset);
   }
@@ -325,7 +329,7 @@ class GzipSource implements LogSource {
 }
 
 /** A rotated file, opened as what it is. */
-async function openRotated(f: { path: string; compressed: boolean }): Promise<LogSource | null> {
+export async function openRotated(f: { path: string; compressed: boolean }): Promise<LogSource | null> {
   if (!f.compressed) return Cursor.open(f.path);
   const fh = await open(f.path, 'r').catch(() => null);
   return fh && new GzipSource(fh);
@@ -337,7 +341,7 @@ async function openRotated(f: { path: string; compressed: boolean }): Promise<Lo
  * file is renamed away and conmon has not yet reopened, the newest rotated
  * file is still being written: it is the live one.
  */
-async function openLogs(file: string, after?: number): Promise<{ older: LogSource[]; live: Cursor | null }> {
+export async function openLogs(file: string, after?: number): Promise<{ older: LogSource[]; live: Cursor | null }> {
   return lockLog(file, async () => {
     const all = await rotatedFiles(file);
     const rotated = after === undefined ? all : rotatedAfter(file, after, all);
@@ -353,7 +357,7 @@ async function openLogs(file: string, after?: number): Promise<{ older: LogSourc
 }
 
 /** What tailLines reads: a file, or a gunzipped one in memory. */
-interface Positional {
+export interface Positional {
   size: number;
   read(buf: Buffer, len: number, pos: number): Promise<unknown>;
 }
