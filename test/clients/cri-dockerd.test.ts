@@ -27,7 +27,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CniNetwork, PodNetwork } from '../harness/cni.js';
+import { type CniNetwork, PodNetwork, portmapChains, removePortmapChains } from '../harness/cni.js';
 import { at, describeStep, mismatches, Replayer, type Step } from '../harness/cri-replay.js';
 import { type Daemon, startDaemon, waitFor } from '../harness/daemon.js';
 import { busyboxImage, pauseImage, pushImage } from '../harness/images.js';
@@ -51,6 +51,8 @@ let d: Daemon;
 let dir: string;
 let replay: Replayer;
 let net: CniNetwork;
+// portmap's shared chains that were there before (it never removes the ones it makes).
+const chainsBefore = portmapChains();
 let pod: PodNetwork | undefined;
 let before: Holdings;
 
@@ -92,6 +94,7 @@ afterAll(async () => {
     await d.cleanup();
   }
   spawnSync('ip', ['link', 'del', 'rpcni0']);
+  removePortmapChains(chainsBefore);
   removeCgroupDirs([CGROUP_PARENT, HOSTNET_PARENT]);
   await registry?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });

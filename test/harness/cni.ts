@@ -127,3 +127,32 @@ export class PodNetwork {
     return this.result?.ips?.find((i) => !i.address.includes(':'))?.address.split('/')[0];
   }
 }
+
+/** portmap's nat chains shared by every pod: made at its first ADD and never removed by it. */
+const PORTMAP_CHAINS = ['CNI-HOSTPORT-DNAT', 'CNI-HOSTPORT-MASQ', 'CNI-HOSTPORT-SETMARK'];
+
+const natRules = (): string[] => spawnSync('iptables', ['-t', 'nat', '-S'], { encoding: 'utf8' }).stdout.split('\n');
+
+/** Which of portmap's shared chains the host has now (before a test runs it). */
+export function portmapChains(): Set<string> {
+  const rules = natRules();
+  return new Set(PORTMAP_CHAINS.filter((c) => rules.includes(`-N ${c}`)));
+}
+
+/**
+ * Takes away the shared chains portmap made since `before`, and the rules that jump to them: a node
+ * keeps them for its next pod, a test leaves the host as it found it. Each pod's own chains went
+ * with its DEL.
+ */
+export function removePortmapChains(before: Set<string>): void {
+  const made = PORTMAP_CHAINS.filter((c) => !before.has(c));
+  if (made.length === 0) return;
+  for (const rule of natRules()) {
+    if (!rule.startsWith('-A ') || !made.some((c) => rule.endsWith(`-j ${c}`))) continue;
+    // -S quotes a comment with spaces: split on blanks outside double quotes.
+    const args = [...rule.slice(3).matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+    spawnSync('iptables', ['-t', 'nat', '-D', ...args]);
+  }
+  for (const c of made) spawnSync('iptables', ['-t', 'nat', '-F', c]);
+  for (const c of made) spawnSync('iptables', ['-t', 'nat', '-X', c]);
+}
