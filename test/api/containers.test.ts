@@ -775,6 +775,11 @@ describe('namespaces, groups, devices and limits', () => {
     });
     expect((await output(['true'], { PidsLimit: 0 })).inspect.HostConfig.PidsLimit).toBeNull();
     expect((await output(['true'], { PidsLimit: 7 })).inspect.HostConfig.PidsLimit).toBe(7);
+    // What dockerd's types leave out when unset (omitempty) is not there; what they always carry is.
+    expect(inspect.HostConfig).not.toHaveProperty('Init');
+    expect(inspect.Config).not.toHaveProperty('ExposedPorts');
+    expect(inspect.HostConfig).toMatchObject({ Cgroup: '', ConsoleSize: [0, 0], PublishAllPorts: false });
+    expect((await output(['true'], { Init: false })).inspect.HostConfig.Init).toBe(false);
   });
 });
 

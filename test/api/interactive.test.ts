@@ -322,8 +322,10 @@ describe('docker exec', () => {
       OpenStdout: true,
       OpenStdin: false,
       Pid: 0,
-      ProcessConfig: { entrypoint: 'sh', arguments: ['-c', 'exit 4'], tty: false, privileged: false, user: '' },
+      ProcessConfig: { entrypoint: 'sh', arguments: ['-c', 'exit 4'], tty: false, privileged: false },
     });
+    // An exec with no user has none in its ProcessConfig (dockerd's omitempty).
+    expect((await d.request('GET', `/exec/${id}/json`)).json.ProcessConfig).not.toHaveProperty('user');
     expect((await inspect('ex')).ExecIDs).toContain(id);
     // Detached start answers once it runs; the exit code follows.
     expect((await d.request('POST', `/exec/${id}/start`, { body: { Detach: true } })).status).toBe(200);

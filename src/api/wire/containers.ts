@@ -160,7 +160,12 @@ export function containerInspect(
       Isolation: c.hostConfig.Isolation ?? '',
       PidsLimit: c.hostConfig.PidsLimit ?? null,
       MemorySwappiness: c.hostConfig.MemorySwappiness ?? null,
-      Init: c.hostConfig.Init ?? null,
+      // omitempty in dockerd's HostConfig (undefined leaves it out of the JSON), as Config.ExposedPorts.
+      Init: c.hostConfig.Init ?? undefined,
+      // Always there in dockerd's, given or not.
+      Cgroup: c.hostConfig.Cgroup ?? '',
+      ConsoleSize: c.hostConfig.ConsoleSize ?? [0, 0],
+      PublishAllPorts: c.hostConfig.PublishAllPorts ?? false,
       // Containers stored before berth kept the lists have what the spec gives them.
       ...protectedPaths(c.hostConfig),
     },
@@ -174,7 +179,7 @@ export function containerInspect(
       Name: 'overlay2',
     },
     Mounts: mountsShape(mounts),
-    Config: c.config,
+    Config: { ...c.config, ExposedPorts: c.config.ExposedPorts ?? undefined },
     NetworkSettings: {
       Bridge: '',
       SandboxID: isLive(c) ? c.id : '',

@@ -22,7 +22,7 @@ export function execInspect(e: ExecInstance) {
       entrypoint,
       arguments: args,
       privileged: e.config.Privileged,
-      user: e.config.User,
+      user: e.config.User || undefined, // omitempty in dockerd's
     },
     OpenStdin: e.config.AttachStdin,
     OpenStderr: e.config.AttachStderr,
