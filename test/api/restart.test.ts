@@ -131,6 +131,22 @@ describe('restart policies', () => {
     expect(await state(id)).toMatchObject({ Status: 'exited' });
   });
 
+  // moby's TestStopContainerWithRestartPolicyAlways, repeated: a stop that lands while berth is
+  // still recording an exit (its json-file log drained first) must end the policy all the same.
+  it('does not restart a container stopped while its last exit was being recorded', async () => {
+    for (let round = 0; round < 10; round++) {
+      const ids = [await start(['false'], { RestartPolicy: { Name: 'always' } })];
+      ids.push(await start(['false'], { RestartPolicy: { Name: 'always' } }));
+      for (const id of ids)
+        await waitFor(async () => ['running', 'restarting'].includes((await state(id)).Status), 'up');
+      for (const id of ids) expect((await d.request('POST', `/containers/${id}/stop`)).status).toBeLessThan(400);
+      for (const id of ids) {
+        await waitFor(async () => (await state(id)).Status === 'exited', `round ${round}: ${id} stopped`, 5000);
+      }
+      for (const id of ids) await d.request('DELETE', `/containers/${id}?force=1`);
+    }
+  });
+
   // moby's TestKillWithStopSignalAndRestartPolicies, widened to the table dockerd 20.10 showed: a
   // kill ends the policy only with the container's StopSignal, SIGKILL, or any signal when the
   // container has no StopSignal of its own; every kill ends unless-stopped.

@@ -142,11 +142,14 @@ export class ExitHandler {
   async onExit(id: string, exitCode: number, error = ''): Promise<void> {
     const { deps, lookup, waits, log } = this.s;
     await this.hooks.startOf(id);
-    const c = lookup.byId(id);
-    if (!c || !isActive(c)) return;
+    const before = lookup.byId(id);
+    if (!before || !isActive(before)) return;
     // Whoever hears of the exit finds the json-file log whole (conmon wrote the last output before the exit file).
     await this.s.jsonLogs.stopped(id);
-    const oom = await deps.runtime.oomKilled(c.bundleDir).catch(() => false);
+    const oom = await deps.runtime.oomKilled(before.bundleDir).catch(() => false);
+    // Read again after the waits: a stop or kill that came meanwhile decides the restart too.
+    const c = lookup.byId(id);
+    if (!c || !isActive(c)) return;
     const decision = restartDecision({
       policy: c.hostConfig.RestartPolicy,
       exitCode,
