@@ -155,7 +155,12 @@ await runBench(async () => {
   const bin = buildSnapshot();
   const berth = await fresh('berthd', (dir) => ({
     cmd: process.execPath,
-    args: [bin, '-H', `unix://${dir}/s.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`],
+    // No networking, as dockerd below (and as the other benches run both): a default bridge would
+    // be set up on one side only, and left on the host (a daemon keeps its bridge, as dockerd docker0).
+    args: [
+      ...[bin, '-H', `unix://${dir}/s.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`],
+      ...['--bridge', 'none', '--iptables=false'],
+    ],
     socket: `${dir}/s.sock`,
   }));
   const dockerd = which('dockerd');
