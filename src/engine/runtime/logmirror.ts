@@ -19,12 +19,13 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { type FileHandle, open, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
-import { gunzip } from 'node:zlib';
 import { entryTime, JsonLineWriter, RecordConverter } from './jsonfile.js';
 import { compressRotated, lockLog, rotatedFiles, shiftLogs } from './logfiles.js';
 import {
+  bufferPositional,
   Cursor,
+  filePositional,
+  gunzipAsync,
   LineSplitter,
   type LogSource,
   openLogs,
@@ -33,7 +34,6 @@ import {
   type Positional,
 } from './logs.js';
 
-const gunzipAsync = promisify(gunzip);
 const CHUNK = 64 * 1024;
 /** Entries are written once this much is converted (or at the end of a read). */
 const WRITE_AT = 1024 * 1024;
@@ -272,7 +272,7 @@ async function plainPiece(file: string, live: boolean): Promise<LogPiece | null>
   return {
     live,
     compressed: false,
-    scan: { size, read: (b, len, pos) => fh.read(b, 0, len, pos) },
+    scan: filePositional(fh, size),
     from: (offset) => {
       owned = true;
       return Cursor.at(fh, offset);
@@ -291,7 +291,7 @@ async function gzipPiece(file: string): Promise<LogPiece | null> {
   return {
     live: false,
     compressed: true,
-    scan: { size: data.length, read: async (b, len, pos) => data.copy(b, 0, pos, pos + len) },
+    scan: bufferPositional(data),
     from: async (offset) => ({
       async *batches() {
         yield new LineSplitter().push(data.subarray(offset));
@@ -350,8 +350,7 @@ async function* linesBackward(src: Positional): AsyncGenerator<{ line: Buffer; s
  */
 async function lastMark(mirror: string, out: FileHandle): Promise<Mark | null> {
   const size = (await out.stat()).size;
-  const live: Positional = { size, read: (b, len, pos) => out.read(b, 0, len, pos) };
-  const found = await markOf(live, false, async (completeEnd) => {
+  const found = await markOf(filePositional(out, size), false, async (completeEnd) => {
     if (completeEnd < size) await out.truncate(completeEnd);
   });
   if (found) return found;
@@ -360,7 +359,7 @@ async function lastMark(mirror: string, out: FileHandle): Promise<Mark | null> {
   const data = newest.compressed
     ? await gunzipAsync(await readFile(newest.path))
     : await readFile(newest.path).catch(() => null);
-  return data && markOf({ size: data.length, read: async (b, len, pos) => data.copy(b, 0, pos, pos + len) }, true);
+  return data && markOf(bufferPositional(data), true);
 }
 
 async function markOf(

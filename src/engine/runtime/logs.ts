@@ -272,9 +272,7 @@ export class Cursor implements LogSource {
 
   /** The lines of the last n records; reading continues after them. */
   async tail(n: number, continued?: LogStream[]): Promise<Tail> {
-    const fh = this.fh;
-    const size = (await fh.stat()).size;
-    const { end, ...tail } = await tailLines({ size, read: (b, len, pos) => fh.read(b, 0, len, pos) }, n, continued);
+    const { end, ...tail } = await tailLines(filePositional(this.fh, (await this.fh.stat()).size), n, continued);
     this.offset = end;
     return tail;
   }
@@ -299,7 +297,7 @@ export class Cursor implements LogSource {
   }
 }
 
-const gunzipAsync = promisify(gunzip);
+export const gunzipAsync = promisify(gunzip);
 
 /** A rotated file, gzipped: read by streaming through gunzip; its end by gunzipping it whole (it is one file's size). */
 class GzipSource implements LogSource {
@@ -318,8 +316,7 @@ class GzipSource implements LogSource {
 
   async tail(n: number, continued?: LogStream[]): Promise<Tail> {
     const data = await gunzipAsync(await this.fh.readFile());
-    const read = async (b: Buffer, len: number, pos: number) => data.copy(b, 0, pos, pos + len);
-    const { end: _, ...tail } = await tailLines({ size: data.length, read }, n, continued);
+    const { end: _, ...tail } = await tailLines(bufferPositional(data), n, continued);
     return tail;
   }
 
@@ -361,6 +358,18 @@ export interface Positional {
   size: number;
   read(buf: Buffer, len: number, pos: number): Promise<unknown>;
 }
+
+/** The first `size` bytes of an open file, read where asked. */
+export const filePositional = (fh: FileHandle, size: number): Positional => ({
+  size,
+  read: (b, len, pos) => fh.read(b, 0, len, pos),
+});
+
+/** Bytes in memory (a gunzipped file), read the same way. */
+export const bufferPositional = (data: Buffer): Positional => ({
+  size: data.length,
+  read: async (b, len, pos) => data.copy(b, 0, pos, pos + len),
+});
 
 /**
  * The lines of the last n records (count: how many records they are, fewer
