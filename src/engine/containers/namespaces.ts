@@ -72,8 +72,8 @@ function checkNetworkContainerMode(
   }
 }
 
-/** `container:<name or id>` with something after the colon. */
-function joined(mode: string): string | undefined {
+/** The other container a `container:<name or id>` mode names (something after the colon); undefined for any other mode. */
+export function joined(mode: string): string | undefined {
   return mode.startsWith(CONTAINER) && mode.length > CONTAINER.length ? mode.slice(CONTAINER.length) : undefined;
 }
 

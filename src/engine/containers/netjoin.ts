@@ -6,8 +6,7 @@
 // resolv.conf after CNI ran, and every container of the pod must see it.
 import { conflict, systemError } from '../../errors.js';
 import { type Container, isRunning } from './lookup.js';
-
-const CONTAINER = 'container:';
+import { joined } from './namespaces.js';
 
 /** The names and /etc files a container starts with. */
 export interface NetworkIdentity {
@@ -22,11 +21,10 @@ export interface NetworkIdentity {
  * getNetworkedContainer and its words). `find` throws the 404 of a donor gone.
  */
 export function networkIdentity(c: Container, find: (ref: string) => Container): NetworkIdentity {
-  const mode = c.hostConfig.NetworkMode ?? '';
-  if (!mode.startsWith(CONTAINER)) {
+  const ref = joined(c.hostConfig.NetworkMode ?? '');
+  if (ref === undefined) {
     return { hostname: c.config.Hostname, domainname: c.config.Domainname ?? '', etcDir: c.bundleDir };
   }
-  const ref = mode.slice(CONTAINER.length);
   const donor = find(ref);
   if (donor.id === c.id) throw systemError('cannot join own network');
   if (!isRunning(donor)) throw conflict(`cannot join network of a non running container: ${ref}`);
