@@ -71,15 +71,13 @@ export interface RepeatedExec {
   close(): void;
 }
 
-/** How long a resize waits for its exec to start, as dockerd's ContainerExecResize waits. */
+/** How long a resize waits for its exec to run, as dockerd's ContainerExecResize waits. */
 const RESIZE_WAIT_MS = 10_000;
 
 export class ExecService {
   private readonly execs = new Map<string, ExecInstance>();
-  /** An exec's id when it starts, or ends: what a resize sent before the start waits for. */
-  private readonly settled = new EventEmitter().setMaxListeners(0);
-  /** Started execs whose process is not spawned yet: each settles once it runs or cannot. */
-  private readonly spawning = new Map<string, Promise<unknown>>();
+  /** An exec's id once its process is spawned, or the exec has ended: what an early resize waits for. */
+  private readonly spawned = new EventEmitter().setMaxListeners(0);
   private readonly attachments: Attachments;
   private readonly log: Logger;
 
@@ -195,15 +193,7 @@ export class ExecService {
     // client that polls inspect as soon as its attach is answered (Nomad's exec does, and ends the
     // session at the first Running false) must not read the time the process takes to spawn as an exit.
     e.running = true;
-    this.settled.emit(id);
     let runCalled = false;
-    let spawnSettled = () => {};
-    this.spawning.set(
-      id,
-      new Promise<void>((r) => {
-        spawnSettled = r;
-      }).then(() => this.spawning.delete(id)),
-    );
     const tty = e.config.Tty;
     const attached = !output && !o.detach && (e.config.AttachStdin || e.config.AttachStdout || e.config.AttachStderr);
     let exit: Promise<number> | undefined;
@@ -235,20 +225,19 @@ export class ExecService {
     const run = async () => {
       runCalled = true;
       try {
-        const spawn = (async () =>
-          this.deps.runtime.exec({
-            containerId: c.id,
-            execId: id,
-            process: await spec(),
-            tty,
-            stdin: !!session && e.config.AttachStdin,
-            beforeRun: (socket) => {
-              if (output) outputRead = readOutput(socket, output, this.log);
-              else this.attachments.connect(id, socket);
-            },
-          }))();
-        const proc = await spawn.finally(spawnSettled);
+        const proc = await this.deps.runtime.exec({
+          containerId: c.id,
+          execId: id,
+          process: await spec(),
+          tty,
+          stdin: !!session && e.config.AttachStdin,
+          beforeRun: (socket) => {
+            if (output) outputRead = readOutput(socket, output, this.log);
+            else this.attachments.connect(id, socket);
+          },
+        });
         e.pid = proc.pid;
+        this.spawned.emit(id);
         this.event(c, `exec_start: ${e.config.Cmd.join(' ')}`, id);
         exit = proc.exit.then((code) => this.exited(c, e, code));
         if (abandoned) kill();
@@ -263,10 +252,7 @@ export class ExecService {
     const abandon = () => {
       abandoned = true;
       // Given up before its process was asked for: it never runs.
-      if (!runCalled && e.exitCode === null) {
-        this.exited(c, e, 126);
-        spawnSettled();
-      }
+      if (!runCalled && e.exitCode === null) this.exited(c, e, 126);
       kill();
     };
     const ended = async () => {
@@ -283,23 +269,20 @@ export class ExecService {
    */
   async resize(id: string, height: number, width: number): Promise<void> {
     const e = this.find(id);
-    if (!e.running) await this.untilStarted(e);
-    if (!e.config.Tty) return;
-    // Started but its terminal not there yet: the size applies once it is.
-    await this.spawning.get(id);
+    // Not started yet, or started and its process (its terminal) not there yet.
+    if (e.pid <= 0 && e.exitCode === null) await this.untilSpawned(e);
     if (!e.running) throw noSuchExec(id);
+    if (!e.config.Tty) return;
     await this.deps.runtime.resize(this.deps.runtime.execDir(id), height, width);
   }
 
-  /** Until `e` has started: a 404 once it has ended, a 500 after dockerd's wait. */
-  private async untilStarted(e: ExecInstance): Promise<void> {
-    if (e.exitCode !== null) throw noSuchExec(e.id);
+  /** Until `e`'s process is spawned, or it has ended; a 500 after dockerd's wait. */
+  private async untilSpawned(e: ExecInstance): Promise<void> {
     try {
-      await once(this.settled, e.id, { signal: AbortSignal.timeout(RESIZE_WAIT_MS) });
+      await once(this.spawned, e.id, { signal: AbortSignal.timeout(RESIZE_WAIT_MS) });
     } catch {
       throw systemError('timeout waiting for exec session ready');
     }
-    if (!e.running) throw noSuchExec(e.id);
   }
 
   /**
@@ -338,7 +321,7 @@ export class ExecService {
   private exited(c: Container, e: ExecInstance, code: number): number {
     e.running = false;
     e.exitCode = code;
-    this.settled.emit(e.id);
+    this.spawned.emit(e.id);
     this.event(c, 'exec_die', e.id, { exitCode: String(code) });
     if (e.transient) this.execs.delete(e.id);
     else setTimeout(() => this.execs.delete(e.id), KEEP_EXITED_MS).unref();
