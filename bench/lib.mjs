@@ -8,6 +8,7 @@ import crypto from 'node:crypto';
 import {
   cpSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -19,6 +20,8 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { pipeline } from 'node:stream/promises';
+import zlib from 'node:zlib';
 import tarStream from 'tar-stream';
 import { busyboxImage, largeImage, pushImage } from '../fixtures/images.mjs';
 
@@ -628,7 +631,7 @@ export function cliRunner(d, args = ['run', '--rm', 'busybox', 'true'], expected
   return async () => {
     const r = await docker(args);
     if (r.code !== 0) throw new Error(`docker ${args.join(' ')} on ${d.kind} exited ${r.code}: ${r.stderr}`);
-    if (expected !== undefined && r.stdout !== expected)
+    if (expected != null && r.stdout !== expected)
       throw new Error(`docker ${args.join(' ')} on ${d.kind} printed ${JSON.stringify(r.stdout)}`);
     return r.ms;
   };
@@ -654,6 +657,50 @@ export async function runInterleaved(title, targets, runs, warmup) {
     console.log(`${t.name.padEnd(34)} ${fmtMs(out[t.name])}`);
   }
   return out;
+}
+
+// ───────────────────────────────── the runc floor ─────────────────────────────────
+
+/** A bundle with the busybox rootfs and runc's default spec running `true`; returns a timed runner. */
+export async function runcFloor(layer) {
+  const dir = tempDir('berth-bench-runc-');
+  const rootfs = path.join(dir, 'bundle', 'rootfs');
+  const state = path.join(dir, 'state');
+  mkdirSync(rootfs, { recursive: true });
+  mkdirSync(state);
+  const untar = spawn('tar', ['-x', '-C', rootfs], { stdio: ['pipe', 'ignore', 'inherit'] });
+  const untarred = new Promise((resolve, reject) =>
+    untar.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`tar exited ${code}`)))),
+  );
+  await pipeline(layer.open(), zlib.createGunzip(), untar.stdin);
+  await untarred;
+  const gen = spawnSync('runc', ['spec', '--bundle', path.join(dir, 'bundle')], { encoding: 'utf8' });
+  if (gen.status !== 0) throw new Error(`runc spec: ${gen.stderr}`);
+  const specFile = path.join(dir, 'bundle', 'config.json');
+  const spec = JSON.parse(spawnSync('cat', [specFile], { encoding: 'utf8' }).stdout);
+  spec.process.terminal = false;
+  spec.process.args = ['true'];
+  writeFileSync(specFile, JSON.stringify(spec, null, 2));
+  let n = 0;
+  onCleanup(() => {
+    // A run interrupted half-way leaves its container: delete whatever runc still knows.
+    const list = spawnSync('runc', ['--root', state, 'list', '-q'], { encoding: 'utf8' }).stdout ?? '';
+    for (const id of list.split('\n').filter(Boolean)) spawnSync('runc', ['--root', state, 'delete', '--force', id]);
+  });
+  return () =>
+    new Promise((resolve, reject) => {
+      const t0 = now();
+      const p = spawn(
+        'runc',
+        ['--root', state, 'run', '--bundle', path.join(dir, 'bundle'), `bench-${process.pid}-${n++}`],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let err = '';
+      p.stderr.on('data', (c) => (err += c));
+      p.once('close', (code) =>
+        code === 0 ? resolve(now() - t0) : reject(new Error(`runc run exited ${code}: ${err}`)),
+      );
+    });
 }
 
 // ─────────────────────────────────── processes ───────────────────────────────────

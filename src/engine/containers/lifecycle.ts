@@ -11,6 +11,7 @@ import { publish, type Shared } from './context.js';
 import type { ExitHandler } from './exits.js';
 import { networkIdentity } from './netjoin.js';
 import { killEndsPolicy } from './restart.js';
+import { Steps } from '../steps.js';
 import { conmonLogSizeMax, logPolicy } from './logconfig.js';
 import { type Container, isActive, isRunning } from './lookup.js';
 import type { WaitCondition, WaitResult } from './waits.js';
@@ -93,10 +94,13 @@ export class Lifecycle {
   private async run(id: string, o: { restartCount?: number }): Promise<void> {
     const { deps, attachments } = this.s;
     const { runtime, exits, repo } = deps;
+    const steps = new Steps();
     await this.exits.settled(id); // runc's record of the last run is gone before this one is created
+    steps.mark('settled');
     const c = this.s.lookup.byId(id);
     if (!c) throw noSuchContainer(id);
     await this.s.bundles.ready(c);
+    steps.mark('bundle');
     this.recordNetworkIdentity(c);
     const member = { id, name: c.name, hostname: c.config.Hostname };
     // The names on user networks first: the DNS server reloads while runc creates the container.
@@ -105,6 +109,7 @@ export class Lifecycle {
     try {
       // Volumes with DriverOpts mounted, new empty ones filled from the image (copy-up).
       await deps.volumes.activate(id, (destination) => dirInRoot(c.rootfs, destination));
+      steps.mark('volumes');
       const logs = logPolicy(c.hostConfig.LogConfig);
       const created = await runtime.create({
         id,
@@ -116,6 +121,7 @@ export class Lifecycle {
         stdinOnce: c.config.StdinOnce,
         logSizeMax: conmonLogSizeMax(logs, deps.logSizeMax),
       });
+      steps.mark('create');
       // The loopback of the container's own network namespace is up already: runc
       // brings it up in every network namespace it creates (libcontainer's "loopback" network).
       // Its other interfaces are made now, before its process runs.
@@ -133,9 +139,11 @@ export class Lifecycle {
       );
       // Its names answer before its process runs (and the reload that added them is over).
       await named;
+      steps.mark('network');
       // Clients attached before the start join now, before the process runs.
       attachments.connect(id, runtime.attachSocket(id));
       await runtime.start(id);
+      steps.mark('release');
       repo.update(id, {
         status: 'running',
         pid: created.pid,
@@ -156,6 +164,8 @@ export class Lifecycle {
       this.s.health.started(id);
       this.s.logRotation.started(id);
       this.s.jsonLogs.started(id);
+      steps.mark('record');
+      this.s.log.debug({ id, startSteps: steps.ms }, 'container started');
     } catch (e) {
       attachments.fail(id);
       deps.volumes.deactivate(id);

@@ -22,6 +22,7 @@ import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
 import { ExecSeries, runExec, type ExecProcess, type ExecProcessOptions } from './exec.js';
 import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
 import { SealedExecutable } from './sealed.js';
+import { Steps } from '../steps.js';
 import { spawnDetached, type Spawned } from '../os/spawn.js';
 
 const execFileAsync = promisify(execFile);
@@ -166,9 +167,11 @@ export class Runtime {
    */
   async create(o: CreateOptions): Promise<CreateResult> {
     checkId(o.id);
+    const steps = new Steps();
     await this.prepare();
     await this.clearLeftovers(o);
     const runc = await this.conmonRuntime(o.id);
+    steps.mark('leftovers');
     const t0 = performance.now();
     let forked = 0; // when the spawned conmon has forked its monitor and exited
     let stderr = () => '';
@@ -183,14 +186,16 @@ export class Runtime {
       throw systemError(`conmon failed to create container ${o.id}: ${(e as Error).message}`, e);
     }
     const t1 = performance.now();
+    steps.mark('conmon');
     if (report === null || report.data < 0) {
       const reason = report?.message || (await runcLogError(path.join(o.bundleDir, BUNDLE_FILES.runcLog))) || stderr();
       await this.abandon(o.id, o.bundleDir);
       throw reason ? runtimeCreateError(reason) : systemError(`conmon exited without creating container ${o.id}`);
     }
     const conmonPid = await readPidFile(path.join(o.bundleDir, BUNDLE_FILES.conmonPid));
-    const timings = { conmonForkMs: round((forked || t1) - t0), createMs: round(t1 - t0) };
-    this.log.debug({ id: o.id, pid: report.data, conmonPid, ...timings }, 'container created');
+    steps.mark('pidfile');
+    const createSteps = { ...steps.ms, conmonFork: round((forked || t1) - t0) };
+    this.log.debug({ id: o.id, pid: report.data, conmonPid, createSteps }, 'container created');
     return { pid: report.data, conmonPid: conmonPid ?? 0 };
   }
 
