@@ -113,8 +113,7 @@ export class Bundles {
   /** Mounts the rootfs and writes the OCI bundle: all a start needs before conmon. */
   private async prepare(c: Container): Promise<void> {
     const { exits, images } = this.deps;
-    const lowers = await images.readyLayerDirs(c.imageId);
-    await exits.clear(c.id);
+    const [lowers] = await Promise.all([images.readyLayerDirs(c.imageId), exits.clear(c.id)]);
     await prepareRootfs({
       lowerDirs: lowers,
       upperDir: path.join(c.bundleDir, 'upper'),
@@ -138,11 +137,14 @@ export class Bundles {
 
   private async spec(c: Container) {
     const h = c.hostConfig;
-    const user = await resolveUser(c.rootfs, c.config.User ?? '', h.GroupAdd ?? []);
     const security = this.securityOf(c);
     const size = consoleSize(h.ConsoleSize);
     const linked = this.linkedOf(c, true);
     const named = networkIdentity(c, (ref) => this.deps.lookup.find(ref));
+    const [user, hostsFiles] = await Promise.all([
+      resolveUser(c.rootfs, c.config.User ?? '', h.GroupAdd ?? []),
+      this.etcFilesOf(c, linked.hosts, named.etcDir),
+    ]);
     return buildSpec({
       ...h,
       args: [c.path, ...c.args],
@@ -164,7 +166,7 @@ export class Bundles {
         ...propagatingBinds(bindMounts(h, c.recursiveReadonlyBinds, this.deps.dataRoot)),
       ],
       tmpfs: tmpfsMounts(h),
-      hostsFiles: await this.etcFilesOf(c, linked.hosts, named.etcDir),
+      hostsFiles,
       networkMode: specNetworkMode(c.config, h),
       // NetworkDisabled: no other container's network namespace either.
       namespaces: namespacePlan(
@@ -260,7 +262,6 @@ async function writeEtcFiles(
   const host = h.NetworkMode === 'host';
   // Its own name even in the host's network (the host's unless given at create), as dockerd writes it.
   const name = c.config.Hostname;
-  await writeFile(hostname, `${name}\n`);
   const extra = (h.ExtraHosts ?? []).map((e) => {
     const { name: n, ip } = parseExtraHost(e);
     return `${ip}\t${n}`;
@@ -290,7 +291,7 @@ async function writeEtcFiles(
         ...(net.address6 ? [`${net.address6}\t${ownHostsNames(name, c.config.Domainname)}`] : []),
         '',
       ].join('\n');
-  await writeFile(hosts, hostsText);
-  await writeFile(resolvConf, host ? await readFile('/etc/resolv.conf', 'utf8').catch(() => '') : net.resolvConf);
+  const resolvText = host ? await readFile('/etc/resolv.conf', 'utf8').catch(() => '') : net.resolvConf;
+  await Promise.all([writeFile(hostname, `${name}\n`), writeFile(hosts, hostsText), writeFile(resolvConf, resolvText)]);
   return { hosts, hostname, resolvConf };
 }

@@ -145,8 +145,10 @@ export class ExitHandler {
     const before = lookup.byId(id);
     if (!before || !isActive(before)) return;
     // Whoever hears of the exit finds the json-file log whole (conmon wrote the last output before the exit file).
-    await this.s.jsonLogs.stopped(id);
-    const oom = await deps.runtime.oomKilled(before.bundleDir).catch(() => false);
+    const [, oom] = await Promise.all([
+      this.s.jsonLogs.stopped(id),
+      deps.runtime.oomKilled(before.bundleDir).catch(() => false),
+    ]);
     // Read again after the waits: a stop or kill that came meanwhile decides the restart too.
     const c = lookup.byId(id);
     if (!c || !isActive(c)) return;

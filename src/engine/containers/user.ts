@@ -30,8 +30,9 @@ export async function resolveUser(
   groupAdd: readonly string[] = [],
 ): Promise<ResolvedUser> {
   const [u = '', g] = user.split(':', 2);
-  const passwd = parseDb(await readFileInRoot(rootfs, '/etc/passwd'));
-  const groups = parseDb(await readFileInRoot(rootfs, '/etc/group'));
+  const [passwd, groups] = (
+    await Promise.all([readFileInRoot(rootfs, '/etc/passwd'), readFileInRoot(rootfs, '/etc/group')])
+  ).map(parseDb) as [string[][], string[][]];
   let uid = 0;
   let gid = 0;
   let home = '/';

@@ -21,9 +21,11 @@ export interface RootfsLayout {
  * since overlay needs at least one lower.
  */
 export async function prepareRootfs(layout: RootfsLayout): Promise<string> {
-  await mkdir(layout.upperDir, { recursive: true, mode: 0o755 });
-  await mkdir(layout.workDir, { recursive: true, mode: 0o700 });
-  await mkdir(layout.target, { recursive: true, mode: 0o755 });
+  await Promise.all([
+    mkdir(layout.upperDir, { recursive: true, mode: 0o755 }),
+    mkdir(layout.workDir, { recursive: true, mode: 0o700 }),
+    mkdir(layout.target, { recursive: true, mode: 0o755 }),
+  ]);
   if (isMountPoint(layout.target)) return layout.target;
   if (layout.lowerDirs.length === 0) bindMount(layout.upperDir, layout.target);
   else mountOverlay(layout);

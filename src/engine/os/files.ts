@@ -2,7 +2,18 @@
 // an advisory lock, sealed in-memory copies, and reading a directory's small
 // files in one call; and a tree copy with every attribute kept.
 import { execFile } from 'node:child_process';
+import { unlink } from 'node:fs/promises';
 import { LOCK_EX, LOCK_NB, native } from './native.js';
+
+/**
+ * Removes a file (or a symlink, not what it names); one that is not there is
+ * fine. One unlink, where fs.rm's `force` looks before it removes.
+ */
+export async function removeFile(path: string): Promise<void> {
+  await unlink(path).catch((e: NodeJS.ErrnoException) => {
+    if (e.code !== 'ENOENT') throw e;
+  });
+}
 
 /** mknod(2): a device node or fifo (`mode` carries the type bits). */
 export function mknod(path: string, mode: number, major: number, minor: number): void {

@@ -7,8 +7,9 @@
 // was not running.
 import { EventEmitter } from 'node:events';
 import { watch, type FSWatcher } from 'node:fs';
-import { mkdir, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readFile, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { removeFile } from '../os/files.js';
 
 export interface ContainerExit {
   id: string;
@@ -108,18 +109,21 @@ export class ExitWatcher extends EventEmitter<ExitWatcherEvents> {
   /** Forgets a container's exit (before it is started again, or when it is removed). */
   async clear(id: string): Promise<void> {
     this.reported.delete(id);
-    await rm(path.join(this.exitDir, id), { force: true });
+    await removeFile(path.join(this.exitDir, id));
   }
 
   private async check(id: string): Promise<void> {
-    const st = await stat(path.join(this.exitDir, id), { bigint: true }).catch(() => null);
+    // Both at once: the file is renamed into place whole, so what is read is its text (a
+    // replaced one shows by its inode: checked again when its own event comes).
+    const [st, exitCode] = await Promise.all([
+      stat(path.join(this.exitDir, id), { bigint: true }).catch(() => null),
+      this.readExit(id),
+    ]);
     if (!st?.isFile()) {
       this.reported.delete(id); // removed: the next file for this id is news
       return;
     }
     const key = `${st.ino}:${st.mtimeNs}`;
-    if (this.reported.get(id) === key) return;
-    const exitCode = await this.readExit(id);
     if (exitCode === null || this.reported.get(id) === key) return;
     this.reported.set(id, key);
     this.emit('exit', { id, exitCode });
