@@ -628,6 +628,7 @@ async function compileRuntimeForChild(): Promise<string> {
   const sources = [
     'src/errors.ts',
     'src/paths.ts',
+    'src/engine/steps.ts',
     'src/engine/os/native.ts',
     'src/engine/os/spawn.ts',
     'src/engine/os/files.ts',

@@ -23,6 +23,7 @@ import { ExecSeries, runExec, type ExecProcess, type ExecProcessOptions } from '
 import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
 import { SealedExecutable } from './sealed.js';
 import { Steps } from '../steps.js';
+import { removeFile } from '../os/files.js';
 import { spawnDetached, type Spawned } from '../os/spawn.js';
 
 const execFileAsync = promisify(execFile);
@@ -128,6 +129,8 @@ export class Runtime {
   /** The last message under way per ctl FIFO (bundle or exec dir), the next one goes after it. */
   private readonly ctlLanes = new Map<string, Promise<void>>();
   private prepared: Promise<void> | undefined;
+  /** Exit directories made (clearLeftovers). */
+  private readonly exitDirs = new Set<string>();
   /** What conmon runs as runc (see sealed.ts); berthd's own runc commands run runcPath. */
   private readonly conmonRunc: SealedExecutable;
   /** The runtime each container was created with, by container id (see useRuntimeNames). */
@@ -356,11 +359,13 @@ export class Runtime {
   private async releaseInit(id: string): Promise<boolean> {
     const dir = path.join(this.runcRoot, id);
     const fifo = path.join(dir, 'exec.fifo');
-    const state = await readFile(path.join(dir, 'state.json'), 'utf8').then(
-      (t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number },
-      () => null,
-    );
-    const st = await lstat(fifo).catch(() => null);
+    const [state, st] = await Promise.all([
+      readFile(path.join(dir, 'state.json'), 'utf8').then(
+        (t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number },
+        () => null,
+      ),
+      lstat(fifo).catch(() => null),
+    ]);
     if (
       !state?.init_process_pid ||
       !st?.isFIFO() ||
@@ -383,13 +388,15 @@ export class Runtime {
         // As `runc start`, which reads to the end: the init closes its end of the fifo as it
         // goes to exec the container's command (it closes all its descriptors first).
         while ((await fh.read(buffer, 0, 1, null)).bytesRead > 0);
-      } finally {
+      } catch (e) {
         await fh.close();
+        throw e;
       }
+      // Read to its end: the fifo goes (runc's "running" from then on) as our end closes.
+      await Promise.all([fh.close(), removeFile(fifo)]);
     } finally {
       clearTimeout(rescue);
     }
-    await rm(fifo, { force: true });
     return true;
   }
 
@@ -402,6 +409,10 @@ export class Runtime {
   async kill(id: string, signal: string | number = 'SIGTERM', opts: { all?: boolean } = {}): Promise<boolean> {
     const sig = String(signal);
     if (!VALID_SIGNAL.test(sig)) throw invalidParameter(`Invalid signal: ${sig}`);
+    if (typeof signal === 'number' && signal > 0 && !opts.all && !this.otherRuntime(id)) {
+      const sent = await this.signalInit(id, signal);
+      if (sent !== undefined) return sent;
+    }
     try {
       await this.runcFor(id, ['kill', ...(opts.all ? ['--all'] : []), id, sig]);
       return true;
@@ -409,6 +420,34 @@ export class Runtime {
       if (isEngineError(e, 'not-found') || e instanceof NotRunning) return false;
       throw e;
     }
+  }
+
+  /**
+   * What `runc kill <id> <n>` does, without spawning runc (a fork of berthd,
+   * on every stop, kill and forced removal): the init its state names, if it
+   * still runs (its start time tells a reused pid apart), gets the signal.
+   * false: no such container, or its init has ended; undefined: runc's state
+   * says too little, runc must do it.
+   */
+  private async signalInit(id: string, signal: number): Promise<boolean | undefined> {
+    checkId(id);
+    const text = await readFile(path.join(this.runcRoot, id, 'state.json'), 'utf8').catch(() => null);
+    if (text === null) return false;
+    let state: { init_process_pid?: number; init_process_start?: number };
+    try {
+      state = JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+    if (!state.init_process_pid || state.init_process_start === undefined) return undefined;
+    if (!(await processAlive(state.init_process_pid, state.init_process_start))) return false;
+    try {
+      process.kill(state.init_process_pid, signal);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ESRCH') return false;
+      throw systemError(`runtime: signalling container ${id}: ${(e as Error).message}`, e);
+    }
+    return true;
   }
 
   /** Removes the runtime's record (and cgroups) of a container; one that does not exist is fine. */
@@ -430,7 +469,7 @@ export class Runtime {
     } catch (e) {
       if (!(e instanceof RuncError && isMissing(e))) throw this.translate(id, e);
     }
-    await rm(path.join(this.socketDir, id), { force: true });
+    await removeFile(path.join(this.socketDir, id));
   }
 
   /**
@@ -447,13 +486,17 @@ export class Runtime {
       return false;
     }
     if (!state.init_process_pid || (await processAlive(state.init_process_pid, state.init_process_start))) return false;
+    const cgroups = Object.values(state.cgroup_paths ?? {});
+    if (!cgroups.every((p) => p.startsWith('/sys/fs/cgroup/'))) return false;
     try {
-      for (const p of Object.values(state.cgroup_paths ?? {})) {
-        if (!p.startsWith('/sys/fs/cgroup/')) return false;
-        await rmdir(p).catch((e: NodeJS.ErrnoException) => {
-          if (e.code !== 'ENOENT') throw e;
-        });
-      }
+      // One per hierarchy (a dozen under cgroup v1), all at once.
+      await Promise.all(
+        cgroups.map((p) =>
+          rmdir(p).catch((e: NodeJS.ErrnoException) => {
+            if (e.code !== 'ENOENT') throw e;
+          }),
+        ),
+      );
     } catch {
       return false;
     }
@@ -536,7 +579,7 @@ export class Runtime {
     // runc's init names itself so until it execs the container's command.
     const comm = (await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => INIT_COMM)).trim();
     if (comm === INIT_COMM) return false;
-    await rm(path.join(dir, 'exec.fifo'), { force: true });
+    await removeFile(path.join(dir, 'exec.fifo'));
     return true;
   }
 
@@ -624,9 +667,12 @@ export class Runtime {
       ),
     ];
     if (o.persistDir) files.push(path.join(o.persistDir, 'exit'), path.join(o.persistDir, 'oom'));
-    await Promise.all(files.map((f) => rm(f, { force: true })));
-    // conmon can only report the exit into a directory that exists.
-    await mkdir(o.exitDir, { recursive: true, mode: 0o700 });
+    // conmon can only report the exit into a directory that exists (made once: it is the daemon's).
+    if (!this.exitDirs.has(o.exitDir)) {
+      await mkdir(o.exitDir, { recursive: true, mode: 0o700 });
+      this.exitDirs.add(o.exitDir);
+    }
+    await Promise.all(files.map(removeFile));
   }
 
   private spawnConmon(o: CreateOptions, runtime: { runcPath: string; runtimeArgs: readonly string[] }): Spawned {
