@@ -29,6 +29,7 @@ import { ExitWatcher } from '../../src/engine/runtime/exits.js';
 import { compressRotated, lockLog, shiftLogs } from '../../src/engine/runtime/logfiles.js';
 import { readLog, type LogEntry, type ReadLogOptions } from '../../src/engine/runtime/logs.js';
 import { Runtime } from '../../src/engine/runtime/runtime.js';
+import { parseRuncState, type RuncState } from '../../src/engine/runtime/state.js';
 import { isEngineError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 
@@ -366,6 +367,31 @@ describe('containers through conmon and runc', () => {
     expect(await exited).toBe(137);
   });
 
+  it("reads runc's state without its config, whatever strings the config holds", async () => {
+    // Text that would look like the state's own keys, were it not inside a string.
+    const tricky = 'X=","rootless":true,"cgroup_paths":{"cpu":"/elsewhere"},"config":{"init_process_pid":1}';
+    const c = await create({ args: ['sleep', '100'], env: ['PATH=/bin', tricky] });
+    const text = await readFile(path.join(root, 'run', 'runc', c.id, 'state.json'), 'utf8');
+    const whole = JSON.parse(text) as RuncState;
+    const read = parseRuncState(text);
+    expect(read?.init_process_pid).toBe(c.pid);
+    expect(read?.init_process_start).toBe(whole.init_process_start);
+    expect(read?.cgroup_paths).toEqual(whole.cgroup_paths);
+    expect(read?.cgroup_paths?.cpu).toBe(`/sys/fs/cgroup/cpu${CGROUP_PARENT}/${c.id}`);
+    // Another layout is read whole.
+    expect(parseRuncState('{"init_process_pid":7,"init_process_start":9}')).toEqual({
+      init_process_pid: 7,
+      init_process_start: 9,
+    });
+    expect(parseRuncState('not json')).toBeNull();
+    // What berthd does with it: the signal reaches the init without runc.
+    const exited = exits.waitExit(c.id);
+    await runtime.start(c.id);
+    expect(await runtime.kill(c.id, 9)).toBe(true);
+    expect(await exited).toBe(137);
+    expect(await runtime.kill(c.id, 9)).toBe(false);
+  });
+
   it('leaves conmon running when the process that spawned it exits', async () => {
     const id = newId();
     const { dir } = await bundle(id, { args: ['sleep', '100'] });
@@ -642,6 +668,7 @@ async function compileRuntimeForChild(): Promise<string> {
     'src/engine/runtime/proc.ts',
     'src/engine/runtime/exec.ts',
     'src/engine/runtime/sealed.ts',
+    'src/engine/runtime/state.ts',
   ]) {
     const js = ts.transpileModule(await readFile(path.join(REPO, rel), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },

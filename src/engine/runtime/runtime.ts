@@ -22,6 +22,7 @@ import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
 import { ExecSeries, runExec, type ExecProcess, type ExecProcessOptions } from './exec.js';
 import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
 import { SealedExecutable } from './sealed.js';
+import { parseRuncState, readRuncState } from './state.js';
 import { Steps } from '../steps.js';
 import { removeFile } from '../os/files.js';
 import { spawnDetached, type Spawned } from '../os/spawn.js';
@@ -359,13 +360,7 @@ export class Runtime {
   private async releaseInit(id: string): Promise<boolean> {
     const dir = path.join(this.runcRoot, id);
     const fifo = path.join(dir, 'exec.fifo');
-    const [state, st] = await Promise.all([
-      readFile(path.join(dir, 'state.json'), 'utf8').then(
-        (t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number },
-        () => null,
-      ),
-      lstat(fifo).catch(() => null),
-    ]);
+    const [state, st] = await Promise.all([readRuncState(this.runcRoot, id), lstat(fifo).catch(() => null)]);
     if (
       !state?.init_process_pid ||
       !st?.isFIFO() ||
@@ -433,13 +428,8 @@ export class Runtime {
     checkId(id);
     const text = await readFile(path.join(this.runcRoot, id, 'state.json'), 'utf8').catch(() => null);
     if (text === null) return false;
-    let state: { init_process_pid?: number; init_process_start?: number };
-    try {
-      state = JSON.parse(text);
-    } catch {
-      return undefined;
-    }
-    if (!state.init_process_pid || state.init_process_start === undefined) return undefined;
+    const state = parseRuncState(text);
+    if (!state?.init_process_pid || state.init_process_start === undefined) return undefined;
     if (!(await processAlive(state.init_process_pid, state.init_process_start))) return false;
     try {
       process.kill(state.init_process_pid, signal);
@@ -479,13 +469,9 @@ export class Runtime {
    * when the init still lives or a cgroup still has tasks: runc must then do it.
    */
   private async reap(id: string, stateText: string): Promise<boolean> {
-    let state: { init_process_pid?: number; init_process_start?: number; cgroup_paths?: Record<string, string> };
-    try {
-      state = JSON.parse(stateText);
-    } catch {
+    const state = parseRuncState(stateText);
+    if (!state?.init_process_pid || (await processAlive(state.init_process_pid, state.init_process_start)))
       return false;
-    }
-    if (!state.init_process_pid || (await processAlive(state.init_process_pid, state.init_process_start))) return false;
     const cgroups = Object.values(state.cgroup_paths ?? {});
     if (!cgroups.every((p) => p.startsWith('/sys/fs/cgroup/'))) return false;
     try {
@@ -570,10 +556,7 @@ export class Runtime {
   async finishRelease(id: string): Promise<boolean> {
     checkId(id);
     const dir = path.join(this.runcRoot, id);
-    const state = await readFile(path.join(dir, 'state.json'), 'utf8').then(
-      (t) => JSON.parse(t) as { init_process_pid?: number; init_process_start?: number },
-      () => null,
-    );
+    const state = await readRuncState(this.runcRoot, id);
     const pid = state?.init_process_pid;
     if (!pid || !(await processAlive(pid, state.init_process_start))) return false;
     // runc's init names itself so until it execs the container's command.
