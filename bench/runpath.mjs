@@ -18,7 +18,7 @@
 //
 // Usage: node bench/runpath.mjs [runs=20] [rounds=5] [parallel=20]   (as root, after npm run build)
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -85,8 +85,16 @@ function bundleRunners(d, id) {
   const exitDir = path.join(dir, 'exits');
   for (const p of [bundle, root, exitDir]) mkdirSync(p, { recursive: true });
   const spec = JSON.parse(readFileSync(path.join(d.dir, 'data', 'containers', id, 'config.json'), 'utf8'));
-  // Its own cgroup, not the berthd container's.
-  spec.linux.cgroupsPath = `/berth-bench-rp/${path.basename(dir)}`;
+  // A cgroup of its own (not the berthd container's), under a parent removed at the end (after
+  // the containers: clean-ups run last-in first-out); runc removes only the container's own.
+  const parent = path.basename(dir);
+  spec.linux.cgroupsPath = `/${parent}/ctr`;
+  onCleanup(() => {
+    for (const h of readdirSync('/sys/fs/cgroup')) {
+      for (const c of [`/sys/fs/cgroup/${h}/${parent}/ctr`, `/sys/fs/cgroup/${h}/${parent}`])
+        if (existsSync(c)) rmdirSync(c);
+    }
+  });
   writeFileSync(path.join(bundle, 'config.json'), JSON.stringify(spec));
   let n = 0;
   const runc = (...args) => timed('runc', ['--root', root, ...args]);
