@@ -6,6 +6,7 @@ import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
 import { fastLane, jsonBody } from './fastlane.js';
+import { lazyChildLogger } from './lazylog.js';
 import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
 import { archiveRoutes } from './routes/archive.js';
@@ -109,6 +110,7 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
     clientErrorHandler: answerClientError,
   });
 
+  app.setChildLoggerFactory(lazyChildLogger);
   // The most frequent small GETs are answered ahead of Fastify (fastlane.ts).
   const lane = fastLane(app.server, engine, app.log as Logger, activity);
 
