@@ -156,7 +156,11 @@ async function measure(daemons, requests) {
 
 function report(title, daemons, requests, rows) {
   console.log(`\n#### ${title} (load ${load()})`);
-  const base = daemons.findIndex((d) => d.kind === 'dockerd');
+  // Ratios to dockerd, or to the first build without it.
+  const base = Math.max(
+    0,
+    daemons.findIndex((d) => d.kind === 'dockerd'),
+  );
   for (const [q, req] of requests.entries()) {
     console.log(`\n== ${req.name}`);
     for (const [k, d] of daemons.entries()) {
@@ -165,8 +169,8 @@ function report(title, daemons, requests, rows) {
       const all = stats(r.all).median;
       const main = d.kind === 'berthd' ? `main thread ${stats(r.main).median.toFixed(3)} ms, ` : '';
       const vs =
-        base >= 0 && k !== base
-          ? `; ${(s.median / stats(rows[q][base].wall).median).toFixed(2)}× dockerd's time, ${(all / stats(rows[q][base].all).median).toFixed(2)}× its CPU`
+        k !== base
+          ? `; ${(s.median / stats(rows[q][base].wall).median).toFixed(2)}× ${daemons[base].name}'s time, ${(all / stats(rows[q][base].all).median).toFixed(2)}× its CPU`
           : '';
       console.log(
         `${d.name.padEnd(12)} wall median ${s.median.toFixed(3)} ms (p90 ${s.p90.toFixed(3)}, n=${s.n}); CPU/request (median of bursts): ${main}all threads ${all.toFixed(3)} ms${vs}`,
