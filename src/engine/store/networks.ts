@@ -85,6 +85,12 @@ const statements = (db: Db) => ({
 
 export class NetworkRepository {
   private readonly q: ReturnType<typeof statements>;
+  /**
+   * Network rows by id, as read. A row is only ever inserted or deleted, never changed, so a
+   * container's inspect or a list does not read its networks again. A row read inside a
+   * transaction is not kept: the transaction may yet roll back what it inserted.
+   */
+  private readonly rows = new Map<string, NetworkRow>();
 
   constructor(private readonly db: Db) {
     this.q = statements(db);
@@ -95,7 +101,11 @@ export class NetworkRepository {
   }
 
   find(id: string): NetworkRow | undefined {
-    return this.q.byId.get(id) as NetworkRow | undefined;
+    const kept = this.rows.get(id);
+    if (kept) return kept;
+    const row = this.q.byId.get(id) as NetworkRow | undefined;
+    if (row && !this.db.inTransaction) this.rows.set(id, row);
+    return row;
   }
 
   findByName(name: string): NetworkRow | undefined {
@@ -112,6 +122,7 @@ export class NetworkRepository {
   }
 
   remove(id: string): void {
+    this.rows.delete(id);
     this.q.remove.run(id);
   }
 
