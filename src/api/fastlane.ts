@@ -2,13 +2,14 @@
 // command, `docker ps`, `docker images`, inspects), answered straight from
 // Node's request event, without Fastify's per-request machinery (its Request
 // and Reply, hook runners, child logger, routing and serialisation steps),
-// which cost as much as the rest of such a request. The lane answers only the
-// plain case: a GET (or HEAD /_ping) without a body, a path and a query of
-// plain characters, a version in range, an answer that is computed without
-// waiting and without an error. Everything else, errors included, goes on to
-// Fastify, which computes the answer again and gives it in the usual way: a
-// lane answer is the one the Fastify route would give, byte for byte (the
-// routes' own functions compute it; test/api/fastlane.test.ts compares them).
+// a good part of such a request's cost (docs/decisions.md, "Small requests").
+// The lane answers only the plain case: a GET (or HEAD /_ping) without a body,
+// a path and a query of plain characters, a version in range, an answer that
+// is computed without waiting and without an error. Everything else, errors
+// included, goes on to Fastify, which computes the answer again and gives it
+// in the usual way: a lane answer is the one the Fastify route would give,
+// byte for byte (the routes' own functions compute it;
+// test/api/fastlane.test.ts compares them).
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
