@@ -17,6 +17,7 @@
 // Usage: node bench/api.mjs [rounds=20] [containers=0] [launcher ...]   (rounds of 10 requests back to back)
 //   launchers: bin/berthd.cjs of other builds (default: this work tree's build).
 //   BERTH_BENCH_NO_DOCKERD=1: berthd builds only.
+//   BERTH_BENCH_NEW_CONNECTIONS=1: a connection of its own for each request.
 //   BERTH_BENCH_PROF=dir: run each berthd under `node --cpu-prof` (a sample each 100 µs) into dir/<n>/, and write
 //   dir/requests.json: each request's span (monotonic µs, the profile's clock), to
 //   tell its samples from the set-up's.
@@ -47,6 +48,8 @@ const BINS = process.argv.slice(4);
 const WARMUP = 10;
 const BURST = 10;
 const LOG_LINES = 100;
+/** A connection of its own for each request (as each `docker` command opens one), instead of one kept. */
+const NEW_CONNECTIONS = !!process.env.BERTH_BENCH_NEW_CONNECTIONS;
 
 const load = () =>
   os
@@ -125,7 +128,7 @@ async function measure(daemons, requests) {
   const rows = requests.map(() => daemons.map(() => ({ wall: [], main: [], all: [], spans: [] })));
   const send = async (d, req) => {
     const t0 = now();
-    const r = await request(d.socket, 'GET', req.path(d), { agent: d.agent });
+    const r = await request(d.socket, 'GET', req.path(d), { agent: NEW_CONNECTIONS ? false : d.agent });
     const ms = now() - t0;
     if (r.status !== 200 || !req.check(r, d))
       throw new Error(`${d.name} ${req.name}: ${r.status} ${r.body.length} B ${r.text.slice(0, 200)}`);
@@ -149,7 +152,7 @@ async function measure(daemons, requests) {
       }
     }
   }
-  if (daemons.some((d) => d.connections !== 1))
+  if (!NEW_CONNECTIONS && daemons.some((d) => d.connections !== 1))
     throw new Error(`a connection was not kept: ${daemons.map((d) => `${d.name} ${d.connections}`).join(', ')}`);
   return rows;
 }
@@ -243,7 +246,7 @@ await runBench(async () => {
     writeFileSync(path.join(prof, 'requests.json'), JSON.stringify([...spans(EMPTY, empty), ...spans(LOADED, loaded)]));
   }
   console.log(
-    `\n${ROUNDS} rounds of ${BURST} requests back to back after ${WARMUP} of warm-up, one kept connection per daemon`,
+    `\n${ROUNDS} rounds of ${BURST} requests back to back after ${WARMUP} of warm-up, ${NEW_CONNECTIONS ? 'a connection of its own for each' : 'one kept connection per daemon'}`,
   );
   report('Empty daemons', daemons, EMPTY, empty);
   report(
