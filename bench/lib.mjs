@@ -139,8 +139,11 @@ export function tempDir(prefix, parent = os.tmpdir()) {
 
 // ──────────────────────────────────── HTTP ────────────────────────────────────
 
-/** One request over a unix socket (or TCP with `url`); resolves with the whole answer. */
-export function request(socketPath, method, urlPath, { body, headers = {}, timeoutMs = 600_000 } = {}) {
+/**
+ * One request over a unix socket; resolves with the whole answer. A connection of its own
+ * unless `agent` is given (an http.Agent with keepAlive: requests on a kept connection).
+ */
+export function request(socketPath, method, urlPath, { body, headers = {}, timeoutMs = 600_000, agent = false } = {}) {
   return new Promise((resolve, reject) => {
     const payload =
       body === undefined || Buffer.isBuffer(body)
@@ -151,7 +154,7 @@ export function request(socketPath, method, urlPath, { body, headers = {}, timeo
       h['Content-Type'] ??= 'application/json';
       h['Content-Length'] = String(payload.length);
     }
-    const req = http.request({ socketPath, method, path: urlPath, headers: h, agent: false }, (res) => {
+    const req = http.request({ socketPath, method, path: urlPath, headers: h, agent }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => {

@@ -5,6 +5,8 @@ import type { Socket } from 'node:net';
 import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
+import { fastLane, jsonBody } from './fastlane.js';
+import { lazyChildLogger } from './lazylog.js';
 import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
 import { archiveRoutes } from './routes/archive.js';
@@ -108,6 +110,10 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
     clientErrorHandler: answerClientError,
   });
 
+  app.setChildLoggerFactory(lazyChildLogger);
+  // The most frequent small GETs are answered ahead of Fastify (fastlane.ts).
+  const lane = fastLane(app.server, engine, app.log as Logger, activity);
+
   // Bodies are handed to routes as streams and parsed one way only (wire/forms.ts),
   // so that JSON, tar uploads and empty POSTs all follow dockerd's rules.
   app.removeAllContentTypeParsers();
@@ -115,7 +121,7 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
 
   // A JSON answer ends with a newline, as dockerd's encoder writes each one: the
   // docker CLI's `stats --no-stream` read a single sample without it as EOF.
-  app.setReplySerializer((payload) => `${JSON.stringify(payload)}\n`);
+  app.setReplySerializer(jsonBody);
 
   app.decorateRequest('apiVersion', MAX_API_VERSION);
   // What is in flight, for the log of a fault that stops the daemon (main.ts). A response's
@@ -161,7 +167,10 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
     done(null, payload);
   });
   // Attached clients hold hijacked connections that would keep a shutdown waiting.
-  app.addHook('preClose', async () => closeHijacked());
+  app.addHook('preClose', async () => {
+    lane.close();
+    closeHijacked();
+  });
 
   app.setErrorHandler((err, req, reply) => {
     const { status, message } = toHttpError(err);

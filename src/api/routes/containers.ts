@@ -11,7 +11,7 @@ import { versionBelow } from '../version.js';
 import { containerInspect, containerSummary, listedSizes } from '../wire/containers.js';
 import { createRequest } from '../wire/create.js';
 import { parseFilters } from '../wire/filters.js';
-import { boolValue, intValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
+import { boolValue, intValue, parseJsonBody, type Query, query, withoutNulls } from '../wire/forms.js';
 
 type IdParams = { Params: { id: string } };
 
@@ -25,16 +25,11 @@ function timeParam(v: string | undefined, name: string): Date | undefined {
 }
 
 /**
- * `GET /containers/json`'s entries (and `/system/df`'s), sizes included when
- * asked. The Image column shows what the user asked for while it still names
- * the same image; one lookup per distinct reference, not one per container.
+ * `GET /containers/json`'s entries without sizes. The Image column shows what the
+ * user asked for while it still names the same image; one lookup per distinct
+ * reference, not one per container.
  */
-export function containerList(
-  engine: Engine,
-  list: Container[],
-  withSize: boolean,
-  apiVersion: string,
-): Promise<Record<string, unknown>[]> {
+export function containerSummaries(engine: Engine, list: Container[], apiVersion: string): Record<string, unknown>[] {
   const names = new Map<string, string>();
   const nameOf = (ref: string, id: string) => {
     const key = `${ref}\0${id}`;
@@ -49,14 +44,46 @@ export function containerList(
     }
     return name;
   };
-  const { containers } = engine;
-  const details = containers.listedDetails(list);
-  return Promise.all(
-    list.map(async (c, i) => ({
-      ...containerSummary(c, nameOf(c.imageRef, c.imageId), details[i]!.networking, details[i]!.mounts, apiVersion),
-      ...(withSize ? listedSizes(await containers.sizes(c)) : {}),
-    })),
+  const details = engine.containers.listedDetails(list);
+  return list.map((c, i) =>
+    containerSummary(c, nameOf(c.imageRef, c.imageId), details[i]!.networking, details[i]!.mounts, apiVersion),
   );
+}
+
+/** `GET /containers/json`'s entries (and `/system/df`'s), sizes included when asked. */
+export async function containerList(
+  engine: Engine,
+  list: Container[],
+  withSize: boolean,
+  apiVersion: string,
+): Promise<Record<string, unknown>[]> {
+  const summaries = containerSummaries(engine, list, apiVersion);
+  if (!withSize) return summaries;
+  return Promise.all(
+    summaries.map(async (s, i) => ({ ...s, ...listedSizes(await engine.containers.sizes(list[i]!)) })),
+  );
+}
+
+/** The containers `GET /containers/json` lists for its query. */
+export const listedContainers = (engine: Engine, q: Query): Container[] =>
+  engine.containers.list({
+    all: boolValue(q.all),
+    limit: intValue(q.limit, 'limit'),
+    filters: parseFilters(q.filters),
+  });
+
+/** `GET /containers/{id}/json` but the sizes (asked with `size=1`). */
+export function inspectWithoutSizes(engine: Engine, c: Container, apiVersion: string): Record<string, unknown> {
+  const lowerDirs = engine.images
+    .layersOf(c.imageId)
+    .map((l) => engine.images.layerDir(l))
+    .reverse();
+  const execIds = engine.execs.idsOf(c.id);
+  const { containers } = engine;
+  return {
+    ...containerInspect(c, { lowerDirs }, containers.networkingOf(c), containers.mountPoints(c), apiVersion),
+    ExecIDs: execIds.length ? execIds : null,
+  };
 }
 
 export function containerRoutes(app: FastifyInstance, engine: Engine): void {
@@ -64,12 +91,7 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get('/containers/json', async (req) => {
     const q = query(req);
-    const list = containers.list({
-      all: boolValue(q.all),
-      limit: intValue(q.limit, 'limit'),
-      filters: parseFilters(q.filters),
-    });
-    return containerList(engine, list, boolValue(q.size), req.apiVersion);
+    return containerList(engine, listedContainers(engine, q), boolValue(q.size), req.apiVersion);
   });
 
   app.post('/containers/create', async (req, reply) => {
@@ -89,14 +111,8 @@ export function containerRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get<IdParams>('/containers/:id/json', async (req) => {
     const c = containers.get(req.params.id);
-    const lowerDirs = engine.images
-      .layersOf(c.imageId)
-      .map((l) => engine.images.layerDir(l))
-      .reverse();
-    const execIds = engine.execs.idsOf(c.id);
     return {
-      ...containerInspect(c, { lowerDirs }, containers.networkingOf(c), containers.mountPoints(c), req.apiVersion),
-      ExecIDs: execIds.length ? execIds : null,
+      ...inspectWithoutSizes(engine, c, req.apiVersion),
       // Counted only when asked (`size=1`), and then shown even when 0, as dockerd's pointers are.
       ...(boolValue(query(req).size) ? await containers.sizes(c) : {}),
     };

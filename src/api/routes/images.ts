@@ -14,7 +14,7 @@ import { sendArchive } from '../streams/archive.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { parseFilters } from '../wire/filters.js';
-import { allValues, boolValue, parseJsonBody, query, withoutNulls } from '../wire/forms.js';
+import { allValues, boolValue, parseJsonBody, type Query, query, withoutNulls } from '../wire/forms.js';
 import { AuthBody, imageInspect, imageSummary } from '../wire/images.js';
 import { versionBelow } from '../version.js';
 
@@ -58,6 +58,20 @@ async function progressStream(
   stream.end();
 }
 
+/** The images `GET /images/json` lists for its query. */
+function listedImages(engine: Engine, q: Query, apiVersion: string) {
+  return engine.images.list({
+    all: boolValue(q.all),
+    filters: parseFilters(q.filters),
+    // `shared-size` came with API 1.42; dockerd does not read it below.
+    sharedSize: !versionBelow(apiVersion, '1.42') && boolValue(q['shared-size']),
+  });
+}
+
+/** `GET /images/json` without `manifests` (which reads each image's). */
+export const imageSummaries = (engine: Engine, q: Query, apiVersion: string) =>
+  listedImages(engine, q, apiVersion).map((i) => imageSummary(i, apiVersion));
+
 export function imageRoutes(app: FastifyInstance, engine: Engine): void {
   const images = engine.images;
 
@@ -70,15 +84,10 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
 
   app.get('/images/json', async (req) => {
     const q = query(req);
-    const list = images.list({
-      all: boolValue(q.all),
-      filters: parseFilters(q.filters),
-      // `shared-size` came with API 1.42; dockerd does not read it below.
-      sharedSize: !versionBelow(req.apiVersion, '1.42') && boolValue(q['shared-size']),
-    });
     // `manifests` came with API 1.47; an older client that sends it is answered as well
     // (dockerd does not read it below 1.47, but giving what was asked for harms no one).
-    if (!boolValue(q.manifests)) return list.map((i) => imageSummary(i, req.apiVersion));
+    if (!boolValue(q.manifests)) return imageSummaries(engine, q, req.apiVersion);
+    const list = listedImages(engine, q, req.apiVersion);
     return Promise.all(list.map(async (i) => imageSummary(i, req.apiVersion, await images.manifests(i.id))));
   });
 

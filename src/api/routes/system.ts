@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Engine } from '../../engine/index.js';
 import { MAX_API_VERSION, MIN_API_VERSION, versionBelow } from '../version.js';
 
-const PING_HEADERS = {
+export const PING_HEADERS: Record<string, string> = {
   'Cache-Control': 'no-cache, no-store, must-revalidate',
   Pragma: 'no-cache',
   'Docker-Experimental': 'false',

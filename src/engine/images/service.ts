@@ -233,14 +233,16 @@ export class ImageService {
     // `until` (API 1.44, unversioned in dockerd): created before that time.
     checkFilters(filters, ['dangling', 'label', 'reference', 'before', 'since', 'until']);
     const { repo } = this.deps;
-    const refs = repo.refsByImage();
-    const counts = repo.containerCounts();
-    const shared = opts.sharedSize ? repo.sharedSizes() : undefined;
     const dangling = boolFilter(filters, 'dangling');
     const before = filters.before?.[0] ? this.find(filters.before[0]) : undefined;
     const since = filters.since?.[0] ? this.find(filters.since[0]) : undefined;
     const untils = (filters.until ?? []).map(parseUntil);
     const rows = repo.list();
+    // No image: the tags, digests and container counts are not read (`docker images` on a fresh daemon).
+    if (!rows.length) return [];
+    const refs = repo.refsByImage();
+    const counts = repo.containerCounts();
+    const shared = opts.sharedSize ? repo.sharedSizes() : undefined;
     const parents = new Set(rows.map((r) => r.parent).filter(Boolean));
     const out: Image[] = [];
     for (const row of rows) {

@@ -32,6 +32,7 @@ export interface NewImage {
   repoDigests: string[];
 }
 
+// `column = +?`: see db.ts ("A value bound for a column").
 const statements = (db: Db) => ({
   byId: db.prepare('SELECT * FROM images WHERE id = ?'),
   byPrefix: db.prepare("SELECT * FROM images WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
@@ -39,17 +40,17 @@ const statements = (db: Db) => ({
   count: db.prepare('SELECT count(*) AS n FROM images'),
   tag: db.prepare('SELECT image_id FROM tags WHERE ref = ?'),
   digest: db.prepare('SELECT image_id FROM repo_digests WHERE ref = ?'),
-  tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = ? ORDER BY ref'),
-  digestsOf: db.prepare('SELECT ref FROM repo_digests WHERE image_id = ? ORDER BY ref'),
+  tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = +? ORDER BY ref'),
+  digestsOf: db.prepare('SELECT ref FROM repo_digests WHERE image_id = +? ORDER BY ref'),
   allTags: db.prepare('SELECT ref, image_id FROM tags ORDER BY ref'),
   blobSources: db.prepare(
     `SELECT DISTINCT rd.ref FROM layers l JOIN image_layers il ON il.chain_id = l.chain_id
-     JOIN repo_digests rd ON rd.image_id = il.image_id WHERE l.blob = ? ORDER BY rd.ref`,
+     JOIN repo_digests rd ON rd.image_id = il.image_id WHERE l.blob = +? ORDER BY rd.ref`,
   ),
   tagsOfRepository: db.prepare('SELECT ref, image_id FROM tags WHERE substr(ref, 1, ?) = ? ORDER BY ref'),
   allDigests: db.prepare('SELECT ref, image_id FROM repo_digests ORDER BY ref'),
   layersOf: db.prepare(
-    'SELECT l.* FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id WHERE il.image_id = ? ORDER BY il.idx',
+    'SELECT l.* FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id WHERE il.image_id = +? ORDER BY il.idx',
   ),
   layer: db.prepare('SELECT * FROM layers WHERE chain_id = ?'),
   insertImage: db.prepare(
@@ -69,21 +70,21 @@ const statements = (db: Db) => ({
   deleteTag: db.prepare('DELETE FROM tags WHERE ref = ?'),
   deleteDigest: db.prepare('DELETE FROM repo_digests WHERE ref = ?'),
   deleteImage: db.prepare('DELETE FROM images WHERE id = ?'),
-  children: db.prepare('SELECT id FROM images WHERE parent = ?'),
+  children: db.prepare('SELECT id FROM images WHERE parent = +?'),
   unusedLayers: db.prepare(
     'SELECT * FROM layers WHERE chain_id NOT IN (SELECT chain_id FROM image_layers) AND chain_id NOT IN (SELECT parent FROM layers WHERE parent IS NOT NULL)',
   ),
   deleteLayer: db.prepare('DELETE FROM layers WHERE chain_id = ?'),
-  blobsOf: db.prepare('SELECT digest FROM image_blobs WHERE image_id = ?'),
+  blobsOf: db.prepare('SELECT digest FROM image_blobs WHERE image_id = +?'),
   blobHeld: db.prepare(
-    'SELECT 1 FROM image_blobs WHERE digest = ? UNION ALL SELECT 1 FROM layers WHERE blob = ? LIMIT 1',
+    'SELECT 1 FROM image_blobs WHERE digest = +? UNION ALL SELECT 1 FROM layers WHERE blob = +? LIMIT 1',
   ),
   layerInUse: db.prepare(
-    'SELECT 1 FROM image_layers WHERE chain_id = ? UNION ALL SELECT 1 FROM layers WHERE parent = ? LIMIT 1',
+    'SELECT 1 FROM image_layers WHERE chain_id = +? UNION ALL SELECT 1 FROM layers WHERE parent = +? LIMIT 1',
   ),
   allLayerDirs: db.prepare('SELECT dir FROM layers'),
   heldBlobs: db.prepare('SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL'),
-  containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = ? ORDER BY created'),
+  containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = +? ORDER BY created'),
   containerCounts: db.prepare('SELECT image_id, count(*) AS n FROM containers GROUP BY image_id'),
   layersSize: db.prepare('SELECT coalesce(sum(size), 0) AS total FROM layers'),
   // A chain id names a layer with all below it, so a layer two images list is one they share.

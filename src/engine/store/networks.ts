@@ -42,6 +42,7 @@ export interface EndpointRow {
   static_ip6: number;
 }
 
+// `column = +?`: see db.ts ("A value bound for a column").
 const statements = (db: Db) => ({
   all: db.prepare('SELECT * FROM networks ORDER BY created'),
   byId: db.prepare('SELECT * FROM networks WHERE id = ?'),
@@ -55,17 +56,17 @@ const statements = (db: Db) => ({
        @ip_range6)`,
   ),
   remove: db.prepare('DELETE FROM networks WHERE id = ?'),
-  endpointsOfNetwork: db.prepare('SELECT * FROM endpoints WHERE network_id = ? ORDER BY seq'),
-  endpointsOfContainer: db.prepare('SELECT * FROM endpoints WHERE container_id = ? ORDER BY seq'),
+  endpointsOfNetwork: db.prepare('SELECT * FROM endpoints WHERE network_id = +? ORDER BY seq'),
+  endpointsOfContainer: db.prepare('SELECT * FROM endpoints WHERE container_id = +? ORDER BY seq'),
   endpointsOfContainers: db.prepare(
     'SELECT * FROM endpoints WHERE container_id IN (SELECT value FROM json_each(?)) ORDER BY seq',
   ),
   linkersNear: db.prepare(
     `SELECT DISTINCT other.container_id FROM endpoints mine JOIN endpoints other ON other.network_id = mine.network_id
-     WHERE mine.container_id = ? AND other.container_id != mine.container_id AND other.links != '[]'`,
+     WHERE mine.container_id = +? AND other.container_id != mine.container_id AND other.links != '[]'`,
   ),
   allEndpoints: db.prepare('SELECT * FROM endpoints ORDER BY seq'),
-  endpointCount: db.prepare('SELECT count(*) AS n FROM endpoints WHERE network_id = ?'),
+  endpointCount: db.prepare('SELECT count(*) AS n FROM endpoints WHERE network_id = +?'),
   nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM endpoints'),
   insertEndpoint: db.prepare(
     `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, link_local_ips, seq,
@@ -84,6 +85,12 @@ const statements = (db: Db) => ({
 
 export class NetworkRepository {
   private readonly q: ReturnType<typeof statements>;
+  /**
+   * Network rows by id, as read. A row is only ever inserted or deleted, never changed, so a
+   * container's inspect or a list does not read its networks again. A row read inside a
+   * transaction is not kept: the transaction may yet roll back what it inserted.
+   */
+  private readonly rows = new Map<string, NetworkRow>();
 
   constructor(private readonly db: Db) {
     this.q = statements(db);
@@ -94,7 +101,11 @@ export class NetworkRepository {
   }
 
   find(id: string): NetworkRow | undefined {
-    return this.q.byId.get(id) as NetworkRow | undefined;
+    const kept = this.rows.get(id);
+    if (kept) return kept;
+    const row = this.q.byId.get(id) as NetworkRow | undefined;
+    if (row && !this.db.inTransaction) this.rows.set(id, row);
+    return row;
   }
 
   findByName(name: string): NetworkRow | undefined {
@@ -111,6 +122,7 @@ export class NetworkRepository {
   }
 
   remove(id: string): void {
+    this.rows.delete(id);
     this.q.remove.run(id);
   }
 

@@ -22,6 +22,7 @@ export interface MountRow {
   subpath: string;
 }
 
+// `column = +?`: see db.ts ("A value bound for a column").
 const statements = (db: Db) => ({
   all: db.prepare('SELECT * FROM volumes ORDER BY created, name'),
   byName: db.prepare('SELECT * FROM volumes WHERE name = ?'),
@@ -33,9 +34,9 @@ const statements = (db: Db) => ({
      VALUES (@name, @driver, @labels, @options, @created)`,
   ),
   remove: db.prepare('DELETE FROM volumes WHERE name = ?'),
-  users: db.prepare('SELECT DISTINCT container_id FROM container_mounts WHERE volume = ? ORDER BY container_id'),
+  users: db.prepare('SELECT DISTINCT container_id FROM container_mounts WHERE volume = +? ORDER BY container_id'),
   used: db.prepare('SELECT DISTINCT volume FROM container_mounts WHERE volume IS NOT NULL'),
-  mountsOf: db.prepare('SELECT * FROM container_mounts WHERE container_id = ? ORDER BY seq'),
+  mountsOf: db.prepare('SELECT * FROM container_mounts WHERE container_id = +? ORDER BY seq'),
   mountsOfContainers: db.prepare(
     'SELECT * FROM container_mounts WHERE container_id IN (SELECT value FROM json_each(?)) ORDER BY seq',
   ),
