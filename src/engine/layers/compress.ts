@@ -14,7 +14,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import type { ZlibOptions } from 'node:zlib';
-import { zlib } from '../os/lazy.js';
+import { zlib } from '../os/zlib.js';
 
 const deflateRaw = (buf: Buffer, opts: ZlibOptions): Promise<Buffer> => promisify(zlib().deflateRaw)(buf, opts);
 

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { systemError, unavailable } from '../../errors.js';
 import { spawnDetached } from '../os/spawn.js';
-import { zlib } from '../os/lazy.js';
+import { zlib } from '../os/zlib.js';
 
 export type Compression = 'none' | 'gzip' | 'bzip2' | 'xz';
 

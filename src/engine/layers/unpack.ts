@@ -7,7 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import type { ZlibOptions } from 'node:zlib';
 import { isEngineError, messageOf, systemError } from '../../errors.js';
 import { applyLayer, type CopyTarget } from './apply.js';
-import { zlib } from '../os/lazy.js';
+import { zlib } from '../os/zlib.js';
 
 /**
  * Bytes are best handed between stages in blocks of this size: every stage

@@ -13,8 +13,11 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type * as Https from 'node:https';
 import type { Readable } from 'node:stream';
 import { createHash } from 'node:crypto';
-import type { SecureContext } from 'node:tls';
-import { https, tls } from '../os/lazy.js';
+import type * as Tls from 'node:tls';
+
+// Loaded at the first https request, not at start (~2 ms before a first answer).
+const https = (): typeof Https => process.getBuiltinModule('node:https');
+const tls = (): typeof Tls => process.getBuiltinModule('node:tls');
 
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -316,10 +319,10 @@ function sendBody(r: http.ClientRequest, body: HttpRequest['body']): void {
 
 // Secure contexts are built once per distinct TLS settings: passing `ca` per
 // request would rebuild the trust store (Node's roots plus ours) every time.
-const contexts = new Map<string, SecureContext>();
+const contexts = new Map<string, Tls.SecureContext>();
 
 /** https.request hands these to tls.connect, which takes a prepared secureContext. */
-type TlsRequestOptions = Https.RequestOptions & { secureContext?: SecureContext };
+type TlsRequestOptions = Https.RequestOptions & { secureContext?: Tls.SecureContext };
 
 function tlsOptions(settings: TlsSettings): TlsRequestOptions {
   if (!settings.ca?.length && !(settings.cert && settings.key)) return { rejectUnauthorized: settings.verify };

@@ -18,7 +18,7 @@ import { createWriteStream } from 'node:fs';
 import { open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { zlib } from '../os/lazy.js';
+import { zlib } from '../os/zlib.js';
 
 export interface RotatedFile {
   /** 1 is the newest. */

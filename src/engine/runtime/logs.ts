@@ -15,7 +15,7 @@ import { open, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { lockLog, logLocked, rotatedAfter, rotatedFiles } from './logfiles.js';
-import { zlib } from '../os/lazy.js';
+import { zlib } from '../os/zlib.js';
 
 export type LogStream = 'stdout' | 'stderr';
 
