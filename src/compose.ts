@@ -40,6 +40,8 @@ export interface Built {
   db: Db;
   /** Frees the engine's caches that an idle daemon does not need (src/idle.ts). */
   releaseMemory(): void;
+  /** Work that can wait until the daemon answers (the database's reserve, runc's sealed copy). */
+  afterServing(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -253,6 +255,10 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     engine,
     db,
     releaseMemory: () => shrinkMemory(db),
+    async afterServing() {
+      reserve.makeReserve();
+      await runtime.seal();
+    },
     async close() {
       containers.close();
       exits.close();

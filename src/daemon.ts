@@ -145,6 +145,7 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
     s.on('error', (err) => logger.error({ err }, 'accepting a connection failed'));
   if (config.pidfile) writeFileSync(config.pidfile, `${process.pid}\n`);
   logger.info({ hosts: config.hosts, dataRoot: config.dataRoot }, 'berthd is serving');
+  setImmediate(() => engine.afterServing().catch((err) => logger.warn({ err }, 'finishing start-up')));
 
   let stopping: Promise<void> | undefined;
   const stop = () =>

@@ -84,6 +84,10 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
   socket.destroy();
 }
 
+function noSchemas(): never {
+  throw new Error('berth routes carry no Fastify schemas');
+}
+
 export interface AppOptions {
   /** Called as each request begins and as it ends (its response sent, or its connection gone). */
   activity?: () => void;
@@ -108,6 +112,9 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
     // routes as streams (JSON is capped where it is read, wire/forms.ts).
     http: { maxHeaderSize: MAX_HEADER_BYTES },
     clientErrorHandler: answerClientError,
+    // No route has a Fastify schema (bodies are parsed in wire/forms.ts): without these,
+    // Fastify loads Ajv and fast-json-stringify as it starts (~8 ms before the first answer).
+    schemaController: { compilersFactory: { buildValidator: noSchemas, buildSerializer: noSchemas } },
   });
 
   app.setChildLoggerFactory(lazyChildLogger);

@@ -66,7 +66,7 @@ function hostFacts(): HostFacts {
 }
 
 export class SystemService {
-  readonly host = hostFacts();
+  private hostFacts: HostFacts | undefined;
   private runtimeVersion: Promise<string> | undefined;
   readonly id: string;
   readonly startedAt = new Date();
@@ -77,6 +77,12 @@ export class SystemService {
     daemonId: string,
   ) {
     this.id = daemonId;
+  }
+
+  /** The host as /info and /version describe it: read at the first of them, not at start (cgroup probes). */
+  get host(): HostFacts {
+    this.hostFacts ??= hostFacts();
+    return this.hostFacts;
   }
 
   /** Descriptors berthd has open (`/info`'s NFd, as dockerd counts its own). */

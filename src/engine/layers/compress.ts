@@ -13,9 +13,10 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
-import zlib from 'node:zlib';
+import type { ZlibOptions } from 'node:zlib';
+import { zlib } from '../os/zlib.js';
 
-const deflateRaw = promisify(zlib.deflateRaw) as (buf: Buffer, opts: zlib.ZlibOptions) => Promise<Buffer>;
+const deflateRaw = (buf: Buffer, opts: ZlibOptions): Promise<Buffer> => promisify(zlib().deflateRaw)(buf, opts);
 
 const BLOCK = 1 << 20;
 const WINDOW = 32 << 10;
@@ -52,7 +53,7 @@ export class ParallelGzip extends Transform {
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    this.crc = zlib.crc32(chunk, this.crc);
+    this.crc = zlib().crc32(chunk, this.crc);
     this.size = (this.size + chunk.length) >>> 0;
     this.pending.push(chunk);
     this.pendingBytes += chunk.length;
@@ -105,9 +106,9 @@ export class ParallelGzip extends Transform {
   }
 
   private start(block: Slices, last: boolean): void {
-    const opts: zlib.ZlibOptions = {
+    const opts: ZlibOptions = {
       level: this.level,
-      finishFlush: last ? zlib.constants.Z_FINISH : zlib.constants.Z_SYNC_FLUSH,
+      finishFlush: last ? zlib().constants.Z_FINISH : zlib().constants.Z_SYNC_FLUSH,
       ...(this.dictionary.length ? { dictionary: this.dictionary } : {}),
     };
     // The next block's dictionary: the last 32 KiB of input.

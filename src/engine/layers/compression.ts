@@ -5,9 +5,9 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
-import { createGunzip } from 'node:zlib';
 import { systemError, unavailable } from '../../errors.js';
 import { spawnDetached } from '../os/spawn.js';
+import { zlib } from '../os/zlib.js';
 
 export type Compression = 'none' | 'gzip' | 'bzip2' | 'xz';
 
@@ -127,7 +127,7 @@ function findProgram(name: string): string {
 export function decompress(input: Readable, compression: Compression): Readable {
   if (compression === 'none') return input;
   if (compression === 'gzip') {
-    const gunzip = createGunzip({ chunkSize: 1 << 20 });
+    const gunzip = zlib().createGunzip({ chunkSize: 1 << 20 });
     input.on('error', (e) => gunzip.destroy(e));
     gunzip.on('close', () => input.destroy());
     return input.pipe(gunzip);

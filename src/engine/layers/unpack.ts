@@ -4,9 +4,10 @@
 import { createHash } from 'node:crypto';
 import { PassThrough, Transform, type Readable, type TransformCallback, type TransformOptions } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip, type ZlibOptions } from 'node:zlib';
+import type { ZlibOptions } from 'node:zlib';
 import { isEngineError, messageOf, systemError } from '../../errors.js';
 import { applyLayer, type CopyTarget } from './apply.js';
+import { zlib } from '../os/zlib.js';
 
 /**
  * Bytes are best handed between stages in blocks of this size: every stage
@@ -76,7 +77,7 @@ export async function extractLayer(
   // Output and input buffers of a block: one thread-pool trip per block, not per 16 KiB.
   // (zlib streams hand their options on to Transform, whose writableHighWaterMark the ZlibOptions type lacks.)
   const gunzipOpts: ZlibOptions & TransformOptions = { chunkSize: BLOCK, writableHighWaterMark: BLOCK };
-  if (opts.compression === 'gzip') stages.push(createGunzip(gunzipOpts));
+  if (opts.compression === 'gzip') stages.push(zlib().createGunzip(gunzipOpts));
   const hasher = opts.digest ? new Hasher() : undefined;
   if (hasher) stages.push(hasher);
   const tar = new PassThrough();

@@ -9,11 +9,15 @@
 // is where credentials leak (CVE-2021-41092): `follow` drops Authorization
 // whenever a redirect leaves the origin that was authorised.
 import http from 'node:http';
-import https from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type * as Https from 'node:https';
 import type { Readable } from 'node:stream';
 import { createHash } from 'node:crypto';
-import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
+import type * as Tls from 'node:tls';
+
+// Loaded at the first https request, not at start (~2 ms before a first answer).
+const https = (): typeof Https => process.getBuiltinModule('node:https');
+const tls = (): typeof Tls => process.getBuiltinModule('node:tls');
 
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -150,10 +154,7 @@ function transportError(method: string, url: URL, e: unknown): TransportError {
 export class HttpTransport {
   // Our own keep-alive agents, so close() can end their sockets. TLS settings
   // go per request; the agents key their socket pools by them.
-  private readonly agents = {
-    http: new http.Agent({ keepAlive: true }),
-    https: new https.Agent({ keepAlive: true }),
-  };
+  private readonly agents: { http: http.Agent; https?: Https.Agent } = { http: new http.Agent({ keepAlive: true }) };
   private readonly headerTimeoutMs: number;
   private readonly idleTimeoutMs: number;
 
@@ -165,10 +166,10 @@ export class HttpTransport {
   /** One request, no redirects. Rejects only when no HTTP answer came (TransportError). */
   async send(req: HttpRequest): Promise<HttpResponse> {
     const secure = req.url.protocol === 'https:';
-    const tls = secure ? await this.opts.tlsFor(req.url) : undefined;
+    const settings = secure ? await this.opts.tlsFor(req.url) : undefined;
     let secureOptions: TlsRequestOptions = {};
     try {
-      if (tls) secureOptions = tlsOptions(tls);
+      if (settings) secureOptions = tlsOptions(settings);
     } catch (e) {
       throw transportError(
         req.method,
@@ -181,12 +182,12 @@ export class HttpTransport {
     const options: TlsRequestOptions = {
       method: req.method,
       headers,
-      agent: secure ? this.agents.https : this.agents.http,
+      agent: secure ? this.httpsAgent() : this.agents.http,
       ...(req.signal ? { signal: req.signal } : {}),
       ...secureOptions,
     };
     return new Promise<HttpResponse>((resolve, reject) => {
-      const r = (secure ? https : http).request(req.url, options);
+      const r = (secure ? https() : http).request(req.url, options);
       const headerTimer = () =>
         setTimeout(() => {
           r.destroy(
@@ -261,9 +262,15 @@ export class HttpTransport {
     }
   }
 
+  /** Made at the first https request: node:https is loaded only when a registry needs it. */
+  private httpsAgent(): Https.Agent {
+    this.agents.https ??= new (https().Agent)({ keepAlive: true });
+    return this.agents.https;
+  }
+
   close(): void {
     this.agents.http.destroy();
-    this.agents.https.destroy();
+    this.agents.https?.destroy();
   }
 
   /**
@@ -312,25 +319,25 @@ function sendBody(r: http.ClientRequest, body: HttpRequest['body']): void {
 
 // Secure contexts are built once per distinct TLS settings: passing `ca` per
 // request would rebuild the trust store (Node's roots plus ours) every time.
-const contexts = new Map<string, SecureContext>();
+const contexts = new Map<string, Tls.SecureContext>();
 
 /** https.request hands these to tls.connect, which takes a prepared secureContext. */
-type TlsRequestOptions = https.RequestOptions & { secureContext?: SecureContext };
+type TlsRequestOptions = Https.RequestOptions & { secureContext?: Tls.SecureContext };
 
-function tlsOptions(tls: TlsSettings): TlsRequestOptions {
-  if (!tls.ca?.length && !(tls.cert && tls.key)) return { rejectUnauthorized: tls.verify };
+function tlsOptions(settings: TlsSettings): TlsRequestOptions {
+  if (!settings.ca?.length && !(settings.cert && settings.key)) return { rejectUnauthorized: settings.verify };
   const key = createHash('sha256')
-    .update(JSON.stringify([tls.ca, tls.cert, tls.key]))
+    .update(JSON.stringify([settings.ca, settings.cert, settings.key]))
     .digest('hex');
   let secureContext = contexts.get(key);
   if (!secureContext) {
-    secureContext = createSecureContext({
-      ...(tls.ca?.length ? { ca: [...rootCertificates, ...tls.ca] } : {}),
-      ...(tls.cert && tls.key ? { cert: tls.cert, key: tls.key } : {}),
+    secureContext = tls().createSecureContext({
+      ...(settings.ca?.length ? { ca: [...tls().rootCertificates, ...settings.ca] } : {}),
+      ...(settings.cert && settings.key ? { cert: settings.cert, key: settings.key } : {}),
     });
     contexts.set(key, secureContext);
   }
-  return { rejectUnauthorized: tls.verify, secureContext };
+  return { rejectUnauthorized: settings.verify, secureContext };
 }
 
 function wrap(url: URL, res: IncomingMessage): HttpResponse {

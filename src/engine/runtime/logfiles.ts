@@ -18,7 +18,7 @@ import { createWriteStream } from 'node:fs';
 import { open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
+import { zlib } from '../os/zlib.js';
 
 export interface RotatedFile {
   /** 1 is the newest. */
@@ -155,7 +155,11 @@ async function compressFile(log: string, file: string): Promise<void> {
   try {
     const ino = (await src.stat()).ino;
     try {
-      await pipeline(src.createReadStream({ autoClose: false }), createGzip(), createWriteStream(gz, { mode: 0o600 }));
+      await pipeline(
+        src.createReadStream({ autoClose: false }),
+        zlib().createGzip(),
+        createWriteStream(gz, { mode: 0o600 }),
+      );
     } catch (e) {
       await rm(gz, { force: true });
       throw e;

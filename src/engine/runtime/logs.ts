@@ -14,8 +14,8 @@ import { closeSync, fstatSync, openSync, readdirSync, readSync, watch, type FSWa
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { createGunzip, gunzip } from 'node:zlib';
 import { lockLog, logLocked, rotatedAfter, rotatedFiles } from './logfiles.js';
+import { zlib } from '../os/zlib.js';
 
 export type LogStream = 'stdout' | 'stderr';
 
@@ -297,7 +297,7 @@ export class Cursor implements LogSource {
   }
 }
 
-export const gunzipAsync = promisify(gunzip);
+export const gunzipAsync = (buf: Buffer): Promise<Buffer> => promisify(zlib().gunzip)(buf);
 
 /** A rotated file, gzipped: read by streaming through gunzip; its end by gunzipping it whole (it is one file's size). */
 class GzipSource implements LogSource {
@@ -306,7 +306,7 @@ class GzipSource implements LogSource {
   async *batches(): AsyncGenerator<Buffer[]> {
     const splitter = new LineSplitter();
     const file = this.fh.createReadStream({ autoClose: false, start: 0 });
-    const stream = file.pipe(createGunzip());
+    const stream = file.pipe(zlib().createGunzip());
     try {
       for await (const chunk of stream) yield splitter.push(chunk as Buffer);
     } finally {

@@ -1,5 +1,5 @@
 // The SQLite store: the single source of truth. WAL mode, foreign keys, and
-// numbered migrations applied at start inside one transaction each.
+// numbered migrations applied at start, those pending in one transaction.
 import { readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
@@ -28,12 +28,18 @@ export interface Migration {
   sql: string;
 }
 
-/** The ordered migrations shipped with this code: `NNN-name.sql`. */
+/** The ordered migrations shipped with this code: `NNN-name.sql`, each read only if it is applied. */
 export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
   return readdirSync(dir)
     .filter((f) => /^\d{3}-.+\.sql$/.test(f))
     .sort()
-    .map((f) => ({ version: Number(f.slice(0, 3)), name: f, sql: readFileSync(path.join(dir, f), 'utf8') }));
+    .map((f) => ({
+      version: Number(f.slice(0, 3)),
+      name: f,
+      get sql() {
+        return readFileSync(path.join(dir, f), 'utf8');
+      },
+    }));
 }
 
 /** Opens (creating if needed) the database and brings its schema up to date. */
@@ -65,12 +71,15 @@ function migrate(db: Db, migrations: Migration[]): void {
       `database schema version ${current} is newer than this berthd understands (${latest}); refusing to start — use a newer berthd`,
     );
   }
-  for (const m of migrations.filter((x) => x.version > current)) {
-    db.transaction(() => {
+  const pending = migrations.filter((x) => x.version > current);
+  if (!pending.length) return;
+  // All or none: a fresh data root takes one commit rather than one per migration.
+  db.transaction(() => {
+    for (const m of pending) {
       db.exec(m.sql);
       db.pragma(`user_version = ${m.version}`);
-    })();
-  }
+    }
+  })();
 }
 
 /** The space kept in reserve for the database (see guardFullDisk). */
@@ -89,7 +98,7 @@ const RESERVE_RETRY_MS = 10_000;
  * transaction, and every transaction as a whole (SQLite may have rolled a
  * transaction back when the disk filled, so only the whole is done again).
  */
-export function guardFullDisk(db: Db, reserveFile: string, logger: Logger): { close(): void } {
+export function guardFullDisk(db: Db, reserveFile: string, logger: Logger): { makeReserve(): void; close(): void } {
   let retry: NodeJS.Timeout | undefined;
   const free = () => {
     const s = statfsSync(path.dirname(reserveFile));
@@ -137,7 +146,6 @@ export function guardFullDisk(db: Db, reserveFile: string, logger: Logger): { cl
     }
   }
 
-  if (!make()) remakeLater();
   const prepare = db.prepare.bind(db);
   db.prepare = ((sql: string) => {
     const stmt = prepare(sql);
@@ -154,6 +162,10 @@ export function guardFullDisk(db: Db, reserveFile: string, logger: Logger): { cl
     return (...a: unknown[]) => guarded(() => t(...a));
   }) as Db['transaction'];
   return {
+    // Made once the daemon is serving (writing 4 MiB is not on the path to its first answer).
+    makeReserve() {
+      if (!make()) remakeLater();
+    },
     close() {
       clearInterval(retry);
     },
