@@ -32,8 +32,8 @@ import {
 const RUNS = clamp(process.argv[2], 1, 200, 20);
 const CONTAINERS = clamp(process.argv[3], 0, 5000, 1000);
 const IMAGES = clamp(process.argv[4], 1, 1000, 100);
-/** The issue's target for (b). */
-const TARGET_MS = 300;
+/** Issue 32's target for (b). */
+const TARGET_MS = 150;
 
 /** Spawns `cmd args`, resolves with the ms until `socket` answers /_ping, and the process. */
 async function timeToReady(cmd, args, socket) {
@@ -60,21 +60,30 @@ async function stopWith(p, signal) {
   await exited;
 }
 
-/** (a) A fresh data root each run. */
-async function fresh(name, mkArgs) {
-  const times = [];
+/** (a) A fresh data root each run, the daemons (and the floor) in turn run by run, so load weighs alike. */
+async function fresh(contenders) {
+  const times = contenders.map(() => []);
   for (let i = 0; i < RUNS; i++) {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-bench-'));
-    const { cmd, args, socket } = mkArgs(dir);
-    const { ms, proc } = await timeToReady(cmd, args, socket);
-    times.push(ms);
-    await stopWith(proc, 'SIGTERM');
-    rmSync(dir, { recursive: true, force: true });
+    for (const [k, c] of contenders.entries()) {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-bench-'));
+      const { cmd, args, socket } = c.mkArgs(dir);
+      const { ms, proc } = await timeToReady(cmd, args, socket);
+      times[k].push(ms);
+      await stopWith(proc, 'SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    }
   }
-  const s = stats(times);
-  console.log(`${name.padEnd(8)} start → first /_ping, fresh data root: ${fmtMs(s)}`);
-  return s;
+  const result = {};
+  for (const [k, c] of contenders.entries()) {
+    result[c.name] = stats(times[k]);
+    console.log(`${c.name.padEnd(8)} start → first /_ping, ${c.what ?? 'fresh data root'}: ${fmtMs(result[c.name])}`);
+  }
+  return result;
 }
+
+/** The floor: node answering /_ping with its own HTTP server on a unix socket, nothing loaded. */
+const FLOOR_SERVER = `const s = require('node:http').createServer((q, r) => r.end('OK'));
+s.listen(process.argv[1]); process.on('SIGTERM', () => s.close());`;
 
 /** (b) A data root with CONTAINERS containers and IMAGES images, restarted RUNS times. */
 async function populated() {
@@ -153,38 +162,57 @@ async function populated() {
 
 await runBench(async () => {
   const bin = buildSnapshot();
-  const berth = await fresh('berthd', (dir) => ({
-    cmd: process.execPath,
-    // No networking, as dockerd below (and as the other benches run both): a default bridge would
-    // be set up on one side only, and left on the host (a daemon keeps its bridge, as dockerd docker0).
-    args: [
-      ...[bin, '-H', `unix://${dir}/s.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`],
-      ...['--bridge', 'none', '--iptables=false'],
-    ],
-    socket: `${dir}/s.sock`,
-  }));
+  const contenders = [
+    {
+      name: 'node',
+      what: 'a bare node HTTP server (the floor)',
+      mkArgs: (dir) => ({
+        cmd: process.execPath,
+        args: ['-e', FLOOR_SERVER, `${dir}/n.sock`],
+        socket: `${dir}/n.sock`,
+      }),
+    },
+    {
+      name: 'berthd',
+      mkArgs: (dir) => ({
+        cmd: process.execPath,
+        // No networking, as dockerd below (and as the other benches run both): a default bridge would
+        // be set up on one side only, and left on the host (a daemon keeps its bridge, as dockerd docker0).
+        args: [
+          ...[bin, '-H', `unix://${dir}/s.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`],
+          ...['--bridge', 'none', '--iptables=false'],
+        ],
+        socket: `${dir}/s.sock`,
+      }),
+    },
+  ];
   const dockerd = which('dockerd');
   if (dockerd) {
-    const dd = await fresh('dockerd', (dir) => ({
-      cmd: dockerd,
-      args: [
-        '-H',
-        `unix://${dir}/d.sock`,
-        '--data-root',
-        `${dir}/data`,
-        '--exec-root',
-        `${dir}/exec`,
-        '--pidfile',
-        `${dir}/d.pid`,
-        '--bridge',
-        'none',
-        '--iptables=false',
-      ],
-      socket: `${dir}/d.sock`,
-    }));
-    console.log(`ratio berthd/dockerd (median): ${(berth.median / dd.median).toFixed(2)}`);
-  } else {
-    console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
+    contenders.push({
+      name: 'dockerd',
+      mkArgs: (dir) => {
+        writeFileSync(path.join(dir, 'daemon.json'), '{}\n');
+        return {
+          cmd: dockerd,
+          args: [
+            ...['-H', `unix://${dir}/d.sock`, '--data-root', `${dir}/data`, '--exec-root', `${dir}/exec`],
+            ...[
+              '--pidfile',
+              `${dir}/d.pid`,
+              '--config-file',
+              `${dir}/daemon.json`,
+              '--bridge',
+              'none',
+              '--iptables=false',
+            ],
+          ],
+          socket: `${dir}/d.sock`,
+        };
+      },
+    });
   }
+  const r = await fresh(contenders);
+  if (r.dockerd) console.log(`ratio berthd/dockerd (median): ${(r.berthd.median / r.dockerd.median).toFixed(2)}`);
+  else console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
   if (CONTAINERS > 0) await populated();
 });
