@@ -13,31 +13,29 @@
 // again, with minor faults). It happens once per quiet spell; the next request
 // re-arms it. Nothing is stopped or closed: the next request finds everything
 // as before and only allocates again.
-import v8 from 'node:v8';
-import vm from 'node:vm';
-import { releaseFileMappedPages, releaseFreeCHeap } from './engine/os/memory.js';
+// While busy, two bounds keep the high-water mark itself down (what a daemon
+// holds right after a burst, before this trim): the young generation stays at
+// the size start-up gave it, and large C blocks go back to the kernel when
+// freed instead of staying in an arena. (The extraction threads and the loop
+// also scavenge as a pull's bytes go by: engine/layers/extractor.ts.)
+import { capYoungGeneration, collectAllGarbage } from './engine/os/gc.js';
+import { boundCHeap, releaseFileMappedPages, releaseFreeCHeap } from './engine/os/memory.js';
 import type { Logger } from './log.js';
 
 /** How long after the last request began or ended berthd counts as quiet (longer than an extraction thread idles). */
 export const QUIET_MS = 20_000;
+/** The young generation's bound while busy (engine/os/gc.ts capYoungGeneration): what a fresh daemon's start-up grows it to. */
+const YOUNG_MAX = 16 << 20;
+/**
+ * C blocks this large or larger are mapped on their own (engine/os/memory.ts
+ * boundCHeap): a pull's blocks, gunzip output, staging buffers. The 64 KiB of
+ * each socket read stay below it, so a request's reads make no system call.
+ */
+const MMAP_MIN = 256 << 10;
+/** An arena's free top beyond this goes back to the kernel. */
+const TRIM_MIN = 2 << 20;
 /** From the collection to the C heap's trim: ArrayBuffers' memory is freed by a sweeper that runs after it. */
 const SWEEP_MS = 1000;
-
-type GcFunction = (options?: { type?: string; execution?: string; flavor?: string }) => void;
-let gc: GcFunction | undefined;
-
-/**
- * V8's collection that frees all it can and shrinks the heap's spaces (what it
- * runs before giving up on an allocation). The `gc` function exists only with
- * --expose-gc; the flag set at run time gives it to contexts made afterwards.
- */
-function collectAllGarbage(): void {
-  if (!gc) {
-    v8.setFlagsFromString('--expose-gc');
-    gc = vm.runInNewContext('gc') as GcFunction;
-  }
-  gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-}
 
 export interface IdleTrim {
   /** A request began or ended: the quiet spell starts over. */
@@ -81,9 +79,12 @@ export function idleTrim(release: () => void, logger: Logger, quietMs = QUIET_MS
     else timer = setTimeout(trim, quietMs).unref();
   };
   touch(); // start-up's own garbage
+  const uncap = capYoungGeneration(YOUNG_MAX);
+  guarded('bounding the C heap', () => boundCHeap(MMAP_MIN, TRIM_MIN));
   return {
     touch,
     close: () => {
+      uncap();
       clearTimeout(timer);
       clearTimeout(sweep);
     },

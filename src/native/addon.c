@@ -47,6 +47,7 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("netlinkRequest", js_netlink_request),
     EXPORT("netnsOpenWrite", js_netns_open_write),
     EXPORT("mallocTrim", js_malloc_trim),
+    EXPORT("mallocThresholds", js_malloc_thresholds),
     EXPORT("releaseFileMappedPages", js_release_file_mapped_pages),
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);

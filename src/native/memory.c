@@ -27,6 +27,21 @@ BINDING(js_malloc_trim) {
   return js_bool(env, released != 0);
 }
 
+// mallocThresholds(mmapBytes, trimBytes): blocks of at least mmapBytes get
+// mappings of their own, unmapped when freed; the top of an arena is given back
+// once trimBytes of it are free. Fixed values also stop glibc from raising the
+// mapping threshold to the largest block freed so far (up to 32 MiB), after
+// which a pull's 1 MiB blocks all came from the arenas and stayed there.
+// Whether both were taken (false where the C library is not glibc).
+BINDING(js_malloc_thresholds) {
+  ARGS(a, 2);
+  int ok = 0;
+#ifdef __GLIBC__
+  ok = mallopt(M_MMAP_THRESHOLD, args_int32(&a, 0)) && mallopt(M_TRIM_THRESHOLD, args_int32(&a, 1));
+#endif
+  return args_done(&a, js_bool(env, ok != 0));
+}
+
 typedef struct {
   unsigned long start, end, rss_kib;
 } range_t;

@@ -5,6 +5,7 @@
 import { Readable } from 'node:stream';
 import { parentPort } from 'node:worker_threads';
 import { isEngineError, messageOf } from '../../errors.js';
+import { scavengeEvery } from '../os/gc.js';
 import type { FromThread, JobStart, ToThread } from './extractor.js';
 import { extractLayer } from './unpack.js';
 
@@ -17,6 +18,13 @@ const BUFFER = 1 << 20;
  * (extractor.ts WINDOW, several lumps), so a lump always comes.
  */
 const ACK_STEP = 1 << 20;
+
+/**
+ * The thread scavenges after every this many bytes received: the blocks it was
+ * handed and its gunzip's output are freed as it goes. Its heap is small and
+ * hardly fills, so without this they stay allocated until the thread stops.
+ */
+const scavenge = scavengeEvery(8 << 20);
 
 if (!parentPort) throw new Error('extract-worker runs as a worker thread');
 
@@ -43,6 +51,7 @@ async function run(job: JobStart): Promise<void> {
       for (const d of m.data) {
         received += d.byteLength;
         input.push(Buffer.from(d.buffer, d.byteOffset, d.byteLength));
+        scavenge(d.byteLength);
       }
     } else if ('end' in m) {
       input.push(null);

@@ -31,6 +31,7 @@ import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { EngineError, invalidParameter, messageOf, systemError, type Kind } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { packageRoot } from '../../paths.js';
+import { scavengeEvery } from '../os/gc.js';
 import type { CopyTarget } from './apply.js';
 import type { Compression, ExtractedLayer } from './unpack.js';
 
@@ -43,6 +44,15 @@ const STAGE = 512 << 10;
 /** An owned chunk at least this large is transferred rather than copied (see ExtractOptions.ownsChunks). */
 const TRANSFER_MIN = 16 << 10;
 const IDLE_MS = 15_000;
+/**
+ * The loop scavenges after every this many bytes sent to threads: what a pull
+ * read from its socket and the blocks it passed on are then freed as it goes,
+ * instead of piling up to a mark-compact (src/engine/os/gc.ts).
+ */
+export const SCAVENGE_EVERY = 16 << 20;
+const scavenge = scavengeEvery(SCAVENGE_EVERY);
+/** A thread's young generation, at most (V8 would grow it to 64 MiB, resident until the thread stops). */
+const THREAD_YOUNG_MB = 4;
 
 export interface ExtractOptions {
   /** The layer's media type (gzip or plain tar). */
@@ -202,7 +212,8 @@ class Thread {
     logger: Logger | undefined,
     private readonly gone: () => void,
   ) {
-    this.worker = new Worker(WORKER_SCRIPT);
+    // Its young generation small: a thread's objects are parsers and stream state, its bulk is buffers.
+    this.worker = new Worker(WORKER_SCRIPT, { resourceLimits: { maxYoungGenerationSizeMb: THREAD_YOUNG_MB } });
     this.worker.unref(); // an idle daemon exits without waiting for it
     const die = (why: string) => {
       this.gone();
@@ -323,6 +334,7 @@ class Job {
       }
     }
     this.inFlight += length;
+    scavenge(length);
     if (this.inFlight < WINDOW) cb();
     else {
       this.flush(); // the thread must see all it is waited on for

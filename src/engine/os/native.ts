@@ -97,6 +97,8 @@ export interface Native {
   netnsOpenWrite(nsPath: string, path: string): number;
   /** Returns the C heap's free pages, in every arena, to the kernel (malloc_trim); false when none were. */
   mallocTrim(): boolean;
+  /** mallopt's M_MMAP_THRESHOLD and M_TRIM_THRESHOLD, in bytes; false when not taken (not glibc). */
+  mallocThresholds(mmapBytes: number, trimBytes: number): boolean;
   /**
    * Unmaps the resident pages of private read-only file mappings that hold no page of their own (code, read-only
    * data); they stay in the page cache. The KiB that were resident, or -1 when /proc/self/smaps cannot be read.
