@@ -20,8 +20,17 @@ echo
 echo "== where an idle berthd's memory is after the same workload, over 40 s (issue 18)"
 node bench/memory.mjs 1 1000 40
 echo
-echo "== daemon start-up"
+echo "== daemon start-up: fresh, and restarted with 1,000 containers and 100 images (issues 18, 32)"
 node bench/startup.mjs 20
+echo
+echo "== a CI job: start, pull, 200 docker run --rm, 500 small requests, stop (issue 32)"
+node bench/ci.mjs 2 200 500
+echo
+echo "== the run path: API start against runc create+start, docker run --rm step by step, 20 run -d at once (issue 32)"
+node bench/runpath.mjs 15 3 20
+echo
+echo "== small requests beside dockerd: ping, ps, images, inspect, logs (issue 32)"
+node bench/api.mjs 40 0
 echo "== layer extraction"
 node bench/layers.mjs
 echo
