@@ -31,6 +31,7 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("rootView", js_root_view),
     EXPORT("spawnDetached", js_spawn_detached),
     EXPORT("pipe", js_pipe),
+    EXPORT("signalProcess", js_signal_process),
     EXPORT("sealedCopy", js_sealed_copy),
     EXPORT("x32Abi", js_x32_abi),
     EXPORT("unreadBytes", js_unread_bytes),

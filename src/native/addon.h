@@ -33,6 +33,7 @@ BINDING(js_root_view);
 // spawn.c
 BINDING(js_spawn_detached);
 BINDING(js_pipe);
+BINDING(js_signal_process);
 BINDING(js_sealed_copy);
 BINDING(js_x32_abi);
 // memory.c

@@ -6,7 +6,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -260,4 +262,50 @@ BINDING(js_x32_abi) {
   free(stack);
 #endif
   return js_bool(env, runs);
+}
+
+// The start time (clock ticks after boot, /proc/<pid>/stat's field 22) of pid; -1 when unreadable.
+static long long start_ticks(pid_t pid) {
+  char file[32], buf[1024];
+  snprintf(file, sizeof file, "/proc/%d/stat", (int)pid);
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  // Fields after the command (which may hold spaces and parentheses) follow the last ')'.
+  char *p = strrchr(buf, ')');
+  if (!p) return -1;
+  p += 2; // state is field 3; the start time is 19 fields after it
+  if (*p == 'Z') return -1; // a zombie runs nothing
+  for (int field = 3; field < 22 && p; field++) {
+    p = strchr(p, ' ');
+    if (p) p++;
+  }
+  return p ? strtoll(p, NULL, 10) : -1;
+}
+
+// signalProcess(pid, startTicks, signal): signals pid only if it is the process
+// that started at startTicks, with no window for the pid to be reused between
+// the check and the signal: the pidfd holds the process the check read. false
+// when that process is gone (or is a zombie).
+BINDING(js_signal_process) {
+  ARGS(a, 3);
+  pid_t pid = args_int32(&a, 0);
+  long long start = args_int64(&a, 1);
+  int sig = args_int32(&a, 2);
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (pidfd < 0) {
+    int e = errno;
+    return args_done(&a, e == ESRCH ? js_bool(env, false) : throw_errno(env, "pidfd_open", NULL, e));
+  }
+  bool sent = false;
+  int e = 0;
+  if (start_ticks(pid) == start) {
+    if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0) sent = true;
+    else if (errno != ESRCH) e = errno;
+  }
+  close(pidfd);
+  return args_done(&a, e ? throw_errno(env, "pidfd_send_signal", NULL, e) : js_bool(env, sent));
 }

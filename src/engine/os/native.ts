@@ -95,6 +95,11 @@ export interface Native {
   netlinkRequest(fd: number, message: Buffer): Promise<Buffer[]>;
   /** A write-only descriptor of `path` opened inside the network namespace at nsPath (its /proc/sys/net is that namespace's). */
   netnsOpenWrite(nsPath: string, path: string): number;
+  /**
+   * Sends `signal` to pid if it is the process that started at `startTicks` (clock ticks after boot),
+   * through a pidfd, so a pid reused since cannot get it; false when that process is gone or a zombie.
+   */
+  signalProcess(pid: number, startTicks: number, signal: number): boolean;
   /** Returns the C heap's free pages, in every arena, to the kernel (malloc_trim); false when none were. */
   mallocTrim(): boolean;
   /** mallopt's M_MMAP_THRESHOLD and M_TRIM_THRESHOLD, in bytes; false when not taken (not glibc). */

@@ -99,3 +99,13 @@ export function spawnDetached(
   const spawned: Spawned = { pid, pipes, fds, exited, exit: null };
   return spawned;
 }
+
+/**
+ * Sends `signal` to pid if it is the process that started at `startTicks`
+ * (clock ticks after boot, /proc/<pid>/stat's 22nd field), through a pidfd of
+ * the process checked, so a pid reused meanwhile cannot get it. false when
+ * that process has ended (a zombie included).
+ */
+export function signalProcess(pid: number, startTicks: number, signal: number): boolean {
+  return native.signalProcess(pid, startTicks, signal);
+}

@@ -25,7 +25,7 @@ import { SealedExecutable } from './sealed.js';
 import { parseRuncState, readRuncState } from './state.js';
 import { Steps } from '../steps.js';
 import { removeFile } from '../os/files.js';
-import { spawnDetached, type Spawned } from '../os/spawn.js';
+import { signalProcess, spawnDetached, type Spawned } from '../os/spawn.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -420,7 +420,8 @@ export class Runtime {
   /**
    * What `runc kill <id> <n>` does, without spawning runc (a fork of berthd,
    * on every stop, kill and forced removal): the init its state names, if it
-   * still runs (its start time tells a reused pid apart), gets the signal.
+   * still runs (its start time tells a reused pid apart, and the signal goes
+   * through a pidfd of the process checked), gets the signal.
    * false: no such container, or its init has ended; undefined: runc's state
    * says too little, runc must do it.
    */
@@ -430,14 +431,11 @@ export class Runtime {
     if (text === null) return false;
     const state = parseRuncState(text);
     if (!state?.init_process_pid || state.init_process_start === undefined) return undefined;
-    if (!(await processAlive(state.init_process_pid, state.init_process_start))) return false;
     try {
-      process.kill(state.init_process_pid, signal);
+      return signalProcess(state.init_process_pid, state.init_process_start, signal);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ESRCH') return false;
       throw systemError(`runtime: signalling container ${id}: ${(e as Error).message}`, e);
     }
-    return true;
   }
 
   /** Removes the runtime's record (and cgroups) of a container; one that does not exist is fine. */
