@@ -802,3 +802,27 @@ export function treeRss(pid) {
   walk(pid);
   return total;
 }
+
+/**
+ * Bursts of `perBurst` containers started at once on each daemon in turn, `rounds`
+ * rounds after one warm-up; burst(d, k) resolves with the burst's ms. Prints and
+ * returns each daemon's median and its rate in containers a second.
+ */
+export async function burstRates(daemons, rounds, perBurst, burst) {
+  const times = daemons.map(() => []);
+  for (let i = 0; i < rounds + 1; i++) {
+    for (const [k, d] of daemons.entries()) {
+      const ms = await burst(d, k);
+      if (i > 0) times[k].push(ms);
+    }
+  }
+  const out = {};
+  for (const [k, d] of daemons.entries()) {
+    const s = stats(times[k]);
+    out[d.kind] = { ...s, rate: (perBurst * 1000) / s.median };
+    console.log(
+      `${d.kind.padEnd(8)} wall median ${s.median.toFixed(0)} ms (min ${s.min.toFixed(0)}, max ${s.max.toFixed(0)}, n=${s.n}): ${out[d.kind].rate.toFixed(1)} containers/s`,
+    );
+  }
+  return out;
+}

@@ -39,9 +39,9 @@ import {
   runBench,
   runInterleaved,
   startBerthd,
-  stats,
   tag,
   which,
+  burstRates,
 } from './lib.mjs';
 
 const RUNS = clamp(process.argv[2], 1, 200, 15);
@@ -104,22 +104,7 @@ async function parallelRuns(daemons) {
   );
   const networks = [];
   for (const d of daemons) networks.push(await userNetwork(d));
-  const times = daemons.map(() => []);
-  for (let i = 0; i < ROUNDS + 1; i++) {
-    for (const [k, d] of daemons.entries()) {
-      const ms = await parallelRun(d, networks[k]);
-      if (i > 0) times[k].push(ms);
-    }
-  }
-  const out = {};
-  for (const [k, d] of daemons.entries()) {
-    const s = stats(times[k]);
-    out[d.kind] = { ...s, rate: (PARALLEL * 1000) / s.median };
-    console.log(
-      `${d.kind.padEnd(8)} wall median ${s.median.toFixed(0)} ms (min ${s.min.toFixed(0)}, max ${s.max.toFixed(0)}, n=${s.n}): ${out[d.kind].rate.toFixed(1)} containers/s`,
-    );
-  }
-  return out;
+  return burstRates(daemons, ROUNDS, PARALLEL, (d, k) => parallelRun(d, networks[k]));
 }
 
 // ─────────────────────────────────── main ───────────────────────────────────

@@ -45,6 +45,7 @@ import {
   tag,
   tempDir,
   which,
+  burstRates,
 } from './lib.mjs';
 
 const RUNS = clamp(process.argv[2], 1, 200, 20);
@@ -369,22 +370,7 @@ async function parallelRuns(daemons) {
   console.log(
     `\n== (d) ${PARALLEL} × docker run -d --network none busybox sleep 600 at once: ${ROUNDS} rounds each (after 1 warm-up), interleaved`,
   );
-  const times = daemons.map(() => []);
-  for (let i = 0; i < ROUNDS + 1; i++) {
-    for (const [k, d] of daemons.entries()) {
-      const ms = await parallelRun(d);
-      if (i > 0) times[k].push(ms);
-    }
-  }
-  const out = {};
-  for (const [k, d] of daemons.entries()) {
-    const s = stats(times[k]);
-    out[d.kind] = { ...s, rate: (PARALLEL * 1000) / s.median };
-    console.log(
-      `${d.kind.padEnd(8)} wall median ${s.median.toFixed(0)} ms (min ${s.min.toFixed(0)}, max ${s.max.toFixed(0)}, n=${s.n}): ${out[d.kind].rate.toFixed(1)} containers/s`,
-    );
-  }
-  return out;
+  return burstRates(daemons, ROUNDS, PARALLEL, (d) => parallelRun(d));
 }
 
 // ─────────────────────────────────── main ───────────────────────────────────
