@@ -28,10 +28,13 @@ export const QUIET_MS = 20_000;
 const YOUNG_MAX = 16 << 20;
 /**
  * C blocks this large or larger are mapped on their own (engine/os/memory.ts
- * boundCHeap): a pull's blocks, gunzip output, staging buffers. The 64 KiB of
- * each socket read stay below it, so a request's reads make no system call.
+ * boundCHeap): a pull's 1 MiB blocks and gunzip output (glibc counts its few
+ * bytes of header, so a block of exactly 1 MiB is above it). Smaller ones, the
+ * 64 KiB socket reads of every request and a commit's or an extraction's
+ * 256-512 KiB pieces, come from the arenas and are reused there, without a
+ * system call and fresh pages each time.
  */
-const MMAP_MIN = 256 << 10;
+const MMAP_MIN = 1 << 20;
 /** An arena's free top beyond this goes back to the kernel. */
 const TRIM_MIN = 2 << 20;
 /** From the collection to the C heap's trim: ArrayBuffers' memory is freed by a sweeper that runs after it. */
