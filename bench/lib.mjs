@@ -353,8 +353,10 @@ export function buildSnapshot() {
   if (snapshot) return snapshot;
   if (!existsSync(BERTHD)) throw new Error(`${BERTHD} is missing: build first (npm run -s build)`);
   const dir = tempDir('berth-bench-build-');
-  cpSync(path.join(ROOT, 'bin'), path.join(dir, 'bin'), { recursive: true });
-  cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
+  // With their times: the launcher takes the code cache only for the bundle it was made from
+  // (its size and modification time), and a bench's daemons seldom live the 2 s it takes to write another.
+  cpSync(path.join(ROOT, 'bin'), path.join(dir, 'bin'), { recursive: true, preserveTimestamps: true });
+  cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true, preserveTimestamps: true });
   // src/ minus sources and the addon's intermediate build files: data files read at run time.
   cpSync(path.join(ROOT, 'src'), path.join(dir, 'src'), {
     recursive: true,
