@@ -22,7 +22,8 @@ const source = fs.readFileSync(file, 'latin1').replace(/^#!/, '//');
 // length would run the old code. So the cache begins with the bundle's size and
 // modification time, and is used only for that bundle.
 const stat = fs.statSync(file, { bigint: true });
-const stamp = Buffer.from(`${stat.size}:${stat.mtimeNs}\n`.padEnd(STAMP_BYTES));
+// Milliseconds: what a copy that keeps times (cp -p, fs.cp) keeps.
+const stamp = Buffer.from(`${stat.size}:${stat.mtimeNs / 1_000_000n}\n`.padEnd(STAMP_BYTES));
 let cachedData;
 try {
   const stored = fs.readFileSync(cacheFile);
