@@ -46,6 +46,9 @@ export function scavengeEvery(every: number): (bytes: number) => void {
   };
 }
 
+/** Where bin/berthd.cjs finds how to run something under the V8 flags berthd started with. */
+const UNDER_START_FLAGS = Symbol.for('berth.underStartFlags');
+
 /**
  * Keeps V8's young generation (both semi-spaces) at most `max` bytes. V8 sizes
  * its bound when the isolate starts (--max-semi-space-size, which only node's
@@ -59,6 +62,17 @@ export function scavengeEvery(every: number): (bytes: number) => void {
  */
 export function capYoungGeneration(max: number): () => void {
   let factor = 2;
+  // V8 takes a code cache only under the flags it was made with: bin/berthd.cjs makes
+  // berthd's through this, under a fresh process's growth factor.
+  (globalThis as Record<symbol, unknown>)[UNDER_START_FLAGS] = <T>(make: () => T): T => {
+    if (factor === 2) return make();
+    v8.setFlagsFromString('--semi-space-growth-factor=2');
+    try {
+      return make();
+    } finally {
+      v8.setFlagsFromString(`--semi-space-growth-factor=${factor}`);
+    }
+  };
   const observer = new PerformanceObserver(() => {
     const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
     const next = young * 2 > max ? 1 : 2;
@@ -68,6 +82,7 @@ export function capYoungGeneration(max: number): () => void {
   });
   observer.observe({ entryTypes: ['gc'] });
   return () => {
+    delete (globalThis as Record<symbol, unknown>)[UNDER_START_FLAGS];
     observer.disconnect();
     if (factor !== 2) v8.setFlagsFromString('--semi-space-growth-factor=2');
   };
