@@ -5,7 +5,6 @@
 // the same either way.
 'use strict';
 const fs = require('node:fs');
-const v8 = require('node:v8');
 const path = require('node:path');
 const vm = require('node:vm');
 const Module = require('node:module');
@@ -25,10 +24,8 @@ const source = fs.readFileSync(file, 'latin1').replace(/^#!/, '//');
 const stat = fs.statSync(file, { bigint: true });
 // Milliseconds: what a copy that keeps times (cp -p, fs.cp) keeps.
 const stamp = Buffer.from(`${stat.size}:${stat.mtimeNs / 1_000_000n}\n`.padEnd(STAMP_BYTES));
-// V8 takes a cache only under the flags it was made with. berthd turns on --expose-gc
-// (engine/os/gc.ts) and changes the young generation's growth factor as it runs: the
-// first is on from the start here, and the cache is made under the second's start value.
-v8.setFlagsFromString('--expose-gc');
+// V8 takes a cache only under the flags it was made with. berthd changes the young
+// generation's growth factor as it runs (engine/os/gc.ts): the cache is made under its start value.
 const underStartFlags = (make) => (globalThis[Symbol.for('berth.underStartFlags')] ?? ((m) => m()))(make);
 let cachedData;
 try {

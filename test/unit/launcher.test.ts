@@ -25,7 +25,6 @@ function run(): string {
 /** A bundle that changes V8's flags as berthd does (engine/os/gc.ts), and offers the launcher its start flags. */
 const flagBundle = `#!/usr/bin/env node
 const v8 = require('node:v8');
-v8.setFlagsFromString('--expose-gc');
 v8.setFlagsFromString('--semi-space-growth-factor=1');
 globalThis[Symbol.for('berth.underStartFlags')] = (make) => {
   v8.setFlagsFromString('--semi-space-growth-factor=2');

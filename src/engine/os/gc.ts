@@ -13,11 +13,22 @@ import vm from 'node:vm';
 type GcFunction = (options?: { type?: string; execution?: string; flavor?: string }) => void;
 let gc: GcFunction | undefined;
 
-/** The `gc` function of this isolate; it exists only with --expose-gc, which set at run time gives it to contexts made afterwards. */
+/**
+ * The `gc` function of this isolate; it exists only with --expose-gc, which set at run time
+ * gives it to contexts made afterwards. V8's flags are the process's, and their hash guards
+ * every code cache (Node's own for its built-in modules, which compile afresh ~2x slower under
+ * changed flags, and berthd's bundle's): the flag is on only while the context is made. Another
+ * thread may turn it off in between, so that is tried again.
+ */
 function gcFunction(): GcFunction {
-  if (!gc) {
+  for (let attempt = 0; !gc; attempt++) {
+    if (attempt === 3) throw new Error('V8 gave no gc function with --expose-gc');
     v8.setFlagsFromString('--expose-gc');
-    gc = vm.runInNewContext('gc') as GcFunction;
+    try {
+      gc = vm.runInNewContext('typeof gc === "function" ? gc : undefined') as GcFunction | undefined;
+    } finally {
+      v8.setFlagsFromString('--no-expose-gc');
+    }
   }
   return gc;
 }
