@@ -58,8 +58,8 @@ await build({ ...common, entryPoints: [path.join(root, 'dist/engine/layers/extra
 // comment doubled the daemon's biggest object. A \uXXXX escape is the same
 // character in a string and a regular expression, and harmless in a comment.
 // Escaping everything beyond ASCII also lets the launcher read the bundle as
-// Latin-1, which is 5x quicker than decoding UTF-8 that is not all ASCII
-// (~25 ms of each start).
+// Latin-1, which is quicker than decoding UTF-8 that is not all ASCII
+// (19 -> 9 ms of each start here: docs/decisions.md, "Start-up (issue 32)").
 for (const file of [out, worker]) {
   const text = readFileSync(file, 'utf8');
   const ascii = text.replace(/(\\*)([^\0-\x7f])/g, (_, slashes, ch) => {

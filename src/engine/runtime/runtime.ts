@@ -616,7 +616,6 @@ export class Runtime {
     await this.delete(id, true).catch((e) => this.log.warn({ id, err: e }, 'removing an abandoned container'));
   }
 
-  /** What every create and exec needs, done once: runc's and conmon's directories. */
   /**
    * Makes the sealed copy of runc, which every create and exec otherwise makes
    * at its first use. berthd calls it once it is serving, so that what it holds
@@ -627,6 +626,7 @@ export class Runtime {
     await this.conmonRunc.path();
   }
 
+  /** What every create and exec needs, done once: runc's and conmon's directories. */
   prepare(): Promise<void> {
     this.prepared ??= Promise.all([
       mkdir(this.runcRoot, { recursive: true, mode: 0o700 }),
