@@ -35,6 +35,8 @@ export interface Step {
   /** Bytes written to the stream of the held hijacked request `write` (its stdin); `end` closes that side. */
   write?: string;
   data?: string;
+  /** Write only once the held stream's output holds this text (a user types at the prompt she sees). */
+  after?: string;
   end?: boolean;
   stream?: 'json-lines' | 'multiplexed';
 }
@@ -53,6 +55,8 @@ export interface Held {
   readonly answer: Promise<ApiResponse>;
   /** The upgraded connection of a hijacked request, once the daemon has switched protocols. */
   stream?: Promise<Duplex>;
+  /** Settles once the hijacked stream's output so far holds `text`. */
+  seen?: (text: string) => Promise<void>;
 }
 
 export class Replay {
@@ -93,6 +97,7 @@ export class Replay {
     if (step.write) {
       const stream = await this.pending(step.write).stream;
       if (!stream) throw new Error(`step ${step.id}: ${step.write} is not a hijacked request`);
+      if (step.after) await this.pending(step.write).seen?.(step.after);
       if (step.data) stream.write(this.fill(step.data));
       if (step.end) stream.end();
       return { status: 0, headers: {}, body: Buffer.alloc(0), text: '', json: undefined };
@@ -108,13 +113,14 @@ export class Replay {
       const method = step.method ?? 'GET';
       let upgraded: ((s: Duplex) => void) | undefined;
       const stream = step.upgrade ? new Promise<Duplex>((r) => (upgraded = r)) : undefined;
+      const output = new OutputWatch();
       const send = step.upgrade
-        ? hijacked(this.socket, method, urlPath, step.headers ?? {}, payload, upgraded)
+        ? hijacked(this.socket, method, urlPath, step.headers ?? {}, payload, upgraded, output)
         : step.take
           ? records(this.socket, method, urlPath, step.headers ?? {}, step.take)
           : request(this.socket, method, urlPath, { headers: step.headers, raw: payload });
       if (step.hold) {
-        const h = { settled: false, answer: send, stream };
+        const h = { settled: false, answer: send, stream, seen: (text: string) => output.seen(text) };
         send.then(
           () => (h.settled = true),
           () => (h.settled = true),
@@ -191,6 +197,39 @@ function valuesAt(v: unknown, parts: string[]): unknown[] {
   return [undefined];
 }
 
+/** A stream's output so far, for steps that wait to see some of it. */
+class OutputWatch {
+  private text = '';
+  private ended = false;
+  private readonly waiters: Array<{ text: string; resolve: () => void; reject: (e: Error) => void }> = [];
+
+  push(chunk: Buffer): void {
+    this.text += chunk.toString('latin1');
+    this.check();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.check();
+  }
+
+  seen(text: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiters.push({ text, resolve, reject });
+      this.check();
+    });
+  }
+
+  private check(): void {
+    for (const w of this.waiters.splice(0)) {
+      if (this.text.includes(w.text)) w.resolve();
+      else if (this.ended)
+        w.reject(new Error(`the stream ended without ${JSON.stringify(w.text)}: ${JSON.stringify(this.text)}`));
+      else this.waiters.push(w);
+    }
+  }
+}
+
 /**
  * A hijacked request as the Go clients make it (Connection: Upgrade): dockerd answers 101 and
  * streams; an error comes back as an ordinary response. Resolves once the stream ends.
@@ -202,6 +241,7 @@ function hijacked(
   headers: Record<string, string>,
   body: string | Buffer | undefined,
   onUpgrade?: (stream: Duplex) => void,
+  output?: OutputWatch,
 ): Promise<ApiResponse> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : Buffer.from(body);
@@ -214,8 +254,13 @@ function hijacked(
     });
     const collect = (status: number, h: http.IncomingHttpHeaders, stream: NodeJS.ReadableStream, head?: Buffer) => {
       const chunks: Buffer[] = head?.length ? [head] : [];
-      stream.on('data', (c: Buffer) => chunks.push(c));
+      if (head?.length) output?.push(head);
+      stream.on('data', (c: Buffer) => {
+        chunks.push(c);
+        output?.push(c);
+      });
       stream.on('end', () => {
+        output?.end();
         const b = Buffer.concat(chunks);
         let json: unknown;
         try {
