@@ -17,8 +17,12 @@ export function compareVersions(a: string, b: string): number {
 
 export const versionBelow = (v: string, max: string) => compareVersions(v, max) < 0;
 
+/** The versions found in range so far: each request's check is then one lookup. */
+const inRange = new Set<string>();
+
 /** Throws dockerd's 400 for a version outside the supported range. */
 export function checkVersion(v: string): void {
+  if (inRange.has(v)) return;
   if (compareVersions(v, MAX_API_VERSION) > 0) {
     throw invalidParameter(`client version ${v} is too new. Maximum supported API version is ${MAX_API_VERSION}`);
   }
@@ -27,6 +31,8 @@ export function checkVersion(v: string): void {
       `client version ${v} is too old. Minimum supported API version is ${MIN_API_VERSION}, please upgrade your client to a newer version`,
     );
   }
+  // Bounded by what clients send: the range holds a few dozen versions, written a few ways each.
+  if (inRange.size < 256) inRange.add(v);
 }
 
 const PREFIX = /^\/v([0-9][0-9.]*)(\/.*)$/;

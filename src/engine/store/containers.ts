@@ -1,5 +1,6 @@
 // SQL for containers, for the containers service (and /info's counts).
 import type { Db } from './db.js';
+import { Presence } from './presence.js';
 
 export type ContainerStatus = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
 
@@ -86,6 +87,7 @@ const statements = (db: Db) => ({
   linkByName: db.prepare(`${LINKS} WHERE p.name = ? AND l.alias = ?`),
   removeLink: db.prepare('DELETE FROM container_links WHERE parent_id = ? AND alias = ?'),
   anyLink: db.prepare('SELECT EXISTS (SELECT 1 FROM container_links) AS n'),
+  anyRow: db.prepare('SELECT EXISTS (SELECT 1 FROM containers) AS n'),
 });
 
 /** A legacy link: the parent knows the child as alias (and the child is named /<parent>/<alias>). */
@@ -101,15 +103,15 @@ export interface LinkRow {
 export class ContainerRepository {
   private readonly q: ReturnType<typeof statements>;
   private readonly patchers = new Map<string, ReturnType<Db['prepare']>>();
-  /**
-   * false: no link is recorded, and every view of a container (each request
-   * that names one) skips its links' query. Only insertLinks adds links, and
-   * sets it first; undefined: to be asked again.
-   */
-  private linksExist: boolean | undefined;
+  /** With no link recorded, a view of a container (each request that names one) skips its links' query. */
+  private readonly links: Presence;
+  private readonly rows: Presence;
 
   constructor(private readonly db: Db) {
-    this.q = statements(db);
+    const q = statements(db);
+    this.q = q;
+    this.links = new Presence(() => (q.anyLink.get() as { n: number }).n === 1);
+    this.rows = new Presence(() => (q.anyRow.get() as { n: number }).n === 1);
   }
 
   find(id: string): ContainerRow | undefined {
@@ -125,16 +127,16 @@ export class ContainerRepository {
   }
 
   list(): ContainerRow[] {
-    return this.q.all.all() as ContainerRow[];
+    return this.rows.any ? (this.q.all.all() as ContainerRow[]) : [];
   }
 
   withStatus(statuses: ContainerStatus[]): ContainerRow[] {
-    return this.q.withStatus.all(JSON.stringify(statuses)) as ContainerRow[];
+    return this.rows.any ? (this.q.withStatus.all(JSON.stringify(statuses)) as ContainerRow[]) : [];
   }
 
   /** withStatus, newest first (as list). */
   withStatusNewestFirst(statuses: readonly ContainerStatus[]): ContainerRow[] {
-    return this.q.withStatusNewest.all(JSON.stringify(statuses)) as ContainerRow[];
+    return this.rows.any ? (this.q.withStatusNewest.all(JSON.stringify(statuses)) as ContainerRow[]) : [];
   }
 
   /** How many containers are in each status (statuses with none are left out). */
@@ -162,6 +164,7 @@ export class ContainerRepository {
       'id' | 'name' | 'image_id' | 'image_ref' | 'config' | 'host_config' | 'created' | 'recursive_ro_binds'
     >,
   ): void {
+    this.rows.added();
     this.db.transaction(() => {
       const seq = (this.q.nextSeq.get() as { n: number }).n;
       this.q.insert.run({ ...row, seq });
@@ -196,11 +199,12 @@ export class ContainerRepository {
 
   remove(id: string): void {
     this.q.remove.run(id);
+    this.rows.removed();
   }
 
   /** Records a container's legacy links, in the order given. */
   insertLinks(parentId: string, links: { childId: string; alias: string }[]): void {
-    this.linksExist = true;
+    this.links.added();
     this.db.transaction(() => {
       for (const [i, l] of links.entries()) this.q.insertLink.run(parentId, l.childId, l.alias, i);
     })();
@@ -208,17 +212,12 @@ export class ContainerRepository {
 
   /** The links a container makes (as parent) or is the target of (as child). */
   linksOf(id: string): LinkRow[] {
-    return this.anyLinks() ? (this.q.linksOf.all({ id }) as LinkRow[]) : [];
+    return this.links.any ? (this.q.linksOf.all({ id }) as LinkRow[]) : [];
   }
 
   /** Every link, in the order linksOf gives each container's (a list's one query instead of one per container). */
   allLinks(): LinkRow[] {
-    return this.anyLinks() ? (this.q.allLinks.all() as LinkRow[]) : [];
-  }
-
-  private anyLinks(): boolean {
-    this.linksExist ??= (this.q.anyLink.get() as { n: number }).n === 1;
-    return this.linksExist;
+    return this.links.any ? (this.q.allLinks.all() as LinkRow[]) : [];
   }
 
   /** The link named /<parent name>/<alias>. */
@@ -228,7 +227,7 @@ export class ContainerRepository {
 
   removeLink(parentId: string, alias: string): void {
     this.q.removeLink.run(parentId, alias);
-    this.linksExist = undefined;
+    this.links.removed();
   }
 }
 

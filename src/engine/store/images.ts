@@ -1,5 +1,6 @@
 // SQL for images, tags, repo digests and layers, for the image and commit services (and /info's counts).
 import type { Db } from './db.js';
+import { Presence } from './presence.js';
 
 export interface ImageRow {
   id: string;
@@ -97,9 +98,12 @@ const statements = (db: Db) => ({
 
 export class ImageRepository {
   private readonly q: ReturnType<typeof statements>;
+  private readonly rows: Presence;
 
   constructor(private readonly db: Db) {
-    this.q = statements(db);
+    const q = statements(db);
+    this.q = q;
+    this.rows = new Presence(() => (q.count.get() as { n: number }).n > 0);
   }
 
   find(id: string): ImageRow | undefined {
@@ -113,7 +117,7 @@ export class ImageRepository {
   }
 
   list(): ImageRow[] {
-    return this.q.all.all() as ImageRow[];
+    return this.rows.any ? (this.q.all.all() as ImageRow[]) : [];
   }
 
   count(): number {
@@ -185,6 +189,7 @@ export class ImageRepository {
 
   /** Adds an image with its layers, blobs, tags and digests, all or nothing. */
   add(n: NewImage): void {
+    this.rows.added();
     this.db.transaction(() => {
       for (const l of n.layers) this.q.insertLayer.run(l);
       this.q.insertImage.run(n.image);
@@ -226,6 +231,7 @@ export class ImageRepository {
       const blobs = this.blobsOf(id);
       const chain = this.layersOf(id).reverse();
       this.q.deleteImage.run(id);
+      this.rows.removed();
       // From the top down: a layer is in use while an image or a layer above it is.
       const layers: LayerRow[] = [];
       for (const l of chain) {
