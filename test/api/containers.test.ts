@@ -166,7 +166,7 @@ describe('the foreground sequence', () => {
 describe('the background sequence', () => {
   it('create → start → list → logs → stop', async () => {
     const id = await create(
-      { Cmd: ['sh', '-c', 'echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done'] },
+      { Cmd: ['sh', '-c', 'trap "echo bye; exit 0" TERM; echo started; while true; do sleep 0.1; done'] },
       'bg-one',
     );
     await d.request('POST', `/v1.40/containers/${id}/start`);

@@ -166,14 +166,14 @@ describe('docker run -d and the background sequence', () => {
       image,
       'sh',
       '-c',
-      'echo started; echo warn >&2; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done',
+      'trap "echo bye; exit 0" TERM; echo started; echo warn >&2; while true; do sleep 0.1; done',
     ]);
     expect(run).toMatch(/^[0-9a-f]{64}\n$/);
     const id = run.trim();
 
     const ps = await ok(['ps', '--no-trunc', '--format', '{{.ID}}|{{.Image}}|{{.Command}}|{{.Status}}|{{.Names}}']);
     expect(ps).toContain(
-      `${id}|${image}|"sh -c 'echo started; echo warn >&2; trap \\"echo bye; exit 0\\" TERM; while true; do sleep 0.1; done'"|Up `,
+      `${id}|${image}|"sh -c 'trap \\"echo bye; exit 0\\" TERM; echo started; echo warn >&2; while true; do sleep 0.1; done'"|Up `,
     );
     expect(ps).toMatch(/\|bg-web\n/);
 

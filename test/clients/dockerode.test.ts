@@ -95,7 +95,7 @@ describe('the background sequence', () => {
     const c = await docker.createContainer({
       Image: ctx.env.busybox,
       name: 'dockerode-bg',
-      Cmd: ['sh', '-c', 'echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done'],
+      Cmd: ['sh', '-c', 'trap "echo bye; exit 0" TERM; echo started; while true; do sleep 0.1; done'],
     });
     await c.start();
     const listed = (await docker.listContainers()).find((x) => x.Id === c.id);

@@ -124,6 +124,15 @@ function cni(command: 'ADD' | 'DEL') {
 /** The inode of the namespace at `p` (a /proc ns link or a bind-mounted ns file). */
 const nsInode = (p: string) => statSync(p).ino;
 const inspect = async (id: string) => (await ctx.daemon.request('GET', `/containers/${id}/json`)).json;
+/**
+ * The task's shell has set its traps once it prints "started": a signal sent before is lost
+ * (the shell is the container's PID 1, which ignores a signal it has no handler for).
+ */
+const untilStarted = (id: string) =>
+  waitFor(
+    async () => (await ctx.daemon.request('GET', `/containers/${id}/logs?stdout=1`)).body.includes('started'),
+    'the task to set its traps',
+  );
 
 describe('Nomad docker driver, replayed', () => {
   it('fingerprint: negotiates an API version moby/client v0.5.0 accepts and finds runc among the runtimes', async () => {
@@ -325,6 +334,7 @@ describe('Nomad docker driver, replayed', () => {
     );
 
     it('signal, then stop: the held wait answers the exit status and the followed logs end', async () => {
+      await untilStarted(replay.vars.taskId!);
       await replay.run(s(), { from: 'signal', to: 'stop' });
       await replay.run(s(), { from: 'task-wait-answer', to: 'task-logs-end' });
       expect(replay.answer('task-wait-answer').json).toEqual({ StatusCode: 3, Error: null });
@@ -388,6 +398,7 @@ describe('Nomad 1.8 docker driver (fsouza/go-dockerclient), replayed', () => {
     legacy.vars.since = String(Math.floor(Date.now() / 1000) - 1);
     await legacy.run(s, { from: 'task-wait', to: 'task-stats-records' });
     expect(legacy.pending('task-wait').settled).toBe(false);
+    await untilStarted(legacy.vars.taskId!);
     await legacy.run(s, { from: 'signal' });
 
     const loaded = legacy

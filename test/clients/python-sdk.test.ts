@@ -57,7 +57,7 @@ except docker.errors.NotFound as e:
   it('run detached → list → logs → stop → logs', async () => {
     const v = await python(`
 import time
-c = client.containers.run(${JSON.stringify(ctx.env.busybox)}, ["sh", "-c", 'echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done'], detach=True, name="py-bg")
+c = client.containers.run(${JSON.stringify(ctx.env.busybox)}, ["sh", "-c", 'trap "echo bye; exit 0" TERM; echo started; while true; do sleep 0.1; done'], detach=True, name="py-bg")
 emit('id', c.id)
 emit('listed', [(x.id, x.name, x.status) for x in client.containers.list()])
 deadline = time.time() + 10

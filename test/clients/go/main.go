@@ -99,7 +99,7 @@ func foreground(ctx context.Context, cli *client.Client, image string, cmd []str
 }
 
 func background(ctx context.Context, cli *client.Client, image, name string, out map[string]interface{}) {
-	cmd := []string{"sh", "-c", `echo started; trap "echo bye; exit 0" TERM; while true; do sleep 0.1; done`}
+	cmd := []string{"sh", "-c", `trap "echo bye; exit 0" TERM; echo started; while true; do sleep 0.1; done`}
 	created, err := cli.ContainerCreate(ctx, &container.Config{Image: image, Cmd: cmd}, nil, nil, nil, name)
 	check(err)
 	out["id"] = created.ID
