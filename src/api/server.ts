@@ -11,6 +11,7 @@ import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
 import { archiveRoutes } from './routes/archive.js';
 import { buildRoutes } from './routes/build.js';
+import { buildkitRoutes } from './routes/buildkit.js';
 import { dfRoutes } from './routes/df.js';
 import { volumeRoutes } from './routes/volumes.js';
 import { commitRoutes } from './routes/commit.js';
@@ -199,6 +200,7 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
   execRoutes(app, engine);
   commitRoutes(app, engine);
   buildRoutes(app, engine);
+  buildkitRoutes(app, engine);
   archiveRoutes(app, engine);
   dfRoutes(app, engine);
   networkRoutes(app, engine);

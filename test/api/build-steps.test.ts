@@ -234,7 +234,7 @@ describe('POST /build: stages, args, triggers, failures', () => {
       error:
         'COPY failed: file not found in build context or excluded by .dockerignore: stat nothere.txt: file does not exist',
     });
-    expect((await d.request('POST', '/session')).status).toBe(501);
+    expect((await d.request('POST', '/session')).status).toBe(400);
   });
 
   it('q prints only the id; labels add a step each; the tagged image has them', async () => {

@@ -353,12 +353,6 @@ describe('errors before the first step', () => {
     expect(v3.response.json?.message).toBe('invalid version "3"');
   });
 
-  it('POST /session is refused with BuildKit named', async () => {
-    const r = await ctx.daemon.request('POST', '/v1.41/session', {});
-    expect([400, 501]).toContain(r.status);
-    expect(r.json?.message).toMatch(/BuildKit|session/i);
-  });
-
   it('a query parameter berth does not honour is refused, not ignored', async () => {
     const tar = await contextTar({ Dockerfile: 'FROM busybox\n' });
     const queries: Record<string, string>[] = [{ squash: '1' }, { isolation: 'hyperv' }, { platform: 'linux/s390x' }];

@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Readable } from 'node:stream';
 import { type BuildResources, decodeRegistryConfig, type Engine, stepExitCode } from '../../engine/index.js';
-import { invalidParameter, messageOf, notImplemented, systemError } from '../../errors.js';
+import { invalidParameter, messageOf, systemError } from '../../errors.js';
 import { closeOnShutdown } from '../streams/hijack.js';
 import { JsonLinesStream } from '../streams/progress.js';
 import { allValues, boolValue, intValue, query } from '../wire/forms.js';
@@ -142,9 +142,5 @@ export function buildRoutes(app: FastifyInstance, engine: Engine): void {
     if (!id) throw invalidParameter('build ID not provided');
     running.get(id)?.abort(new Error('cancelled'));
     return reply.code(200).send();
-  });
-
-  app.post('/session', async () => {
-    throw notImplemented(BUILDKIT);
   });
 }
