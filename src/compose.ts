@@ -40,7 +40,7 @@ export interface Built {
   db: Db;
   /** Frees the engine's caches that an idle daemon does not need (src/idle.ts). */
   releaseMemory(): void;
-  /** Work that can wait until the daemon answers (the database's reserve, runc's sealed copy). */
+  /** Work that can wait until the daemon has answered (the database's reserve, runc's sealed copy). */
   afterServing(): Promise<void>;
   close(): Promise<void>;
 }
@@ -256,8 +256,9 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     db,
     releaseMemory: () => shrinkMemory(db),
     async afterServing() {
-      reserve.makeReserve();
+      const made = reserve.makeReserve();
       await runtime.seal();
+      await made;
     },
     async close() {
       containers.close();

@@ -1,6 +1,7 @@
 // The SQLite store: the single source of truth. WAL mode, foreign keys, and
 // numbered migrations applied at start, those pending in one transaction.
 import { readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
 import { packageRoot } from '../../paths.js';
@@ -98,22 +99,34 @@ const RESERVE_RETRY_MS = 10_000;
  * transaction, and every transaction as a whole (SQLite may have rolled a
  * transaction back when the disk filled, so only the whole is done again).
  */
-export function guardFullDisk(db: Db, reserveFile: string, logger: Logger): { makeReserve(): void; close(): void } {
+export function guardFullDisk(
+  db: Db,
+  reserveFile: string,
+  logger: Logger,
+): { makeReserve(): Promise<void>; close(): void } {
   let retry: NodeJS.Timeout | undefined;
   const free = () => {
     const s = statfsSync(path.dirname(reserveFile));
     return s.bavail * s.bsize;
   };
+  const cannot = (e: unknown): false => {
+    rmSync(reserveFile, { force: true });
+    logger.debug({ err: e }, 'cannot make the database reserve yet');
+    return false;
+  };
+  /** 'write' when the reserve is to be written, else whether it is there. */
+  const check = (): boolean | 'write' => {
+    if (statSync(reserveFile, { throwIfNoEntry: false })?.size === RESERVE_BYTES) return true;
+    return free() < 16 * RESERVE_BYTES ? false : 'write';
+  };
   const make = (): boolean => {
     try {
-      if (statSync(reserveFile, { throwIfNoEntry: false })?.size === RESERVE_BYTES) return true;
-      if (free() < 16 * RESERVE_BYTES) return false;
+      const now = check();
+      if (now !== 'write') return now;
       writeFileSync(reserveFile, Buffer.alloc(RESERVE_BYTES), { mode: 0o600 });
       return true;
     } catch (e) {
-      rmSync(reserveFile, { force: true });
-      logger.debug({ err: e }, 'cannot make the database reserve yet');
-      return false;
+      return cannot(e);
     }
   };
   const remakeLater = () => {
@@ -162,9 +175,20 @@ export function guardFullDisk(db: Db, reserveFile: string, logger: Logger): { ma
     return (...a: unknown[]) => guarded(() => t(...a));
   }) as Db['transaction'];
   return {
-    // Made once the daemon is serving (writing 4 MiB is not on the path to its first answer).
-    makeReserve() {
-      if (!make()) remakeLater();
+    // Made once the daemon is serving, written on the thread pool: writing 4 MiB is on the
+    // path to no answer.
+    async makeReserve() {
+      let made: boolean;
+      try {
+        const now = check();
+        made =
+          now === 'write'
+            ? await writeFile(reserveFile, Buffer.alloc(RESERVE_BYTES), { mode: 0o600 }).then(() => true)
+            : now;
+      } catch (e) {
+        made = cannot(e);
+      }
+      if (!made) remakeLater();
     },
     close() {
       clearInterval(retry);
