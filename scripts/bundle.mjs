@@ -33,6 +33,32 @@ const lazyBuiltins = {
   },
 };
 
+/**
+ * zod, evaluated at its first use rather than as the bundle loads (~13 ms of
+ * every start before the first answer; berth's schemas are built at first use
+ * too: src/lazy-schema.ts). berth's imports of 'zod' (`z`, and `ZodError` for
+ * instanceof) get a module that requires the real one when first asked, which
+ * esbuild then wraps to run at that require. Before zod is loaded, no ZodError
+ * can exist: `ZodError` is then a class nothing is an instance of.
+ */
+const lazyZod = {
+  name: 'lazy-zod',
+  setup(b) {
+    b.onResolve({ filter: /^zod$/ }, (args) =>
+      args.namespace === 'lazy-zod' ? undefined : { path: 'zod', namespace: 'lazy-zod' },
+    );
+    b.onLoad({ filter: /.*/, namespace: 'lazy-zod' }, () => ({
+      contents: `let zod; class NotLoaded {}
+module.exports = {
+  get z() { return (zod ??= require('zod')).z; },
+  get ZodError() { return zod ? zod.ZodError : NotLoaded; },
+};`,
+      loader: 'js',
+      resolveDir: root,
+    }));
+  },
+};
+
 const common = {
   bundle: true,
   platform: 'node',
@@ -41,7 +67,7 @@ const common = {
   // Native code and the optional pretty printer load at run time from node_modules
   // (better-sqlite3 13's JavaScript is bundled; its addon is found by store/sqlite.ts).
   external: ['better-sqlite3', 'pino-pretty'],
-  plugins: [lazyBuiltins],
+  plugins: [lazyBuiltins, lazyZod],
   define: { 'import.meta.url': '__berth_import_meta_url' },
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'error',

@@ -20,6 +20,7 @@ import { buildApp } from './api/server.js';
 import { claimBridge } from './bridge-claim.js';
 import { buildEngine } from './compose.js';
 import { idleTrim } from './idle.js';
+import { buildLazySchemas } from './lazy-schema.js';
 import { parseHost, type Config, type Listen } from './config.js';
 import { realtimeBudgetProblem } from './engine/containers/realtime.js';
 import { lockExclusive } from './engine/os/files.js';
@@ -170,7 +171,9 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
     s.on('error', (err) => logger.error({ err }, 'accepting a connection failed'));
   if (config.pidfile) writeFileSync(config.pidfile, `${process.pid}\n`);
   logger.info({ hosts: config.hosts, dataRoot: config.dataRoot }, 'berthd is serving');
-  afterFirstAnswer(app.server, () => engine.afterServing().catch((err) => logger.warn({ err }, 'finishing start-up')));
+  afterFirstAnswer(app.server, () =>
+    Promise.all([engine.afterServing(), buildLazySchemas()]).catch((err) => logger.warn({ err }, 'finishing start-up')),
+  );
 
   let stopping: Promise<void> | undefined;
   const stop = () =>

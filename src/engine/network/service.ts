@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { lazySchema } from '../../lazy-schema.js';
 import { conflict, forbidden, invalidParameter, notFound } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
@@ -93,37 +94,39 @@ export interface NetworkEndpoint {
 }
 
 /** `POST /networks/create`'s body. */
-export const NetworkCreateSchema = z.looseObject({
-  Name: z.string(),
-  CheckDuplicate: z.boolean().nullish(),
-  Driver: z.string().nullish(),
-  Scope: z.string().nullish(),
-  Internal: z.boolean().nullish(),
-  Attachable: z.boolean().nullish(),
-  Ingress: z.boolean().nullish(),
-  ConfigOnly: z.boolean().nullish(),
-  ConfigFrom: z.looseObject({ Network: z.string().nullish() }).nullish(),
-  EnableIPv6: z.boolean().nullish(),
-  EnableIPv4: z.boolean().nullish(),
-  IPAM: z
-    .looseObject({
-      Driver: z.string().nullish(),
-      Config: z
-        .array(
-          z.looseObject({
-            Subnet: z.string().nullish(),
-            IPRange: z.string().nullish(),
-            Gateway: z.string().nullish(),
-            AuxiliaryAddresses: z.record(z.string(), z.string()).nullish(),
-          }),
-        )
-        .nullish(),
-      Options: z.record(z.string(), z.string()).nullish(),
-    })
-    .nullish(),
-  Options: z.record(z.string(), z.string()).nullish(),
-  Labels: z.record(z.string(), z.string()).nullish(),
-});
+export const NetworkCreateSchema = lazySchema(() =>
+  z.looseObject({
+    Name: z.string(),
+    CheckDuplicate: z.boolean().nullish(),
+    Driver: z.string().nullish(),
+    Scope: z.string().nullish(),
+    Internal: z.boolean().nullish(),
+    Attachable: z.boolean().nullish(),
+    Ingress: z.boolean().nullish(),
+    ConfigOnly: z.boolean().nullish(),
+    ConfigFrom: z.looseObject({ Network: z.string().nullish() }).nullish(),
+    EnableIPv6: z.boolean().nullish(),
+    EnableIPv4: z.boolean().nullish(),
+    IPAM: z
+      .looseObject({
+        Driver: z.string().nullish(),
+        Config: z
+          .array(
+            z.looseObject({
+              Subnet: z.string().nullish(),
+              IPRange: z.string().nullish(),
+              Gateway: z.string().nullish(),
+              AuxiliaryAddresses: z.record(z.string(), z.string()).nullish(),
+            }),
+          )
+          .nullish(),
+        Options: z.record(z.string(), z.string()).nullish(),
+      })
+      .nullish(),
+    Options: z.record(z.string(), z.string()).nullish(),
+    Labels: z.record(z.string(), z.string()).nullish(),
+  }),
+);
 
 export type CreateNetworkRequest = z.output<typeof NetworkCreateSchema>;
 
