@@ -3,7 +3,7 @@
 // (bin/berthd.cjs) writes its V8 code cache. Native addons stay outside.
 import { build } from 'esbuild';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -94,6 +94,15 @@ for (const file of [out, worker]) {
     return `${slashes}\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`;
   });
   writeFileSync(file, ascii);
+}
+
+// A new data root's database starts as a copy of this one (src/engine/store/db.ts, EMPTY_DB_TEMPLATE):
+// made by the same migrations as every other, so it holds what they make and nothing else.
+{
+  const { EMPTY_DB_TEMPLATE, openDb } = await import(path.join(root, 'dist/engine/store/db.js'));
+  const tmp = `${EMPTY_DB_TEMPLATE}.${process.pid}`;
+  openDb(tmp).close(); // closing checkpoints the log into the file and removes it
+  renameSync(tmp, EMPTY_DB_TEMPLATE);
 }
 
 // Warm the code cache: start, answer one ping, stay long enough for the cache write, stop.

@@ -26,7 +26,7 @@ import { NetworkService } from './engine/network/service.js';
 import { ExitWatcher } from './engine/runtime/exits.js';
 import { DEFAULT_LOG_SIZE_MAX, Runtime } from './engine/runtime/runtime.js';
 import { ContainerRepository } from './engine/store/containers.js';
-import { guardFullDisk, openDb, shrinkMemory, type Db } from './engine/store/db.js';
+import { EMPTY_DB_TEMPLATE, guardFullDisk, loadMigrations, openDb, shrinkMemory, type Db } from './engine/store/db.js';
 import { ImageRepository } from './engine/store/images.js';
 import { NetworkRepository } from './engine/store/networks.js';
 import { SystemService } from './engine/system.js';
@@ -129,7 +129,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     spreadChildren(p);
     return p;
   };
-  const db = openDb(path.join(config.dataRoot, 'berth.db'));
+  const db = openDb(path.join(config.dataRoot, 'berth.db'), loadMigrations(), EMPTY_DB_TEMPLATE);
   const reserve = guardFullDisk(
     db,
     path.join(config.dataRoot, 'berth.db.reserve'),
