@@ -13,21 +13,39 @@ const out = path.join(root, 'dist/berthd.bundle.cjs');
 rmSync(path.join(root, 'dist/berthd.bundle.cache'), { force: true });
 
 /**
- * Fastify requires node:http2, node:https and node:dns when it loads, for
- * servers berthd never makes (HTTP/2, TLS) and for host names it never listens
- * on: ~13 ms of a fresh start before the first answer. Inside Fastify these
- * become a module that loads the real one when first used.
+ * Built-in modules that load when first used rather than as the bundle loads,
+ * none of them needed before the first answer:
+ * - Fastify requires node:http2, node:https and node:dns as it loads, for
+ *   servers berthd never makes (HTTP/2, TLS) and for host names it never
+ *   listens on (~13 ms of a fresh start).
+ * - berth's own imports of node:crypto, node:dgram, node:dns/promises and
+ *   node:worker_threads, which ids, digests, proxies, registries and
+ *   extraction threads use (~10 ms; docs/decisions.md, "Start-up, second
+ *   pass"). node:child_process is not among them: modules promisify its
+ *   execFile as they load.
+ * Such an import becomes a module that loads the real one when first used. It
+ * names the real one's exports without loading it (listed here, at build
+ * time): esbuild's interop for an ES module's import of it copies their names
+ * as it loads, and reads each value at its use.
  */
+const LAZY_IN_FASTIFY = /^node:(http2|https|dns)$/;
+const LAZY_IN_BERTH = /^node:(crypto|dgram|dns\/promises|worker_threads)$/;
 const lazyBuiltins = {
   name: 'lazy-builtins',
   setup(b) {
-    b.onResolve({ filter: /^node:(http2|https|dns)$/ }, (args) =>
-      /[\\/]node_modules[\\/]fastify[\\/]/.test(args.importer)
+    b.onResolve({ filter: /^node:/ }, (args) =>
+      (LAZY_IN_FASTIFY.test(args.path) && /[\\/]node_modules[\\/]fastify[\\/]/.test(args.importer)) ||
+      (LAZY_IN_BERTH.test(args.path) && args.importer.startsWith(path.join(root, 'dist') + path.sep))
         ? { path: args.path, namespace: 'lazy-builtin' }
         : undefined,
     );
     b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({
-      contents: `let m; module.exports = new Proxy({}, { get: (_, k) => (m ??= process.getBuiltinModule(${JSON.stringify(args.path)}))[k] });`,
+      contents: `let m; const names = ${JSON.stringify(Object.keys(process.getBuiltinModule(args.path)))};
+module.exports = new Proxy({}, {
+  get: (_, k) => (m ??= process.getBuiltinModule(${JSON.stringify(args.path)}))[k],
+  ownKeys: () => [...names],
+  getOwnPropertyDescriptor: (_, k) => (names.includes(k) ? { configurable: true, enumerable: true, writable: true, value: undefined } : undefined),
+});`,
       loader: 'js',
     }));
   },

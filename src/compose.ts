@@ -1,6 +1,5 @@
 // The composition root: the only place that builds the parts and wires them.
 import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Config } from './config.js';
 import { ExecService } from './engine/containers/exec.js';
@@ -16,6 +15,7 @@ import type { Engine } from './engine/index.js';
 import { Extractor } from './engine/layers/extractor.js';
 import { LayerStore } from './engine/layers/layer-store.js';
 import { backgroundDeletions, spreadChildren } from './engine/os/dirs.js';
+import { randomUuid } from './engine/os/random.js';
 import { RegistryClient } from './engine/registry/client.js';
 import { Dns } from './engine/network/dns.js';
 import { Endpoints } from './engine/network/endpoints.js';
@@ -51,7 +51,7 @@ function daemonId(dataRoot: string): string {
   try {
     return readFileSync(file, 'utf8').trim();
   } catch {
-    const id = randomUUID();
+    const id = randomUuid();
     writeFileSync(file, `${id}\n`, { mode: 0o600 });
     return id;
   }

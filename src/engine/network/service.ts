@@ -3,7 +3,6 @@
 // container's endpoints on them. berth is the IPAM (ipam.ts) and keeps every
 // choice in SQLite; the host's side (bridges, veths, firewall, DNS) is done by
 // the Plumbing it is given, told what to make.
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { lazySchema } from '../../lazy-schema.js';
@@ -30,6 +29,7 @@ import {
 import { defaultBridgeIpv6, NO_IPV6, networkIpv6, splitConfigs, subnet6Of } from './ipam6.js';
 import type { Subnet6 } from './ipv6.js';
 import type { Plumbing } from './plumbing.js';
+import { randomHex } from '../os/random.js';
 
 export interface NetworkSettings {
   /** The default bridge's interface name; null: no default network (dockerd's `bridge: none`). */
@@ -184,7 +184,7 @@ const rowToNetwork = (r: NetworkRow): Network => ({
   prefixLen6: r.subnet6 ? Number(r.subnet6.split('/')[1]) : 0,
 });
 
-const newId = () => randomBytes(32).toString('hex');
+const newId = () => randomHex(32);
 
 export class NetworkService {
   private readonly log: Logger;
