@@ -77,6 +77,31 @@ module.exports = {
   },
 };
 
+/**
+ * find-my-way compiles, for each static node of the route tree, a function
+ * that compares the node's prefix char by char (`new Function`): ~150 of them
+ * as berthd's routes are added, ~5-10 ms of every start before the first
+ * answer, none of it in the code cache. Here the comparison is a closure over
+ * the prefix (`startsWith` at the same place gives the same answer); the
+ * routes that reach find-my-way at all are those the fast lane leaves to
+ * Fastify (src/api/fastlane.ts).
+ */
+const COMPILED_PREFIX_MATCH = /const lines = \[\][^]*?return new Function\('path', 'i', [^\n]*\n/;
+const plainPrefixMatch = {
+  name: 'plain-prefix-match',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]find-my-way[\\/]lib[\\/]node\.js$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      if (!COMPILED_PREFIX_MATCH.test(text))
+        throw new Error(`bundle: find-my-way's prefix match changed (${args.path})`);
+      return {
+        contents: text.replace(COMPILED_PREFIX_MATCH, 'return (path, i) => path.startsWith(prefix, i)\n'),
+        loader: 'js',
+      };
+    });
+  },
+};
+
 const common = {
   bundle: true,
   platform: 'node',
@@ -85,7 +110,7 @@ const common = {
   // Native code and the optional pretty printer load at run time from node_modules
   // (better-sqlite3 13's JavaScript is bundled; its addon is found by store/sqlite.ts).
   external: ['better-sqlite3', 'pino-pretty'],
-  plugins: [lazyBuiltins, lazyZod],
+  plugins: [lazyBuiltins, lazyZod, plainPrefixMatch],
   define: { 'import.meta.url': '__berth_import_meta_url' },
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'error',
