@@ -86,7 +86,7 @@ module.exports = {
  * routes that reach find-my-way at all are those the fast lane leaves to
  * Fastify (src/api/fastlane.ts).
  */
-const COMPILED_PREFIX_MATCH = /const lines = \[\][^]*?return new Function\('path', 'i', [^\n]*\n/;
+const COMPILED_PREFIX_MATCH = /const lines = \[\][\s\S]*?return new Function\('path', 'i', [^\n]*\n/;
 const plainPrefixMatch = {
   name: 'plain-prefix-match',
   setup(b) {
