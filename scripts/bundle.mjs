@@ -102,6 +102,29 @@ const plainPrefixMatch = {
   },
 };
 
+/**
+ * pino takes its caller's stack (node:util getCallSites) for every logger it
+ * makes, to resolve a transport's target relative to the caller; berthd's
+ * logger has a transport only on a terminal. A stack through the bundle's top
+ * level makes V8 work out that 3.4 MB function's source positions (the code
+ * cache holds none): ~12 ms of every start, in `createLogger`. The bundle's
+ * pino takes the stack only when the options ask for a transport.
+ */
+const PINO_CALLER = 'normalize(instance, caller(), ...args)';
+const pinoCallerOnlyForTransports = {
+  name: 'pino-caller-only-for-transports',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]pino[\\/]pino\.js$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      if (!text.includes(PINO_CALLER)) throw new Error(`bundle: pino's caller lookup changed (${args.path})`);
+      return {
+        contents: text.replace(PINO_CALLER, 'normalize(instance, args[0]?.transport ? caller() : [], ...args)'),
+        loader: 'js',
+      };
+    });
+  },
+};
+
 const common = {
   bundle: true,
   platform: 'node',
@@ -110,7 +133,7 @@ const common = {
   // Native code and the optional pretty printer load at run time from node_modules
   // (better-sqlite3 13's JavaScript is bundled; its addon is found by store/sqlite.ts).
   external: ['better-sqlite3', 'pino-pretty'],
-  plugins: [lazyBuiltins, lazyZod, plainPrefixMatch],
+  plugins: [lazyBuiltins, lazyZod, plainPrefixMatch, pinoCallerOnlyForTransports],
   define: { 'import.meta.url': '__berth_import_meta_url' },
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'error',
