@@ -3,7 +3,7 @@
 // (bin/berthd.cjs) writes its V8 code cache. Native addons stay outside.
 import { build } from 'esbuild';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,23 +13,115 @@ const out = path.join(root, 'dist/berthd.bundle.cjs');
 rmSync(path.join(root, 'dist/berthd.bundle.cache'), { force: true });
 
 /**
- * Fastify requires node:http2, node:https and node:dns when it loads, for
- * servers berthd never makes (HTTP/2, TLS) and for host names it never listens
- * on: ~13 ms of a fresh start before the first answer. Inside Fastify these
- * become a module that loads the real one when first used.
+ * Built-in modules that load when first used rather than as the bundle loads,
+ * none of them needed before the first answer:
+ * - Fastify requires node:http2, node:https and node:dns as it loads, for
+ *   servers berthd never makes (HTTP/2, TLS) and for host names it never
+ *   listens on (~13 ms of a fresh start).
+ * - berth's own imports of node:crypto, node:dgram, node:dns/promises and
+ *   node:worker_threads, which ids, digests, proxies, registries and
+ *   extraction threads use (~10 ms; docs/decisions.md, "Start-up, second
+ *   pass"). node:child_process is not among them: modules promisify its
+ *   execFile as they load.
+ * Such an import becomes a module that loads the real one when first used. It
+ * names the real one's exports without loading it (listed here, at build
+ * time): esbuild's interop for an ES module's import of it copies their names
+ * as it loads, and reads each value at its use.
  */
+const LAZY_IN_FASTIFY = /^node:(http2|https|dns)$/;
+const LAZY_IN_BERTH = /^node:(crypto|dgram|dns\/promises|worker_threads)$/;
 const lazyBuiltins = {
   name: 'lazy-builtins',
   setup(b) {
-    b.onResolve({ filter: /^node:(http2|https|dns)$/ }, (args) =>
-      /[\\/]node_modules[\\/]fastify[\\/]/.test(args.importer)
+    b.onResolve({ filter: /^node:/ }, (args) =>
+      (LAZY_IN_FASTIFY.test(args.path) && /[\\/]node_modules[\\/]fastify[\\/]/.test(args.importer)) ||
+      (LAZY_IN_BERTH.test(args.path) && args.importer.startsWith(path.join(root, 'dist') + path.sep))
         ? { path: args.path, namespace: 'lazy-builtin' }
         : undefined,
     );
     b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({
-      contents: `let m; module.exports = new Proxy({}, { get: (_, k) => (m ??= process.getBuiltinModule(${JSON.stringify(args.path)}))[k] });`,
+      contents: `let m; const names = ${JSON.stringify(Object.keys(process.getBuiltinModule(args.path)))};
+module.exports = new Proxy({}, {
+  get: (_, k) => (m ??= process.getBuiltinModule(${JSON.stringify(args.path)}))[k],
+  ownKeys: () => [...names],
+  getOwnPropertyDescriptor: (_, k) => (names.includes(k) ? { configurable: true, enumerable: true, writable: true, value: undefined } : undefined),
+});`,
       loader: 'js',
     }));
+  },
+};
+
+/**
+ * zod, evaluated at its first use rather than as the bundle loads (~13 ms of
+ * every start before the first answer; berth's schemas are built at first use
+ * too: src/lazy-schema.ts). berth's imports of 'zod' (`z`, and `ZodError` for
+ * instanceof) get a module that requires the real one when first asked, which
+ * esbuild then wraps to run at that require. Before zod is loaded, no ZodError
+ * can exist: `ZodError` is then a class nothing is an instance of.
+ */
+const lazyZod = {
+  name: 'lazy-zod',
+  setup(b) {
+    b.onResolve({ filter: /^zod$/ }, (args) =>
+      args.namespace === 'lazy-zod' ? undefined : { path: 'zod', namespace: 'lazy-zod' },
+    );
+    b.onLoad({ filter: /.*/, namespace: 'lazy-zod' }, () => ({
+      contents: `let zod; class NotLoaded {}
+module.exports = {
+  get z() { return (zod ??= require('zod')).z; },
+  get ZodError() { return zod ? zod.ZodError : NotLoaded; },
+};`,
+      loader: 'js',
+      resolveDir: root,
+    }));
+  },
+};
+
+/**
+ * find-my-way compiles, for each static node of the route tree, a function
+ * that compares the node's prefix char by char (`new Function`): ~150 of them
+ * as berthd's routes are added, ~5-10 ms of every start before the first
+ * answer, none of it in the code cache. Here the comparison is a closure over
+ * the prefix (`startsWith` at the same place gives the same answer); the
+ * routes that reach find-my-way at all are those the fast lane leaves to
+ * Fastify (src/api/fastlane.ts).
+ */
+const COMPILED_PREFIX_MATCH = /const lines = \[\][\s\S]*?return new Function\('path', 'i', [^\n]*\n/;
+const plainPrefixMatch = {
+  name: 'plain-prefix-match',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]find-my-way[\\/]lib[\\/]node\.js$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      if (!COMPILED_PREFIX_MATCH.test(text))
+        throw new Error(`bundle: find-my-way's prefix match changed (${args.path})`);
+      return {
+        contents: text.replace(COMPILED_PREFIX_MATCH, 'return (path, i) => path.startsWith(prefix, i)\n'),
+        loader: 'js',
+      };
+    });
+  },
+};
+
+/**
+ * pino takes its caller's stack (node:util getCallSites) for every logger it
+ * makes, to resolve a transport's target relative to the caller; berthd's
+ * logger has a transport only on a terminal. A stack through the bundle's top
+ * level makes V8 work out that 3.4 MB function's source positions (the code
+ * cache holds none): ~12 ms of every start, in `createLogger`. The bundle's
+ * pino takes the stack only when the options ask for a transport.
+ */
+const PINO_CALLER = 'normalize(instance, caller(), ...args)';
+const pinoCallerOnlyForTransports = {
+  name: 'pino-caller-only-for-transports',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]pino[\\/]pino\.js$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      if (!text.includes(PINO_CALLER)) throw new Error(`bundle: pino's caller lookup changed (${args.path})`);
+      return {
+        contents: text.replace(PINO_CALLER, 'normalize(instance, args[0]?.transport ? caller() : [], ...args)'),
+        loader: 'js',
+      };
+    });
   },
 };
 
@@ -41,7 +133,7 @@ const common = {
   // Native code and the optional pretty printer load at run time from node_modules
   // (better-sqlite3 13's JavaScript is bundled; its addon is found by store/sqlite.ts).
   external: ['better-sqlite3', 'pino-pretty'],
-  plugins: [lazyBuiltins],
+  plugins: [lazyBuiltins, lazyZod, plainPrefixMatch, pinoCallerOnlyForTransports],
   define: { 'import.meta.url': '__berth_import_meta_url' },
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'error',
@@ -68,6 +160,15 @@ for (const file of [out, worker]) {
     return `${slashes}\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`;
   });
   writeFileSync(file, ascii);
+}
+
+// A new data root's database starts as a copy of this one (src/engine/store/db.ts, EMPTY_DB_TEMPLATE):
+// made by the same migrations as every other, so it holds what they make and nothing else.
+{
+  const { EMPTY_DB_TEMPLATE, openDb } = await import(path.join(root, 'dist/engine/store/db.js'));
+  const tmp = `${EMPTY_DB_TEMPLATE}.${process.pid}`;
+  openDb(tmp).close(); // closing checkpoints the log into the file and removes it
+  renameSync(tmp, EMPTY_DB_TEMPLATE);
 }
 
 // Warm the code cache: start, answer one ping, stay long enough for the cache write, stop.

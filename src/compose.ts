@@ -1,6 +1,5 @@
 // The composition root: the only place that builds the parts and wires them.
 import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Config } from './config.js';
 import { ExecService } from './engine/containers/exec.js';
@@ -16,6 +15,7 @@ import type { Engine } from './engine/index.js';
 import { Extractor } from './engine/layers/extractor.js';
 import { LayerStore } from './engine/layers/layer-store.js';
 import { backgroundDeletions, spreadChildren } from './engine/os/dirs.js';
+import { randomUuid } from './engine/os/random.js';
 import { RegistryClient } from './engine/registry/client.js';
 import { Dns } from './engine/network/dns.js';
 import { Endpoints } from './engine/network/endpoints.js';
@@ -26,7 +26,7 @@ import { NetworkService } from './engine/network/service.js';
 import { ExitWatcher } from './engine/runtime/exits.js';
 import { DEFAULT_LOG_SIZE_MAX, Runtime } from './engine/runtime/runtime.js';
 import { ContainerRepository } from './engine/store/containers.js';
-import { guardFullDisk, openDb, shrinkMemory, type Db } from './engine/store/db.js';
+import { EMPTY_DB_TEMPLATE, guardFullDisk, loadMigrations, openDb, shrinkMemory, type Db } from './engine/store/db.js';
 import { ImageRepository } from './engine/store/images.js';
 import { NetworkRepository } from './engine/store/networks.js';
 import { SystemService } from './engine/system.js';
@@ -40,7 +40,7 @@ export interface Built {
   db: Db;
   /** Frees the engine's caches that an idle daemon does not need (src/idle.ts). */
   releaseMemory(): void;
-  /** Work that can wait until the daemon answers (the database's reserve, runc's sealed copy). */
+  /** Work that can wait until the daemon has answered (the database's reserve, runc's sealed copy). */
   afterServing(): Promise<void>;
   close(): Promise<void>;
 }
@@ -51,7 +51,7 @@ function daemonId(dataRoot: string): string {
   try {
     return readFileSync(file, 'utf8').trim();
   } catch {
-    const id = randomUUID();
+    const id = randomUuid();
     writeFileSync(file, `${id}\n`, { mode: 0o600 });
     return id;
   }
@@ -129,7 +129,7 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     spreadChildren(p);
     return p;
   };
-  const db = openDb(path.join(config.dataRoot, 'berth.db'));
+  const db = openDb(path.join(config.dataRoot, 'berth.db'), loadMigrations(), EMPTY_DB_TEMPLATE);
   const reserve = guardFullDisk(
     db,
     path.join(config.dataRoot, 'berth.db.reserve'),
@@ -256,8 +256,9 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     db,
     releaseMemory: () => shrinkMemory(db),
     async afterServing() {
-      reserve.makeReserve();
+      const made = reserve.makeReserve();
       await runtime.seal();
+      await made;
     },
     async close() {
       containers.close();

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { lazySchema } from './lazy-schema.js';
 
 export const VERSION = '0.1.0';
 
@@ -83,46 +84,48 @@ const DEFAULTS = {
   registryStallTimeoutSec: 60,
 };
 
-const LogLevel = z.enum(['debug', 'info', 'warn', 'error', 'fatal']);
+const LogLevel = lazySchema(() => z.enum(['debug', 'info', 'warn', 'error', 'fatal']));
 
 // The subset of dockerd's daemon.json that berth understands; other keys are
 // ignored, as dockerd ignores keys that do not apply to its platform.
-const DaemonJson = z.looseObject({
-  hosts: z.array(z.string()).optional(),
-  'data-root': z.string().optional(),
-  'exec-root': z.string().optional(),
-  'registry-mirrors': z.array(z.string()).optional(),
-  'insecure-registries': z.array(z.string()).optional(),
-  'log-level': LogLevel.optional(),
-  'default-runtime': z.string().optional(),
-  runtimes: z
-    .record(z.string(), z.object({ path: z.string(), runtimeArgs: z.array(z.string()).optional() }))
-    .optional(),
-  group: z.string().optional(),
-  pidfile: z.string().optional(),
-  'max-concurrent-downloads': z.number().int().positive().optional(),
-  // berth's own: dockerd waits for a stalled registry until the client gives up.
-  'registry-stall-timeout': z.number().positive().optional(),
-  'conmon-path': z.string().optional(),
-  'cpu-rt-period': z.number().int().nonnegative().optional(),
-  'cpu-rt-runtime': z.number().int().nonnegative().optional(),
-  'cgroup-parent': z.string().optional(),
-  bridge: z.string().optional(),
-  bip: z.string().optional(),
-  'fixed-cidr': z.string().optional(),
-  'default-address-pools': z.array(z.object({ base: z.string(), size: z.number().int() })).optional(),
-  iptables: z.boolean().optional(),
-  ip6tables: z.boolean().optional(),
-  ipv6: z.boolean().optional(),
-  'fixed-cidr-v6': z.string().optional(),
-  'ip-forward': z.boolean().optional(),
-  'userland-proxy': z.boolean().optional(),
-  'iptables-chain-prefix': z.string().optional(),
-  'exec-opts': z.array(z.string()).optional(),
-  dns: z.array(z.string()).optional(),
-  'dns-search': z.array(z.string()).optional(),
-  'dns-opts': z.array(z.string()).optional(),
-});
+const DaemonJson = lazySchema(() =>
+  z.looseObject({
+    hosts: z.array(z.string()).optional(),
+    'data-root': z.string().optional(),
+    'exec-root': z.string().optional(),
+    'registry-mirrors': z.array(z.string()).optional(),
+    'insecure-registries': z.array(z.string()).optional(),
+    'log-level': LogLevel.optional(),
+    'default-runtime': z.string().optional(),
+    runtimes: z
+      .record(z.string(), z.object({ path: z.string(), runtimeArgs: z.array(z.string()).optional() }))
+      .optional(),
+    group: z.string().optional(),
+    pidfile: z.string().optional(),
+    'max-concurrent-downloads': z.number().int().positive().optional(),
+    // berth's own: dockerd waits for a stalled registry until the client gives up.
+    'registry-stall-timeout': z.number().positive().optional(),
+    'conmon-path': z.string().optional(),
+    'cpu-rt-period': z.number().int().nonnegative().optional(),
+    'cpu-rt-runtime': z.number().int().nonnegative().optional(),
+    'cgroup-parent': z.string().optional(),
+    bridge: z.string().optional(),
+    bip: z.string().optional(),
+    'fixed-cidr': z.string().optional(),
+    'default-address-pools': z.array(z.object({ base: z.string(), size: z.number().int() })).optional(),
+    iptables: z.boolean().optional(),
+    ip6tables: z.boolean().optional(),
+    ipv6: z.boolean().optional(),
+    'fixed-cidr-v6': z.string().optional(),
+    'ip-forward': z.boolean().optional(),
+    'userland-proxy': z.boolean().optional(),
+    'iptables-chain-prefix': z.string().optional(),
+    'exec-opts': z.array(z.string()).optional(),
+    dns: z.array(z.string()).optional(),
+    'dns-search': z.array(z.string()).optional(),
+    'dns-opts': z.array(z.string()).optional(),
+  }),
+);
 type DaemonJson = z.infer<typeof DaemonJson>;
 
 export class ConfigError extends Error {}

@@ -20,6 +20,7 @@ import { buildApp } from './api/server.js';
 import { claimBridge } from './bridge-claim.js';
 import { buildEngine } from './compose.js';
 import { idleTrim } from './idle.js';
+import { buildLazySchemas } from './lazy-schema.js';
 import { parseHost, type Config, type Listen } from './config.js';
 import { realtimeBudgetProblem } from './engine/containers/realtime.js';
 import { lockExclusive } from './engine/os/files.js';
@@ -27,9 +28,34 @@ import type { Logger } from './log.js';
 
 export class StartError extends Error {}
 
+/** When no request comes, how long the work that waits for the first answer waits. */
+const FINISH_START_MS = 500;
+
 export interface Daemon {
   app: FastifyInstance;
   stop(): Promise<void>;
+}
+
+/**
+ * Runs `work` once the first request has been answered, or after FINISH_START_MS
+ * when none comes: a client waiting for the daemon to come up (polling /_ping)
+ * is answered before it, and a request that needs what it makes makes it itself.
+ */
+function afterFirstAnswer(server: net.Server, work: () => void): void {
+  let done = false;
+  const run = () => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    server.removeListener('request', first);
+    work();
+  };
+  const first = (_req: unknown, res: NodeJS.EventEmitter) => {
+    server.removeListener('request', first);
+    res.once('close', () => setImmediate(run));
+  };
+  server.prependListener('request', first);
+  const timer = setTimeout(run, FINISH_START_MS).unref();
 }
 
 /** Holds an exclusive flock on <data-root>/berthd.lock for the life of the process. */
@@ -145,7 +171,9 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
     s.on('error', (err) => logger.error({ err }, 'accepting a connection failed'));
   if (config.pidfile) writeFileSync(config.pidfile, `${process.pid}\n`);
   logger.info({ hosts: config.hosts, dataRoot: config.dataRoot }, 'berthd is serving');
-  setImmediate(() => engine.afterServing().catch((err) => logger.warn({ err }, 'finishing start-up')));
+  afterFirstAnswer(app.server, () =>
+    Promise.all([engine.afterServing(), buildLazySchemas()]).catch((err) => logger.warn({ err }, 'finishing start-up')),
+  );
 
   let stopping: Promise<void> | undefined;
   const stop = () =>

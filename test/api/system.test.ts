@@ -1,12 +1,12 @@
 // The API frame against a real berthd: versions, ping, errors, the docker CLI,
 // the data-root lock, stale sockets and a clean shutdown.
 import { execFile } from 'node:child_process';
-import { existsSync, writeFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readlinkSync, writeFileSync, statSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BERTHD, startDaemon, type Daemon } from '../harness/daemon.js';
+import { BERTHD, startDaemon, type Daemon, waitFor } from '../harness/daemon.js';
 
 const run = promisify(execFile);
 let d: Daemon;
@@ -131,6 +131,19 @@ describe('docker CLI', () => {
 describe('daemon lifecycle', () => {
   it('makes the socket mode 0660', () => {
     expect(statSync(d.socket).mode & 0o777).toBe(0o660);
+  });
+
+  it('once it has answered, holds its database reserve and the sealed copy of runc it gives conmon', async () => {
+    // Both are made after the first answer (daemon.ts, afterFirstAnswer), not before the socket answers.
+    await waitFor(
+      () => statSync(path.join(d.dataRoot, 'berth.db.reserve'), { throwIfNoEntry: false })?.size === 4 << 20,
+      'the 4 MiB database reserve',
+    );
+    const fds = () =>
+      readdirSync(`/proc/${d.proc.pid}/fd`).map((fd) =>
+        readlinkSync(`/proc/${d.proc.pid}/fd/${fd}`, { encoding: 'utf8' }),
+      );
+    await waitFor(() => fds().some((t) => t.startsWith('/memfd:runc_cloned')), "runc's sealed copy");
   });
 
   it('refuses a second berthd on the same data root and leaves the first serving', async () => {

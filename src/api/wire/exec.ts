@@ -1,14 +1,17 @@
 // The exec start body and the exec inspect shape, as dockerd has them (the create body is the engine's).
 import { z } from 'zod';
+import { lazySchema } from '../../lazy-schema.js';
 import type { ExecInstance } from '../../engine/index.js';
 
-const size = z.tuple([z.number().int(), z.number().int()]).nullish();
+const size = lazySchema(() => z.tuple([z.number().int(), z.number().int()]).nullish());
 
-export const ExecStartSchema = z.looseObject({
-  Detach: z.boolean().nullish(),
-  Tty: z.boolean().nullish(),
-  ConsoleSize: size,
-});
+export const ExecStartSchema = lazySchema(() =>
+  z.looseObject({
+    Detach: z.boolean().nullish(),
+    Tty: z.boolean().nullish(),
+    ConsoleSize: size,
+  }),
+);
 
 /** `GET /exec/{id}/json`. */
 export function execInspect(e: ExecInstance) {

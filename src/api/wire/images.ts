@@ -1,5 +1,6 @@
 // Docker's wire shapes for images.
 import { z } from 'zod';
+import { lazySchema } from '../../lazy-schema.js';
 import { createdSeconds, dockerConfig, type Image, type ImageDetails, type ImageManifest } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
 
@@ -92,11 +93,13 @@ export function imageInspect(img: ImageDetails, apiVersion: string): Record<stri
 }
 
 /** `POST /auth`: docker login's credentials. */
-export const AuthBody = z.looseObject({
-  username: z.string().nullish(),
-  password: z.string().nullish(),
-  serveraddress: z.string().nullish(),
-  identitytoken: z.string().nullish(),
-  registrytoken: z.string().nullish(),
-  email: z.string().nullish(),
-});
+export const AuthBody = lazySchema(() =>
+  z.looseObject({
+    username: z.string().nullish(),
+    password: z.string().nullish(),
+    serveraddress: z.string().nullish(),
+    identitytoken: z.string().nullish(),
+    registrytoken: z.string().nullish(),
+    email: z.string().nullish(),
+  }),
+);

@@ -1,10 +1,13 @@
 // Docker's network shapes: list entries, inspect, and a container's endpoints.
 import { z } from 'zod';
+import { lazySchema } from '../../lazy-schema.js';
 import type { ContainerEndpoint, Network, NetworkEndpoint, PortBinding } from '../../engine/index.js';
 import { versionBelow } from '../version.js';
 
-export const ConnectBody = z.looseObject({ Container: z.string(), EndpointConfig: z.unknown().nullish() });
-export const DisconnectBody = z.looseObject({ Container: z.string(), Force: z.boolean().nullish() });
+export const ConnectBody = lazySchema(() =>
+  z.looseObject({ Container: z.string(), EndpointConfig: z.unknown().nullish() }),
+);
+export const DisconnectBody = lazySchema(() => z.looseObject({ Container: z.string(), Force: z.boolean().nullish() }));
 
 /** A network as `GET /networks` lists it (no containers, as dockerd from API 1.28) and as inspect shows it. */
 export function networkShape(n: Network, apiVersion: string, endpoints?: NetworkEndpoint[]): Record<string, unknown> {

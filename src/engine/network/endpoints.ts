@@ -3,6 +3,7 @@
 // and the host's side of them while it runs (attach at start, detach at exit).
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { lazySchema } from '../../lazy-schema.js';
 import { conflict, forbidden, invalidParameter, notFound } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
@@ -17,20 +18,22 @@ import { bridgeResolvConf, type DnsOverrides, readHostResolvConf, resolvConf } f
 import type { Network, NetworkService } from './service.js';
 
 /** An endpoint's settings as a client gives them (Docker's EndpointSettings); the output fields are read as absent. */
-export const EndpointSettingsSchema = z.looseObject({
-  IPAMConfig: z
-    .looseObject({
-      IPv4Address: z.string().nullish(),
-      IPv6Address: z.string().nullish(),
-      LinkLocalIPs: z.array(z.string()).nullish(),
-    })
-    .nullish(),
-  Links: z.array(z.string()).nullish(),
-  Aliases: z.array(z.string()).nullish(),
-  MacAddress: z.string().nullish(),
-  DriverOpts: z.record(z.string(), z.string()).nullish(),
-  GwPriority: z.number().nullish(),
-});
+export const EndpointSettingsSchema = lazySchema(() =>
+  z.looseObject({
+    IPAMConfig: z
+      .looseObject({
+        IPv4Address: z.string().nullish(),
+        IPv6Address: z.string().nullish(),
+        LinkLocalIPs: z.array(z.string()).nullish(),
+      })
+      .nullish(),
+    Links: z.array(z.string()).nullish(),
+    Aliases: z.array(z.string()).nullish(),
+    MacAddress: z.string().nullish(),
+    DriverOpts: z.record(z.string(), z.string()).nullish(),
+    GwPriority: z.number().nullish(),
+  }),
+);
 export type EndpointSettings = z.output<typeof EndpointSettingsSchema>;
 
 /** What a container tells its networks about itself. */

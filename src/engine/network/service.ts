@@ -3,9 +3,9 @@
 // container's endpoints on them. berth is the IPAM (ipam.ts) and keeps every
 // choice in SQLite; the host's side (bridges, veths, firewall, DNS) is done by
 // the Plumbing it is given, told what to make.
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { lazySchema } from '../../lazy-schema.js';
 import { conflict, forbidden, invalidParameter, notFound } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
@@ -29,6 +29,7 @@ import {
 import { defaultBridgeIpv6, NO_IPV6, networkIpv6, splitConfigs, subnet6Of } from './ipam6.js';
 import type { Subnet6 } from './ipv6.js';
 import type { Plumbing } from './plumbing.js';
+import { randomHex } from '../os/random.js';
 
 export interface NetworkSettings {
   /** The default bridge's interface name; null: no default network (dockerd's `bridge: none`). */
@@ -93,37 +94,39 @@ export interface NetworkEndpoint {
 }
 
 /** `POST /networks/create`'s body. */
-export const NetworkCreateSchema = z.looseObject({
-  Name: z.string(),
-  CheckDuplicate: z.boolean().nullish(),
-  Driver: z.string().nullish(),
-  Scope: z.string().nullish(),
-  Internal: z.boolean().nullish(),
-  Attachable: z.boolean().nullish(),
-  Ingress: z.boolean().nullish(),
-  ConfigOnly: z.boolean().nullish(),
-  ConfigFrom: z.looseObject({ Network: z.string().nullish() }).nullish(),
-  EnableIPv6: z.boolean().nullish(),
-  EnableIPv4: z.boolean().nullish(),
-  IPAM: z
-    .looseObject({
-      Driver: z.string().nullish(),
-      Config: z
-        .array(
-          z.looseObject({
-            Subnet: z.string().nullish(),
-            IPRange: z.string().nullish(),
-            Gateway: z.string().nullish(),
-            AuxiliaryAddresses: z.record(z.string(), z.string()).nullish(),
-          }),
-        )
-        .nullish(),
-      Options: z.record(z.string(), z.string()).nullish(),
-    })
-    .nullish(),
-  Options: z.record(z.string(), z.string()).nullish(),
-  Labels: z.record(z.string(), z.string()).nullish(),
-});
+export const NetworkCreateSchema = lazySchema(() =>
+  z.looseObject({
+    Name: z.string(),
+    CheckDuplicate: z.boolean().nullish(),
+    Driver: z.string().nullish(),
+    Scope: z.string().nullish(),
+    Internal: z.boolean().nullish(),
+    Attachable: z.boolean().nullish(),
+    Ingress: z.boolean().nullish(),
+    ConfigOnly: z.boolean().nullish(),
+    ConfigFrom: z.looseObject({ Network: z.string().nullish() }).nullish(),
+    EnableIPv6: z.boolean().nullish(),
+    EnableIPv4: z.boolean().nullish(),
+    IPAM: z
+      .looseObject({
+        Driver: z.string().nullish(),
+        Config: z
+          .array(
+            z.looseObject({
+              Subnet: z.string().nullish(),
+              IPRange: z.string().nullish(),
+              Gateway: z.string().nullish(),
+              AuxiliaryAddresses: z.record(z.string(), z.string()).nullish(),
+            }),
+          )
+          .nullish(),
+        Options: z.record(z.string(), z.string()).nullish(),
+      })
+      .nullish(),
+    Options: z.record(z.string(), z.string()).nullish(),
+    Labels: z.record(z.string(), z.string()).nullish(),
+  }),
+);
 
 export type CreateNetworkRequest = z.output<typeof NetworkCreateSchema>;
 
@@ -181,7 +184,7 @@ const rowToNetwork = (r: NetworkRow): Network => ({
   prefixLen6: r.subnet6 ? Number(r.subnet6.split('/')[1]) : 0,
 });
 
-const newId = () => randomBytes(32).toString('hex');
+const newId = () => randomHex(32);
 
 export class NetworkService {
   private readonly log: Logger;

@@ -6,6 +6,7 @@
 // `manifests`), and one whose declared `mediaType` contradicts the
 // Content-Type it was served with, so that one digest cannot mean two things.
 import { z } from 'zod';
+import { lazySchema } from '../../lazy-schema.js';
 import { invalidParameter, notFound } from '../../errors.js';
 import { isDigest } from '../digest.js';
 
@@ -35,39 +36,47 @@ export const MANIFEST_ACCEPT = [
 const isManifestType = (t: string) => MANIFEST_TYPES.has(t);
 const isIndexType = (t: string) => INDEX_TYPES.has(t);
 
-const PlatformSchema = z.object({
-  architecture: z.string(),
-  os: z.string(),
-  variant: z.string().optional(),
-  'os.version': z.string().optional(),
-  'os.features': z.array(z.string()).optional(),
-});
+const PlatformSchema = lazySchema(() =>
+  z.object({
+    architecture: z.string(),
+    os: z.string(),
+    variant: z.string().optional(),
+    'os.version': z.string().optional(),
+    'os.features': z.array(z.string()).optional(),
+  }),
+);
 
-const DescriptorSchema = z.object({
-  mediaType: z.string().min(1),
-  digest: z.string().refine(isDigest, 'not a valid digest'),
-  size: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
-  urls: z.array(z.string()).optional(),
-  annotations: z.record(z.string(), z.string()).optional(),
-  platform: PlatformSchema.optional(),
-  artifactType: z.string().optional(),
-});
+const DescriptorSchema = lazySchema(() =>
+  z.object({
+    mediaType: z.string().min(1),
+    digest: z.string().refine(isDigest, 'not a valid digest'),
+    size: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+    urls: z.array(z.string()).optional(),
+    annotations: z.record(z.string(), z.string()).optional(),
+    platform: PlatformSchema.optional(),
+    artifactType: z.string().optional(),
+  }),
+);
 
-const ManifestSchema = z.object({
-  schemaVersion: z.literal(2),
-  mediaType: z.string().optional(),
-  config: DescriptorSchema,
-  layers: z.array(DescriptorSchema),
-  annotations: z.record(z.string(), z.string()).optional(),
-  subject: DescriptorSchema.optional(),
-});
+const ManifestSchema = lazySchema(() =>
+  z.object({
+    schemaVersion: z.literal(2),
+    mediaType: z.string().optional(),
+    config: DescriptorSchema,
+    layers: z.array(DescriptorSchema),
+    annotations: z.record(z.string(), z.string()).optional(),
+    subject: DescriptorSchema.optional(),
+  }),
+);
 
-const IndexSchema = z.object({
-  schemaVersion: z.literal(2),
-  mediaType: z.string().optional(),
-  manifests: z.array(DescriptorSchema),
-  annotations: z.record(z.string(), z.string()).optional(),
-});
+const IndexSchema = lazySchema(() =>
+  z.object({
+    schemaVersion: z.literal(2),
+    mediaType: z.string().optional(),
+    manifests: z.array(DescriptorSchema),
+    annotations: z.record(z.string(), z.string()).optional(),
+  }),
+);
 
 export type Platform = z.infer<typeof PlatformSchema>;
 export type Descriptor = z.infer<typeof DescriptorSchema>;

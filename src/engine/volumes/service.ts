@@ -10,6 +10,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { lazySchema } from '../../lazy-schema.js';
 import { conflict, invalidParameter, messageOf, notFound, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
@@ -23,13 +24,15 @@ import { mountSubpath, unmountSubpaths } from './subpath.js';
 /** dockerd's mark on a volume made for a container without a name (`-v /data`, an image's VOLUME). */
 export const ANONYMOUS_LABEL = 'com.docker.volume.anonymous';
 
-export const VolumeCreateSchema = z.looseObject({
-  Name: z.string().nullish(),
-  Driver: z.string().nullish(),
-  DriverOpts: z.record(z.string(), z.string()).nullish(),
-  Labels: z.record(z.string(), z.string()).nullish(),
-  ClusterVolumeSpec: z.unknown().nullish(),
-});
+export const VolumeCreateSchema = lazySchema(() =>
+  z.looseObject({
+    Name: z.string().nullish(),
+    Driver: z.string().nullish(),
+    DriverOpts: z.record(z.string(), z.string()).nullish(),
+    Labels: z.record(z.string(), z.string()).nullish(),
+    ClusterVolumeSpec: z.unknown().nullish(),
+  }),
+);
 export type VolumeCreate = z.output<typeof VolumeCreateSchema>;
 
 export interface Volume {
