@@ -52,6 +52,27 @@ module.exports = new Proxy({}, {
 };
 
 /**
+ * pino-pretty, berthd's log format on a terminal only: evaluated when a logger
+ * asks for it (src/log.ts), not by every start. Its export is the stream
+ * factory: the stand-in is a function that requires it at its first call (in
+ * Node's interop an ES module's default import of it is module.exports).
+ */
+const lazyPinoPretty = {
+  name: 'lazy-pino-pretty',
+  setup(b) {
+    b.onResolve({ filter: /^pino-pretty$/ }, (args) =>
+      args.namespace === 'lazy-pino-pretty' ? undefined : { path: 'pino-pretty', namespace: 'lazy-pino-pretty' },
+    );
+    b.onLoad({ filter: /.*/, namespace: 'lazy-pino-pretty' }, () => ({
+      contents: `let m;
+module.exports = (...args) => (m ??= require('pino-pretty'))(...args);`,
+      loader: 'js',
+      resolveDir: root,
+    }));
+  },
+};
+
+/**
  * zod, evaluated at its first use rather than as the bundle loads (~13 ms of
  * every start before the first answer; berth's schemas are built at first use
  * too: src/lazy-schema.ts). berth's imports of 'zod' (`z`, and `ZodError` for
@@ -133,7 +154,7 @@ const common = {
   // Native code and the optional pretty printer load at run time from node_modules
   // (better-sqlite3 13's JavaScript is bundled; its addon is found by store/sqlite.ts).
   external: ['better-sqlite3', 'pino-pretty'],
-  plugins: [lazyBuiltins, lazyZod, plainPrefixMatch, pinoCallerOnlyForTransports],
+  plugins: [lazyBuiltins, lazyZod, lazyPinoPretty, plainPrefixMatch, pinoCallerOnlyForTransports],
   define: { 'import.meta.url': '__berth_import_meta_url' },
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'error',

@@ -1,6 +1,7 @@
 // The root pino logger. JSON on stderr; pretty when stderr is a TTY.
 // Credentials (X-Registry-Auth, Authorization) are redacted wherever they appear.
 import { pino, type Logger, type LevelWithSilent } from 'pino';
+import pretty from 'pino-pretty';
 
 export type { Logger };
 
@@ -29,9 +30,10 @@ export function createLogger(level: LevelWithSilent, destination?: pino.Destinat
     base: { pid: process.pid },
   };
   if (destination) return pino(options, destination);
-  if (process.stderr.isTTY) {
-    return pino({ ...options, transport: { target: 'pino-pretty', options: { destination: 2 } } });
-  }
+  // In this process, not as a pino transport: a transport runs a worker thread from
+  // pino's own files, which the single-file bundle does not have (berthd on a
+  // terminal ended at once with status 70, saying nothing).
+  if (process.stderr.isTTY) return pino(options, pretty({ destination: 2, sync: true }));
   stderrDestination = pino.destination({ dest: 2, sync: false });
   return pino(options, stderrDestination);
 }
