@@ -20,8 +20,8 @@
 // also scavenge as a pull's bytes go by: engine/layers/extractor.ts.) And the
 // free pages in the middle of the arenas, which glibc returns only when asked
 // (a pull's 64 KiB socket reads, freed by a collection, leave tens of MiB of
-// them between blocks still in use), go back while busy too: once collections
-// pause for half a second or every 3 s, on a thread of the addon's.
+// them between blocks still in use), go back while busy too: after a
+// collection, at most once a second, on a thread of the addon's.
 import { PerformanceObserver } from 'node:perf_hooks';
 import { capYoungGeneration, collectAllGarbage } from './engine/os/gc.js';
 import { boundCHeap, releaseFileMappedPages, releaseFreeCHeap } from './engine/os/memory.js';
@@ -44,10 +44,10 @@ const MMAP_MIN = 1 << 20;
 const TRIM_MIN = 2 << 20;
 /** From the collection to the C heap's trim: ArrayBuffers' memory is freed by a sweeper that runs after it. */
 const SWEEP_MS = 1000;
-/** While busy, the C heap is trimmed once collections have paused this long (see trimAfterCollections)... */
-const BUSY_SETTLE_MS = 500;
-/** ...or this long after the first collection since the last trim, at the latest. */
-const BUSY_MAX_WAIT_MS = 3000;
+/** While busy, the C heap is trimmed after a collection at most this often. */
+const BUSY_TRIM_MS = 1000;
+/** ...and this long after it: the sweeper that frees ArrayBuffers' memory runs after the collection. */
+const BUSY_SWEEP_MS = 50;
 
 export interface IdleTrim {
   /** A request began or ended: the quiet spell starts over. */
@@ -109,41 +109,31 @@ export function idleTrim(release: () => void, logger: Logger, quietMs = QUIET_MS
 }
 
 /**
- * Once collections have paused for BUSY_SETTLE_MS (they freed the C memory of
- * the buffers they collected), or at the latest BUSY_MAX_WAIT_MS after the
- * first collection since the last trim, the free pages of every arena go back,
- * on a thread of the addon's. Not after each collection: a pull collects every
- * few hundred milliseconds as its bytes go by, and would fault back at once
- * the pages each trim gave back. Returns a function that stops it.
+ * After a garbage collection (which frees the C memory of the buffers it
+ * collected), the free pages of every arena go back, on a thread of the
+ * addon's, at most once per BUSY_TRIM_MS. Returns a function that stops it.
  */
 function trimAfterCollections(logger: Logger): () => void {
-  let settle: NodeJS.Timeout | undefined;
-  let deadline: NodeJS.Timeout | undefined;
-  let trimming = false;
+  let last = Number.NEGATIVE_INFINITY;
+  let pending: NodeJS.Timeout | undefined;
   const trim = () => {
-    clearTimeout(settle);
-    clearTimeout(deadline);
-    settle = deadline = undefined;
-    if (trimming) return;
-    trimming = true;
     releaseFreeCHeap()
       .then(
         (released) => logger.debug({ released }, 'busy: gave the C heap back'),
         (err: unknown) => logger.warn({ err }, 'giving memory back: trimming the C heap failed'),
       )
       .finally(() => {
-        trimming = false;
+        pending = undefined;
+        last = performance.now();
       });
   };
   const observer = new PerformanceObserver(() => {
-    if (settle) settle.refresh();
-    else settle = setTimeout(trim, BUSY_SETTLE_MS).unref();
-    deadline ??= setTimeout(trim, BUSY_MAX_WAIT_MS).unref();
+    if (pending || performance.now() - last < BUSY_TRIM_MS) return;
+    pending = setTimeout(trim, BUSY_SWEEP_MS).unref();
   });
   observer.observe({ entryTypes: ['gc'] });
   return () => {
     observer.disconnect();
-    clearTimeout(settle);
-    clearTimeout(deadline);
+    clearTimeout(pending);
   };
 }
