@@ -111,29 +111,42 @@ export function idleTrim(release: () => void, logger: Logger, quietMs = QUIET_MS
 /**
  * After a garbage collection (which frees the C memory of the buffers it
  * collected), the free pages of every arena go back, on a thread of the
- * addon's, at most once per BUSY_TRIM_MS. Returns a function that stops it.
+ * addon's, at most once per BUSY_TRIM_MS (a collection sooner than that puts
+ * the trim off until then). Returns a function that stops it.
  */
 function trimAfterCollections(logger: Logger): () => void {
   let last = Number.NEGATIVE_INFINITY;
-  let pending: NodeJS.Timeout | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let running = false;
+  let again = false;
+  // Put off, not dropped: the last collections of a burst are the ones whose buffers stay.
+  const schedule = () => {
+    timer = setTimeout(trim, Math.max(BUSY_SWEEP_MS, last + BUSY_TRIM_MS - performance.now())).unref();
+  };
+  let closed = false;
   const trim = () => {
+    timer = undefined;
+    running = true;
     releaseFreeCHeap()
       .then(
         (released) => logger.debug({ released }, 'busy: gave the C heap back'),
         (err: unknown) => logger.warn({ err }, 'giving memory back: trimming the C heap failed'),
       )
       .finally(() => {
-        pending = undefined;
+        running = false;
         last = performance.now();
+        if (again && !closed) schedule();
+        again = false;
       });
   };
   const observer = new PerformanceObserver(() => {
-    if (pending || performance.now() - last < BUSY_TRIM_MS) return;
-    pending = setTimeout(trim, BUSY_SWEEP_MS).unref();
+    if (running) again = true;
+    else if (!timer) schedule();
   });
   observer.observe({ entryTypes: ['gc'] });
   return () => {
+    closed = true;
     observer.disconnect();
-    clearTimeout(pending);
+    clearTimeout(timer);
   };
 }
