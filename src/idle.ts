@@ -17,7 +17,12 @@
 // holds right after a burst, before this trim): the young generation stays at
 // the size start-up gave it, and large C blocks go back to the kernel when
 // freed instead of staying in an arena. (The extraction threads and the loop
-// also scavenge as a pull's bytes go by: engine/layers/extractor.ts.)
+// also scavenge as a pull's bytes go by: engine/layers/extractor.ts.) And the
+// free pages in the middle of the arenas, which glibc returns only when asked
+// (a pull's 64 KiB socket reads, freed by a collection, leave tens of MiB of
+// them between blocks still in use), go back while busy too: after a
+// collection, at most once a second, on a thread of the addon's.
+import { PerformanceObserver } from 'node:perf_hooks';
 import { capYoungGeneration, collectAllGarbage } from './engine/os/gc.js';
 import { boundCHeap, releaseFileMappedPages, releaseFreeCHeap } from './engine/os/memory.js';
 import type { Logger } from './log.js';
@@ -39,6 +44,10 @@ const MMAP_MIN = 1 << 20;
 const TRIM_MIN = 2 << 20;
 /** From the collection to the C heap's trim: ArrayBuffers' memory is freed by a sweeper that runs after it. */
 const SWEEP_MS = 1000;
+/** While busy, the C heap is trimmed after a collection at most this often. */
+const BUSY_TRIM_MS = 1000;
+/** ...and this long after it: the sweeper that frees ArrayBuffers' memory runs after the collection. */
+const BUSY_SWEEP_MS = 50;
 
 export interface IdleTrim {
   /** A request began or ended: the quiet spell starts over. */
@@ -66,15 +75,18 @@ export function idleTrim(release: () => void, logger: Logger, quietMs = QUIET_MS
     const collectMs = performance.now() - t0;
     sweep = setTimeout(() => {
       sweep = undefined;
-      guarded('trimming the C heap', releaseFreeCHeap);
-      let fileKiB = 0;
-      guarded('unmapping file pages', () => {
-        fileKiB = releaseFileMappedPages();
-      });
-      logger.debug(
-        { collectMs: Math.round(collectMs), rssBefore: before, rssAfter: process.memoryUsage.rss(), fileKiB },
-        'quiet: gave memory back',
-      );
+      releaseFreeCHeap()
+        .catch((err: unknown) => logger.warn({ err }, 'giving memory back: trimming the C heap failed'))
+        .then(() => {
+          let fileKiB = 0;
+          guarded('unmapping file pages', () => {
+            fileKiB = releaseFileMappedPages();
+          });
+          logger.debug(
+            { collectMs: Math.round(collectMs), rssBefore: before, rssAfter: process.memoryUsage.rss(), fileKiB },
+            'quiet: gave memory back',
+          );
+        });
     }, SWEEP_MS).unref();
   };
   const touch = () => {
@@ -84,12 +96,57 @@ export function idleTrim(release: () => void, logger: Logger, quietMs = QUIET_MS
   touch(); // start-up's own garbage
   const uncap = capYoungGeneration(YOUNG_MAX);
   guarded('bounding the C heap', () => boundCHeap(MMAP_MIN, TRIM_MIN));
+  const stopBusyTrim = trimAfterCollections(logger);
   return {
     touch,
     close: () => {
+      stopBusyTrim();
       uncap();
       clearTimeout(timer);
       clearTimeout(sweep);
     },
+  };
+}
+
+/**
+ * After a garbage collection (which frees the C memory of the buffers it
+ * collected), the free pages of every arena go back, on a thread of the
+ * addon's, at most once per BUSY_TRIM_MS (a collection sooner than that puts
+ * the trim off until then). Returns a function that stops it.
+ */
+function trimAfterCollections(logger: Logger): () => void {
+  let last = Number.NEGATIVE_INFINITY;
+  let timer: NodeJS.Timeout | undefined;
+  let running = false;
+  let again = false;
+  // Put off, not dropped: the last collections of a burst are the ones whose buffers stay.
+  const schedule = () => {
+    timer = setTimeout(trim, Math.max(BUSY_SWEEP_MS, last + BUSY_TRIM_MS - performance.now())).unref();
+  };
+  let closed = false;
+  const trim = () => {
+    timer = undefined;
+    running = true;
+    releaseFreeCHeap()
+      .then(
+        (released) => logger.debug({ released }, 'busy: gave the C heap back'),
+        (err: unknown) => logger.warn({ err }, 'giving memory back: trimming the C heap failed'),
+      )
+      .finally(() => {
+        running = false;
+        last = performance.now();
+        if (again && !closed) schedule();
+        again = false;
+      });
+  };
+  const observer = new PerformanceObserver(() => {
+    if (running) again = true;
+    else if (!timer) schedule();
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  return () => {
+    closed = true;
+    observer.disconnect();
+    clearTimeout(timer);
   };
 }

@@ -47,7 +47,7 @@ static napi_value init(napi_env env, napi_value exports) {
     EXPORT("netlinkOpen", js_netlink_open),
     EXPORT("netlinkRequest", js_netlink_request),
     EXPORT("netnsOpenWrite", js_netns_open_write),
-    EXPORT("mallocTrim", js_malloc_trim),
+    EXPORT("mallocTrimAsync", js_malloc_trim_async),
     EXPORT("mallocThresholds", js_malloc_thresholds),
     EXPORT("releaseFileMappedPages", js_release_file_mapped_pages),
   };

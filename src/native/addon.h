@@ -37,7 +37,7 @@ BINDING(js_signal_process);
 BINDING(js_sealed_copy);
 BINDING(js_x32_abi);
 // memory.c
-BINDING(js_malloc_trim);
+BINDING(js_malloc_trim_async);
 BINDING(js_malloc_thresholds);
 BINDING(js_release_file_mapped_pages);
 // sockets.c

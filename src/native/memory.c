@@ -16,15 +16,36 @@
 #include "addon.h"
 #include "args.h"
 
-// mallocTrim(): whether any memory was returned (false also where the C
-// library is not glibc, which has no such call).
-BINDING(js_malloc_trim) {
-  (void)info;
-  int released = 0;
+// mallocTrimAsync() -> Promise<boolean>: malloc_trim, which returns the free
+// pages of every arena, on a thread of its own, so that the loop goes on
+// meanwhile (a trim of tens of MiB of free pages takes milliseconds of madvise;
+// the loop waits only if it allocates from an arena while that arena is being
+// trimmed). Whether any memory was returned (false also where the C library is
+// not glibc, which has no such call).
+typedef struct {
+  int released;
+} trim_job_t;
+
+static void trim_work(void *data) {
+  trim_job_t *j = data;
 #ifdef __GLIBC__
-  released = malloc_trim(0);
+  j->released = malloc_trim(0);
+#else
+  j->released = 0;
 #endif
-  return js_bool(env, released != 0);
+}
+
+static void trim_settle(napi_env env, napi_deferred deferred, void *data) {
+  trim_job_t *j = data;
+  if (env != NULL) napi_resolve_deferred(env, deferred, js_bool(env, j->released != 0));
+  free(j);
+}
+
+BINDING(js_malloc_trim_async) {
+  (void)info;
+  trim_job_t *j = calloc(1, sizeof *j);
+  if (!j) return throw_message(env, NULL, "mallocTrimAsync: out of memory");
+  return promise_on_thread(env, "mallocTrimAsync", trim_work, trim_settle, j);
 }
 
 // mallocThresholds(mmapBytes, trimBytes): blocks of at least mmapBytes get

@@ -1,9 +1,12 @@
 // Memory an idle daemon holds without using it, back to the kernel (see src/native/memory.c).
 import { native } from './native.js';
 
-/** Returns the free pages of every malloc arena to the kernel; false when there were none. */
-export function releaseFreeCHeap(): boolean {
-  return native.mallocTrim();
+/**
+ * Returns the free pages of every malloc arena to the kernel, on a thread of
+ * its own (the loop goes on meanwhile); false when there were none.
+ */
+export function releaseFreeCHeap(): Promise<boolean> {
+  return native.mallocTrimAsync();
 }
 
 /**

@@ -100,8 +100,8 @@ export interface Native {
    * through a pidfd, so a pid reused since cannot get it; false when that process is gone or a zombie.
    */
   signalProcess(pid: number, startTicks: number, signal: number): boolean;
-  /** Returns the C heap's free pages, in every arena, to the kernel (malloc_trim); false when none were. */
-  mallocTrim(): boolean;
+  /** Returns the C heap's free pages, in every arena, to the kernel (malloc_trim, on a thread of its own); false when none were. */
+  mallocTrimAsync(): Promise<boolean>;
   /** mallopt's M_MMAP_THRESHOLD and M_TRIM_THRESHOLD, in bytes; false when not taken (not glibc). */
   mallocThresholds(mmapBytes: number, trimBytes: number): boolean;
   /**
