@@ -3,33 +3,13 @@
 // which the single-file bundle does not have: berthd ended at once with status
 // 70, saying nothing). util-linux's `script` gives it a terminal.
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { expect, it } from 'vitest';
-import { BERTHD, request, waitFor } from '../harness/daemon.js';
+import { BERTHD, hermeticArgs, request, waitFor } from '../harness/daemon.js';
 import { scratchDir } from '../harness/tmp.js';
 
 it('serves with its log on a terminal, in the readable form, and stops on SIGTERM', async () => {
-  const dir = scratchDir('berth-tty-');
-  const socket = path.join(dir, 's.sock');
-  writeFileSync(path.join(dir, 'daemon.json'), '{}\n');
-  const cmd = [
-    process.execPath,
-    BERTHD,
-    '-H',
-    `unix://${socket}`,
-    '--data-root',
-    path.join(dir, 'data'),
-    '--exec-root',
-    path.join(dir, 'exec'),
-    '--config-file',
-    path.join(dir, 'daemon.json'),
-    '--bridge',
-    'none',
-    '--iptables=false',
-    '--log-level',
-    'info',
-  ].join(' ');
+  const { socket, args } = hermeticArgs(scratchDir('berth-tty-'));
+  const cmd = [process.execPath, BERTHD, ...args, '--log-level', 'info'].join(' ');
   // `exec`: the terminal's process is berthd itself, which the SIGTERM below reaches.
   const term = spawn('script', ['-qec', `exec ${cmd}`, '/dev/null'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

@@ -118,6 +118,19 @@ export async function waitFor<T>(
   }
 }
 
+/**
+ * The command line of a hermetic berthd of a test's own making under `dir` (its
+ * socket `dir/s.sock`, data and exec roots, a config file of `{}`, no bridge):
+ * for a test that starts berthd its own way.
+ */
+export function hermeticArgs(dir: string): { socket: string; args: string[] } {
+  const socket = path.join(dir, 's.sock');
+  const config = path.join(dir, 'daemon.json');
+  writeFileSync(config, '{}\n');
+  const args = ['-H', `unix://${socket}`, '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec')];
+  return { socket, args: [...args, '--config-file', config, '--bridge', 'none', '--iptables=false'] };
+}
+
 export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
   // Short paths: unix socket paths are limited to 108 bytes.
   const dir = opts.dir ?? mkdtempSync(path.join(os.tmpdir(), 'berth-'));
