@@ -112,6 +112,9 @@ export function serveCalls(
 
 async function call(stream: ServerHttp2Stream, path: string, method: Method | undefined): Promise<void> {
   const abort = new AbortController();
+  // A stream's error (a write to a call its client gave up on) ends this call, never
+  // the daemon: an 'error' with no listener would be uncaught. 'close' aborts the call.
+  stream.on('error', () => undefined);
   stream.once('close', () => abort.abort(new Error('the call was closed')));
   let responded = false;
   const respond = () => {
