@@ -52,25 +52,34 @@ module.exports = new Proxy({}, {
 };
 
 /**
+ * berth's imports of package `name` get `contents` instead: a stand-in that
+ * requires the real package when first used (its own require of the name is
+ * resolved as usual and bundled, to run at that require).
+ */
+function lazyPackage(name, contents) {
+  const namespace = `lazy-${name}`;
+  return {
+    name: namespace,
+    setup(b) {
+      b.onResolve({ filter: new RegExp(`^${name}$`) }, (args) =>
+        args.namespace === namespace ? undefined : { path: name, namespace },
+      );
+      b.onLoad({ filter: /.*/, namespace }, () => ({ contents, loader: 'js', resolveDir: root }));
+    },
+  };
+}
+
+/**
  * pino-pretty, berthd's log format on a terminal only: evaluated when a logger
  * asks for it (src/log.ts), not by every start. Its export is the stream
  * factory: the stand-in is a function that requires it at its first call (in
  * Node's interop an ES module's default import of it is module.exports).
  */
-const lazyPinoPretty = {
-  name: 'lazy-pino-pretty',
-  setup(b) {
-    b.onResolve({ filter: /^pino-pretty$/ }, (args) =>
-      args.namespace === 'lazy-pino-pretty' ? undefined : { path: 'pino-pretty', namespace: 'lazy-pino-pretty' },
-    );
-    b.onLoad({ filter: /.*/, namespace: 'lazy-pino-pretty' }, () => ({
-      contents: `let m;
+const lazyPinoPretty = lazyPackage(
+  'pino-pretty',
+  `let m;
 module.exports = (...args) => (m ??= require('pino-pretty'))(...args);`,
-      loader: 'js',
-      resolveDir: root,
-    }));
-  },
-};
+);
 
 /**
  * zod, evaluated at its first use rather than as the bundle loads (~13 ms of
@@ -80,23 +89,14 @@ module.exports = (...args) => (m ??= require('pino-pretty'))(...args);`,
  * esbuild then wraps to run at that require. Before zod is loaded, no ZodError
  * can exist: `ZodError` is then a class nothing is an instance of.
  */
-const lazyZod = {
-  name: 'lazy-zod',
-  setup(b) {
-    b.onResolve({ filter: /^zod$/ }, (args) =>
-      args.namespace === 'lazy-zod' ? undefined : { path: 'zod', namespace: 'lazy-zod' },
-    );
-    b.onLoad({ filter: /.*/, namespace: 'lazy-zod' }, () => ({
-      contents: `let zod; class NotLoaded {}
+const lazyZod = lazyPackage(
+  'zod',
+  `let zod; class NotLoaded {}
 module.exports = {
   get z() { return (zod ??= require('zod')).z; },
   get ZodError() { return zod ? zod.ZodError : NotLoaded; },
 };`,
-      loader: 'js',
-      resolveDir: root,
-    }));
-  },
-};
+);
 
 /**
  * find-my-way compiles, for each static node of the route tree, a function

@@ -6,21 +6,26 @@
 // berthd serves BuildKit's Control API this way on `/grpc`; the same framing
 // serves a client of it (the tests').
 import type { ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
-import { isEngineError, messageOf } from '../../errors.js';
+import { type EngineError, isEngineError, messageOf } from '../../errors.js';
 import { decode, encode, type MessageType, type Msg } from './proto/wire.js';
 
 /** gRPC's status codes used here. */
 export const GrpcCode = {
   OK: 0,
-  CANCELLED: 1,
   UNKNOWN: 2,
   INVALID_ARGUMENT: 3,
   NOT_FOUND: 5,
-  ALREADY_EXISTS: 6,
   FAILED_PRECONDITION: 9,
   UNIMPLEMENTED: 12,
-  UNAVAILABLE: 14,
 } as const;
+
+/** The engine's error kinds that have a gRPC status of their own; the others are UNKNOWN. */
+const CODE_OF_KIND: Partial<Record<EngineError['kind'], number>> = {
+  invalid: GrpcCode.INVALID_ARGUMENT,
+  'not-found': GrpcCode.NOT_FOUND,
+  'not-implemented': GrpcCode.UNIMPLEMENTED,
+  conflict: GrpcCode.FAILED_PRECONDITION,
+};
 
 /** One message longer than this ends the call: no client sends one near it (dockerd's limit is 16 MiB). */
 const MAX_MESSAGE = 16 << 20;
@@ -70,19 +75,8 @@ export class GrpcError extends Error {
 /** An engine error's gRPC status: as dockerd's BuildKit maps its errdefs. */
 export function statusOf(e: unknown): { code: number; message: string } {
   if (e instanceof GrpcError) return { code: e.code, message: e.message };
-  const message = messageOf(e);
-  if (!isEngineError(e)) return { code: GrpcCode.UNKNOWN, message };
-  const code =
-    e.kind === 'invalid'
-      ? GrpcCode.INVALID_ARGUMENT
-      : e.kind === 'not-found'
-        ? GrpcCode.NOT_FOUND
-        : e.kind === 'not-implemented'
-          ? GrpcCode.UNIMPLEMENTED
-          : e.kind === 'conflict'
-            ? GrpcCode.FAILED_PRECONDITION
-            : GrpcCode.UNKNOWN;
-  return { code, message };
+  const code = (isEngineError(e) && CODE_OF_KIND[e.kind]) || GrpcCode.UNKNOWN;
+  return { code, message: messageOf(e) };
 }
 
 /** A method: its request and answer types, and what answers it (`send` once for a unary call, or per message of a stream). */

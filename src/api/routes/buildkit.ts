@@ -4,7 +4,7 @@
 // Secrets…; berthd the HTTP/2 client). Both are HTTP/1.1 upgrades to h2c answered
 // 101, then HTTP/2 on the same socket, attached in the same tick as the 101 so
 // that no byte after it reaches the HTTP/1 parser.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import http2 from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Engine } from '../../engine/index.js';
@@ -29,7 +29,7 @@ export function buildkitRoutes(app: FastifyInstance, engine: Engine): void {
   const methods = controlMethods(engine);
   const sessions = new BuildSessions();
 
-  const grpc = async (req: FastifyRequest, reply: FastifyReply) => {
+  app.post('/grpc', async (req, reply) => {
     // dockerd answers /grpc's faults with 500, /session's with 400 (the same words).
     checkUpgrade(req, (message) => systemError(message));
     const socket = takeOver(req, reply, SWITCHING);
@@ -37,8 +37,7 @@ export function buildkitRoutes(app: FastifyInstance, engine: Engine): void {
     session.on('error', () => socket.destroy());
     socket.once('close', () => session.destroy());
     serveCalls(session, methods, req.log);
-  };
-  app.post('/grpc', grpc);
+  });
 
   app.post('/session', async (req, reply) => {
     checkUpgrade(req, invalidParameter);

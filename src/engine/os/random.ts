@@ -4,7 +4,7 @@
 // spare (docs/decisions.md, "Start-up, second pass"); everything later uses it.
 import { closeSync, openSync, readSync } from 'node:fs';
 
-export function randomHex(bytes: number): string {
+function randomBytes(bytes: number): Buffer {
   const buf = Buffer.alloc(bytes);
   const fd = openSync('/dev/urandom', 'r');
   try {
@@ -12,12 +12,14 @@ export function randomHex(bytes: number): string {
   } finally {
     closeSync(fd);
   }
-  return buf.toString('hex');
+  return buf;
 }
+
+export const randomHex = (bytes: number): string => randomBytes(bytes).toString('hex');
 
 /** A random (version 4) UUID, as crypto.randomUUID makes. */
 export function randomUuid(): string {
-  const b = Buffer.from(randomHex(16), 'hex');
+  const b = randomBytes(16);
   b[6] = (b[6]! & 0x0f) | 0x40;
   b[8] = (b[8]! & 0x3f) | 0x80;
   const h = b.toString('hex');
