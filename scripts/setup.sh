@@ -42,22 +42,18 @@ if ((${#missing[@]})); then
   fi
 fi
 
-# The Node.js to build and run with (20 or 24; see scripts/node.sh).
+# The Node.js to build and run with (22 or 24; see scripts/node.sh).
 # shellcheck source=scripts/node.sh
 source scripts/node.sh
 echo "setup: node $(node --version) at $(command -v node)"
 
-# npm ci when node_modules is absent or older than the lock file; better-sqlite3
-# rebuilt when it was built for another Node ABI.
-abi=$(node -p process.versions.modules)
+# npm ci when node_modules is absent or older than the lock file. Nothing in it
+# is built for one Node ABI (better-sqlite3 13 ships a Node-API binary; berth's
+# own addon is built by every build), so a change of node needs no rebuild.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "setup: npm ci"
   npm ci --no-audit --no-fund --loglevel=error
-elif [ "$(cat node_modules/.berth-node-abi 2>/dev/null)" != "$abi" ]; then
-  echo "setup: rebuilding better-sqlite3 for Node ABI $abi"
-  npm rebuild better-sqlite3 --loglevel=error
 fi
-echo "$abi" >node_modules/.berth-node-abi
 
 echo "setup: build"
 npm run --silent build
