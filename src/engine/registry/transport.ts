@@ -1,8 +1,8 @@
 // The registry client's HTTP transport, on node:http/node:https.
 //
-// Why not Node's fetch: in Node 20 fetch takes TLS settings (extra CAs, client
-// certificates, skipping verification for insecure registries) only through an
-// undici `Agent` passed as `dispatcher`, and Node 20 does not export undici's
+// Why not Node's fetch: it takes TLS settings (extra CAs, client certificates,
+// skipping verification for insecure registries) only through an undici
+// `Agent` passed as `dispatcher`, and Node (22, 24) does not export undici's
 // Agent (the `undici` package is not a dependency). node:https takes `ca`,
 // `cert`, `key` and `rejectUnauthorized` per request, gives a Node Readable for
 // streaming blobs with backpressure, and lets us own the redirect loop, which
