@@ -20,7 +20,7 @@ rmSync(path.join(root, 'dist/berthd.bundle.cache'), { force: true });
  *   listens on (~13 ms of a fresh start).
  * - berth's own imports of node:crypto, node:dgram, node:dns/promises and
  *   node:worker_threads, which ids, digests, proxies, registries and
- *   extraction threads use (~10 ms; docs/decisions.md, "Start-up, second
+ *   extraction threads use (~10 ms; docs/decisions/performance.md, "Start-up, second
  *   pass"). node:child_process is not among them: modules promisify its
  *   execFile as they load.
  * Such an import becomes a module that loads the real one when first used. It
@@ -172,7 +172,7 @@ await build({ ...common, entryPoints: [path.join(root, 'dist/engine/layers/extra
 // character in a string and a regular expression, and harmless in a comment.
 // Escaping everything beyond ASCII also lets the launcher read the bundle as
 // Latin-1, which is quicker than decoding UTF-8 that is not all ASCII
-// (19 -> 9 ms of each start here: docs/decisions.md, "Start-up (issue 32)").
+// (19 -> 9 ms of each start here: docs/decisions/performance.md, "Start-up (issue 32)").
 for (const file of [out, worker]) {
   const text = readFileSync(file, 'utf8');
   const ascii = text.replace(/(\\*)([^\0-\x7f])/g, (_, slashes, ch) => {

@@ -2,7 +2,7 @@
 // Building berth's module-level schemas, and evaluating zod itself (which the
 // bundle loads at its first use: scripts/bundle.mjs), took ~35 ms of every
 // start before the first answer, for requests (a create, a network, a pull)
-// that come after it (docs/decisions.md, "Start-up, second pass").
+// that come after it (docs/decisions/performance.md, "Start-up, second pass").
 //
 // A lazy schema is a stand-in that builds the real one when first touched and
 // then forwards to it: `X.parse(...)`, `X.shape`, `X.nullish()` and the

@@ -2,7 +2,7 @@
 // command, `docker ps`, `docker images`, inspects), answered straight from
 // Node's request event, without Fastify's per-request machinery (its Request
 // and Reply, hook runners, child logger, routing and serialisation steps),
-// a good part of such a request's cost (docs/decisions.md, "Small requests").
+// a good part of such a request's cost (docs/decisions/performance.md, "Small requests").
 // The lane answers only the plain case: a GET (or HEAD /_ping) without a body,
 // a path and a query of plain characters, a version in range, an answer that
 // is computed without waiting and without an error. Everything else, errors

@@ -179,7 +179,7 @@ export function imageRoutes(app: FastifyInstance, engine: Engine): void {
       const auth = decodeRegistryAuth(req.headers['x-registry-auth'] as string | undefined);
       // `platform` came with API 1.46; dockerd does not read it below (older clients sent it unasked).
       const platform = q.platform && !versionBelow(req.apiVersion, '1.46') ? decodePlatform(q.platform) : undefined;
-      // No such image, tag or platform: an HTTP 404 before the stream begins (see docs/decisions.md, "Push").
+      // No such image, tag or platform: an HTTP 404 before the stream begins (see docs/decisions/images.md, "Push").
       images.pushTargets(name, q.tag, platform);
       return progressStream(req, reply, 'push', (emit, signal) =>
         images.push({ name, tag: q.tag, auth, platform }, emit, { signal }),

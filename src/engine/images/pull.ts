@@ -3,7 +3,7 @@
 // store file, and → gunzip → diff-id check → layer directory). The image is
 // recorded in one transaction only after every layer is in place.
 //
-// Faults (docs/decisions.md, "Pulls facing faults"):
+// Faults (docs/decisions/images.md, "Pulls facing faults"):
 //   * Concurrent pulls share each layer's work (and the config's): one
 //     download per blob. A pull whose client hangs up stops waiting at once;
 //     the shared work stops when no pull waits for it any more.

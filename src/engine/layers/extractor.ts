@@ -15,7 +15,7 @@
 // buffer (the caller may still hold its own: a hash, gzip, the content store).
 // Nobody writes to a chunk once it is written to `input`. (Copying every
 // chunk, even into recycled memory, measured slower than the fresh pages of
-// shared buffers: docs/decisions.md.) At most WINDOW bytes
+// shared buffers: docs/decisions/storage.md.) At most WINDOW bytes
 // are in flight; beyond that, writes to `input` wait for the worker (ordinary
 // backpressure).
 //

@@ -7,7 +7,7 @@
 // for the children of `/`. That matters most on ext4 without a journal: there
 // each new inode skips every inode of its group freed in the last seconds,
 // looking each one up, so filling a layer right after a container or image was
-// removed was several times slower (docs/decisions.md has the measure).
+// removed was several times slower (docs/decisions/storage.md has the measure).
 // Filesystems without the flag ignore it.
 import { randomBytes } from 'node:crypto';
 import { lstat, readdir, rename, rm } from 'node:fs/promises';

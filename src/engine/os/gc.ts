@@ -5,7 +5,7 @@
 // wrappers are a few bytes each, so the young generation, which they hardly
 // fill, is rarely scavenged, and the buffers behind them (C memory) stay
 // allocated until the next mark-compact, which V8 starts only after tens of
-// MiB of them: docs/decisions.md ("Memory after work").
+// MiB of them: docs/decisions/performance.md ("Memory after work").
 import { PerformanceObserver } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';

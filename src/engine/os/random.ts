@@ -1,7 +1,7 @@
 // Random bytes for the ids a fresh data root makes as berthd starts (its
 // engine-id, the predefined networks'), read from the kernel's source as
 // node:crypto's are: node:crypto itself is ~8 ms of loading that a start can
-// spare (docs/decisions.md, "Start-up, second pass"); everything later uses it.
+// spare (docs/decisions/performance.md, "Start-up, second pass"); everything later uses it.
 import { closeSync, openSync, readSync } from 'node:fs';
 
 function randomBytes(bytes: number): Buffer {

@@ -1,7 +1,7 @@
 // sha256 of bytes that stream by in large chunks (layer tars and blobs),
 // computed on libuv's thread pool by the native addon rather than on the
 // event loop, which meanwhile does other work (the commit's walk, a pull's
-// parsing); docs/decisions.md has the measure.
+// parsing); docs/decisions/storage.md has the measure.
 //
 // Chunks are hashed in the order given, in batches (one pool trip per batch).
 // They are referenced, not copied, until hashed, so they must not change

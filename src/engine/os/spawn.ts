@@ -1,7 +1,7 @@
 // Starting the conmon processes (one per container start and per exec).
 //
 // child_process.spawn forks berthd, copying its page tables (a cost that
-// grows with the daemon; docs/decisions.md) before the exec. The native
+// grows with the daemon; docs/decisions/containers.md) before the exec. The native
 // spawnDetached clones as posix_spawn does, without that copy (and without
 // posix_spawn's stack mapped and unmapped at each spawn), and reaps the
 // child through a pidfd on the loop. The child gets a session of its own (a
