@@ -1,6 +1,6 @@
-// POST /build (the classic builder), /build/prune, /build/cancel and BuildKit's
-// /session: thin translations between Docker's wire shapes and the build
-// service.
+// POST /build (the classic builder), /build/prune and /build/cancel: thin
+// translations between Docker's wire shapes and the build service (BuildKit's
+// /grpc and /session are in buildkit.ts).
 import type { FastifyInstance } from 'fastify';
 import { Readable } from 'node:stream';
 import { type BuildResources, decodeRegistryConfig, type Engine, stepExitCode } from '../../engine/index.js';
