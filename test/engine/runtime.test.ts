@@ -663,6 +663,9 @@ async function compileRuntimeForChild(): Promise<string> {
   for (const rel of [
     ...sources,
     'src/engine/runtime/runtime.ts',
+    'src/engine/runtime/runc.ts',
+    'src/engine/runtime/init.ts',
+    'src/engine/runtime/ctl.ts',
     'src/engine/runtime/conmon.ts',
     'src/engine/runtime/errors.ts',
     'src/engine/runtime/proc.ts',

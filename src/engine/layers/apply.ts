@@ -14,13 +14,13 @@
 //   could end in a link; hardlinks get none (their inode already has it, and
 //   chmod through a hardlink to a symlink would follow the symlink);
 // - whiteouts become overlayfs whiteouts (overlay.ts).
+// The archive is read by tar-reader.ts; a body, a mode through no link and
+// xattrs are written by entry-writes.ts.
 import {
-  chmodSync,
   closeSync,
   constants as C,
   fchmodSync,
   fchownSync,
-  fstatSync,
   futimesSync,
   lchownSync,
   linkSync,
@@ -30,36 +30,25 @@ import {
   realpathSync,
   statSync,
   symlinkSync,
-  writeSync,
-  writevSync,
 } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { finished } from 'node:stream';
-import * as tarStream from 'tar-stream';
-import {
-  invalidParameter,
-  isEngineError,
-  isNoSpace,
-  messageOf,
-  noSpace,
-  systemError,
-  type EngineError,
-} from '../../errors.js';
+import { invalidParameter, isNoSpace, messageOf, noSpace, systemError } from '../../errors.js';
 import { createFileAt, mknod } from '../os/files.js';
-import { O_PATH } from '../os/rooted.js';
-import { lsetxattr } from '../os/xattrs.js';
-import { isPrivateXattr, makeWhiteout, markOpaque } from './overlay.js';
+import { chmodNoFollow, readSmallBody, setXattrs, writeBody } from './entry-writes.js';
+import { makeWhiteout, markOpaque } from './overlay.js';
 import { RootedTree } from './rooted-tree.js';
+import { type EntryBody, entryXattrs, mtimeOf, owner, type TarHeader, TarReader } from './tar-reader.js';
 import { type ApplyTree, LayerTree, lstatOrNull } from './tree.js';
-import { parsePaxXattrs } from './tarformat.js';
-import {
-  checkRawName,
-  classifyWhiteout,
-  cleanComponents,
-  joinRel,
-  MAX_NAME_BYTES,
-  WHITEOUT_META_PREFIX,
-} from './tarpath.js';
+import { checkRawName, classifyWhiteout, cleanComponents, joinRel, WHITEOUT_META_PREFIX } from './tarpath.js';
+
+export {
+  entryXattrs,
+  keepRawPaxXattrs,
+  mtimeOf,
+  owner,
+  type TarHeader,
+  TarReader,
+} from './tar-reader.js';
 
 export interface ApplyOptions {
   /** Create device nodes and fifos (a trusted import); otherwise they are skipped. */
@@ -99,33 +88,9 @@ export interface ApplyResult {
   size: number;
 }
 
-/** A tar-stream header as it really is at run time (unknown type flags come out as null). */
-export interface TarHeader {
-  name: string;
-  type: string | null;
-  mode: number;
-  /** Body length, from the header or its PAX `size` record. */
-  size: number;
-  uid: number;
-  gid: number;
-  mtime: Date;
-  linkname: string | null;
-  devmajor: number;
-  devminor: number;
-  pax: PaxRecords | null;
-}
-
-/** An entry body as tar-stream gives it (a streamx Readable). */
-type EntryBody = AsyncIterable<unknown> & { resume(): unknown };
-
-const RAW_XATTRS = Symbol('berth.rawXattrs');
-type PaxRecords = Record<string, string> & { [RAW_XATTRS]?: Map<string, Buffer> };
-
 const FILE_FLAGS = C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW;
 const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
 const NODE_TYPE = { 'character-device': C.S_IFCHR, 'block-device': C.S_IFBLK, fifo: C.S_IFIFO } as const;
-/** Writes are gathered up to this size before one writev: fewer system calls, bounded memory. */
-const WRITE_BATCH = 1 << 20;
 /** Files up to this size are read into memory before they are created; larger ones are streamed. */
 const SMALL_FILE = 256 << 10;
 
@@ -156,42 +121,6 @@ async function applyTar(tar: Readable, applier: Applier): Promise<ApplyResult> {
   }
 }
 
-/**
- * A tar stream parsed as it is read (tar-stream, binary xattrs kept raw), with
- * the first error of its input and of the parser kept: an entry body that dies
- * with the parser only says "Stream was destroyed".
- */
-export class TarReader {
-  readonly extract = tarStream.extract();
-  private inputError: unknown;
-  private parseError: unknown;
-
-  constructor(private readonly tar: Readable) {
-    keepRawPaxXattrs(this.extract);
-    finished(tar, (err) => {
-      if (!err) return;
-      this.inputError ??= err;
-      this.extract.destroy(err);
-    });
-    this.extract.on('error', (err: unknown) => {
-      this.parseError ??= err;
-    });
-    tar.pipe(this.extract as unknown as NodeJS.WritableStream);
-  }
-
-  /**
-   * Stops reading after `e`, and says what failed: an engine error as it is,
-   * the input's own (reading `what`) when it failed first, else the archive (400).
-   */
-  fail(e: unknown, what: string): EngineError {
-    const error = classify(e, this.inputError, this.parseError, what);
-    this.tar.unpipe(this.extract as unknown as NodeJS.WritableStream);
-    this.tar.destroy();
-    this.extract.destroy();
-    return error;
-  }
-}
-
 function openRoot(dir: string): string {
   try {
     const root = realpathSync(dir);
@@ -205,44 +134,6 @@ function openRoot(dir: string): string {
 /** A failed system call (Node's fs or our addon): these carry a numeric errno. */
 const isErrno = (e: unknown): e is NodeJS.ErrnoException =>
   e instanceof Error && typeof (e as NodeJS.ErrnoException).errno === 'number';
-
-/**
- * Our own failures are EngineErrors already (Applier.apply wraps I/O errors);
- * the input's are I/O; anything else came out of tar-stream's parser.
- */
-function classify(e: unknown, inputError: unknown, parseError: unknown, what: string): EngineError {
-  if (isEngineError(e)) return e;
-  if (inputError !== undefined) {
-    return isEngineError(inputError)
-      ? inputError
-      : systemError(`reading ${what}: ${messageOf(inputError)}`, inputError);
-  }
-  const cause = parseError ?? e;
-  return invalidParameter(`Error processing tar file: ${messageOf(cause)}`, cause);
-}
-
-/**
- * tar-stream decodes PAX values as UTF-8 text, which corrupts binary xattrs
- * (security.capability). We hook its PAX-block decoder to also keep the raw
- * xattr records beside the decoded ones. If a future tar-stream renames the
- * hook, we fall back to its text values (tests cover binary xattrs).
- */
-export function keepRawPaxXattrs(extract: tarStream.Extract): void {
-  type Internals = {
-    _decodeLongHeader?: (buf: Buffer) => void;
-    _header?: { type?: string } | null;
-    _pax?: PaxRecords | null;
-  };
-  const ex = extract as unknown as Internals;
-  const decode = ex._decodeLongHeader;
-  if (typeof decode !== 'function') return;
-  ex._decodeLongHeader = function (this: Internals, buf: Buffer) {
-    decode.call(this, buf);
-    if (this._header?.type === 'pax-header' && this._pax) {
-      Object.defineProperty(this._pax, RAW_XATTRS, { value: parsePaxXattrs(buf), enumerable: false });
-    }
-  };
-}
 
 /** Where one entry will be created: its verified parent, and itself. */
 interface Target {
@@ -556,41 +447,6 @@ function ioError(e: unknown, h: TarHeader): unknown {
   return systemError(`extracting ${JSON.stringify(h.name)}: ${messageOf(e)}`, e);
 }
 
-/** Reads a small body into memory (tar-stream yields exactly the header's size). */
-async function readSmallBody(body: EntryBody): Promise<Buffer[]> {
-  const chunks: Buffer[] = [];
-  for await (const data of body) chunks.push(data as Buffer);
-  return chunks;
-}
-
-/** Writes an entry's body to `fd`, gathering chunks into batches; returns the bytes written. */
-async function writeBody(fd: number, body: AsyncIterable<unknown> | Iterable<unknown>): Promise<number> {
-  let total = 0;
-  let batch: Buffer[] = [];
-  let batched = 0;
-  for await (const data of body) {
-    const chunk = data as Buffer;
-    batch.push(chunk);
-    batched += chunk.length;
-    if (batched >= WRITE_BATCH) {
-      total += writeAll(fd, batch, batched);
-      batch = [];
-      batched = 0;
-    }
-  }
-  if (batched > 0) total += writeAll(fd, batch, batched);
-  return total;
-}
-
-/** writev until every byte is down: the kernel may write less than asked. */
-function writeAll(fd: number, bufs: Buffer[], length: number): number {
-  const written = writevSync(fd, bufs);
-  if (written === length) return length;
-  const all = Buffer.concat(bufs, length);
-  for (let done = written; done < length; ) done += writeSync(fd, all, done);
-  return length;
-}
-
 const permissions = (h: TarHeader): number => h.mode & 0o7777;
 
 /** dockerd's untar refuses, rather than clamps, a name that climbs out of the destination. */
@@ -601,67 +457,4 @@ function refuseEscape(raw: string, what: string): void {
     if (c !== '..') parts.push(c);
     else if (parts.pop() === undefined) throw systemError(`invalid ${what} ${JSON.stringify(raw)}`);
   }
-}
-
-/** chmod of the file at `path` itself, never of what it links to: through an O_PATH descriptor of it. */
-function chmodNoFollow(path: string, mode: number): void {
-  const fd = openSync(path, O_PATH | C.O_NOFOLLOW);
-  try {
-    if (!fstatSync(fd).isSymbolicLink()) chmodSync(`/proc/self/fd/${fd}`, mode);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** PAX uid/gid win over the header fields, which tar-stream does not apply itself. */
-export function owner(h: TarHeader, field: 'uid' | 'gid'): number {
-  const pax = h.pax?.[field];
-  const id = pax !== undefined ? Number(pax) : h[field];
-  if (!Number.isSafeInteger(id) || id < 0 || id > 0xfffffffe) {
-    throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} has an invalid ${field}`);
-  }
-  return id;
-}
-
-/** Seconds since the epoch, with the PAX sub-second precision when present. */
-export function mtimeOf(h: TarHeader): number {
-  const pax = h.pax?.mtime;
-  const t = pax !== undefined ? Number(pax) : h.mtime.getTime() / 1000;
-  return Number.isFinite(t) ? t : 0;
-}
-
-/** Applies the entry's `SCHILY.xattr.*` records, minus the ones a tar must never set. */
-function setXattrs(path: string, h: TarHeader): void {
-  for (const [name, value] of entryXattrs(h)) {
-    try {
-      lsetxattr(path, name, value);
-    } catch (e) {
-      // Like dockerd: a filesystem or namespace that refuses xattrs (user.* on a symlink, no xattr support) is not fatal.
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'EPERM' || code === 'ENOTSUP') continue;
-      if (code === 'EINVAL' || code === 'ERANGE' || code === 'E2BIG') {
-        throw invalidParameter(
-          `layer archive entry ${JSON.stringify(h.name)} has an invalid xattr ${JSON.stringify(name)}`,
-        );
-      }
-      throw e;
-    }
-  }
-}
-
-export function entryXattrs(h: TarHeader): Array<[string, Buffer]> {
-  const pax = h.pax;
-  if (!pax) return [];
-  const raw = pax[RAW_XATTRS];
-  const out: Array<[string, Buffer]> = [];
-  for (const key of Object.keys(pax)) {
-    if (!key.startsWith('SCHILY.xattr.')) continue;
-    const name = key.slice('SCHILY.xattr.'.length);
-    if (isPrivateXattr(name)) continue;
-    if (name === '' || name.includes('\0') || Buffer.byteLength(name) > MAX_NAME_BYTES) {
-      throw invalidParameter(`layer archive entry ${JSON.stringify(h.name)} has an invalid xattr name`);
-    }
-    out.push([name, raw?.get(name) ?? Buffer.from(pax[key]!, 'utf8')]);
-  }
-  return out;
 }

@@ -12,10 +12,14 @@ import type { EndpointRow, NetworkRepository } from '../store/networks.js';
 import { contains, formatIp, macFor, nextFreeAddress, parseCidr, parseIp, subnetOf, userSubnet } from './ipam.js';
 import { Ipv6Addresses } from './ipam6.js';
 import { canonicalIp6 } from './ipv6.js';
+import { checkLinkAlias, parseLink } from './linkspec.js';
 import type { Plumbing } from './plumbing.js';
-import type { PortBinding, PortRequest } from './ports.js';
+import type { PortBinding } from './ports.js';
+import { type Endpoint, endpointOf, type Member, type Network } from './records.js';
 import { bridgeResolvConf, type DnsOverrides, readHostResolvConf, resolvConf } from './resolvconf.js';
-import type { Network, NetworkService } from './service.js';
+
+export type { Endpoint, Member } from './records.js';
+export { checkLinkAlias, parseLink } from './linkspec.js';
 
 /** An endpoint's settings as a client gives them (Docker's EndpointSettings); the output fields are read as absent. */
 export const EndpointSettingsSchema = lazySchema(() =>
@@ -36,67 +40,19 @@ export const EndpointSettingsSchema = lazySchema(() =>
 );
 export type EndpointSettings = z.output<typeof EndpointSettingsSchema>;
 
-/** What a container tells its networks about itself. */
-export interface Member {
-  id: string;
-  name: string;
-  /** Config.Hostname: on a user network it resolves to the container too, as dockerd adds it to the names. */
-  hostname?: string;
-  /** The container's network namespace while it runs (/proc/<pid>/ns/net). */
-  nsPath?: string;
-  /** The host ports it publishes (HostConfig.PortBindings, PublishAllPorts). */
-  ports?: PortRequest[];
-  /** After a berthd restart: its interfaces exist; its ports, rules and names are held again. */
-  restoring?: boolean;
-}
-
-/** An endpoint with its network, as inspect shows it. */
-export interface Endpoint {
-  network: Network;
-  row: EndpointRow;
-  aliases: string[];
-  /** A user network's links (EndpointSettings.Links), as given. */
-  links: string[];
-  /** The names the endpoint answers to on a user network: the container's name, its aliases, its short id. */
-  dnsNames: string[];
-  /** The MAC was given (EndpointSettings.MacAddress), not derived from the address: inspect shows it before a start. */
-  macGiven: boolean;
-}
-
 /** A container's networking as inspect and the list show it. */
 export interface ContainerNetworking {
   endpoints: Endpoint[];
   ports: PortBinding[];
 }
 
-function endpointOf(row: EndpointRow, network: Network, name: string): Endpoint {
-  const aliases = JSON.parse(row.aliases) as string[];
-  return {
-    network,
-    row,
-    aliases,
-    links: JSON.parse(row.links) as string[],
-    dnsNames: [...(name ? [name] : []), ...aliases, row.container_id.slice(0, 12)],
-    macGiven: row.mac !== '' && (row.ip === '' || row.mac !== macFor(parseIp(row.ip)!)),
-  };
-}
-
-/** dockerd's opts.ParseLink: `name:alias`, `name` (alias the name), or inspect's own `/name:/parent/alias`. */
-export function parseLink(spec: string): { name: string; alias: string } {
-  if (spec === '') throw invalidParameter('empty string specified for links');
-  const parts = spec.split(':');
-  if (parts.length > 2) throw invalidParameter(`bad format for links: ${spec}`);
-  const [name = '', alias] = parts;
-  if (alias === undefined) return { name, alias: name };
-  if (name.startsWith('/')) return { name: name.slice(1), alias: alias.slice(alias.lastIndexOf('/') + 1) };
-  return { name, alias };
-}
-
-/** A link's alias goes in /etc/hosts and names variables: a container name's characters only. */
-export function checkLinkAlias(alias: string): void {
-  if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(alias)) {
-    throw invalidParameter(`invalid link alias ${JSON.stringify(alias)}: it must be a valid container name`);
-  }
+/**
+ * The networks as the endpoints need them (the network service, given): by
+ * reference, and who a container on them is called.
+ */
+export interface NetworkLookup {
+  find(ref: string): Network;
+  nameOf(containerId: string): string;
 }
 
 /** NetworkMode values that are not networks. */
@@ -110,7 +66,7 @@ export class Endpoints {
   constructor(
     private readonly deps: {
       repo: NetworkRepository;
-      networks: NetworkService;
+      networks: NetworkLookup;
       plumbing: Plumbing;
       events: EventBus;
       logger: Logger;

@@ -9,10 +9,10 @@ import type { Logger } from '../../log.js';
 import type { Dns } from './dns.js';
 import type { Firewall, FirewallNetwork } from './firewall.js';
 import { attachContainer, detachContainer, ensureBridge, linkIPv4Cidrs, removeBridge } from './links.js';
-import { type Endpoint, type Member, parseLink } from './endpoints.js';
+import { parseLink } from './linkspec.js';
 import type { Attachment, Plumbing } from './plumbing.js';
 import { dualStack, type HostPorts, mappings6Of, mappingsOf } from './ports.js';
-import type { Network } from './service.js';
+import type { Endpoint, Member, Network } from './records.js';
 
 export interface HostPlumbingDeps {
   firewall: Firewall;

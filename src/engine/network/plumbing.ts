@@ -2,9 +2,8 @@
 // their firewall rules for each network; a veth, an address, routes, published
 // ports and DNS names for each running container's endpoint. It keeps no
 // state of its own that the database does not: init() is given everything.
-import type { Endpoint, Member } from './endpoints.js';
 import type { PortBinding, PortRequest } from './ports.js';
-import type { Network } from './service.js';
+import type { Endpoint, Member, Network } from './records.js';
 
 export interface Attachment {
   member: Member;

@@ -29,7 +29,10 @@ import {
 import { defaultBridgeIpv6, NO_IPV6, networkIpv6, splitConfigs, subnet6Of } from './ipam6.js';
 import type { Subnet6 } from './ipv6.js';
 import type { Plumbing } from './plumbing.js';
+import { type Network, rowToNetwork } from './records.js';
 import { randomHex } from '../os/random.js';
+
+export type { Network } from './records.js';
 
 export interface NetworkSettings {
   /** The default bridge's interface name; null: no default network (dockerd's `bridge: none`). */
@@ -51,39 +54,6 @@ export interface NetworkDeps {
   logger: Logger;
   settings: NetworkSettings;
   plumbing: Plumbing;
-}
-
-/** A network with what inspect shows of it. */
-export interface Network {
-  id: string;
-  name: string;
-  driver: string;
-  predefined: boolean;
-  bridge: string;
-  subnet: string;
-  gateway: string;
-  ipRange: string;
-  /** The subnet's prefix length (0 on host and none). */
-  prefixLen: number;
-  /** Whether IPAM.Config came from the user (dockerd shows a predefined network's too). */
-  ipamGiven: boolean;
-  internal: boolean;
-  attachable: boolean;
-  labels: Record<string, string>;
-  options: Record<string, string>;
-  /** IPAM.Options as given: null when none came. */
-  ipamOptions: Record<string, string> | null;
-  /** IPAM AuxiliaryAddresses: addresses of the subnet never given to a container. */
-  auxAddresses: Record<string, string>;
-  created: number;
-  /** EnableIPv6: the network is dual stack (its IPv6 subnet, gateway and range below). */
-  enableIPv6: boolean;
-  /** The IPv6 IPAM config ('' when none; kept but unused while IPv6 is off). */
-  subnet6: string;
-  gateway6: string;
-  ipRange6: string;
-  /** The IPv6 subnet's prefix length (0 without one). */
-  prefixLen6: number;
 }
 
 /** A container on a network, as network inspect lists it. */
@@ -158,31 +128,6 @@ const HONOURED_BY_DOCKERD = new Set([
   'com.docker.network.host_ipv6',
 ]);
 const LIST_FILTERS = ['dangling', 'driver', 'id', 'label', 'name', 'scope', 'type'];
-
-const rowToNetwork = (r: NetworkRow): Network => ({
-  id: r.id,
-  name: r.name,
-  driver: r.driver,
-  predefined: r.predefined === 1,
-  bridge: r.bridge,
-  subnet: r.subnet,
-  gateway: r.gateway,
-  ipRange: r.ip_range,
-  prefixLen: r.subnet ? Number(r.subnet.split('/')[1]) : 0,
-  ipamGiven: r.ipam_given === 1,
-  internal: r.internal === 1,
-  attachable: r.attachable === 1,
-  labels: JSON.parse(r.labels),
-  options: JSON.parse(r.options),
-  ipamOptions: JSON.parse(r.ipam_options),
-  auxAddresses: JSON.parse(r.aux_addresses),
-  created: r.created,
-  enableIPv6: r.enable_ipv6 === 1,
-  subnet6: r.subnet6,
-  gateway6: r.gateway6,
-  ipRange6: r.ip_range6,
-  prefixLen6: r.subnet6 ? Number(r.subnet6.split('/')[1]) : 0,
-});
 
 const newId = () => randomHex(32);
 

@@ -8,7 +8,7 @@
 // UTF-8 sequence as \ufffd (Go's utf8.DecodeRune), DEL and valid UTF-8 raw.
 // `log` is left out when empty. `time` is UTC in Go's RFC3339Nano: the
 // fraction's trailing zeros dropped (time.Time.Format).
-import { type LogStream, parseRecord } from './logs.js';
+import { type LogStream, parseRecord } from './k8sfile.js';
 
 const HEX = '0123456789abcdef';
 

@@ -21,6 +21,7 @@ import { type FileHandle, open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { entryTime, JsonLineWriter, RecordConverter } from './jsonfile.js';
 import { compressRotated, lockLog, rotatedFiles, shiftLogs } from './logfiles.js';
+import { parseRecord, parseTimestamp } from './k8sfile.js';
 import {
   bufferPositional,
   Cursor,
@@ -29,10 +30,8 @@ import {
   LineSplitter,
   type LogSource,
   openLogs,
-  parseRecord,
-  parseTimestamp,
   type Positional,
-} from './logs.js';
+} from './logsource.js';
 
 const CHUNK = 64 * 1024;
 /** Entries are written once this much is converted (or at the end of a read). */

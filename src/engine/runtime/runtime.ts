@@ -1,39 +1,38 @@
 // Containers through conmon and runc. conmon is spawned per container and
 // outlives berthd; everything else is a short `runc --root <exec-root>/runc …`.
 // No HTTP, no database: callers keep the state, this only acts and reports.
-import { execFile } from 'node:child_process';
-import { constants } from 'node:fs';
-import { lstat, mkdir, open, readdir, readFile, rm, rmdir } from 'node:fs/promises';
+// Beside it: runc.ts (a runc command and its errors), init.ts (what runc
+// would do to a container's init, done without spawning it) and ctl.ts
+// (conmon's ctl FIFO: resizes, the log's reopening).
+import { lstat, mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { promisify } from 'node:util';
-import { conflict, EngineError, invalidParameter, isEngineError, noSuchContainer, systemError } from '../../errors.js';
+import { invalidParameter, isEngineError, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import {
-  BUNDLE_FILES,
-  CTL_REOPEN_LOG,
-  CTL_RESIZE,
-  conmonArgs,
-  readSyncMessage,
-  type ConmonOptions,
-  type SyncMessage,
-} from './conmon.js';
-import { cleanRuntimeMessage, runtimeCreateError } from './errors.js';
+import { BUNDLE_FILES, conmonArgs, readSyncMessage, type ConmonOptions, type SyncMessage } from './conmon.js';
+import { ConmonCtl } from './ctl.js';
+import { runtimeCreateError } from './errors.js';
 import { ExecSeries, runExec, type ExecProcess, type ExecProcessOptions } from './exec.js';
+import { finishRelease, processAlive, reap, releaseInit, signalInit } from './init.js';
 import { collectText, CONMON_ENV_PATH, readPidFile, runcLogError } from './proc.js';
+import {
+  checkId,
+  isMissing,
+  NotRunning,
+  RuncError,
+  type RuntimeBinary,
+  type RuntimeState,
+  runRunc,
+  toState,
+  translate,
+  VALID_ID,
+} from './runc.js';
 import { SealedExecutable } from './sealed.js';
-import { parseRuncState, readRuncState } from './state.js';
 import { Steps } from '../steps.js';
 import { removeFile } from '../os/files.js';
-import { signalProcess, spawnDetached, type Spawned } from '../os/spawn.js';
+import { spawnDetached, type Spawned } from '../os/spawn.js';
 
-const execFileAsync = promisify(execFile);
-
-/** An OCI runtime as daemon.json names it: a runc-compatible binary and its global flags. */
-export interface RuntimeBinary {
-  path: string;
-  runtimeArgs: readonly string[];
-}
+export type { RuntimeBinary, RuntimeState, RuntimeStatus } from './runc.js';
 
 export interface RuntimeOptions {
   /** The default runtime's binary. */
@@ -64,71 +63,19 @@ export interface CreateResult {
   conmonPid: number;
 }
 
-export type RuntimeStatus = 'creating' | 'created' | 'running' | 'paused' | 'stopped';
-
-export interface RuntimeState {
-  id: string;
-  status: RuntimeStatus;
-  /** 0 once the container has stopped. */
-  pid: number;
-  bundle: string;
-}
-
 /** Default cap on a container's log file: conmon then starts it afresh, so a flood cannot fill the disk. */
 export const DEFAULT_LOG_SIZE_MAX = 100 * 1024 * 1024;
-/** Gap between two messages on one conmon's ctl FIFO (see sendCtl()). */
-const CTL_SPACING_MS = 50;
 const DEFAULT_CREATE_TIMEOUT_MS = 240_000;
 /** How long a failed create waits for the conmon it killed to be gone. */
 const ABANDON_WAIT_MS = 2000;
 
-/** runc's rule for ids, and what keeps them safe as file names under exit-dir and socket-dir. */
-const VALID_ID = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/;
-/** What runc's init process is called (prctl) until it execs the container's command. */
-const INIT_COMM = 'runc:[2:INIT]';
 const VALID_SIGNAL = /^(?:\d{1,2}|(?:SIG)?[A-Z]+[0-9]*(?:[+-]\d+)?)$/i;
-
-/** True when `pid` runs and (when given) started at `start` clock ticks, so a reused pid is not taken for it. */
-async function processAlive(pid: number, start?: number): Promise<boolean> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
-  if (stat === null) return false;
-  // Fields after the command (which may hold spaces) start after the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  if (fields[0] === 'Z') return false; // a zombie runs nothing
-  return start === undefined || Number(fields[19]) === start;
-}
-
-/** A terminal's pending resizes: the size to end on, and the callers waiting for a write. */
-interface ResizeQueue {
-  latest: { height: number; width: number };
-  waiting: { resolve: () => void; reject: (e: unknown) => void }[];
-}
-
-/** runc found the container's process gone. */
-class NotRunning extends EngineError {
-  constructor(id: string) {
-    super('conflict', `Container ${id} is not running`);
-  }
-}
-
-/** A failed `runc <command>`, with runc's own message. */
-class RuncError extends Error {
-  constructor(
-    readonly command: string,
-    readonly runcMessage: string,
-  ) {
-    super(`runc ${command} failed: ${runcMessage}`);
-  }
-}
 
 export class Runtime {
   readonly runcRoot: string;
   readonly socketDir: string;
   private readonly log: Logger;
-  /** Resizes being written per terminal (bundle or exec dir). */
-  private readonly resizes = new Map<string, ResizeQueue>();
-  /** The last message under way per ctl FIFO (bundle or exec dir), the next one goes after it. */
-  private readonly ctlLanes = new Map<string, Promise<void>>();
+  private readonly ctl = new ConmonCtl();
   private prepared: Promise<void> | undefined;
   /** Exit directories made (clearLeftovers). */
   private readonly exitDirs = new Set<string>();
@@ -213,103 +160,16 @@ export class Runtime {
    * Sets the terminal size of a container (its bundle directory) or an exec
    * (its directory) through conmon's ctl FIFO. Refused when no conmon reads it.
    */
-  async resize(dir: string, height: number, width: number): Promise<void> {
-    if (
-      !Number.isInteger(height) ||
-      !Number.isInteger(width) ||
-      height < 0 ||
-      width < 0 ||
-      height > 65535 ||
-      width > 65535
-    ) {
-      throw invalidParameter(`invalid terminal size ${height}x${width}`);
-    }
-    // A burst of resizes (a window being dragged) is written one at a time
-    // (sendCtl()), the latest size always the one written last. A caller is
-    // answered as soon as a message with its size (or a later one) is written:
-    // the docker CLI watches for window changes only once its first resize is
-    // answered.
-    const size = { height, width };
-    const running = this.resizes.get(dir);
-    const q = running ?? { latest: size, waiting: [] };
-    q.latest = size;
-    const answered = new Promise<void>((resolve, reject) => q.waiting.push({ resolve, reject }));
-    if (!running) {
-      this.resizes.set(dir, q);
-      void this.writeResizes(dir, q);
-    }
-    return answered;
-  }
-
-  private async writeResizes(dir: string, q: ResizeQueue): Promise<void> {
-    try {
-      let written: ResizeQueue['latest'] | undefined;
-      while (q.latest !== written) {
-        written = q.latest;
-        const answered = q.waiting.splice(0);
-        await this.sendCtl(dir, `${CTL_RESIZE} ${written.height} ${written.width}\n`).then(
-          () => {
-            for (const w of answered) w.resolve();
-          },
-          (e: unknown) => {
-            for (const w of answered) w.reject(e);
-          },
-        );
-      }
-    } finally {
-      this.resizes.delete(dir);
-    }
+  resize(dir: string, height: number, width: number): Promise<void> {
+    return this.ctl.resize(dir, height, width);
   }
 
   /**
    * Asks the container's conmon to reopen its log (conmon.ts CTL_REOPEN_LOG).
    * False when no conmon reads its ctl FIFO (the container has exited).
    */
-  async reopenLog(bundleDir: string): Promise<boolean> {
-    return this.sendCtl(bundleDir, `${CTL_REOPEN_LOG} 0 0\n`).then(
-      () => true,
-      (e: unknown) => {
-        if (isEngineError(e, 'conflict')) return false;
-        throw e;
-      },
-    );
-  }
-
-  /**
-   * One message on conmon's ctl FIFO, after the messages before it. conmon
-   * acts on only the first line of what it reads at once, so messages are
-   * spaced apart: two in one read would lose the second.
-   */
-  private sendCtl(dir: string, message: string): Promise<void> {
-    const written = (this.ctlLanes.get(dir) ?? Promise.resolve()).then(() => this.writeCtl(dir, message));
-    const lane = written.then(
-      () => new Promise<void>((r) => setTimeout(r, CTL_SPACING_MS)),
-      () => undefined,
-    );
-    this.ctlLanes.set(dir, lane);
-    void lane.then(() => {
-      if (this.ctlLanes.get(dir) === lane) this.ctlLanes.delete(dir);
-    });
-    return written;
-  }
-
-  private async writeCtl(dir: string, message: string): Promise<void> {
-    // Non-blocking: with no reader (conmon gone) the open fails with ENXIO instead of waiting.
-    const fh = await open(path.join(dir, BUNDLE_FILES.ctl), constants.O_WRONLY | constants.O_NONBLOCK).catch(
-      (e: NodeJS.ErrnoException) => {
-        if (e.code === 'ENXIO' || e.code === 'ENOENT') return null;
-        throw systemError(`cannot reach the container's monitor: ${e.message}`, e);
-      },
-    );
-    const gone = () => conflict('cannot resize: the process is not running');
-    if (!fh) throw gone();
-    try {
-      await fh.write(message).catch((e: NodeJS.ErrnoException) => {
-        throw e.code === 'EPIPE' ? gone() : e; // conmon exited since the open
-      });
-    } finally {
-      await fh.close();
-    }
+  reopenLog(bundleDir: string): Promise<boolean> {
+    return this.ctl.reopenLog(bundleDir);
   }
 
   /** Runs a process in a running container under its own conmon (see exec.ts). */
@@ -346,53 +206,8 @@ export class Runtime {
   /** Lets the created container's process exec its command. */
   async start(id: string): Promise<void> {
     checkId(id);
-    if (await this.releaseInit(id)) return;
+    if (await releaseInit(this.runcRoot, id)) return;
     await this.runcFor(id, ['start', id]);
-  }
-
-  /**
-   * What `runc start` does, without spawning runc (a spawn on every run): a
-   * created container's init waits, blocked opening <state>/exec.fifo for
-   * writing, until someone reads it; it then writes "0" and execs the command.
-   * We read it and remove the fifo (runc's "running" from then on). Returns
-   * false, having released nothing, when there is no such waiting init.
-   */
-  private async releaseInit(id: string): Promise<boolean> {
-    const dir = path.join(this.runcRoot, id);
-    const fifo = path.join(dir, 'exec.fifo');
-    const [state, st] = await Promise.all([readRuncState(this.runcRoot, id), lstat(fifo).catch(() => null)]);
-    if (
-      !state?.init_process_pid ||
-      !st?.isFIFO() ||
-      !(await processAlive(state.init_process_pid, state.init_process_start))
-    )
-      return false;
-    // The open blocks (in the thread pool) until the init's write end meets it.
-    // Should the init die meanwhile, our own writer unblocks it after a while.
-    const rescue = setTimeout(() => {
-      open(fifo, constants.O_WRONLY | constants.O_NONBLOCK).then(
-        (fh) => fh.close(),
-        () => undefined,
-      );
-    }, 5000);
-    try {
-      const fh = await open(fifo, constants.O_RDONLY);
-      try {
-        const { bytesRead, buffer } = await fh.read(Buffer.alloc(1), 0, 1, null);
-        if (bytesRead !== 1 || buffer[0] !== 0x30) throw systemError(`container ${id} did not start: its init is gone`);
-        // As `runc start`, which reads to the end: the init closes its end of the fifo as it
-        // goes to exec the container's command (it closes all its descriptors first).
-        while ((await fh.read(buffer, 0, 1, null)).bytesRead > 0);
-      } catch (e) {
-        await fh.close();
-        throw e;
-      }
-      // Read to its end: the fifo goes (runc's "running" from then on) as our end closes.
-      await Promise.all([fh.close(), removeFile(fifo)]);
-    } finally {
-      clearTimeout(rescue);
-    }
-    return true;
   }
 
   /**
@@ -405,7 +220,7 @@ export class Runtime {
     const sig = String(signal);
     if (!VALID_SIGNAL.test(sig)) throw invalidParameter(`Invalid signal: ${sig}`);
     if (typeof signal === 'number' && signal > 0 && !opts.all && !this.otherRuntime(id)) {
-      const sent = await this.signalInit(id, signal);
+      const sent = await signalInit(this.runcRoot, id, signal);
       if (sent !== undefined) return sent;
     }
     try {
@@ -414,27 +229,6 @@ export class Runtime {
     } catch (e) {
       if (isEngineError(e, 'not-found') || e instanceof NotRunning) return false;
       throw e;
-    }
-  }
-
-  /**
-   * What `runc kill <id> <n>` does, without spawning runc (a fork of berthd,
-   * on every stop, kill and forced removal): the init its state names, if it
-   * still runs (its start time tells a reused pid apart, and the signal goes
-   * through a pidfd of the process checked), gets the signal.
-   * false: no such container, or its init has ended; undefined: runc's state
-   * says too little, runc must do it.
-   */
-  private async signalInit(id: string, signal: number): Promise<boolean | undefined> {
-    checkId(id);
-    const text = await readFile(path.join(this.runcRoot, id, 'state.json'), 'utf8').catch(() => null);
-    if (text === null) return false;
-    const state = parseRuncState(text);
-    if (!state?.init_process_pid || state.init_process_start === undefined) return undefined;
-    try {
-      return signalProcess(state.init_process_pid, state.init_process_start, signal);
-    } catch (e) {
-      throw systemError(`runtime: signalling container ${id}: ${(e as Error).message}`, e);
     }
   }
 
@@ -452,40 +246,12 @@ export class Runtime {
             (t) => t,
             () => null,
           );
-      if (state !== null && (other || !(await this.reap(id, state))))
+      if (state !== null && (other || !(await reap(this.runcRoot, id, state))))
         await this.runc(['delete', ...(force ? ['--force'] : []), id], undefined, id);
     } catch (e) {
-      if (!(e instanceof RuncError && isMissing(e))) throw this.translate(id, e);
+      if (!(e instanceof RuncError && isMissing(e))) throw translate(id, e);
     }
     await removeFile(path.join(this.socketDir, id));
-  }
-
-  /**
-   * What `runc delete` does for a container whose init has exited — remove its
-   * cgroups and its state directory — without spawning runc (a spawn on every
-   * `docker run --rm`). Returns false, having changed nothing that matters,
-   * when the init still lives or a cgroup still has tasks: runc must then do it.
-   */
-  private async reap(id: string, stateText: string): Promise<boolean> {
-    const state = parseRuncState(stateText);
-    if (!state?.init_process_pid || (await processAlive(state.init_process_pid, state.init_process_start)))
-      return false;
-    const cgroups = Object.values(state.cgroup_paths ?? {});
-    if (!cgroups.every((p) => p.startsWith('/sys/fs/cgroup/'))) return false;
-    try {
-      // One per hierarchy (a dozen under cgroup v1), all at once.
-      await Promise.all(
-        cgroups.map((p) =>
-          rmdir(p).catch((e: NodeJS.ErrnoException) => {
-            if (e.code !== 'ENOENT') throw e;
-          }),
-        ),
-      );
-    } catch {
-      return false;
-    }
-    await rm(path.join(this.runcRoot, id), { recursive: true, force: true });
-    return true;
   }
 
   /** The runtime's view of a container, or null when it has none. */
@@ -495,7 +261,7 @@ export class Runtime {
       return toState(JSON.parse(await this.runc(['state', id], undefined, id)));
     } catch (e) {
       if (e instanceof RuncError && isMissing(e)) return null;
-      throw this.translate(id, e);
+      throw translate(id, e);
     }
   }
 
@@ -552,16 +318,7 @@ export class Runtime {
    * reports it running from here on.
    */
   async finishRelease(id: string): Promise<boolean> {
-    checkId(id);
-    const dir = path.join(this.runcRoot, id);
-    const state = await readRuncState(this.runcRoot, id);
-    const pid = state?.init_process_pid;
-    if (!pid || !(await processAlive(pid, state.init_process_start))) return false;
-    // runc's init names itself so until it execs the container's command.
-    const comm = (await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => INIT_COMM)).trim();
-    if (comm === INIT_COMM) return false;
-    await removeFile(path.join(dir, 'exec.fifo'));
-    return true;
+    return finishRelease(this.runcRoot, id);
   }
 
   /**
@@ -678,24 +435,12 @@ export class Runtime {
   }
 
   /** The runtime's command on the container `id` names (the default runtime's without one). */
-  private async runc(args: string[], input?: string, id?: string): Promise<string> {
+  private runc(args: string[], input?: string, id?: string): Promise<string> {
     const runtime = (id === undefined ? undefined : this.otherRuntime(id)) ?? {
       path: this.opts.runcPath,
       runtimeArgs: this.opts.runtimeArgs ?? [],
     };
-    try {
-      const running = execFileAsync(
-        runtime.path,
-        [...runtime.runtimeArgs, '--root', this.runcRoot, '--log-format', 'json', ...args],
-        { maxBuffer: 16 * 1024 * 1024 },
-      );
-      if (input !== undefined) running.child.stdin?.end(input);
-      const { stdout } = await running;
-      return stdout;
-    } catch (e) {
-      const err = e as { stderr?: string; message: string };
-      throw new RuncError(args[0] ?? '', runcErrorMessage(err.stderr ?? '') || err.message);
-    }
+    return runRunc(runtime, this.runcRoot, args, input);
   }
 
   /** runc on one container, its errors turned into engine errors. */
@@ -704,48 +449,9 @@ export class Runtime {
     try {
       await this.runc(args, input, id);
     } catch (e) {
-      throw this.translate(id, e);
+      throw translate(id, e);
     }
   }
-
-  private translate(id: string, e: unknown): EngineError {
-    if (e instanceof EngineError) return e;
-    if (!(e instanceof RuncError)) return systemError(`runtime: ${(e as Error).message}`, e);
-    if (isMissing(e)) return noSuchContainer(id);
-    const msg = e.runcMessage.toLowerCase();
-    if (msg.includes('not running') || msg.includes('process already finished')) return new NotRunning(id);
-    if (msg.includes('unknown signal') || msg.includes('invalid signal')) return invalidParameter(e.runcMessage);
-    if (msg.includes('cannot start') || msg.includes('not paused') || msg.includes('already paused')) {
-      return conflict(e.runcMessage);
-    }
-    return systemError(e.message, e);
-  }
-}
-
-// ---------------------------------------------------------------- helpers
-
-function checkId(id: string): void {
-  if (!VALID_ID.test(id)) throw invalidParameter(`invalid container id: ${JSON.stringify(id)}`);
-}
-
-const isMissing = (e: RuncError) => e.runcMessage.includes('does not exist');
-
-/** runc --log-format json writes {"level":"error","msg":…} lines to stderr. */
-function runcErrorMessage(stderr: string): string {
-  for (const line of stderr.split('\n').reverse()) {
-    try {
-      const rec = JSON.parse(line) as { level?: string; msg?: string };
-      if (rec.msg) return rec.msg;
-    } catch {
-      // not JSON: fall through to the plain text
-    }
-  }
-  return cleanRuntimeMessage(stderr);
-}
-
-function toState(raw: unknown): RuntimeState {
-  const r = raw as { id: string; status: RuntimeStatus; pid?: number; bundle?: string };
-  return { id: r.id, status: r.status, pid: r.status === 'stopped' ? 0 : (r.pid ?? 0), bundle: r.bundle ?? '' };
 }
 
 const round = (ms: number) => Math.round(ms * 10) / 10;
