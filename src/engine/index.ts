@@ -3,7 +3,7 @@
 // routes need is named here: the services, the shapes they hand out, and the
 // few functions that turn wire input into engine terms.
 import type { ArchiveService } from './archive/service.js';
-import type { BuildService } from './build/service.js';
+import type { BuildService } from './builder/service.js';
 import type { CommitService } from './commit/service.js';
 import type { ExecService } from './containers/exec.js';
 import type { ContainerService } from './containers/service.js';
@@ -29,8 +29,8 @@ export interface Engine {
 }
 
 export type { ArchiveService, PathStat, PutOptions } from './archive/service.js';
-export type { BuildEvent, BuildRequest, BuildResources, BuildService } from './build/service.js';
-export { stepExitCode } from './build/service.js';
+export type { BuildEvent, BuildRequest, BuildResources, BuildService } from './builder/service.js';
+export { stepExitCode } from './builder/service.js';
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/attach.js';
 export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';

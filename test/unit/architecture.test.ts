@@ -29,7 +29,7 @@ interface SourceFile {
 function listFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((f) => {
     const p = path.join(dir, f);
-    // native/build is node-gyp's output; engine/build is code like any other.
+    // native/build is node-gyp's output.
     if (statSync(p).isDirectory())
       return (f === 'build' && path.basename(dir) === 'native') || f === 'node_modules' ? [] : listFiles(p);
     return [p];
@@ -249,17 +249,17 @@ describe('architecture', () => {
     expect(bad).toEqual([]);
   });
 
-  it('(h) commit/ sits above containers/ and images/, which never import it; images/ never imports containers/; build/ sits above commit/', () => {
+  it('(h) commit/ sits above containers/ and images/, which never import it; images/ never imports containers/; builder/ sits above commit/', () => {
     const containers = importersOf('containers');
     const images = importersOf('images');
     const commit = importersOf('commit');
-    const build = importersOf('build');
+    const builder = importersOf('builder');
     const bad = [
       // The face (index.ts) names every service's types; it is no part of the graph below it.
       ...[...containers.keys()]
-        .filter((u) => images.has(u) && u !== 'commit' && u !== 'build' && u !== 'index.ts')
-        .map((u) => `${u} imports both containers/ and images/: only commit/ and build/ may`),
-      ...[...build.keys()].filter((u) => u !== 'index.ts').map((u) => `${u} imports build/: only the face may`),
+        .filter((u) => images.has(u) && u !== 'commit' && u !== 'builder' && u !== 'index.ts')
+        .map((u) => `${u} imports both containers/ and images/: only commit/ and builder/ may`),
+      ...[...builder.keys()].filter((u) => u !== 'index.ts').map((u) => `${u} imports builder/: only the face may`),
       ...(containers.get('images') ?? []).map((e) => `images/ imports containers/: ${e}`),
       ...(commit.get('images') ?? []).map((e) => `images/ imports commit/: ${e}`),
       ...(commit.get('containers') ?? []).map((e) => `containers/ imports commit/: ${e}`),

@@ -1,4 +1,4 @@
-// Receiving a build context (engine/build/context.ts) and resolving COPY/ADD
+// Receiving a build context (engine/builder/context.ts) and resolving COPY/ADD
 // sources in it (sources.ts), on a real filesystem, with hostile contexts:
 // names and hard links that climb out, absolute names, symlinks pointing out
 // of the context, device nodes, a context larger than memory should hold.
@@ -23,8 +23,8 @@ import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type BuildContext, receiveContext } from '../../src/engine/build/context.js';
-import { ContextIndex } from '../../src/engine/build/context-index.js';
+import { type BuildContext, receiveContext } from '../../src/engine/builder/context.js';
+import { ContextIndex } from '../../src/engine/builder/context-index.js';
 import {
   type CopySource,
   downloadName,
@@ -32,7 +32,7 @@ import {
   resolveSources,
   sourceChecksum,
   sourcesTar,
-} from '../../src/engine/build/sources.js';
+} from '../../src/engine/builder/sources.js';
 import { applyLayer } from '../../src/engine/layers/apply.js';
 import { O_PATH } from '../../src/engine/os/rooted.js';
 import * as tarStream from 'tar-stream';

@@ -8,7 +8,7 @@ import {
   ignoreMatcher,
   PatternMatcher,
   readIgnoreFile,
-} from '../../src/engine/build/dockerignore.js';
+} from '../../src/engine/builder/dockerignore.js';
 
 describe('readIgnoreFile (ignorefile.ReadAll)', () => {
   it('drops comments, blank lines and a BOM; trims, cleans, drops a leading /, keeps ! exceptions', () => {
