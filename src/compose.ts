@@ -8,7 +8,7 @@ import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';
 import { ArchiveService } from './engine/archive/service.js';
-import { BuildService } from './engine/build/service.js';
+import { BuildService } from './engine/builder/service.js';
 import { CommitService } from './engine/commit/service.js';
 import { ImageService } from './engine/images/service.js';
 import type { Engine } from './engine/index.js';
