@@ -25,14 +25,10 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type BuildContext, receiveContext } from '../../src/engine/builder/context.js';
 import { ContextIndex } from '../../src/engine/builder/context-index.js';
-import {
-  type CopySource,
-  downloadName,
-  fetchUrl,
-  resolveSources,
-  sourceChecksum,
-  sourcesTar,
-} from '../../src/engine/builder/sources.js';
+import { downloadName, fetchUrl } from '../../src/engine/builder/add-url.js';
+import { sourceChecksum } from '../../src/engine/builder/checksum.js';
+import { type CopySource, resolveSources } from '../../src/engine/builder/sources.js';
+import { sourcesTar } from '../../src/engine/builder/sources-tar.js';
 import { applyLayer } from '../../src/engine/layers/apply.js';
 import { O_PATH } from '../../src/engine/os/rooted.js';
 import * as tarStream from 'tar-stream';

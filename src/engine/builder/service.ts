@@ -48,7 +48,10 @@ import type { AuthConfig } from '../registry/auth.js';
 import type { ImageRepository } from '../store/images.js';
 import { formatPlatform, hostPlatform, parsePlatform, platformMatches } from '../registry/manifest.js';
 import { type BuildContext, receiveContext } from './context.js';
-import { type CopySource, fetchUrl, resolveSources, type SourceTree, sourceChecksum, sourcesTar } from './sources.js';
+import { fetchUrl } from './add-url.js';
+import { sourceChecksum } from './checksum.js';
+import { type CopySource, resolveSources, type SourceTree } from './sources.js';
+import { sourcesTar } from './sources-tar.js';
 
 /** dockerd's predefined build args: usable without an ARG, never reported unused, kept out of the cache key. */
 const PROXY_ARGS = new Set([
