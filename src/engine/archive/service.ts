@@ -16,7 +16,7 @@ import { pipeline } from 'node:stream/promises';
 import { invalidParameter, messageOf, notFound, systemError } from '../../errors.js';
 import type { Container } from '../containers/lookup.js';
 import type { ContainerService } from '../containers/service.js';
-import { resolveUser } from '../containers/user.js';
+import { resolveUser } from '../containers/spec/user.js';
 import { entryTar, treeTar } from '../layers/diff.js';
 import type { Extractor } from '../layers/extractor.js';
 import { sniffMediaType } from '../layers/unpack.js';

@@ -12,16 +12,16 @@ import type { EventBus } from '../events.js';
 import { processEnded } from '../runtime/proc.js';
 import type { ExecSeries } from '../runtime/exec.js';
 import type { Runtime } from '../runtime/runtime.js';
-import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, readOutput, type AttachSession } from './attach.js';
+import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, readOutput, type AttachSession } from './io/attach.js';
 import type { ExecConfig, ExecCreateBody, Given } from './config.js';
-import { resolveCapabilities } from './capabilities.js';
-import { mergeEnv } from './create.js';
+import { resolveCapabilities } from './spec/capabilities.js';
+import { mergeEnv } from './create/create.js';
 import type { Container } from './lookup.js';
-import type { OciProcess } from './oci.js';
+import type { OciProcess } from './spec/oci.js';
 import type { ContainerService } from './service.js';
 import { linkVarsOf, withLinkEnv } from './links.js';
-import { consoleSize, withDefaultEnv } from './spec.js';
-import { resolveUser } from './user.js';
+import { consoleSize, withDefaultEnv } from './spec/spec.js';
+import { resolveUser } from './spec/user.js';
 
 export interface ExecInstance {
   id: string;

@@ -7,11 +7,11 @@
 import { conflict, EngineError, isEngineError, messageOf, systemError } from '../../errors.js';
 import type { Given, HostConfig, RestartPolicy, UpdateBody } from './config.js';
 import { publish, type Shared } from './context.js';
-import { checkRestartPolicy } from './create.js';
+import { checkRestartPolicy } from './create/create.js';
 import { type Container, isRunning } from './lookup.js';
-import { updatedResources } from './limits.js';
-import { verifyResources } from './resources.js';
-import { refuseUnhonouredUpdate } from './unsupported.js';
+import { updatedResources } from './spec/limits.js';
+import { verifyResources } from './create/resources.js';
+import { refuseUnhonouredUpdate } from './create/unsupported.js';
 
 export async function updateContainer(
   s: Shared,
