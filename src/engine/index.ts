@@ -36,7 +36,7 @@ export type { AttachSession } from './containers/io/attach.js';
 export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';
 export { CreateBodySchema, ExecCreateSchema, UpdateBodySchema } from './containers/config.js';
 export type { ExecInstance, ExecService } from './containers/exec.js';
-export type { Container } from './containers/lookup.js';
+export type { Container } from './containers/container.js';
 export type { ContainerService } from './containers/service.js';
 export type { WaitCondition, WaitResult } from './containers/waits.js';
 export type { EngineEvent, EventBus } from './events.js';

@@ -261,4 +261,11 @@ describe('architecture', () => {
     ];
     expect(bad).toEqual([]);
   });
+
+  it('(i) no import cycle between files in engine/containers/', () => {
+    // A cycle through another folder would be a folder cycle too, which (c) refuses.
+    const containers = under(path.join(ENGINE, 'containers'));
+    const cycle = findCycle(graphOf(engineEdges.filter(([a, b]) => containers(a) && containers(b))));
+    expect(cycle ?? [], `file cycle in engine/containers/: ${cycle?.join(' -> ')}`).toEqual([]);
+  });
 });

@@ -14,7 +14,7 @@ import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { invalidParameter, messageOf, notFound, systemError } from '../../errors.js';
-import type { Container } from '../containers/lookup.js';
+import type { Container } from '../containers/container.js';
 import type { ContainerService } from '../containers/service.js';
 import { resolveUser } from '../containers/spec/user.js';
 import { entryTar, treeTar } from '../layers/diff.js';

@@ -7,7 +7,7 @@
 // ctr.log.1, .2 … (gzipped with compress) that logrotation.ts keeps; json-file
 // has dockerd's file beside it too (jsonlog.ts).
 import { invalidParameter } from '../../../errors.js';
-import type { Container } from '../lookup.js';
+import type { Container } from '../container.js';
 
 export type LogDriver = 'json-file' | 'local' | 'none';
 

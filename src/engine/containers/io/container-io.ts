@@ -1,16 +1,33 @@
 // What a client reads of a container, and its terminal: logs, attach, resize,
 // top, stats and sizes.
-import { duBytes } from '../../os/dirs.js';
 import path from 'node:path';
 import { conflict, notImplemented } from '../../../errors.js';
-import { processEnded } from '../../runtime/proc.js';
+import type { ImageService } from '../../images/service.js';
+import { duBytes } from '../../os/dirs.js';
 import { readLog, readLogBatches, type LogEntry, type ReadLogOptions } from '../../runtime/logs.js';
-import { DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
-import { cgroupsPath } from '../spec/cgroups.js';
-import type { Shared } from '../context.js';
+import { processEnded } from '../../runtime/proc.js';
+import type { Runtime } from '../../runtime/runtime.js';
+import { type Container, isActive, isRunning } from '../container.js';
 import { logDriver } from '../create/logconfig.js';
-import { type Container, isActive, isRunning } from '../lookup.js';
+import type { ContainerLookup } from '../lookup.js';
+import { cgroupsPath } from '../spec/cgroups.js';
+import type { Waits } from '../waits.js';
+import { type Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, type AttachSession } from './attach.js';
 import { cgroupStats, type NetworkStats, networkStats, top } from './stats.js';
+
+/** What a client's reads are given. */
+export interface IoDeps {
+  lookup: Pick<ContainerLookup, 'find' | 'byId'>;
+  waits: Pick<Waits, 'add'>;
+  /** Clients attached to containers' stdio (attach.ts). */
+  attachments: Pick<Attachments, 'open' | 'connect'>;
+  runtime: Pick<Runtime, 'attachSocket' | 'resize'>;
+  images: Pick<ImageService, 'layersOf'>;
+  /** The daemon's parent cgroup of containers (--cgroup-parent). */
+  cgroupParent?: string;
+  /** The start of a container under way, if any (run/lifecycle.ts, above this module). */
+  startOf(id: string): Promise<unknown> | undefined;
+}
 
 export interface AttachOptions {
   logs: boolean;
@@ -22,11 +39,7 @@ export interface AttachOptions {
 }
 
 export class ContainerIo {
-  constructor(
-    private readonly s: Shared,
-    /** The start of a container under way, if any (lifecycle.ts). */
-    private readonly startOf: (id: string) => Promise<unknown> | undefined,
-  ) {}
+  constructor(private readonly deps: IoDeps) {}
 
   /**
    * The container's output from its log file. With follow, it goes on until the
@@ -41,7 +54,7 @@ export class ContainerIo {
     ref: string | Container,
     o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal },
   ): AsyncGenerator<LogEntry[]> {
-    const c = typeof ref === 'string' ? this.s.lookup.find(ref) : ref;
+    const c = typeof ref === 'string' ? this.deps.lookup.find(ref) : ref;
     // Refused before anything is streamed, as dockerd (501).
     if (logDriver(c) === 'none') throw notImplemented('configured logging driver does not support reading');
     return this.readLogs(c, o);
@@ -59,9 +72,9 @@ export class ContainerIo {
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     o.signal?.addEventListener('abort', onAbort, { once: true });
-    if (!isActive(c) && !this.startOf(c.id)) stop.abort();
+    if (!isActive(c) && !this.deps.startOf(c.id)) stop.abort();
     // Ends the follow at the exit; forgotten (stop aborts it) if the reader ends first.
-    else this.s.waits.add(c.id, 'next-exit', stop.signal).then(onAbort, () => undefined);
+    else this.deps.waits.add(c.id, 'next-exit', stop.signal).then(onAbort, () => undefined);
     try {
       yield* readLogBatches(c.logPath, { ...o, signal: stop.signal });
     } finally {
@@ -81,7 +94,7 @@ export class ContainerIo {
    * for a quick command: docker-compose's `run --rm`).
    */
   attach(ref: string, o: AttachOptions): AttachSession {
-    const { lookup, attachments, deps } = this.s;
+    const { lookup, attachments, runtime } = this.deps;
     const c = lookup.find(ref);
     const ended = c.status === 'exited' || c.status === 'dead';
     if (c.status === 'paused') throw conflict(`You cannot attach to a paused container, unpause it first`);
@@ -100,29 +113,29 @@ export class ContainerIo {
       noStream: !o.stream || ended,
       ...(o.logs ? { history: () => readLog(c.logPath, { stdout: o.stdout, stderr: o.stderr }) } : {}),
     });
-    if (o.stream && isRunning(c)) attachments.connect(c.id, deps.runtime.attachSocket(c.id));
+    if (o.stream && isRunning(c)) attachments.connect(c.id, runtime.attachSocket(c.id));
     return session;
   }
 
   /** `POST /containers/{id}/resize`: the terminal's size, through conmon. */
   async resize(ref: string, height: number, width: number): Promise<void> {
-    const c = this.s.lookup.find(ref);
+    const c = this.deps.lookup.find(ref);
     if (!isRunning(c)) throw conflict(`Container ${c.id} is not running`);
     if (!c.config.Tty) return;
-    await this.s.deps.runtime.resize(c.bundleDir, height, width);
+    await this.deps.runtime.resize(c.bundleDir, height, width);
   }
 
   /** Bytes in the container's writable layer (SizeRw), and with its image's (SizeRootFs). */
   async sizes(c: Container): Promise<{ SizeRw: number; SizeRootFs: number }> {
     const rw = await duBytes(path.join(c.bundleDir, 'upper'));
-    const image = this.s.deps.images.layersOf(c.imageId).reduce((a, l) => a + l.size, 0);
+    const image = this.deps.images.layersOf(c.imageId).reduce((a, l) => a + l.size, 0);
     return { SizeRw: rw, SizeRootFs: rw + image };
   }
 
   /** `GET /containers/{id}/stats?stream=0`. */
   async stats(ref: string) {
-    const c = this.s.lookup.find(ref);
-    const stats = await cgroupStats(cgroupsPath(c, this.s.deps.cgroupParent), c.id, c.name);
+    const c = this.deps.lookup.find(ref);
+    const stats = await cgroupStats(cgroupsPath(c, this.deps.cgroupParent), c.id, c.name);
     const networks = await this.networksOf(c);
     // dockerd leaves the key out when there is no interface (network none, host, a stopped container).
     return Object.keys(networks).length ? { ...stats, networks } : stats;
@@ -139,7 +152,7 @@ export class ContainerIo {
     for (let hops = 0; owner.hostConfig.NetworkMode.startsWith('container:') && hops < 10; hops++) {
       const donor = owner.hostConfig.NetworkMode.slice('container:'.length);
       try {
-        owner = this.s.lookup.find(donor);
+        owner = this.deps.lookup.find(donor);
       } catch {
         return {};
       }
@@ -150,9 +163,9 @@ export class ContainerIo {
 
   /** `GET /containers/{id}/top`. */
   async top(ref: string, psArgs?: string) {
-    const c = this.s.lookup.find(ref);
+    const c = this.deps.lookup.find(ref);
     if (!isRunning(c)) throw conflict(`Container ${c.id} is not running`);
-    return top(cgroupsPath(c, this.s.deps.cgroupParent), psArgs || '-ef');
+    return top(cgroupsPath(c, this.deps.cgroupParent), psArgs || '-ef');
   }
 }
 

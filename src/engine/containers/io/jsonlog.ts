@@ -13,7 +13,8 @@ import type { Logger } from '../../../log.js';
 import { forgetLog } from '../../runtime/logfiles.js';
 import { LogMirror, type MirrorFiles } from '../../runtime/logmirror.js';
 import { logDriver, type LogPolicy, logPolicy, rotatedByBerth } from '../create/logconfig.js';
-import type { Container, ContainerLookup } from '../lookup.js';
+import type { Container } from '../container.js';
+import type { ContainerLookup } from '../lookup.js';
 
 /** dockerd's name for a container's json-file log. */
 export const jsonLogPath = (c: Pick<Container, 'id' | 'bundleDir'>): string =>

@@ -4,11 +4,43 @@
 // berthd's start, recover() reconciles what happened while it was down.
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import type { Logger } from '../../../log.js';
+import type { EventBus } from '../../events.js';
+import type { Endpoints } from '../../network/endpoints.js';
 import { TRASH_PREFIX } from '../../os/dirs.js';
+import type { ExitWatcher } from '../../runtime/exits.js';
+import type { Runtime } from '../../runtime/runtime.js';
+import type { ContainerRepository } from '../../store/containers.js';
+import type { VolumeService } from '../../volumes/service.js';
+import { ACTIVE, type Container, isActive, memberOf, publish } from '../container.js';
+import type { JsonLogs } from '../io/jsonlog.js';
+import type { LogRotation } from '../io/logrotation.js';
+import type { ContainerLookup } from '../lookup.js';
+import type { Waits } from '../waits.js';
 import { isMarkedFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
-import { publish, type Shared } from '../context.js';
-import { ACTIVE, type Container, isActive, memberOf } from '../lookup.js';
 import { restartDecision } from './restart.js';
+
+/** What exits are given: the daemon's parts they use, and what ends with a run. */
+export interface ExitDeps {
+  repo: ContainerRepository;
+  runtime: Runtime;
+  /** conmon's exit files, watched (runtime/exits.ts). */
+  exits: ExitWatcher;
+  endpoints: Pick<Endpoints, 'restore' | 'detach'>;
+  volumes: Pick<VolumeService, 'deactivate'>;
+  events: EventBus;
+  /** <data-root>/containers, where a crash may have left directories. */
+  root: string;
+  lookup: Pick<ContainerLookup, 'byId' | 'withStatus'>;
+  waits: Pick<Waits, 'notify'>;
+  log: Logger;
+  /** json-file's file (io/jsonlog.ts): whole before the exit is recorded. */
+  jsonLogs: Pick<JsonLogs, 'stopped'>;
+  /** The running containers' log rotation (io/logrotation.ts): it stops at the exit. */
+  logRotation: Pick<LogRotation, 'stopped'>;
+  /** The health checks (health.ts, above this module): they stop at the exit. */
+  health: { stopped(id: string): void };
+}
 
 /** What exits need of the lifecycle (lifecycle.ts) and of removal (service.ts). */
 export interface ExitHooks {
@@ -28,14 +60,13 @@ export class ExitHandler {
   private readonly settling = new Map<string, Promise<void>>();
 
   constructor(
-    private readonly s: Shared,
+    private readonly deps: ExitDeps,
     private readonly hooks: ExitHooks,
   ) {}
 
   /** Subscribes to exits and reconciles what happened while berthd was down. */
   async recover(): Promise<void> {
-    const { exits, runtime, repo } = this.s.deps;
-    const { log, lookup } = this.s;
+    const { exits, runtime, repo, log, lookup } = this.deps;
     exits.on(
       'exit',
       (e) => void this.onExit(e.id, e.exitCode).catch((err) => log.error({ err, id: e.id }, 'exit handling failed')),
@@ -57,7 +88,7 @@ export class ExitHandler {
       if (st && (st.status === 'running' || st.status === 'paused')) {
         const status = await this.thawAfterCrash(c, st.status);
         if (status !== c.status) repo.update(c.id, { status });
-        await this.s.deps.endpoints
+        await this.deps.endpoints
           .restore(memberOf(c))
           .catch((err) => log.error({ err, id: c.id }, "could not restore a running container's ports and names"));
         continue;
@@ -84,8 +115,7 @@ export class ExitHandler {
    * ended, and the start leaves nothing behind.
    */
   private async recoverStart(c: Container): Promise<void> {
-    const { runtime, exits, repo } = this.s.deps;
-    const { log } = this.s;
+    const { runtime, exits, repo, log } = this.deps;
     await runtime.createSettled(c.id);
     let st = await runtime.state(c.id).catch(() => null);
     if (st?.status === 'created' && (await runtime.finishRelease(c.id))) st = { ...st, status: 'running' };
@@ -104,7 +134,7 @@ export class ExitHandler {
       });
       log.info({ id: c.id }, 'a start cut short by a crash had started the container: it runs on');
       // Its interfaces were made before its process was let go; its ports and names are held again.
-      await this.s.deps.endpoints
+      await this.deps.endpoints
         .restore({ ...memberOf(c), nsPath: `/proc/${st.pid}/ns/net` })
         .catch((err) => log.error({ err, id: c.id }, "could not restore a running container's ports and names"));
       return;
@@ -132,21 +162,22 @@ export class ExitHandler {
   /** At start: a container left frozen by a commit that a crash cut short runs again. Returns its status. */
   private async thawAfterCrash(c: Container, status: 'running' | 'paused'): Promise<'running' | 'paused'> {
     if (!(await isMarkedFrozen(c))) return status;
-    if (status === 'paused') await this.s.deps.runtime.resume(c.id);
+    if (status === 'paused') await this.deps.runtime.resume(c.id);
     await unmarkFrozen(c);
-    this.s.log.info({ id: c.id }, 'unpaused a container that a commit cut short by a crash had paused');
+    this.deps.log.info({ id: c.id }, 'unpaused a container that a commit cut short by a crash had paused');
     return 'running';
   }
 
   /** Records the exit of the container's process, and applies its restart policy or AutoRemove. */
   async onExit(id: string, exitCode: number, error = ''): Promise<void> {
-    const { deps, lookup, waits, log } = this.s;
+    const { deps } = this;
+    const { lookup, waits, log } = deps;
     await this.hooks.startOf(id);
     const before = lookup.byId(id);
     if (!before || !isActive(before)) return;
     // Whoever hears of the exit finds the json-file log whole (conmon wrote the last output before the exit file).
     const [, oom] = await Promise.all([
-      this.s.jsonLogs.stopped(id),
+      this.deps.jsonLogs.stopped(id),
       deps.runtime.oomKilled(before.bundleDir).catch(() => false),
     ]);
     // Read again after the waits: a stop or kill that came meanwhile decides the restart too.
@@ -168,8 +199,8 @@ export class ExitHandler {
       error,
     });
     log.debug({ id, exitCode, restart: decision.restart }, 'container exited');
-    this.s.health.stopped(id);
-    this.s.logRotation.stopped(id);
+    this.deps.health.stopped(id);
+    this.deps.logRotation.stopped(id);
     this.settle(c);
     publish(deps.events, c, 'die', { exitCode: String(exitCode) });
     deps.volumes.deactivate(id);
@@ -189,8 +220,8 @@ export class ExitHandler {
   private settle(c: Container): void {
     const { id } = c;
     const job = Promise.all([
-      this.s.deps.runtime.delete(id, true).catch((err) => this.s.log.debug({ err, id }, 'runc delete')),
-      this.s.deps.endpoints.detach({ id, name: c.name }),
+      this.deps.runtime.delete(id, true).catch((err) => this.deps.log.debug({ err, id }, 'runc delete')),
+      this.deps.endpoints.detach({ id, name: c.name }),
     ]).then(() => undefined);
     this.settling.set(id, job);
     void job.finally(() => {
@@ -209,8 +240,7 @@ export class ExitHandler {
    * first, and deletes in the background).
    */
   private async sweepOrphans(): Promise<void> {
-    const { root, runtime, exits, repo } = this.s.deps;
-    const { log } = this.s;
+    const { root, runtime, exits, repo, log } = this.deps;
     const names = await readdir(root).catch(() => [] as string[]);
     for (const name of names.filter((n) => n.startsWith(TRASH_PREFIX))) {
       // Renamed by remove(), whose deletion had not ended: maybe not even the unmount.
@@ -237,12 +267,12 @@ export class ExitHandler {
     this.cancelRestart(id);
     const t = setTimeout(() => {
       this.restartTimers.delete(id);
-      const c = this.s.lookup.byId(id);
+      const c = this.deps.lookup.byId(id);
       if (!c || (c.status !== 'restarting' && c.status !== 'exited')) return;
       void this.hooks.startAgain(id, c.restartCount + 1).catch((err) => {
-        this.s.log.warn({ err, id }, 'restart failed');
-        this.s.deps.repo.update(id, { status: 'exited' });
-        this.s.waits.notify(id, ['not-running'], c.exitCode);
+        this.deps.log.warn({ err, id }, 'restart failed');
+        this.deps.repo.update(id, { status: 'exited' });
+        this.deps.waits.notify(id, ['not-running'], c.exitCode);
       });
     }, delayMs);
     t.unref();

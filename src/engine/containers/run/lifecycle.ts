@@ -1,20 +1,53 @@
 // A container's process from start to end: start, stop, kill, restart, pause
 // and unpause (and a commit's freeze and thaw). The process runs under conmon,
 // which outlives berthd; its exit is recorded by exits.ts.
-import { parsePortBindings } from '../../network/ports.js';
 import { conflict, isEngineError, messageOf, noSuchContainer, notModified } from '../../../errors.js';
-import { RuntimeCreateError } from '../../runtime/errors.js';
-import { normalizeSignal, SIGNALS, signalNumber } from '../../signals.js';
-import { markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
+import type { Logger } from '../../../log.js';
+import type { EventBus } from '../../events.js';
+import type { Endpoints } from '../../network/endpoints.js';
+import { parsePortBindings } from '../../network/ports.js';
 import { dirInRoot } from '../../os/rootfs.js';
-import { publish, type Shared } from '../context.js';
+import { RuntimeCreateError } from '../../runtime/errors.js';
+import type { ExitWatcher } from '../../runtime/exits.js';
+import type { Runtime } from '../../runtime/runtime.js';
+import { normalizeSignal, SIGNALS, signalNumber } from '../../signals.js';
+import { Steps } from '../../steps.js';
+import type { ContainerRepository } from '../../store/containers.js';
+import type { VolumeService } from '../../volumes/service.js';
+import { type Container, isActive, isRunning, publish } from '../container.js';
+import { conmonLogSizeMax, logPolicy } from '../create/logconfig.js';
+import type { Attachments } from '../io/attach.js';
+import type { JsonLogs } from '../io/jsonlog.js';
+import type { LogRotation } from '../io/logrotation.js';
+import type { ContainerLookup } from '../lookup.js';
+import type { WaitCondition, WaitResult, Waits } from '../waits.js';
+import { type Bundles, markFrozen, releaseMounts, unmarkFrozen } from './bundle.js';
 import type { ExitHandler } from './exits.js';
 import { networkIdentity } from './netjoin.js';
 import { killEndsPolicy } from './restart.js';
-import { Steps } from '../../steps.js';
-import { conmonLogSizeMax, logPolicy } from '../create/logconfig.js';
-import { type Container, isActive, isRunning } from '../lookup.js';
-import type { WaitCondition, WaitResult } from '../waits.js';
+
+/** What the lifecycle is given: the daemon's parts a run uses, and what starts and stops with it. */
+export interface LifecycleDeps {
+  repo: ContainerRepository;
+  runtime: Runtime;
+  /** conmon's exit files (runtime/exits.ts): where a run's exit is written. */
+  exits: Pick<ExitWatcher, 'exitDir' | 'readExit'>;
+  endpoints: Pick<Endpoints, 'announce' | 'attach' | 'withdraw'>;
+  volumes: Pick<VolumeService, 'activate' | 'deactivate'>;
+  events: EventBus;
+  /** Default cap on a container's log, bytes. */
+  logSizeMax: number;
+  lookup: Pick<ContainerLookup, 'find' | 'byId'>;
+  waits: Pick<Waits, 'add' | 'notify'>;
+  bundles: Pick<Bundles, 'ready' | 'linkTargetChanged'>;
+  /** Clients attached to containers' stdio (io/attach.ts): joined to a run at its start. */
+  attachments: Pick<Attachments, 'connect' | 'fail'>;
+  jsonLogs: Pick<JsonLogs, 'started'>;
+  logRotation: Pick<LogRotation, 'started'>;
+  /** The health checks (health.ts, above this module): they follow a run's start, pause and unpause. */
+  health: { started(id: string): void; stopped(id: string): void; resumed(id: string): void };
+  log: Logger;
+}
 
 /** How often a wait for a signalled container's exit looks whether its monitor is still there. */
 const LOST_EXIT_CHECK_MS = 2000;
@@ -24,8 +57,8 @@ export class Lifecycle {
   private readonly starting = new Map<string, Promise<unknown>>();
 
   constructor(
-    private readonly s: Shared,
-    private readonly exits: ExitHandler,
+    private readonly deps: LifecycleDeps,
+    private readonly exits: Pick<ExitHandler, 'settled' | 'onExit' | 'cancelRestart'>,
     /** Removes an AutoRemove container whose start failed. */
     private readonly autoRemove: (id: string) => Promise<void>,
   ) {}
@@ -43,11 +76,11 @@ export class Lifecycle {
     if (condition === 'not-running' && !isActive(c) && !this.starting.has(c.id)) {
       return Promise.resolve({ StatusCode: c.exitCode, Error: null });
     }
-    return this.s.waits.add(c.id, condition, signal);
+    return this.deps.waits.add(c.id, condition, signal);
   }
 
   async start(ref: string): Promise<void> {
-    const c = this.s.lookup.find(ref);
+    const c = this.deps.lookup.find(ref);
     if (c.status === 'running' || c.status === 'restarting') throw notModified();
     if (c.status === 'paused') throw conflict('cannot start a paused container, try unpause instead');
     await this.guardStart(c.id, () =>
@@ -81,10 +114,10 @@ export class Lifecycle {
 
   /** A joiner's names and /etc files are its donor's from this start on (netjoin.ts), in inspect too, as dockerd records them. */
   private recordNetworkIdentity(c: Container): void {
-    const named = networkIdentity(c, (ref) => this.s.lookup.find(ref));
+    const named = networkIdentity(c, (ref) => this.deps.lookup.find(ref));
     if (named.etcDir === c.bundleDir) return;
     const config = { ...c.config, Hostname: named.hostname, Domainname: named.domainname };
-    this.s.deps.repo.update(c.id, { config: JSON.stringify(config), etc_dir: named.etcDir });
+    this.deps.repo.update(c.id, { config: JSON.stringify(config), etc_dir: named.etcDir });
   }
 
   /**
@@ -92,14 +125,14 @@ export class Lifecycle {
    * run. `restartCount`: a start by the restart policy, not by the user.
    */
   private async run(id: string, o: { restartCount?: number }): Promise<void> {
-    const { deps, attachments } = this.s;
-    const { runtime, exits, repo } = deps;
+    const { deps } = this;
+    const { runtime, exits, repo, attachments } = deps;
     const steps = new Steps();
     await this.exits.settled(id); // runc's record of the last run is gone before this one is created
     steps.mark('settled');
-    const c = this.s.lookup.byId(id);
+    const c = this.deps.lookup.byId(id);
     if (!c) throw noSuchContainer(id);
-    await this.s.bundles.ready(c);
+    await this.deps.bundles.ready(c);
     steps.mark('bundle');
     this.recordNetworkIdentity(c);
     const member = { id, name: c.name, hostname: c.config.Hostname };
@@ -160,12 +193,12 @@ export class Lifecycle {
       // One who attached while this start was under way (and saw "created").
       attachments.connect(id, runtime.attachSocket(id));
       publish(deps.events, c, 'start');
-      this.s.bundles.linkTargetChanged(c).catch((err) => this.s.log.warn({ err, id }, 'links to it not updated'));
-      this.s.health.started(id);
-      this.s.logRotation.started(id);
-      this.s.jsonLogs.started(id);
+      this.deps.bundles.linkTargetChanged(c).catch((err) => this.deps.log.warn({ err, id }, 'links to it not updated'));
+      this.deps.health.started(id);
+      this.deps.logRotation.started(id);
+      this.deps.jsonLogs.started(id);
       steps.mark('record');
-      this.s.log.debug({ id, startSteps: steps.ms }, 'container started');
+      this.deps.log.debug({ id, startSteps: steps.ms }, 'container started');
     } catch (e) {
       attachments.fail(id);
       deps.volumes.deactivate(id);
@@ -182,12 +215,12 @@ export class Lifecycle {
   async stop(ref: string, opts: { timeoutSec?: number; signal?: string } = {}): Promise<void> {
     const c = await this.findPastRestart(ref);
     if (!isRunning(c) && c.status !== 'restarting') throw notModified();
-    const { repo } = this.s.deps;
+    const { repo } = this.deps;
     repo.update(c.id, { stopped_by_user: 1, manually_stopped: 1 });
     if (c.status === 'restarting') return this.cancelRestart(c);
     const signal = normalizeSignal(opts.signal || c.config.StopSignal || 'SIGTERM');
     await this.terminate(c, signal, opts.timeoutSec ?? c.config.StopTimeout ?? 10);
-    publish(this.s.deps.events, c, 'stop');
+    publish(this.deps.events, c, 'stop');
   }
 
   async kill(ref: string, signal = 'SIGKILL'): Promise<void> {
@@ -197,7 +230,7 @@ export class Lifecycle {
     // As dockerd's: any kill marks the container manually stopped (unless-stopped ends), while
     // only its stop signal or SIGKILL ends the other policies (restart.ts).
     const ends = killEndsPolicy(sig, c.config.StopSignal);
-    this.s.deps.repo.update(c.id, { manually_stopped: 1, ...(ends ? { stopped_by_user: 1 } : {}) });
+    this.deps.repo.update(c.id, { manually_stopped: 1, ...(ends ? { stopped_by_user: 1 } : {}) });
     // A container waiting to be restarted has no process to signal: the kill only tells
     // whether the restart still happens.
     if (c.status === 'restarting') {
@@ -206,9 +239,9 @@ export class Lifecycle {
     }
     // A SIGKILL is answered once the exit is recorded, as dockerd's: an inspect
     // right after `docker kill` sees the container exited, with 137.
-    const exited = sig === 'SIGKILL' ? this.s.waits.add(c.id, 'not-running') : undefined;
+    const exited = sig === 'SIGKILL' ? this.deps.waits.add(c.id, 'not-running') : undefined;
     await this.signal(c.id, sig);
-    publish(this.s.deps.events, c, 'kill', { signal: String(SIGNALS[sig] ?? sig) });
+    publish(this.deps.events, c, 'kill', { signal: String(SIGNALS[sig] ?? sig) });
     // dockerd's: a paused container that the kill ends is thawed, to act on the signal (kill's
     // event, then unpause's). One whose exit is recorded meanwhile is not paused: nothing to thaw.
     if (ends && c.status === 'paused') await this.unpause(c.id).catch(() => undefined);
@@ -221,17 +254,17 @@ export class Lifecycle {
    * still to cancel that has already happened.
    */
   private async findPastRestart(ref: string): Promise<Container> {
-    const c = this.s.lookup.find(ref);
+    const c = this.deps.lookup.find(ref);
     if (c.status !== 'restarting' || !this.starting.has(c.id)) return c;
     await this.starting.get(c.id);
-    return this.s.lookup.find(c.id);
+    return this.deps.lookup.find(c.id);
   }
 
   /** A container waiting for its policy's restart stays exited. */
   private cancelRestart(c: Container): void {
     this.exits.cancelRestart(c.id);
-    this.s.deps.repo.update(c.id, { status: 'exited' });
-    this.s.waits.notify(c.id, ['not-running'], c.exitCode);
+    this.deps.repo.update(c.id, { status: 'exited' });
+    this.deps.waits.notify(c.id, ['not-running'], c.exitCode);
   }
 
   /**
@@ -240,8 +273,8 @@ export class Lifecycle {
    * as dockerd's). Resolves once the exit is recorded.
    */
   async terminate(c: Container, signal: string, timeoutSec: number): Promise<void> {
-    const exited = this.s.waits.add(c.id, 'not-running');
-    if (c.status === 'paused') await this.s.deps.runtime.resume(c.id).catch(() => undefined);
+    const exited = this.deps.waits.add(c.id, 'not-running');
+    if (c.status === 'paused') await this.deps.runtime.resume(c.id).catch(() => undefined);
     await this.signal(c.id, signal);
     if (timeoutSec >= 0) {
       const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeoutSec * 1000).unref());
@@ -258,7 +291,7 @@ export class Lifecycle {
    */
   private async signal(id: string, sig: string): Promise<void> {
     // By number: runc knows the real-time signals only so.
-    await this.s.deps.runtime.kill(id, signalNumber(sig), { all: false });
+    await this.deps.runtime.kill(id, signalNumber(sig), { all: false });
   }
 
   /**
@@ -268,13 +301,13 @@ export class Lifecycle {
    * no longer report is recorded here.
    */
   private async exitOf(id: string, exited: Promise<unknown>): Promise<void> {
-    const { runtime, exits } = this.s.deps;
+    const { runtime, exits } = this.deps;
     let done = false;
     void exited.then(() => (done = true));
     for (;;) {
       await Promise.race([exited, new Promise((r) => setTimeout(r, LOST_EXIT_CHECK_MS).unref())]);
       if (done) return;
-      const c = this.s.lookup.byId(id);
+      const c = this.deps.lookup.byId(id);
       if (!c || !isActive(c)) return;
       if ((await runtime.conmonPid(c.bundleDir)) !== null) continue;
       const code = await exits.readExit(id);
@@ -287,7 +320,7 @@ export class Lifecycle {
   }
 
   async restart(ref: string, opts: { timeoutSec?: number; signal?: string } = {}): Promise<void> {
-    const c = this.s.lookup.find(ref);
+    const c = this.deps.lookup.find(ref);
     if (isRunning(c)) {
       // An exit that lands first leaves nothing to stop: go on to the start.
       await this.stop(c.id, opts).catch((e: unknown) => {
@@ -295,22 +328,22 @@ export class Lifecycle {
       });
     }
     await this.guardStart(c.id, () => this.run(c.id, {}));
-    publish(this.s.deps.events, c, 'restart');
+    publish(this.deps.events, c, 'restart');
   }
 
   async pause(ref: string): Promise<void> {
-    const c = this.s.lookup.find(ref);
+    const c = this.deps.lookup.find(ref);
     if (c.status === 'paused') throw conflict(`Container ${c.id} is already paused`);
     await this.setPaused(c, true);
   }
 
   async unpause(ref: string): Promise<void> {
-    await this.setPaused(this.s.lookup.find(ref), false);
+    await this.setPaused(this.deps.lookup.find(ref), false);
   }
 
   /** Freezes or thaws the container's processes (their cgroup), and records it. */
   private async setPaused(c: Container, paused: boolean): Promise<void> {
-    const { runtime, repo, events } = this.s.deps;
+    const { runtime, repo, events } = this.deps;
     const from = paused ? 'running' : 'paused';
     const refused = () => conflict(`Container ${c.id} is not ${from}`);
     if (c.status !== from) throw refused();
@@ -318,8 +351,8 @@ export class Lifecycle {
     // An exit recorded meanwhile stands: a frozen cgroup with no process is not a paused container.
     if (!repo.updateIf(c.id, from, { status: paused ? 'paused' : 'running' })) throw refused();
     // dockerd's: a paused container's checks stop (no process would answer them) and start again after.
-    if (paused) this.s.health.stopped(c.id);
-    else this.s.health.resumed(c.id);
+    if (paused) this.deps.health.stopped(c.id);
+    else this.deps.health.resumed(c.id);
     publish(events, c, paused ? 'pause' : 'unpause');
   }
 
@@ -329,7 +362,7 @@ export class Lifecycle {
    * again (exits.ts), since nobody asked for that pause.
    */
   async freeze(ref: string): Promise<void> {
-    const c = this.s.lookup.find(ref);
+    const c = this.deps.lookup.find(ref);
     await markFrozen(c);
     try {
       await this.pause(c.id);
@@ -341,7 +374,7 @@ export class Lifecycle {
 
   /** Ends a freeze(). */
   async thaw(ref: string): Promise<void> {
-    const c = this.s.lookup.find(ref);
+    const c = this.deps.lookup.find(ref);
     try {
       await this.unpause(c.id);
     } finally {

@@ -5,7 +5,7 @@
 // pod's containers read one set: cri-dockerd rewrites the sandbox's
 // resolv.conf after CNI ran, and every container of the pod must see it.
 import { conflict, systemError } from '../../../errors.js';
-import { type Container, isRunning } from '../lookup.js';
+import { type Container, isRunning } from '../container.js';
 import { joined } from '../spec/namespaces.js';
 
 /** The names and /etc files a container starts with. */

@@ -8,7 +8,7 @@ import type { ImageService } from '../../images/service.js';
 import { prepareRootfs } from '../../layers/rootfs-mounts.js';
 import { isMountPoint } from '../../os/mount.js';
 import { openRootView, type RootView, type ViewMount } from '../../os/rooted.js';
-import type { Container } from '../lookup.js';
+import type { Container } from '../container.js';
 import type { ContainerMount } from '../create/mounts.js';
 
 /**
