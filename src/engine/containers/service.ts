@@ -1,10 +1,10 @@
 // Docker's container verbs, as the API calls them. This file wires the parts
-// and holds create, rename, wait and removal. containers/ is in layers, each
+// and holds create, rename and wait. containers/ is in layers, each
 // importing only those below it; a lower module that must call back up is
 // given a function or a small interface by this one:
 //   service.ts      ContainerService (this file): the top
-//   exec.ts         docker exec, and the health checks' execs; update.ts docker update;
-//   health.ts       health checks of the running containers
+//   remove.ts       docker rm; update.ts docker update; exec.ts docker exec, and the health
+//                   checks' execs; health.ts health checks of the running containers
 //   run/            a container's process: bundle.ts (the OCI bundle), lifecycle.ts (start, stop,
 //                   kill, pause…), exits.ts (an exit, recovery at berthd's start; restart.ts
 //                   decides restarts), netjoin.ts, rootview.ts (docker cp's view)
@@ -20,14 +20,13 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
+import { conflict, invalidParameter, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { EventBus } from '../events.js';
 import { checkFilters, matchLabels, parseUntil, type Filters } from '../filters.js';
 import type { ImageConfig } from '../images/config.js';
 import type { ImageService } from '../images/service.js';
 import type { ContainerNetworking, Endpoints } from '../network/endpoints.js';
-import { removeInBackground } from '../os/dirs.js';
 import type { RootView, ViewMount } from '../os/rooted.js';
 import type { ExitWatcher } from '../runtime/exits.js';
 import type { LogEntry, ReadLogOptions } from '../runtime/logs.js';
@@ -48,13 +47,14 @@ import { JsonLogs } from './io/jsonlog.js';
 import { LogRotation } from './io/logrotation.js';
 import { legacyLinks, splitLinkName, withUserNetworkLinks } from './links.js';
 import { ContainerLookup } from './lookup.js';
-import { Bundles, releaseMounts } from './run/bundle.js';
+import { Bundles } from './run/bundle.js';
 import { ExitHandler } from './run/exits.js';
 import { Lifecycle } from './run/lifecycle.js';
 import { openContainerView, viewMounts } from './run/rootview.js';
 import type { RealtimeBudget } from './spec/realtime.js';
 import { withDonorIds } from './spec/namespaces.js';
 import { networkDisabled } from './spec/network.js';
+import { type RemoveDeps, removeContainer } from './remove.js';
 import { updateContainer } from './update.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
@@ -84,12 +84,9 @@ export interface ContainerDeps {
 }
 
 export class ContainerService {
-  private readonly log: Logger;
   private readonly lookup: ContainerLookup;
   private readonly waits = new Waits();
   private readonly bundles: Bundles;
-  /** Clients attached to containers' stdio (io/attach.ts). */
-  private readonly attachments: Attachments;
   /** Health checks of the running containers (health.ts). */
   private readonly health: HealthMonitor;
   /** Rotation of the running containers' logs (io/logrotation.ts). */
@@ -99,10 +96,10 @@ export class ContainerService {
   private readonly lifecycle: Lifecycle;
   private readonly exits: ExitHandler;
   private readonly io: ContainerIo;
+  private readonly removal: RemoveDeps;
 
   constructor(private readonly deps: ContainerDeps) {
     const log = deps.logger.child({ component: 'containers' });
-    this.log = log;
     const lookup: ContainerLookup = new ContainerLookup(deps.repo, deps.images, deps.root, (id) => health.current(id));
     this.lookup = lookup;
     const health: HealthMonitor = new HealthMonitor({
@@ -123,7 +120,8 @@ export class ContainerService {
       volumes: deps.volumes,
       dataRoot: path.dirname(deps.root),
     });
-    this.attachments = new Attachments(log);
+    // Clients attached to containers' stdio (io/attach.ts): a start joins them to its run, attach opens them.
+    const attachments = new Attachments(log);
     this.logRotation = new LogRotation({
       lookup,
       reopenLog: (dir) => deps.runtime.reopenLog(dir),
@@ -131,7 +129,7 @@ export class ContainerService {
     });
     this.jsonLogs = new JsonLogs(lookup, log.child({ jsonLog: true }));
     const { repo, runtime, events, endpoints, volumes, exits, root, logSizeMax } = deps;
-    const { waits, bundles, attachments, logRotation, jsonLogs } = this;
+    const { waits, bundles, logRotation, jsonLogs } = this;
     const autoRemove = (id: string) =>
       this.remove(id, { force: true, volumes: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
     const startOf = (id: string) => this.lifecycle.startOf(id);
@@ -175,6 +173,23 @@ export class ContainerService {
       cgroupParent: deps.cgroupParent,
       startOf,
     });
+    this.removal = {
+      repo,
+      runtime,
+      exits,
+      volumes,
+      events,
+      root,
+      log,
+      lookup,
+      waits,
+      bundles,
+      health,
+      logRotation,
+      jsonLogs,
+      lifecycle: this.lifecycle,
+      exitHandler: this.exits,
+    };
   }
 
   /** Subscribes to exits and reconciles what happened while berthd was down; rotates the running ones' logs again. */
@@ -477,57 +492,9 @@ export class ContainerService {
     this.deps.repo.removeLink(parent.id, link.alias);
   }
 
-  /** `volumes`: its anonymous volumes go too (`rm -v`); named ones never do. */
-  async remove(ref: string, opts: { force?: boolean; volumes?: boolean } = {}): Promise<void> {
-    const { deps, waits, bundles } = this;
-    const c = this.lookup.find(ref);
-    const id = c.id;
-    if (isRunning(c) || c.status === 'restarting') {
-      if (!opts.force) {
-        throw conflict(
-          `You cannot remove a ${c.status} container ${id}. Stop the container before attempting removal or force remove`,
-        );
-      }
-      this.exits.cancelRestart(id);
-      deps.repo.update(id, { stopped_by_user: 1 });
-      if (c.status === 'restarting') deps.repo.update(id, { status: 'exited' });
-      else await this.lifecycle.terminate(c, 'SIGKILL', -1);
-    }
-    // A bundle still being prepared after create must finish before it is torn down.
-    await bundles.forget(id);
-    this.health.removed(id);
-    this.logRotation.removed(id, c.logPath);
-    await this.jsonLogs.removed(c);
-    const mounts = deps.volumes.mountsOf(id);
-    deps.volumes.deactivate(id);
-    deps.repo.remove(id);
-    // Before waiters hear of the removal: `docker run --rm` lists no volume of it once it returns.
-    await deps.volumes.removed(mounts, opts.volumes ?? false);
-    // Gone from the API from here on: waiters (docker run --rm) need not wait for the
-    // tear-down. A crash before it ends leaves a directory that recover() sweeps away.
-    waits.notify(id, ['not-running', 'next-exit', 'removed'], c.exitCode);
-    publish(deps.events, c, 'destroy');
-    await this.exits.settled(id);
-    await deps.runtime.delete(id, true).catch(() => undefined);
-    await deps.exits.clear(id).catch(() => undefined);
-    await this.discardDir(id, c.bundleDir);
-  }
-
-  /**
-   * Deletes a removed container's directory in the background, its rootfs
-   * unmounted first: what a container wrote can be thousands of files, and
-   * unmounting an overlay syncs the filesystem under it, none of which
-   * `docker rm` need wait for. A crash meanwhile leaves it renamed, for the
-   * next start to sweep away (exits.ts).
-   */
-  private async discardDir(id: string, dir: string): Promise<void> {
-    const { deps, log } = this;
-    const onError = (err: unknown) => log.warn({ err, id }, "deleting a removed container's directory failed");
-    try {
-      await removeInBackground(dir, deps.root, onError, releaseMounts);
-    } catch (e) {
-      throw systemError(`unable to remove filesystem for ${id}: ${messageOf(e)}`, e);
-    }
+  /** `volumes`: its anonymous volumes go too (`rm -v`); named ones never do (remove.ts). */
+  remove(ref: string, opts: { force?: boolean; volumes?: boolean } = {}): Promise<void> {
+    return removeContainer(this.removal, ref, opts);
   }
 
   async prune(filters: Filters = {}): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }> {
