@@ -369,7 +369,7 @@ export class ContainerService {
     publish(this.deps.events, { ...c, name }, 'rename', { oldName: `/${c.name}` });
   }
 
-  // ------------------------------------------------------------------ lifecycle (lifecycle.ts)
+  // ------------------------------------------------------------------ lifecycle (run/lifecycle.ts)
 
   start(ref: string): Promise<void> {
     return this.lifecycle.start(ref);
@@ -518,7 +518,7 @@ export class ContainerService {
     return { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
   }
 
-  // ------------------------------------------------------------------ io (io.ts)
+  // ------------------------------------------------------------------ io (io/container-io.ts)
 
   logs(ref: string, o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal }): AsyncGenerator<LogEntry> {
     return this.io.logs(ref, o);

@@ -12,7 +12,7 @@ import { joined } from '../spec/namespaces.js';
 export interface NetworkIdentity {
   hostname: string;
   domainname: string;
-  /** Where its hostname, hosts and resolv.conf are (lookup.ts's etcDir). */
+  /** Where its hostname, hosts and resolv.conf are (container.ts's etcDir). */
   etcDir: string;
 }
 
