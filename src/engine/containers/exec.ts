@@ -2,6 +2,8 @@
 // own conmon (runtime/exec.ts) so that its exit code is always collected.
 // Exec instances live in memory only, as in dockerd: they are forgotten a while
 // after they exit, and with their container.
+// Health checks run as execs (execProber, at the end): exec sits above health.ts,
+// whose monitor sees it only as a Prober.
 import { EventEmitter, once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
