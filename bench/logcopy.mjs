@@ -1,4 +1,4 @@
-// The cost of json-file's copy (containers/jsonlog.ts): berthd's CPU per MiB
+// The cost of json-file's copy (containers/io/jsonlog.ts): berthd's CPU per MiB
 // of output, the log's bytes on disk, and `docker run --rm` with and without.
 //   (a) a container writes N MiB of 80-byte lines; berthd's CPU time (utime +
 //       stime of its process) over the run, and the files in its directory.

@@ -2,8 +2,7 @@
 import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from './config.js';
-import { ExecService } from './engine/containers/exec.js';
-import { execProber } from './engine/containers/health.js';
+import { ExecService, execProber } from './engine/containers/exec.js';
 import { ContainerService } from './engine/containers/service.js';
 import { ContentStore } from './engine/content/store.js';
 import { EventBus } from './engine/events.js';

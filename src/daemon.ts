@@ -22,7 +22,7 @@ import { buildEngine } from './compose.js';
 import { idleTrim } from './idle.js';
 import { buildLazySchemas } from './lazy-schema.js';
 import { parseHost, type Config, type Listen } from './config.js';
-import { realtimeBudgetProblem } from './engine/containers/realtime.js';
+import { realtimeBudgetProblem } from './engine/containers/spec/realtime.js';
 import { lockExclusive } from './engine/os/files.js';
 import type { Logger } from './log.js';
 

@@ -32,11 +32,11 @@ export type { ArchiveService, PathStat, PutOptions } from './archive/service.js'
 export type { BuildEvent, BuildRequest, BuildResources, BuildService } from './builder/service.js';
 export { stepExitCode } from './builder/service.js';
 export type { CommitRequest, CommitService } from './commit/service.js';
-export type { AttachSession } from './containers/attach.js';
+export type { AttachSession } from './containers/io/attach.js';
 export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';
 export { CreateBodySchema, ExecCreateSchema, UpdateBodySchema } from './containers/config.js';
 export type { ExecInstance, ExecService } from './containers/exec.js';
-export type { Container } from './containers/lookup.js';
+export type { Container } from './containers/container.js';
 export type { ContainerService } from './containers/service.js';
 export type { WaitCondition, WaitResult } from './containers/waits.js';
 export type { EngineEvent, EventBus } from './events.js';
@@ -54,9 +54,9 @@ export type { AuthConfig } from './registry/auth.js';
 export type { LogEntry } from './runtime/logs.js';
 export type { SystemService } from './system.js';
 
-export { visibleLogPath } from './containers/jsonlog.js';
-export { reportedExposedPorts } from './containers/network.js';
-export { protectedPaths } from './containers/paths.js';
+export { visibleLogPath } from './containers/io/jsonlog.js';
+export { reportedExposedPorts } from './containers/spec/network.js';
+export { protectedPaths } from './containers/spec/paths.js';
 export { isoOrZero, statusText } from './containers/status.js';
 export { BEHIND_EVENTS } from './events.js';
 export { createdSeconds, dockerConfig } from './images/config.js';
@@ -68,7 +68,7 @@ export type { ContainerNetworking, Endpoint as ContainerEndpoint, EndpointSettin
 export type { PortBinding } from './network/ports.js';
 export type { CreateNetworkRequest, Network, NetworkEndpoint } from './network/service.js';
 export { NetworkCreateSchema } from './network/service.js';
-export type { ContainerMount } from './containers/mounts.js';
+export type { ContainerMount } from './containers/create/mounts.js';
 export type { MountPoint, Volume, VolumeService } from './volumes/service.js';
 export type { PluginService } from './plugins/service.js';
 export { VolumeCreateSchema } from './volumes/service.js';

@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MASKED_PATHS, READONLY_PATHS } from '../../src/engine/containers/paths.js';
+import { MASKED_PATHS, READONLY_PATHS } from '../../src/engine/containers/spec/paths.js';
 import type { Daemon } from '../harness/daemon.js';
 import { type Env, useEnv } from '../harness/env.js';
 import { demuxText } from '../harness/streams.js';

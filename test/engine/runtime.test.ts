@@ -21,7 +21,7 @@ import { performance } from 'node:perf_hooks';
 import ts from 'typescript';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildSpec, type SpecInput } from '../../src/engine/containers/spec.js';
+import { buildSpec, type SpecInput } from '../../src/engine/containers/spec/spec.js';
 import { prepareRootfs, releaseRootfs } from '../../src/engine/layers/rootfs-mounts.js';
 import { isMountPoint } from '../../src/engine/os/mount.js';
 import { RuntimeCreateError } from '../../src/engine/runtime/errors.js';

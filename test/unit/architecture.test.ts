@@ -156,6 +156,10 @@ function importersOf(unit: string): Map<string, string[]> {
 const LEAVES = ['engine/digest.ts', 'engine/reference.ts', 'engine/signals.ts'];
 const SQL = /\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|CREATE TABLE)\b/;
 const NATIVE_LOADER = 'engine/os/native.ts';
+/** A file longer than this holds more than one concern: split it. */
+const MAX_LINES = 600;
+/** Files over MAX_LINES whose split is under way (issue 31); the rule keeps the list honest. */
+const OVERSIZED_FOR_NOW = new Set(['engine/builder/service.ts']);
 
 describe('architecture', () => {
   it('finds the source files and their imports', () => {
@@ -205,9 +209,9 @@ describe('architecture', () => {
     expect(why ?? [], `folder cycle ${cycle?.join(' -> ')}`).toEqual([]);
   });
 
-  it('(d) no import cycle between files in api/', () => {
-    const cycle = fileCycle(inApi);
-    expect(cycle ?? [], `file cycle in api/: ${cycle?.join(' -> ')}`).toEqual([]);
+  it('(d) no import cycle between files anywhere in src/', () => {
+    const cycle = fileCycle(() => true);
+    expect(cycle ?? [], `file cycle: ${cycle?.join(' -> ')}`).toEqual([]);
   });
 
   it('(e) SQL only in engine/store/', () => {
@@ -267,8 +271,18 @@ describe('architecture', () => {
     expect(bad).toEqual([]);
   });
 
-  it('(j) no import cycle between files in engine/network/', () => {
-    const cycle = fileCycle(under(path.join(ENGINE, 'network')));
-    expect(cycle ?? [], `file cycle in engine/network/: ${cycle?.join(' -> ')}`).toEqual([]);
+  it(`(k) no source file over ${MAX_LINES} lines`, () => {
+    const lines = new Map(
+      allFiles
+        .filter((f) => f.endsWith('.ts'))
+        .map((f) => [path.relative(SRC, f), readFileSync(f, 'utf8').split('\n').length - 1]),
+    );
+    const over = [...lines].filter(([rel, n]) => n > MAX_LINES && !OVERSIZED_FOR_NOW.has(rel));
+    // A file split since it was listed comes off the list.
+    const split = [...OVERSIZED_FOR_NOW].filter((rel) => (lines.get(rel) ?? 0) <= MAX_LINES);
+    expect(over.map(([rel, n]) => `${rel}: ${n} lines`)).toEqual([]);
+    expect(split.map((rel) => `${rel} is no longer over ${MAX_LINES} lines: take it off OVERSIZED_FOR_NOW`)).toEqual(
+      [],
+    );
   });
 });

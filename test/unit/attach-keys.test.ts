@@ -1,6 +1,6 @@
 // Detach keys: Docker's syntax, and finding the sequence in a TTY's input.
 import { describe, expect, it } from 'vitest';
-import { DetachScanner, parseDetachKeys } from '../../src/engine/containers/attach.js';
+import { DetachScanner, parseDetachKeys } from '../../src/engine/containers/io/attach.js';
 
 describe('parseDetachKeys', () => {
   it("reads Docker's syntax", () => {

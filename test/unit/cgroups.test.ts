@@ -4,9 +4,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cgroupsPath } from '../../src/engine/containers/cgroups.js';
-import { specLimits, updatedResources } from '../../src/engine/containers/limits.js';
-import { buildSpec } from '../../src/engine/containers/spec.js';
+import { cgroupsPath } from '../../src/engine/containers/spec/cgroups.js';
+import { specLimits, updatedResources } from '../../src/engine/containers/spec/limits.js';
+import { buildSpec } from '../../src/engine/containers/spec/spec.js';
 import { detect } from '../../src/engine/os/cgroupinfo.js';
 import { scratchDir } from '../harness/tmp.js';
 

@@ -3,14 +3,14 @@
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { ALL_CAPABILITIES, grantableCapabilities } from '../../src/engine/containers/capabilities.js';
+import { ALL_CAPABILITIES, grantableCapabilities } from '../../src/engine/containers/spec/capabilities.js';
 import type { ConfigBody, Given, HostConfigBody } from '../../src/engine/containers/config.js';
 import {
   bindMounts,
   checkConfig,
   createSettings,
   recursiveReadonlySupported,
-} from '../../src/engine/containers/create.js';
+} from '../../src/engine/containers/create/create.js';
 import { isEngineError } from '../../src/errors.js';
 
 const MB = 1024 * 1024;

@@ -4,7 +4,7 @@
 // (The checks themselves, on real containers: test/api/health.test.ts.)
 import { describe, expect, it } from 'vitest';
 import type { ConfigBody, Given } from '../../src/engine/containers/config.js';
-import { checkConfig, createSettings } from '../../src/engine/containers/create.js';
+import { checkConfig, createSettings } from '../../src/engine/containers/create/create.js';
 import { durationText, healthCheckOf } from '../../src/engine/containers/health.js';
 import { isEngineError } from '../../src/errors.js';
 

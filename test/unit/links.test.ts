@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { linkEnv, withLinkEnv } from '../../src/engine/containers/links.js';
-import { parseNetDev } from '../../src/engine/containers/stats.js';
+import { parseNetDev } from '../../src/engine/containers/io/stats.js';
 import { parseLink } from '../../src/engine/network/endpoints.js';
 
 describe('legacy links', () => {

@@ -2,7 +2,12 @@
 // driver's defaults, and what conmon is told for each policy.
 // (Rotation on real containers, and dockerd's refusals: test/api/logs.test.ts.)
 import { describe, expect, it } from 'vitest';
-import { conmonLogSizeMax, fromHumanSize, logPolicy, rotatedByBerth } from '../../src/engine/containers/logconfig.js';
+import {
+  conmonLogSizeMax,
+  fromHumanSize,
+  logPolicy,
+  rotatedByBerth,
+} from '../../src/engine/containers/create/logconfig.js';
 
 describe('fromHumanSize (go-units)', () => {
   it('reads decimal units, with or without b/ib, spaces and fractions', () => {

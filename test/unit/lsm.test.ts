@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { refuseUnappliedSecurityOptions } from '../../src/engine/containers/lsm.js';
+import { refuseUnappliedSecurityOptions } from '../../src/engine/containers/create/lsm.js';
 
 const refusal = (opts: string[], host: { apparmor: boolean; selinux: boolean }) => {
   try {

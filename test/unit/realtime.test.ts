@@ -5,7 +5,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { scratchDir } from '../harness/tmp.js';
-import { realtimeBudgetProblem } from '../../src/engine/containers/realtime.js';
+import { realtimeBudgetProblem } from '../../src/engine/containers/spec/realtime.js';
 
 /** A cgroup root holding `files` (paths under it). */
 function cgroupRoot(files: string[]): string {

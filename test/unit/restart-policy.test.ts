@@ -1,7 +1,7 @@
 // The restart policy's decision at an exit: the whole table, and dockerd's backoff.
 import { describe, expect, it } from 'vitest';
 import type { RestartPolicy } from '../../src/engine/containers/config.js';
-import { killEndsPolicy, MAX_DELAY_MS, restartDecision } from '../../src/engine/containers/restart.js';
+import { killEndsPolicy, MAX_DELAY_MS, restartDecision } from '../../src/engine/containers/run/restart.js';
 
 const policy = (Name: RestartPolicy['Name'], MaximumRetryCount = 0): RestartPolicy => ({ Name, MaximumRetryCount });
 const decide = (p: RestartPolicy, exitCode: number, restartCount = 0, stoppedByUser = false) =>

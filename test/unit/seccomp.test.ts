@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_CAPABILITIES } from '../../src/engine/containers/capabilities.js';
-import { buildSpec, type SpecInput } from '../../src/engine/containers/spec.js';
+import { DEFAULT_CAPABILITIES } from '../../src/engine/containers/spec/capabilities.js';
+import { buildSpec, type SpecInput } from '../../src/engine/containers/spec/spec.js';
 import {
   builtinArchitectures,
   defaultSeccomp,
@@ -8,7 +8,7 @@ import {
   seccompOption,
   type OciSeccomp,
   type OciSyscallArg,
-} from '../../src/engine/containers/seccomp.js';
+} from '../../src/engine/containers/spec/seccomp.js';
 import { native } from '../../src/engine/os/native.js';
 import { isEngineError } from '../../src/errors.js';
 

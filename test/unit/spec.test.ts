@@ -4,14 +4,14 @@ import {
   DEFAULT_CAPABILITIES,
   grantableCapabilities,
   resolveCapabilities,
-} from '../../src/engine/containers/capabilities.js';
+} from '../../src/engine/containers/spec/capabilities.js';
 import {
   buildSpec,
   CONTAINER_INIT_PATH,
   hostNofileHardLimit,
   type SpecInput,
-} from '../../src/engine/containers/spec.js';
-import { MASKED_PATHS, READONLY_PATHS } from '../../src/engine/containers/paths.js';
+} from '../../src/engine/containers/spec/spec.js';
+import { MASKED_PATHS, READONLY_PATHS } from '../../src/engine/containers/spec/paths.js';
 import { isEngineError } from '../../src/errors.js';
 
 const base: SpecInput = {

@@ -1,6 +1,6 @@
 // The host CPU time of a stats sample: whole nanoseconds, as the clients decode it.
 import { describe, expect, it } from 'vitest';
-import { systemCpuNanosOf } from '../../src/engine/containers/stats.js';
+import { systemCpuNanosOf } from '../../src/engine/containers/io/stats.js';
 
 const procStat = (ticks: number[]) => `cpu  ${ticks.join(' ')} 0 0 0\ncpu0 1 2 3 4 5 6 7 0 0 0\n`;
 

@@ -23,7 +23,7 @@ import { pipeline } from 'node:stream/promises';
 import { VERSION } from '../../config.js';
 import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import type { Container } from '../containers/lookup.js';
+import type { Container } from '../containers/container.js';
 import type { ContainerService } from '../containers/service.js';
 import type { ContentStore } from '../content/store.js';
 import type { EventBus } from '../events.js';

@@ -2,6 +2,8 @@
 // own conmon (runtime/exec.ts) so that its exit code is always collected.
 // Exec instances live in memory only, as in dockerd: they are forgotten a while
 // after they exit, and with their container.
+// Health checks run as execs (execProber, at the end): exec sits above health.ts,
+// whose monitor sees it only as a Prober.
 import { EventEmitter, once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -12,16 +14,16 @@ import type { EventBus } from '../events.js';
 import { processEnded } from '../runtime/proc.js';
 import type { ExecSeries } from '../runtime/exec.js';
 import type { Runtime } from '../runtime/runtime.js';
-import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, readOutput, type AttachSession } from './attach.js';
+import { Attachments, DEFAULT_DETACH_KEYS, parseDetachKeys, readOutput, type AttachSession } from './io/attach.js';
 import type { ExecConfig, ExecCreateBody, Given } from './config.js';
-import { resolveCapabilities } from './capabilities.js';
-import { mergeEnv } from './create.js';
-import type { Container } from './lookup.js';
-import type { OciProcess } from './oci.js';
-import type { ContainerService } from './service.js';
+import { resolveCapabilities } from './spec/capabilities.js';
+import { mergeEnv } from './create/create.js';
+import type { Container } from './container.js';
+import type { ProbeRun, Prober } from './health.js';
+import type { OciProcess } from './spec/oci.js';
 import { linkVarsOf, withLinkEnv } from './links.js';
-import { consoleSize, withDefaultEnv } from './spec.js';
-import { resolveUser } from './user.js';
+import { consoleSize, withDefaultEnv } from './spec/spec.js';
+import { resolveUser } from './spec/user.js';
 
 export interface ExecInstance {
   id: string;
@@ -41,7 +43,8 @@ export interface ExecInstance {
 const KEEP_EXITED_MS = 10 * 60_000;
 
 export interface ExecDeps {
-  containers: ContainerService;
+  /** Finds an exec's container (the container service, which is built before this one). */
+  containers: { get(ref: string): Container };
   runtime: Runtime;
   events: EventBus;
   logger: Logger;
@@ -372,4 +375,37 @@ export class ExecService {
       ...extra,
     });
   }
+}
+
+/**
+ * Checks run as dockerd's do: execs of the container (events and all), with
+ * the container's user, directory and environment, no terminal and no stdin;
+ * forgotten once they exit (they are not the user's). What every check of a
+ * run shares (its process spec, its conmon directory) is made once.
+ */
+export function execProber(execs: ExecService): Prober {
+  return (containerId, argv) => {
+    const repeated = execs.repeat(containerId, { Cmd: argv, AttachStdout: true, AttachStderr: true });
+    return { run: async (output) => startCheck(repeated.start(output)), close: () => repeated.close() };
+  };
+}
+
+/** One check's exec, started. */
+async function startCheck({ exec: record, start }: ReturnType<RepeatedExec['start']>): Promise<ProbeRun> {
+  await start.run();
+  // Its exit code, once its output has all been read.
+  const exit = start.ended().then(() => record.exitCode ?? -1);
+  const kill = () => {
+    start.abandon();
+    // Its whole process group (runc makes it a session leader): a shell's children would
+    // otherwise live on, one more at every timeout (dockerd kills the shell alone).
+    if (record.running && record.pid > 0) {
+      try {
+        process.kill(-record.pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+  };
+  return { exit, kill };
 }

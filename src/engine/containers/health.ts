@@ -27,33 +27,8 @@ import { Limiter } from '../limiter.js';
 import { formatTimestamp } from '../runtime/logs.js';
 import type { ContainerRepository } from '../store/containers.js';
 import type { ContainerConfig, HealthConfig } from './config.js';
-import { publish } from './context.js';
-import type { ExecService, RepeatedExec } from './exec.js';
-import type { Container, ContainerLookup } from './lookup.js';
-
-export type HealthStatus = 'starting' | 'healthy' | 'unhealthy';
-
-/** One check's result, as inspect's State.Health.Log shows it. */
-export interface HealthResult {
-  /** RFC 3339 with nanoseconds, as Go writes a time. */
-  Start: string;
-  End: string;
-  ExitCode: number;
-  Output: string;
-}
-
-/** inspect's State.Health. */
-export interface HealthState {
-  Status: HealthStatus;
-  FailingStreak: number;
-  /** The last results, oldest first. */
-  Log: HealthResult[];
-}
-
-/** The list filter's values: a container that never ran a check is "none". */
-export const HEALTH_FILTER_VALUES = ['none', 'starting', 'healthy', 'unhealthy'];
-
-export const healthStatusOf = (c: Pick<Container, 'health'>): string => c.health?.Status ?? 'none';
+import { type Container, type HealthResult, type HealthState, publish } from './container.js';
+import type { ContainerLookup } from './lookup.js';
 
 // dockerd's limits and defaults.
 const MAX_OUTPUT_BYTES = 4096;
@@ -188,39 +163,6 @@ export interface Probes {
 
 /** How `argv` is run as the checks of one run of the container. */
 export type Prober = (containerId: string, argv: string[]) => Probes;
-
-/**
- * Checks run as dockerd's do: execs of the container (events and all), with
- * the container's user, directory and environment, no terminal and no stdin;
- * forgotten once they exit (they are not the user's). What every check of a
- * run shares (its process spec, its conmon directory) is made once.
- */
-export function execProber(execs: ExecService): Prober {
-  return (containerId, argv) => {
-    const repeated = execs.repeat(containerId, { Cmd: argv, AttachStdout: true, AttachStderr: true });
-    return { run: async (output) => startCheck(repeated.start(output)), close: () => repeated.close() };
-  };
-}
-
-/** One check's exec, started. */
-async function startCheck({ exec: record, start }: ReturnType<RepeatedExec['start']>): Promise<ProbeRun> {
-  await start.run();
-  // Its exit code, once its output has all been read.
-  const exit = start.ended().then(() => record.exitCode ?? -1);
-  const kill = () => {
-    start.abandon();
-    // Its whole process group (runc makes it a session leader): a shell's children would
-    // otherwise live on, one more at every timeout (dockerd kills the shell alone).
-    if (record.running && record.pid > 0) {
-      try {
-        process.kill(-record.pid, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
-  };
-  return { exit, kill };
-}
 
 // ---------------------------------------------------------------- monitor
 

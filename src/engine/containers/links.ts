@@ -10,14 +10,7 @@
 import { invalidParameter, systemError } from '../../errors.js';
 import { checkLinkAlias, parseLink } from '../network/endpoints.js';
 import type { LinkRow } from '../store/containers.js';
-import type { Container } from './lookup.js';
-
-/** A link as recorded: the parent knows the child (null when removed since) as alias. */
-export interface LegacyLink {
-  childId: string;
-  childName: string | null;
-  alias: string;
-}
+import type { Container, LegacyLink } from './container.js';
 
 /** The predefined networks, where HostConfig.Links are legacy links (not a user network's). */
 const isLegacyLinkMode = (mode: string) => mode === 'default' || mode === 'bridge';
@@ -50,6 +43,42 @@ export function resolveLinks(
     out.set(alias, { childId: child.id, alias }); // a later one of the same alias wins, as in dockerd's index
   }
   return [...out.values()];
+}
+
+/**
+ * HostConfig.Links on a predefined network, at create: legacy links, their
+ * children found now, as dockerd's registerLinks finds them. On network none
+ * they do nothing, as with dockerd (docker-compose 1.29 sends a service's
+ * links there). On a user network they are its links (withUserNetworkLinks).
+ */
+export function legacyLinks(
+  mode: string,
+  links: readonly string[],
+  find: (ref: string) => Container,
+): { childId: string; alias: string }[] {
+  if (mode === 'host') {
+    throw invalidParameter(
+      "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
+    );
+  }
+  if (!registersLegacyLinks(mode)) return [];
+  return resolveLinks(links, find);
+}
+
+/**
+ * HostConfig.Links with a user network as NetworkMode: dockerd ignores them
+ * there (the docker CLI sends them as the network's endpoint links too); berth
+ * applies them as that network's links, unless the endpoint names its own.
+ */
+export function withUserNetworkLinks(
+  configs: Record<string, unknown>,
+  mode: string,
+  links: string[],
+): Record<string, unknown> {
+  if (!links.length || mode.startsWith('container:') || mode === 'none') return configs;
+  const own = (configs[mode] ?? {}) as { Links?: string[] | null };
+  if (own.Links?.length) return configs;
+  return { ...configs, [mode]: { ...own, Links: links } };
 }
 
 function findForLink(find: (ref: string) => Container, name: string): Container {

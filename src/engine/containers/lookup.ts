@@ -1,80 +1,19 @@
-// A container as the engine hands it out: its record in camelCase, its Config
-// and HostConfig, and where its files are. Found by id, unique id prefix or
-// name; listed with Docker's filters. The database row stays in here.
-import type { Member } from '../network/endpoints.js';
+// Containers found by id, unique id prefix or name, and listed with Docker's
+// filters: the Container view (container.ts) made from its database row,
+// which stays in here.
 import path from 'node:path';
 import { invalidParameter, noSuchContainer, notFound } from '../../errors.js';
 import { checkFilters, globMatch, matchLabels, type Filters } from '../filters.js';
 import type { ImageService } from '../images/service.js';
-import type { ContainerRepository, ContainerRow, ContainerStatus, LinkRow } from '../store/containers.js';
+import type { ContainerRepository, ContainerRow, LinkRow } from '../store/containers.js';
 import type { ContainerConfig, HostConfig } from './config.js';
-import { registersLegacyLinks, type LegacyLink, linkViews, splitLinkName } from './links.js';
-import { HEALTH_FILTER_VALUES, type HealthState, healthStatusOf } from './health.js';
+import { ACTIVE, type Container, type ContainerStatus, type HealthState } from './container.js';
+import { registersLegacyLinks, linkViews, splitLinkName } from './links.js';
 
-export type { ContainerStatus };
+/** The list filter's health values: a container that never ran a check is "none". */
+const HEALTH_FILTER_VALUES = ['none', 'starting', 'healthy', 'unhealthy'];
 
-export interface Container {
-  id: string;
-  name: string;
-  imageId: string;
-  /** The image as the create named it. */
-  imageRef: string;
-  /** Unix milliseconds, as are startedAt and finishedAt (0: never). */
-  created: number;
-  status: ContainerStatus;
-  pid: number;
-  exitCode: number;
-  error: string;
-  startedAt: number;
-  finishedAt: number;
-  restartCount: number;
-  oomKilled: boolean;
-  /**
-   * Its run is being ended by stop, a forced remove or a kill with its stop
-   * signal (or SIGKILL): no restart policy applies at its exit.
-   */
-  stoppedByUser: boolean;
-  /** Killed or stopped (with any signal) since the user last started it: unless-stopped does not apply. */
-  manuallyStopped: boolean;
-  /** Creation order (list's before and since). */
-  seq: number;
-  config: ContainerConfig;
-  hostConfig: HostConfig;
-  /** Its read-only binds are recursively read-only where the kernel can (created through API 1.44 or later). */
-  recursiveReadonlyBinds: boolean;
-  /** The command run: Path and Args as inspect shows them. */
-  path: string;
-  args: string[];
-  bundleDir: string;
-  /**
-   * Where its hostname, hosts and resolv.conf are (inspect's HostnamePath…):
-   * its bundle, or the network donor's it took at its last start (netjoin.ts).
-   */
-  etcDir: string;
-  /** The overlay mount point, runc's root.path. */
-  rootfs: string;
-  logPath: string;
-  /** inspect's State.Health: null until it first ran with a health check (health.ts). */
-  health: HealthState | null;
-  /** Its legacy links (links.ts), in the order given; HostConfig.Links shows them as dockerd's inspect. */
-  legacyLinks: LegacyLink[];
-  /** The names other containers' links give it: /<parent>/<alias>. */
-  linkNames: string[];
-}
-
-/** Statuses with a process, or one on the way back (restarting). */
-export const ACTIVE: readonly ContainerStatus[] = ['running', 'paused', 'restarting'];
-export const isActive = (c: Container) => ACTIVE.includes(c.status);
-/** A process runs (maybe frozen). */
-export const isRunning = (c: Container) => c.status === 'running' || c.status === 'paused';
-
-/** What the container's networks are told of it; its namespace while its process runs. */
-export const memberOf = (c: Container): Member => ({
-  id: c.id,
-  name: c.name,
-  hostname: c.config.Hostname,
-  ...(isRunning(c) && c.pid ? { nsPath: `/proc/${c.pid}/ns/net` } : {}),
-});
+const healthStatusOf = (c: Pick<Container, 'health'>): string => c.health?.Status ?? 'none';
 
 const LIST_FILTERS = [
   'id',

@@ -1,128 +1,205 @@
 // Docker's container verbs, as the API calls them. This file wires the parts
-// and holds create, rename, wait and removal; the rest is by concern:
-//   lookup.ts     the Container view; find by id, prefix or name; list
-//   create.ts     what a create is checked against and defaults (resources.ts, capabilities.ts)
-//   bundle.ts     the OCI bundle: rootfs, /etc files, config.json (spec.ts)
-//   lifecycle.ts  start, stop, kill, restart, pause, unpause, freeze, thaw
-//   exits.ts      an exit and what follows it; recovery at berthd's start (restart.ts decides restarts)
-//   io.ts         logs, attach, resize, top, stats, sizes
-//   waits.ts      waits for an exit or removal
-//   health.ts     health checks of the running containers
-//   logconfig.ts  LogConfig's drivers and options; logrotation.ts rotates the running containers' logs;
-//                 jsonlog.ts keeps json-file's file (LogPath) beside the log
-//   update.ts     docker update: limits and restart policy changed after create
+// and holds create, rename and wait. containers/ is in layers, each
+// importing only those below it; a lower module that must call back up is
+// given a function or a small interface by this one:
+//   service.ts      ContainerService (this file): the top
+//   remove.ts       docker rm; update.ts docker update; exec.ts docker exec, and the health
+//                   checks' execs; health.ts health checks of the running containers
+//   run/            a container's process: bundle.ts (the OCI bundle), lifecycle.ts (start, stop,
+//                   kill, pause…), exits.ts (an exit, recovery at berthd's start; restart.ts
+//                   decides restarts), netjoin.ts, rootview.ts (docker cp's view)
+//   io/             what a client reads: logs, attach, resize, top, stats (container-io.ts);
+//                   attach.ts, stats.ts, jsonlog.ts, logrotation.ts
+//   create/         what a create is checked against and defaults (create.ts), mounts, names,
+//                   LogConfig (logconfig.ts), the fields berth refuses (unsupported.ts)
+//   spec/           the OCI spec builders (spec.ts) and their parts: capabilities, cgroups,
+//                   devices, limits, namespaces, seccomp, ulimits, user, paths
+//   the bottom      config.ts (the request shapes), container.ts (the Container view),
+//                   lookup.ts (find and list), links.ts, waits.ts, status.ts
 // State lives in SQLite; processes live under conmon, which outlives berthd.
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, invalidParameter, messageOf, systemError } from '../../errors.js';
+import { conflict, invalidParameter, systemError } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import type { EventBus } from '../events.js';
 import { checkFilters, matchLabels, parseUntil, type Filters } from '../filters.js';
 import type { ImageConfig } from '../images/config.js';
-import { removeInBackground } from '../os/dirs.js';
-import type { LogEntry, ReadLogOptions } from '../runtime/logs.js';
-import { isUniqueViolation } from '../store/containers.js';
-import { Attachments, type AttachSession } from './attach.js';
-import { Bundles, releaseMounts } from './bundle.js';
-import type { CreateRequest, Given, UpdateBody } from './config.js';
-import { type ContainerDeps, publish, type Shared } from './context.js';
-import { checkConfig, createSettings } from './create.js';
-import { ExitHandler } from './exits.js';
-import { HealthMonitor, type Prober } from './health.js';
-import { type AttachOptions, ContainerIo } from './io.js';
-import { Lifecycle } from './lifecycle.js';
-import { registersLegacyLinks, resolveLinks, splitLinkName } from './links.js';
-import type { ContainerNetworking } from '../network/endpoints.js';
-import { JsonLogs } from './jsonlog.js';
-import { LogRotation } from './logrotation.js';
-import { type Container, ContainerLookup, isRunning, memberOf } from './lookup.js';
-import { checkBindSources, type ContainerMount, containerMounts, planMounts } from './mounts.js';
-import { checkName, generateName } from './names.js';
-import { withDonorIds } from './namespaces.js';
-import { networkDisabled } from './network.js';
-import { checkImagePlatform } from './platform.js';
-import { RUNC_ONLY } from './runtimes.js';
+import type { ImageService } from '../images/service.js';
+import type { ContainerNetworking, Endpoints } from '../network/endpoints.js';
 import type { RootView, ViewMount } from '../os/rooted.js';
-import { openContainerView, viewMounts } from './rootview.js';
+import type { ExitWatcher } from '../runtime/exits.js';
+import type { LogEntry, ReadLogOptions } from '../runtime/logs.js';
+import type { Runtime } from '../runtime/runtime.js';
+import { type ContainerRepository, isUniqueViolation } from '../store/containers.js';
+import type { VolumeService } from '../volumes/service.js';
+import type { CreateRequest, Given, UpdateBody } from './config.js';
+import { type Container, isRunning, memberOf, publish } from './container.js';
+import { checkConfig, createSettings } from './create/create.js';
+import { checkBindSources, type ContainerMount, containerMounts, planMounts } from './create/mounts.js';
+import { checkName, generateName } from './create/names.js';
+import { checkImagePlatform } from './create/platform.js';
+import { RUNC_ONLY, type RuntimeNames } from './create/runtimes.js';
+import { HealthMonitor, type Prober } from './health.js';
+import { Attachments, type AttachSession } from './io/attach.js';
+import { type AttachOptions, ContainerIo } from './io/container-io.js';
+import { JsonLogs } from './io/jsonlog.js';
+import { LogRotation } from './io/logrotation.js';
+import { legacyLinks, splitLinkName, withUserNetworkLinks } from './links.js';
+import { ContainerLookup } from './lookup.js';
+import { Bundles } from './run/bundle.js';
+import { ExitHandler } from './run/exits.js';
+import { Lifecycle } from './run/lifecycle.js';
+import { openContainerView, viewMounts } from './run/rootview.js';
+import type { RealtimeBudget } from './spec/realtime.js';
+import { withDonorIds } from './spec/namespaces.js';
+import { networkDisabled } from './spec/network.js';
+import { type RemoveDeps, removeContainer } from './remove.js';
 import { updateContainer } from './update.js';
 import { waitCondition, type WaitResult, Waits } from './waits.js';
 
-/**
- * HostConfig.Links with a user network as NetworkMode: dockerd ignores them
- * there (the docker CLI sends them as the network's endpoint links too); berth
- * applies them as that network's links, unless the endpoint names its own.
- */
-function withUserNetworkLinks(
-  configs: Record<string, unknown>,
-  mode: string,
-  links: string[],
-): Record<string, unknown> {
-  if (!links.length || mode.startsWith('container:') || mode === 'none') return configs;
-  const own = (configs[mode] ?? {}) as { Links?: string[] | null };
-  if (own.Links?.length) return configs;
-  return { ...configs, [mode]: { ...own, Links: links } };
+/** The daemon's parts the containers are given (compose.ts). */
+export interface ContainerDeps {
+  repo: ContainerRepository;
+  images: ImageService;
+  runtime: Runtime;
+  exits: ExitWatcher;
+  logger: Logger;
+  /** <data-root>/containers */
+  root: string;
+  initPath?: string;
+  /** The real-time budget given to the containers' parent cgroup before each start (spec/realtime.ts). */
+  realtime?: RealtimeBudget;
+  /** The parent cgroup of containers that name none (--cgroup-parent); berth's own when absent. */
+  cgroupParent?: string;
+  /** Default cap on a container's log, bytes. */
+  logSizeMax: number;
+  events: EventBus;
+  /** The container's places on networks (network/endpoints.ts). */
+  endpoints: Endpoints;
+  /** Volumes, and the mount points containers hold on them (volumes/service.ts). */
+  volumes: VolumeService;
+  /** The daemon's OCI runtimes by name (HostConfig.Runtime); runc alone when absent. */
+  runtimes?: RuntimeNames;
 }
 
 export class ContainerService {
-  private readonly s: Shared;
+  private readonly lookup: ContainerLookup;
+  private readonly waits = new Waits();
+  private readonly bundles: Bundles;
+  /** Health checks of the running containers (health.ts). */
+  private readonly health: HealthMonitor;
+  /** Rotation of the running containers' logs (io/logrotation.ts). */
+  private readonly logRotation: LogRotation;
+  /** json-file's file at dockerd's place, kept beside the log (io/jsonlog.ts). */
+  private readonly jsonLogs: JsonLogs;
   private readonly lifecycle: Lifecycle;
   private readonly exits: ExitHandler;
   private readonly io: ContainerIo;
+  private readonly removal: RemoveDeps;
 
-  constructor(deps: ContainerDeps) {
+  constructor(private readonly deps: ContainerDeps) {
     const log = deps.logger.child({ component: 'containers' });
     const lookup: ContainerLookup = new ContainerLookup(deps.repo, deps.images, deps.root, (id) => health.current(id));
+    this.lookup = lookup;
     const health: HealthMonitor = new HealthMonitor({
       repo: deps.repo,
       events: deps.events,
       lookup,
       log: log.child({ health: true }),
     });
-    this.s = {
-      deps,
-      log,
+    this.health = health;
+    this.bundles = new Bundles({
+      images: deps.images,
+      exits: deps.exits,
+      initPath: deps.initPath,
+      realtime: deps.realtime,
+      cgroupParent: deps.cgroupParent,
       lookup,
-      waits: new Waits(),
-      bundles: new Bundles({
-        images: deps.images,
-        exits: deps.exits,
-        initPath: deps.initPath,
-        realtime: deps.realtime,
-        cgroupParent: deps.cgroupParent,
-        lookup,
-        endpoints: deps.endpoints,
-        volumes: deps.volumes,
-        dataRoot: path.dirname(deps.root),
-      }),
-      attachments: new Attachments(log),
-      health,
-      logRotation: new LogRotation({
-        lookup,
-        reopenLog: (dir) => deps.runtime.reopenLog(dir),
-        log: log.child({ logRotation: true }),
-      }),
-      jsonLogs: new JsonLogs(lookup, log.child({ jsonLog: true })),
-    };
+      endpoints: deps.endpoints,
+      volumes: deps.volumes,
+      dataRoot: path.dirname(deps.root),
+    });
+    // Clients attached to containers' stdio (io/attach.ts): a start joins them to its run, attach opens them.
+    const attachments = new Attachments(log);
+    this.logRotation = new LogRotation({
+      lookup,
+      reopenLog: (dir) => deps.runtime.reopenLog(dir),
+      log: log.child({ logRotation: true }),
+    });
+    this.jsonLogs = new JsonLogs(lookup, log.child({ jsonLog: true }));
+    const { repo, runtime, events, endpoints, volumes, exits, root, logSizeMax } = deps;
+    const { waits, bundles, logRotation, jsonLogs } = this;
     const autoRemove = (id: string) =>
       this.remove(id, { force: true, volumes: true }).catch((err) => log.warn({ err, id }, 'auto-remove failed'));
-    this.exits = new ExitHandler(this.s, {
-      startOf: (id) => this.lifecycle.startOf(id),
-      startAgain: (id, count) => this.lifecycle.startAgain(id, count),
+    const startOf = (id: string) => this.lifecycle.startOf(id);
+    this.exits = new ExitHandler(
+      { repo, runtime, exits, endpoints, volumes, events, root, lookup, waits, log, jsonLogs, logRotation, health },
+      {
+        startOf,
+        startAgain: (id, count) => this.lifecycle.startAgain(id, count),
+        autoRemove,
+      },
+    );
+    this.lifecycle = new Lifecycle(
+      {
+        repo,
+        runtime,
+        exits,
+        endpoints,
+        volumes,
+        events,
+        logSizeMax,
+        lookup,
+        waits,
+        bundles,
+        attachments,
+        jsonLogs,
+        logRotation,
+        health,
+        log,
+      },
+      this.exits,
       autoRemove,
-    });
-    this.lifecycle = new Lifecycle(this.s, this.exits, autoRemove);
+    );
     // Each runtime command on a container runs the runtime it was created with (HostConfig.Runtime).
-    deps.runtime.useRuntimeNames((id) => lookup.byId(id)?.hostConfig.Runtime);
-    this.io = new ContainerIo(this.s, (id) => this.lifecycle.startOf(id));
+    runtime.useRuntimeNames((id) => lookup.byId(id)?.hostConfig.Runtime);
+    this.io = new ContainerIo({
+      lookup,
+      waits,
+      attachments,
+      runtime,
+      images: deps.images,
+      cgroupParent: deps.cgroupParent,
+      startOf,
+    });
+    this.removal = {
+      repo,
+      runtime,
+      exits,
+      volumes,
+      events,
+      root,
+      log,
+      lookup,
+      waits,
+      bundles,
+      health,
+      logRotation,
+      jsonLogs,
+      lifecycle: this.lifecycle,
+      exitHandler: this.exits,
+    };
   }
 
   /** Subscribes to exits and reconciles what happened while berthd was down; rotates the running ones' logs again. */
   async recover(): Promise<void> {
     // Volumes of the containers recorded as running stay mounted; those found ended are released by recover.
-    for (const c of this.s.lookup.withStatus(['running', 'paused'])) this.s.deps.volumes.stillActive(c.id);
+    for (const c of this.lookup.withStatus(['running', 'paused'])) this.deps.volumes.stillActive(c.id);
     await this.exits.recover();
-    for (const c of this.s.lookup.withStatus(['running', 'paused'])) {
-      this.s.jsonLogs.started(c.id);
-      this.s.logRotation.started(c.id);
+    for (const c of this.lookup.withStatus(['running', 'paused'])) {
+      this.jsonLogs.started(c.id);
+      this.logRotation.started(c.id);
     }
   }
 
@@ -131,21 +208,21 @@ export class ContainerService {
    * one), beginning with the containers running now.
    */
   monitorHealth(prober: Prober): void {
-    this.s.health.useProber(prober);
+    this.health.useProber(prober);
   }
 
   /** berthd stops: health checks stop (their results kept in the records). */
   close(): void {
-    this.s.health.close();
-    this.s.logRotation.close();
-    void this.s.jsonLogs.close();
+    this.health.close();
+    this.logRotation.close();
+    void this.jsonLogs.close();
   }
 
   // ------------------------------------------------------------------ lookup
 
   /** Resolves a full id, a unique id prefix, or a name (with or without '/'). */
   get(ref: string): Container {
-    return this.s.lookup.find(ref);
+    return this.lookup.find(ref);
   }
 
   /**
@@ -156,21 +233,21 @@ export class ContainerService {
   async openView(ref: string): Promise<{ c: Container; view: RootView; mounts: ViewMount[] }> {
     const c = this.get(ref);
     const mounts = viewMounts(c, this.mountPoints(c));
-    return { c, view: await openContainerView(c, this.s.deps.images, mounts), mounts };
+    return { c, view: await openContainerView(c, this.deps.images, mounts), mounts };
   }
 
   /** Publishes a container event (dockerd's attributes). */
   publish(c: Container, action: string): void {
-    publish(this.s.deps.events, c, action);
+    publish(this.deps.events, c, action);
   }
 
   /** `GET /containers/json`; the `volume` filter (a volume's name, a bind's source, or a destination) is applied here. */
   list(opts: { all?: boolean; limit?: number; filters?: Filters } = {}): Container[] {
     const wanted = opts.filters?.volume;
-    if (!wanted?.length) return this.s.lookup.list(opts);
+    if (!wanted?.length) return this.lookup.list(opts);
     const { volume: _, ...filters } = opts.filters ?? {};
     const limit = opts.limit ?? 0;
-    const found = this.s.lookup
+    const found = this.lookup
       .list({ all: opts.all || limit > 0, filters })
       .filter((c) =>
         this.mountPoints(c).some((m) => wanted.some((w) => w === m.name || w === m.source || w === m.destination)),
@@ -183,14 +260,14 @@ export class ContainerService {
    * what inspect's Mounts shows, and where a path of the container lies on the host.
    */
   mountPoints(ref: string | Container): ContainerMount[] {
-    const c = typeof ref === 'string' ? this.s.lookup.find(ref) : ref;
-    return containerMounts(c.hostConfig, this.s.deps.volumes.mountsOf(c.id), path.dirname(this.s.deps.root));
+    const c = typeof ref === 'string' ? this.lookup.find(ref) : ref;
+    return containerMounts(c.hostConfig, this.deps.volumes.mountsOf(c.id), path.dirname(this.deps.root));
   }
 
   // ------------------------------------------------------------------ create
 
   async create(req: CreateRequest): Promise<{ Id: string; Warnings: string[] }> {
-    const { deps, lookup } = this.s;
+    const { deps, lookup } = this;
     const imageRef = checkConfig(req.config);
     const name = req.name ? checkName(req.name) : undefined;
     if (name) this.checkNameFree(name);
@@ -214,7 +291,7 @@ export class ContainerService {
     // NetworkDisabled: no network at all (network.ts); its links are registered and give nothing, as with dockerd.
     const disabled = networkDisabled(config);
     const links = hostConfig.Links ?? [];
-    const legacy = links.length ? this.legacyLinks(hostConfig.NetworkMode, links) : [];
+    const legacy = links.length ? legacyLinks(hostConfig.NetworkMode, links, (ref) => this.lookup.find(ref)) : [];
     const endpointsConfig = withUserNetworkLinks(
       req.networkingConfig?.EndpointsConfig ?? {},
       hostConfig.NetworkMode,
@@ -261,32 +338,15 @@ export class ContainerService {
       throw e;
     }
     const c = lookup.byId(id)!;
-    await this.s.jsonLogs.created(c);
+    await this.jsonLogs.created(c);
     publish(deps.events, c, 'create');
-    this.s.bundles.prepareEarly(c, security);
+    this.bundles.prepareEarly(c, security);
     // dockerd answers [] rather than null when there is nothing to warn of.
     return { Id: id, Warnings: [...warnings, ...networkWarnings] };
   }
 
-  /**
-   * HostConfig.Links on a predefined network: legacy links, their children
-   * found now (links.ts), as dockerd's registerLinks finds them. On network
-   * none they do nothing, as with dockerd (docker-compose 1.29 sends a
-   * service's links there). On a user network they are its links (see
-   * withUserNetworkLinks).
-   */
-  private legacyLinks(mode: string, links: string[]): { childId: string; alias: string }[] {
-    if (mode === 'host') {
-      throw invalidParameter(
-        "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
-      );
-    }
-    if (!registersLegacyLinks(mode)) return [];
-    return resolveLinks(links, (ref) => this.s.lookup.find(ref));
-  }
-
   private checkNameFree(name: string): void {
-    const taken = this.s.lookup.byName(name);
+    const taken = this.lookup.byName(name);
     if (taken) {
       throw conflict(
         `Conflict. The container name "/${name}" is already in use by container "${taken.id}". You have to remove (or rename) that container to be able to reuse that name.`,
@@ -295,21 +355,21 @@ export class ContainerService {
   }
 
   rename(ref: string, newName: string): void {
-    const c = this.s.lookup.find(ref);
+    const c = this.lookup.find(ref);
     if (!newName) throw invalidParameter('Neither old nor new names may be empty');
     const name = checkName(newName);
     if (name === c.name) throw invalidParameter('Renaming a container with the same name as its current name');
     this.checkNameFree(name);
     try {
-      this.s.deps.repo.rename(c.id, name);
+      this.deps.repo.rename(c.id, name);
     } catch (e) {
       if (isUniqueViolation(e)) this.checkNameFree(name);
       throw e;
     }
-    publish(this.s.deps.events, { ...c, name }, 'rename', { oldName: `/${c.name}` });
+    publish(this.deps.events, { ...c, name }, 'rename', { oldName: `/${c.name}` });
   }
 
-  // ------------------------------------------------------------------ lifecycle (lifecycle.ts)
+  // ------------------------------------------------------------------ lifecycle (run/lifecycle.ts)
 
   start(ref: string): Promise<void> {
     return this.lifecycle.start(ref);
@@ -348,14 +408,25 @@ export class ContainerService {
 
   /** `POST /containers/{id}/update`. */
   update(ref: string, body: Given<UpdateBody>): Promise<{ Warnings: string[] | null }> {
-    return updateContainer(this.s, ref, body, (id) => this.lifecycle.startOf(id));
+    return updateContainer(
+      {
+        repo: this.deps.repo,
+        runtime: this.deps.runtime,
+        events: this.deps.events,
+        lookup: this.lookup,
+        bundles: this.bundles,
+        startOf: (id) => this.lifecycle.startOf(id),
+      },
+      ref,
+      body,
+    );
   }
 
   // ------------------------------------------------------------------ wait
 
   /** Waits not yet answered (the wait route's, log followers', internal ones). */
   get pendingWaits(): number {
-    return this.s.waits.pending;
+    return this.waits.pending;
   }
 
   /**
@@ -365,14 +436,14 @@ export class ContainerService {
    */
   wait(ref: string, condition = 'not-running', signal?: AbortSignal): Promise<WaitResult> {
     const cond = waitCondition(condition);
-    return this.lifecycle.waitFor(this.s.lookup.find(ref), cond, signal);
+    return this.lifecycle.waitFor(this.lookup.find(ref), cond, signal);
   }
 
   // ------------------------------------------------------------------ networks
 
   /** The container's endpoints and the host ports it publishes, for inspect and the list. */
   networkingOf(c: Container): ContainerNetworking {
-    return { endpoints: this.s.deps.endpoints.of(c.id, c.name), ports: this.s.deps.endpoints.published(c.id) };
+    return { endpoints: this.deps.endpoints.of(c.id, c.name), ports: this.deps.endpoints.published(c.id) };
   }
 
   /**
@@ -381,7 +452,7 @@ export class ContainerService {
    */
   listedDetails(list: Container[]): { networking: ContainerNetworking; mounts: ContainerMount[] }[] {
     if (!list.length) return [];
-    const { endpoints, volumes } = this.s.deps;
+    const { endpoints, volumes } = this.deps;
     const networking = endpoints.ofMany(list);
     const mounts = volumes.mountsOfMany(list.map((c) => c.id));
     return list.map((c) => ({
@@ -392,17 +463,17 @@ export class ContainerService {
 
   /** `POST /networks/{id}/connect`: a running container gets its interface at once. */
   async connectNetwork(networkRef: string, ref: string, settings: unknown): Promise<void> {
-    const c = this.s.lookup.find(ref);
-    await this.s.deps.endpoints.connect(networkRef, { ...memberOf(c), mode: c.hostConfig.NetworkMode }, settings);
-    await this.s.bundles.networksChanged(c);
-    if (isRunning(c)) await this.s.bundles.linkTargetChanged(c);
+    const c = this.lookup.find(ref);
+    await this.deps.endpoints.connect(networkRef, { ...memberOf(c), mode: c.hostConfig.NetworkMode }, settings);
+    await this.bundles.networksChanged(c);
+    if (isRunning(c)) await this.bundles.linkTargetChanged(c);
   }
 
   /** `POST /networks/{id}/disconnect`. */
   async disconnectNetwork(networkRef: string, ref: string, _force: boolean): Promise<void> {
-    const c = this.s.lookup.find(ref);
-    await this.s.deps.endpoints.disconnect(networkRef, memberOf(c));
-    await this.s.bundles.networksChanged(c);
+    const c = this.lookup.find(ref);
+    await this.deps.endpoints.disconnect(networkRef, memberOf(c));
+    await this.bundles.networksChanged(c);
   }
 
   // ------------------------------------------------------------------ remove
@@ -412,66 +483,18 @@ export class ContainerService {
    * /<parent>/<alias>, neither container (dockerd's rmLink and wording).
    */
   removeLink(ref: string): void {
-    this.s.lookup.find(ref); // dockerd's 404 for a name no container has
+    this.lookup.find(ref); // dockerd's 404 for a name no container has
     const name = ref.startsWith('/') ? ref : `/${ref}`;
     const link = splitLinkName(name);
     if (!link) throw systemError('Conflict, cannot remove the default link name of the container');
-    const parent = this.s.lookup.byName(link.parent);
+    const parent = this.lookup.byName(link.parent);
     if (!parent) throw systemError(`Cannot get parent /${link.parent} for link name ${name}`);
-    this.s.deps.repo.removeLink(parent.id, link.alias);
+    this.deps.repo.removeLink(parent.id, link.alias);
   }
 
-  /** `volumes`: its anonymous volumes go too (`rm -v`); named ones never do. */
-  async remove(ref: string, opts: { force?: boolean; volumes?: boolean } = {}): Promise<void> {
-    const { deps, waits, bundles } = this.s;
-    const c = this.s.lookup.find(ref);
-    const id = c.id;
-    if (isRunning(c) || c.status === 'restarting') {
-      if (!opts.force) {
-        throw conflict(
-          `You cannot remove a ${c.status} container ${id}. Stop the container before attempting removal or force remove`,
-        );
-      }
-      this.exits.cancelRestart(id);
-      deps.repo.update(id, { stopped_by_user: 1 });
-      if (c.status === 'restarting') deps.repo.update(id, { status: 'exited' });
-      else await this.lifecycle.terminate(c, 'SIGKILL', -1);
-    }
-    // A bundle still being prepared after create must finish before it is torn down.
-    await bundles.forget(id);
-    this.s.health.removed(id);
-    this.s.logRotation.removed(id, c.logPath);
-    await this.s.jsonLogs.removed(c);
-    const mounts = deps.volumes.mountsOf(id);
-    deps.volumes.deactivate(id);
-    deps.repo.remove(id);
-    // Before waiters hear of the removal: `docker run --rm` lists no volume of it once it returns.
-    await deps.volumes.removed(mounts, opts.volumes ?? false);
-    // Gone from the API from here on: waiters (docker run --rm) need not wait for the
-    // tear-down. A crash before it ends leaves a directory that recover() sweeps away.
-    waits.notify(id, ['not-running', 'next-exit', 'removed'], c.exitCode);
-    publish(deps.events, c, 'destroy');
-    await this.exits.settled(id);
-    await deps.runtime.delete(id, true).catch(() => undefined);
-    await deps.exits.clear(id).catch(() => undefined);
-    await this.discardDir(id, c.bundleDir);
-  }
-
-  /**
-   * Deletes a removed container's directory in the background, its rootfs
-   * unmounted first: what a container wrote can be thousands of files, and
-   * unmounting an overlay syncs the filesystem under it, none of which
-   * `docker rm` need wait for. A crash meanwhile leaves it renamed, for the
-   * next start to sweep away (exits.ts).
-   */
-  private async discardDir(id: string, dir: string): Promise<void> {
-    const { deps, log } = this.s;
-    const onError = (err: unknown) => log.warn({ err, id }, "deleting a removed container's directory failed");
-    try {
-      await removeInBackground(dir, deps.root, onError, releaseMounts);
-    } catch (e) {
-      throw systemError(`unable to remove filesystem for ${id}: ${messageOf(e)}`, e);
-    }
+  /** `volumes`: its anonymous volumes go too (`rm -v`); named ones never do (remove.ts). */
+  remove(ref: string, opts: { force?: boolean; volumes?: boolean } = {}): Promise<void> {
+    return removeContainer(this.removal, ref, opts);
   }
 
   async prune(filters: Filters = {}): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }> {
@@ -480,7 +503,7 @@ export class ContainerService {
     let reclaimed = 0;
     // "10m", a Unix time or a date, as the other prunes take it (seconds).
     const until = filters.until?.[0] ? parseUntil(filters.until[0]) : undefined;
-    for (const c of this.s.lookup.withStatus(['created', 'exited', 'dead'])) {
+    for (const c of this.lookup.withStatus(['created', 'exited', 'dead'])) {
       if (!matchLabels(filters, c.config.Labels)) continue;
       if (until !== undefined && c.created / 1000 >= until) continue;
       // dockerd counts what each container wrote (its layer's size), measured before it goes.
@@ -495,7 +518,7 @@ export class ContainerService {
     return { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
   }
 
-  // ------------------------------------------------------------------ io (io.ts)
+  // ------------------------------------------------------------------ io (io/container-io.ts)
 
   logs(ref: string, o: Omit<ReadLogOptions, 'signal'> & { signal?: AbortSignal }): AsyncGenerator<LogEntry> {
     return this.io.logs(ref, o);

@@ -1,5 +1,5 @@
 // dockerd's human-readable container Status ("Up 3 seconds", "Exited (0) 2 minutes ago").
-import type { Container } from './lookup.js';
+import type { Container } from './container.js';
 
 /** docker/go-units HumanDuration. */
 function humanDuration(ms: number): string {

@@ -5,31 +5,46 @@
 // new limits at once (runc update), any other's at its next start; the restart
 // policy counts from its next exit.
 import { conflict, EngineError, isEngineError, messageOf, systemError } from '../../errors.js';
+import type { EventBus } from '../events.js';
+import type { Runtime } from '../runtime/runtime.js';
+import type { ContainerRepository } from '../store/containers.js';
 import type { Given, HostConfig, RestartPolicy, UpdateBody } from './config.js';
-import { publish, type Shared } from './context.js';
-import { checkRestartPolicy } from './create.js';
-import { type Container, isRunning } from './lookup.js';
-import { updatedResources } from './limits.js';
-import { verifyResources } from './resources.js';
-import { refuseUnhonouredUpdate } from './unsupported.js';
+import { type Container, isRunning, publish } from './container.js';
+import { checkRestartPolicy } from './create/create.js';
+import { verifyResources } from './create/resources.js';
+import { refuseUnhonouredUpdate } from './create/unsupported.js';
+import type { ContainerLookup } from './lookup.js';
+import type { Bundles } from './run/bundle.js';
+import { updatedResources } from './spec/limits.js';
+
+/** What an update is given. */
+export interface UpdateDeps {
+  repo: ContainerRepository;
+  runtime: Pick<Runtime, 'update'>;
+  events: EventBus;
+  lookup: Pick<ContainerLookup, 'find' | 'byId'>;
+  /** A bundle prepared early is written again by the start (run/bundle.ts). */
+  bundles: Pick<Bundles, 'reconfigured'>;
+  /** The start of a container under way, if any (run/lifecycle.ts). */
+  startOf(id: string): Promise<unknown> | undefined;
+}
 
 export async function updateContainer(
-  s: Shared,
+  s: UpdateDeps,
   ref: string,
   body: Given<UpdateBody>,
-  startOf: (id: string) => Promise<unknown> | undefined,
 ): Promise<{ Warnings: string[] | null }> {
   refuseUnhonouredUpdate(body);
   const { resources, warnings } = verifyResources(body, { update: true });
   const policy = body.RestartPolicy ? checkRestartPolicy({ RestartPolicy: body.RestartPolicy }) : undefined;
   // A start under way has read the configuration already: the update comes after it.
-  await startOf(s.lookup.find(ref).id)?.catch(() => undefined);
+  await s.startOf(s.lookup.find(ref).id)?.catch(() => undefined);
   const c = s.lookup.find(ref);
   if (c.status === 'removing' || c.status === 'dead') {
     throw cannotUpdate(c, systemError('container is marked for removal and cannot be "update"'));
   }
   const hostConfig = updatedHostConfig(c, resources, policy);
-  const { repo, runtime, events } = s.deps;
+  const { repo, runtime, events } = s;
   repo.update(c.id, { host_config: JSON.stringify(hostConfig) });
   await s.bundles.reconfigured(c.id);
   publish(events, c, 'update');
