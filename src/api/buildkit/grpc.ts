@@ -12,11 +12,13 @@ import { decode, encode, type MessageType, type Msg } from './proto/wire.js';
 /** gRPC's status codes used here. */
 export const GrpcCode = {
   OK: 0,
+  CANCELLED: 1,
   UNKNOWN: 2,
   INVALID_ARGUMENT: 3,
   NOT_FOUND: 5,
   FAILED_PRECONDITION: 9,
   UNIMPLEMENTED: 12,
+  UNAVAILABLE: 14,
 } as const;
 
 /** The engine's error kinds that have a gRPC status of their own; the others are UNKNOWN. */
