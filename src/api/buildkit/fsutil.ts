@@ -14,7 +14,7 @@
 import { lstat, readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import tar, { type Header } from 'tar-stream';
+import tar from 'tar-stream';
 import { invalidParameter } from '../../errors.js';
 import type { ClientCall } from './grpc-client.js';
 import { PacketType } from './proto/messages.js';
@@ -106,7 +106,9 @@ function checkStat(raw: Msg, dirs: Set<string>, previous: string | undefined): F
 const isRegular = (s: FileStat) => (s.mode & TYPE_BITS) === 0 && !s.linkname;
 
 /** A tar header for an entry; null for what a context does not carry (devices, pipes, sockets). */
-function tarHeader(s: FileStat): Header | null {
+type EntryHeader = Parameters<ReturnType<typeof tar.pack>['entry']>[0];
+
+function tarHeader(s: FileStat): EntryHeader | null {
   const base = {
     mode: unixPermissions(s.mode),
     uid: s.uid,
