@@ -29,8 +29,9 @@ export interface Engine {
 }
 
 export type { ArchiveService, PathStat, PutOptions } from './archive/service.js';
-export type { BuildEvent, BuildRequest, BuildResources, BuildService } from './build/service.js';
-export { stepExitCode } from './build/service.js';
+export type { BuildEvent, BuildRequest, BuildResources, BuildService, StepEvent } from './build/service.js';
+export { failedStep, stepExitCode } from './build/service.js';
+export { readIgnoreFile } from './build/dockerignore.js';
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/attach.js';
 export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';

@@ -123,10 +123,8 @@ function tarHeader(s: FileStat): EntryHeader | null {
   return { ...base, name: s.path, type: 'file', size: s.size };
 }
 
-export interface ReceiveProgress {
-  /** Bytes received so far (stats and data), for "transferring context: NB". */
-  (bytes: number): void;
-}
+/** Told the bytes received so far (stats and data), for "transferring context: NB". */
+export type ReceiveProgress = (bytes: number) => void;
 
 /** The next packet of the call; the sender's end or an ERR packet is an error here. */
 async function nextPacket(call: ClientCall): Promise<Msg> {

@@ -155,6 +155,8 @@ export class StepFailed extends EngineError {
   constructor(
     message: string,
     readonly exitCode: number,
+    /** The command that ran (the shell form's `/bin/sh -c …`). */
+    readonly command: string[] = [],
   ) {
     super('system', message);
   }
@@ -162,6 +164,10 @@ export class StepFailed extends EngineError {
 
 /** The exit code of a failed RUN, for the stream's errorDetail. */
 export const stepExitCode = (e: unknown): number | undefined => (e instanceof StepFailed ? e.exitCode : undefined);
+
+/** The command and exit code of a failed RUN, for BuildKit's words about it. */
+export const failedStep = (e: unknown): { command: string[]; exitCode: number } | undefined =>
+  e instanceof StepFailed ? { command: e.command, exitCode: e.exitCode } : undefined;
 
 /** One stage's moving state. */
 interface StageState {
@@ -738,7 +744,7 @@ export class BuildService {
       const code = await this.runContainer(run, id);
       if (code !== 0) {
         if (run.req.forceRm) await remove();
-        throw new StepFailed(`The command '${cmd.join(' ')}' returned a non-zero code: ${code}`, code);
+        throw new StepFailed(`The command '${cmd.join(' ')}' returned a non-zero code: ${code}`, code, cmd);
       }
       const imageId = await this.deps.commits.commitStep({
         container: id,
