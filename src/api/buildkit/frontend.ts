@@ -137,10 +137,21 @@ async function readSmallTar(stream: Readable): Promise<Map<string, Buffer>> {
   return files;
 }
 
-/** One transfer's vertex: "[internal] load …" with its "transferring …:" row. */
-function transfer(feed: StatusFeed, name: string, row: string): { vertex: Vertex; bytes: (n: number) => void } {
+/** One transfer's vertex: "[internal] load …" with its "transferring …:" row, done with the bytes it took. */
+function transfer(feed: StatusFeed, name: string, row: string): { vertex: Vertex; bytes: (n: number) => void; done: () => void } {
   const vertex = new Vertex(feed, name).start();
-  return { vertex, bytes: (n) => vertex.status(row, n) };
+  let total = 0;
+  return {
+    vertex,
+    bytes: (n) => {
+      total = n;
+      vertex.status(row, n);
+    },
+    done: () => {
+      vertex.status(row, total, true);
+      vertex.complete();
+    },
+  };
 }
 
 /** A build's error in BuildKit's words: a RUN that failed as its executor says it. */
@@ -183,8 +194,7 @@ export async function runDockerfile(
       syncDir(session, 'dockerfile', { followPaths: [filename, `${filename}.dockerignore`] }, def.bytes),
     );
     const dockerfile = defFiles.get(filename);
-    def.vertex.status('transferring dockerfile:', undefined, true);
-    def.vertex.complete();
+    def.done();
     if (!dockerfile)
       throw new FrontendError(`failed to read dockerfile: open ${filename}: no such file or directory`, false);
     const ign = transfer(feed, '[internal] load .dockerignore', 'transferring context:');
@@ -193,17 +203,13 @@ export async function runDockerfile(
       const ctxFiles = await readSmallTar(syncDir(session, 'context', { followPaths: ['.dockerignore'] }, ign.bytes));
       ignoreText = ctxFiles.get('.dockerignore');
     }
-    ign.vertex.status('transferring context:', undefined, true);
-    ign.vertex.complete();
+    ign.done();
     const ignore = readIgnoreFile(ignoreText?.toString('utf8') ?? '');
 
     const ctx = transfer(feed, '[internal] load build context', 'transferring context:');
     contextVertex = ctx.vertex;
     const body = syncDir(session, 'context', { exclude: ignore }, ctx.bytes);
-    body.once('end', () => {
-      ctx.vertex.status('transferring context:', undefined, true);
-      ctx.vertex.complete();
-    });
+    body.once('end', ctx.done);
     body.once('error', (e) => ctx.vertex.complete(messageOf(e)));
     const imageId = await engine.builds.build(
       {
