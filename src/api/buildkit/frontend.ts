@@ -28,14 +28,14 @@ const refuse = (message: string) => new GrpcError(GrpcCode.INVALID_ARGUMENT, mes
  * refused by name rather than dropped.
  */
 const REFUSED: Array<[RegExp, string]> = [
-  [/^context$/, 'a remote or stdin build context (context attribute)'],
-  [/^context:/, 'named build contexts (--build-context)'],
-  [/^cache-imports$/, 'cache imports (--cache-from)'],
-  [/^attest:/, 'attestations'],
-  [/^ulimit$/, 'build ulimits (--ulimit)'],
-  [/^cgroup-parent$/, 'a cgroup parent for builds (--cgroup-parent)'],
-  [/^multi-platform$/, 'multi-platform builds'],
-  [/^hostname$/, 'a build hostname'],
+  [/^context$/, 'a remote or stdin build context is'],
+  [/^context:/, 'named build contexts (--build-context) are'],
+  [/^cache-imports$/, 'cache imports (--cache-from) are'],
+  [/^attest:/, 'attestations are'],
+  [/^ulimit$/, 'build ulimits (--ulimit) are'],
+  [/^cgroup-parent$/, 'a cgroup parent for builds (--cgroup-parent) is'],
+  [/^multi-platform$/, 'multi-platform builds are'],
+  [/^hostname$/, 'a build hostname is'],
 ];
 /** Informational attributes that change nothing in a build (BuildKit's frontend reads them for itself). */
 const IGNORED = new Set(['frontend.caps', 'dockerfilekey', 'contextkey']);
@@ -88,7 +88,7 @@ export function requestFromAttrs(attrs: Record<string, string>): Omit<BuildReque
       const refused = REFUSED.find(([re]) => re.test(k));
       throw refuse(
         refused
-          ? `${refused[1]} ${refused[1].endsWith('s') ? 'are' : 'is'} not supported by berthd's BuildKit API yet`
+          ? `${refused[1]} not supported by berthd's BuildKit API yet`
           : `the frontend attribute ${k} is not supported by berthd`,
       );
     }
@@ -138,7 +138,11 @@ async function readSmallTar(stream: Readable): Promise<Map<string, Buffer>> {
 }
 
 /** One transfer's vertex: "[internal] load …" with its "transferring …:" row, done with the bytes it took. */
-function transfer(feed: StatusFeed, name: string, row: string): { vertex: Vertex; bytes: (n: number) => void; done: () => void } {
+function transfer(
+  feed: StatusFeed,
+  name: string,
+  row: string,
+): { vertex: Vertex; bytes: (n: number) => void; done: () => void } {
   const vertex = new Vertex(feed, name).start();
   let total = 0;
   return {

@@ -13,7 +13,7 @@
 // here: the tar goes to the build, which keeps it in its own index.
 import { lstat, readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import tar from 'tar-stream';
 import { invalidParameter } from '../../errors.js';
 import type { ClientCall } from './grpc-client.js';
@@ -144,6 +144,9 @@ async function nextPacket(call: ClientCall): Promise<Msg> {
  */
 export function receiveTar(call: ClientCall, progress?: ReceiveProgress): Readable {
   const pack = tar.pack();
+  // The fault reaches the reader through the iterator below, not as an event nobody may be listening to yet.
+  pack.on('error', () => undefined);
+  let failure: unknown;
   void (async () => {
     let bytes = 0;
     const count = (n: number) => {
@@ -176,6 +179,7 @@ export function receiveTar(call: ClientCall, progress?: ReceiveProgress): Readab
       }
       call.send({ type: PacketType.REQ, ID: id });
       const entry = pack.entry(header) as unknown as Writable;
+      entry.on('error', () => undefined); // a fault destroys the pack, and its open entry with it
       let got = 0;
       for (;;) {
         const d = await nextPacket(call);
@@ -199,10 +203,21 @@ export function receiveTar(call: ClientCall, progress?: ReceiveProgress): Readab
     if (s.code !== 0) throw fault(s.message);
     pack.finalize();
   })().catch((e: unknown) => {
+    failure = e;
     call.cancel();
     pack.destroy(e as Error);
   });
-  return pack as unknown as Readable;
+  // Read through an iterator: a fault that comes before the build reads (the first
+  // packet's) still reaches it, where a stream errored before it is piped would not.
+  async function* iterate(): AsyncGenerator<Buffer> {
+    try {
+      for await (const chunk of pack) yield chunk as Buffer;
+    } catch (e) {
+      throw failure ?? e;
+    }
+    if (failure) throw failure;
+  }
+  return Readable.from(iterate());
 }
 
 /** What a sender lists of a directory; the client's FileSync (the tests' stand-in for buildx) and FileSend outputs. */
