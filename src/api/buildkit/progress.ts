@@ -9,24 +9,86 @@ import type { Msg } from './proto/wire.js';
 
 const timestamp = (ms = Date.now()): Msg => ({ seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
 
-/** One job's StatusResponse messages: kept for a late Status call, and handed to the ones listening. */
+/**
+ * How long after a vertex's start its first log is held back. buildx's printers
+ * number a vertex when they first print it, at most every 100 ms (and on a
+ * 150 ms tick); a log they read in the same round as its vertex's start prints
+ * as `#0`. The hold delays only what the client sees, never the build.
+ */
+const FIRST_LOG_HOLD_MS = 150;
+
+/** One job's StatusResponse messages: kept for a late Status call, and handed to the ones listening, in order. */
 export class StatusFeed {
   private readonly history: Msg[] = [];
   private readonly listeners = new Set<(m: Msg | undefined) => void>();
+  /** Messages held back (behind a held log), with the time each may go. */
+  private readonly held: Array<{ m: Msg; at: number }> = [];
+  private timer: NodeJS.Timeout | undefined;
+  private ending = false;
   private ended = false;
+  private onDrained: Array<() => void> = [];
 
-  push(m: Msg): void {
-    if (this.ended) return;
+  /** Sends a message, not before `at` (ms since the epoch) and never before one pushed earlier. */
+  push(m: Msg, at = 0): void {
+    if (this.ending) return;
+    if (!this.held.length && at <= Date.now()) this.deliver(m);
+    else {
+      this.held.push({ m, at });
+      this.flush();
+    }
+  }
+
+  /** When the messages pushed so far will all have gone. */
+  get releaseTime(): number {
+    return Math.max(Date.now(), ...this.held.map((h) => h.at));
+  }
+
+  private deliver(m: Msg): void {
     this.history.push(m);
     for (const l of this.listeners) l(m);
   }
 
-  /** No more messages: the listeners are told with undefined. */
-  end(): void {
+  private flush(): void {
+    if (this.timer) return;
+    while (this.held.length && this.held[0]!.at <= Date.now()) this.deliver(this.held.shift()!.m);
+    if (this.held.length) {
+      this.timer = setTimeout(() => {
+        this.timer = undefined;
+        this.flush();
+      }, this.held[0]!.at - Date.now());
+      return;
+    }
+    if (this.ending) this.finish();
+  }
+
+  /** No more messages: once the held ones have gone, the listeners are told with undefined. */
+  end(): Promise<void> {
+    if (!this.ended) {
+      this.ending = true;
+      if (!this.held.length) this.finish();
+    }
+    return this.drained();
+  }
+
+  /** Ends at once, dropping what is held (the job was cancelled: nobody waits for its progress). */
+  abort(): void {
+    this.held.length = 0;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.ending = true;
+    this.finish();
+  }
+
+  private finish(): void {
     if (this.ended) return;
     this.ended = true;
     for (const l of this.listeners) l(undefined);
     this.listeners.clear();
+    for (const d of this.onDrained.splice(0)) d();
+  }
+
+  private drained(): Promise<void> {
+    return this.ended ? Promise.resolve() : new Promise((resolve) => this.onDrained.push(resolve));
   }
 
   /** Replays what was said so far, then tells `listener` each new message and the end; returns the unsubscribe. */
@@ -75,8 +137,12 @@ export class Vertex {
   start(): this {
     this.started = timestamp();
     this.send();
+    this.shownAt = this.feed.releaseTime;
     return this;
   }
+
+  /** When the client will have read this vertex's start. */
+  private shownAt = 0;
 
   cached(): void {
     this.cachedFlag = true;
@@ -95,7 +161,10 @@ export class Vertex {
   }
 
   log(stream: 1 | 2, data: Buffer): void {
-    this.feed.push({ logs: [{ vertex: this.digest, timestamp: timestamp(), stream: BigInt(stream), msg: data }] });
+    this.feed.push(
+      { logs: [{ vertex: this.digest, timestamp: timestamp(), stream: BigInt(stream), msg: data }] },
+      this.shownAt + FIRST_LOG_HOLD_MS,
+    );
   }
 
   complete(error?: string): void {

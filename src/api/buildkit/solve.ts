@@ -232,12 +232,19 @@ export function solveMethods(engine: Engine, sessions: BuildSessions): Array<[st
         s?.closed.then(() => abort.abort(new GrpcError(GrpcCode.CANCELLED, 'the session closed')));
         const ret = await untilAborted(returned, abort.signal);
         if (ret.error) throw returnedError(job, ret.error as Msg);
-        if (req.Internal || !req.Exporter) send({});
-        else send(exportImage(job, ret.result as Msg | undefined));
+        const answer = req.Internal || !req.Exporter ? {} : exportImage(job, ret.result as Msg | undefined);
+        // buildx stops reading Status 3 s after Solve answered: the progress goes first.
+        await untilAborted(job.feed.end(), abort.signal);
+        send(answer);
+      } catch (e) {
+        // As dockerd: the failed vertex and the end of Status before Solve's error.
+        if (!abort.signal.aborted) await job.feed.end();
+        throw e;
       } finally {
         signal.removeEventListener('abort', cancel);
         abort.abort(new GrpcError(GrpcCode.CANCELLED, 'the build ended'));
-        job.feed.end();
+        if (signal.aborted) job.feed.abort();
+        else void job.feed.end();
         jobs.finish(job);
       }
     },
