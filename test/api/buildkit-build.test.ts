@@ -160,6 +160,9 @@ describe('docker build through BuildKit', () => {
     expect(r.bridge).toMatchObject({ code: 2, message });
     expect(r.solve).toMatchObject({ code: 2, message: `rpc error: code = Unknown desc = ${message}` });
     expect(r.status.code).toBe(0);
+    // Found before the context is sent, as dockerd's frontend finds it (recording 08).
+    expect(names(r.vertices)).toEqual(['[internal] load build definition from Dockerfile', '[internal] load .dockerignore']);
+    expect(r.session.syncs.map((s) => s.followPaths)).toEqual([['Dockerfile', 'Dockerfile.dockerignore'], ['.dockerignore']]);
     expect((await ctx.daemon.request('GET', '/images/bk-bad/json')).status).toBe(404);
   });
 

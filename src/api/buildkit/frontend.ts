@@ -209,6 +209,7 @@ export async function runDockerfile(
     }
     ign.done();
     const ignore = readIgnoreFile(ignoreText?.toString('utf8') ?? '');
+    engine.builds.checkDockerfile(dockerfile.toString('utf8'), filename);
 
     const ctx = transfer(feed, '[internal] load build context', 'transferring context:');
     contextVertex = ctx.vertex;

@@ -351,6 +351,11 @@ export class BuildService {
     return refs.map(({ given }) => given.name + (given.tag ? `:${given.tag}` : ''));
   }
 
+  /** Parses a Dockerfile as a build will, throwing its errors (BuildKit's frontend reports them before the context is sent). */
+  checkDockerfile(text: string, name: string): void {
+    parseStages(parseDockerfile(text.replace(/^\uFEFF/, ''), { name }));
+  }
+
   /** The image's config as stored (the JSON of its id). */
   imageConfig(imageId: string): string {
     return this.deps.images.find(imageId).config;
