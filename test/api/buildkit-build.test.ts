@@ -152,6 +152,20 @@ describe('docker build through BuildKit', () => {
     expect(again.imageId).toBe(image.Id);
   });
 
+  it('--pull (image-resolve-mode=pull) pulls the base again: its FROM not cached, the layers as its rows', async () => {
+    const dir = contextDir({ Dockerfile: `FROM ${ctx.env.busybox}\nCOPY a /a\n`, a: 'a\n' });
+    const r = await build({ context: dir, frontendAttrs: { 'image-resolve-mode': 'pull' } });
+    expect(r.solve.code).toBe(0);
+    const from = vertex(r.vertices, `[1/2] FROM ${ctx.env.busybox}`);
+    expect(from.cached).toBe(false);
+    const rows = [...from.rows.entries()];
+    expect(rows.length).toBeGreaterThan(0);
+    for (const [id, row] of rows) {
+      expect(id).toMatch(/^sha256:[0-9a-f]+$/);
+      expect(row.completed).toBe(true);
+    }
+  });
+
   it('a Dockerfile parse error fails the frontend, then Solve, in dockerd words', async () => {
     const dir = contextDir({ Dockerfile: `FROM ${ctx.env.busybox}\nNOTANINSTRUCTION x\n` });
     const r = await build({ context: dir, tags: 'bk-bad' });
@@ -161,8 +175,14 @@ describe('docker build through BuildKit', () => {
     expect(r.solve).toMatchObject({ code: 2, message: `rpc error: code = Unknown desc = ${message}` });
     expect(r.status.code).toBe(0);
     // Found before the context is sent, as dockerd's frontend finds it (recording 08).
-    expect(names(r.vertices)).toEqual(['[internal] load build definition from Dockerfile', '[internal] load .dockerignore']);
-    expect(r.session.syncs.map((s) => s.followPaths)).toEqual([['Dockerfile', 'Dockerfile.dockerignore'], ['.dockerignore']]);
+    expect(names(r.vertices)).toEqual([
+      '[internal] load build definition from Dockerfile',
+      '[internal] load .dockerignore',
+    ]);
+    expect(r.session.syncs.map((s) => s.followPaths)).toEqual([
+      ['Dockerfile', 'Dockerfile.dockerignore'],
+      ['.dockerignore'],
+    ]);
     expect((await ctx.daemon.request('GET', '/images/bk-bad/json')).status).toBe(404);
   });
 

@@ -224,7 +224,10 @@ export async function runDockerfile(
         separateDockerfile: { name: filename, text: dockerfile.toString('utf8'), ignore },
         steps: steps.on,
       },
-      () => undefined, // the classic stream's text: BuildKit's clients read the vertices instead
+      // The classic stream's text is not BuildKit's: its clients read the vertices (and a base image's pull as rows).
+      (e) => {
+        if ('pull' in e) steps.pull(e.pull);
+      },
       signal,
     );
     return { imageId };

@@ -4,7 +4,7 @@
 // vertex completes, or buildx's printers show it as `#0`). The builder's step
 // events (engine StepEvent) become vertices here.
 import { createHash } from 'node:crypto';
-import type { StepEvent } from '../../engine/index.js';
+import type { PullEvent, StepEvent } from '../../engine/index.js';
 import type { Msg } from './proto/wire.js';
 
 const timestamp = (ms = Date.now()): Msg => ({ seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
@@ -149,12 +149,13 @@ export class Vertex {
   }
 
   /** A status row (`ID` is what the printer shows: "transferring context:", "naming to …"). */
-  status(id: string, current?: number, done = false): void {
+  status(id: string, current?: number, done = false, total?: number): void {
     const now = timestamp();
     const row = this.rows.get(id) ?? { ID: id, vertex: this.digest, started: now };
     if (!this.rows.has(id)) this.rows.set(id, row);
     if (id.startsWith('transferring')) row.name = 'transferring';
     if (current !== undefined) row.current = BigInt(current);
+    if (total !== undefined) row.total = BigInt(total);
     row.timestamp = now;
     if (done) row.completed = now;
     this.feed.push({ statuses: [{ ...row }] });
@@ -242,6 +243,13 @@ export class StepVertices {
         this.current = undefined;
         return;
     }
+  };
+
+  /** A base image's pull, as rows of the FROM step: one per layer, with its bytes. */
+  readonly pull = (e: PullEvent): void => {
+    if (!this.current || !e.layer || !e.id) return;
+    const done = /^(Pull complete|Already exists|Download complete)$/.test(e.status);
+    this.current.status(`sha256:${e.id}`, e.current, done, e.total);
   };
 
   /** The step the build failed in, marked with the error; false when it failed before any step. */
