@@ -5,7 +5,7 @@
 // errors as buildx shows them, a vanished client, and a hostile FileSync sender.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as m from '../../src/api/buildkit/proto/messages.js';
 import type { Msg } from '../../src/api/buildkit/proto/wire.js';
 import {
@@ -18,6 +18,7 @@ import {
 } from '../harness/buildkit-client.js';
 import { waitFor } from '../harness/daemon.js';
 import { useEnv } from '../harness/env.js';
+import { expectNoLeaks, type Holdings, holdings } from '../harness/leaks.js';
 import { scratchDir } from '../harness/tmp.js';
 import { tarEntries } from '../harness/tar.js';
 
@@ -201,6 +202,7 @@ describe('docker build through BuildKit', () => {
   it('the session closed mid-build aborts it: the RUN stopped, its container gone, the daemon serving on', async () => {
     const dir = contextDir({ Dockerfile: `FROM ${ctx.env.busybox}\nRUN sleep 60\n` });
     const before = (await containers()).length;
+    const held = holdings(ctx.daemon);
     const r = await build({
       context: dir,
       tags: 'bk-gone',
@@ -214,6 +216,8 @@ describe('docker build through BuildKit', () => {
     expect(r.bridge?.code).not.toBe(0);
     await waitFor(async () => (await containers()).length === before, 'the RUN container gone', 15_000);
     expect((await ctx.daemon.request('GET', '/images/bk-gone/json')).status).toBe(404);
+    // The job, its session's connection, the RUN's container and mounts: all freed.
+    await expectNoLeaks(ctx.daemon, held, 20_000);
     // The daemon builds on.
     const next = await build({ context: contextDir({ Dockerfile: 'FROM scratch\nCOPY a /a\n', a: 'a\n' }) });
     expect(next.solve.code).toBe(0);
@@ -243,6 +247,13 @@ describe('docker build through BuildKit', () => {
       ['a hard link to nothing', [stat('a', { size: 0n, linkname: 'zz' }), {}], /hard link/],
       ['a directory then a file climbing out', [stat('d', { mode: dir, size: 0n }), stat('d/..'), {}], /clean/],
     ];
+    let held: Holdings;
+    beforeAll(() => {
+      held = holdings(ctx.daemon);
+    });
+    afterAll(async () => {
+      await expectNoLeaks(ctx.daemon, held, 20_000);
+    });
     for (const [what, packets, error] of cases)
       it(what, async () => {
         const d = contextDir({ Dockerfile: 'FROM scratch\nCOPY . /\n' });
@@ -295,6 +306,11 @@ describe('the calls in the order buildx makes them, and what is refused', () => 
       ]);
       expect(solved).toMatchObject({ code: 0, msgs: [{}] });
       expect(statused.code).toBe(0);
+      // A Status that comes after its job ended still gets what there was, and its end.
+      const late = await control.call('/moby.buildkit.v1.Control/Status', m.StatusRequest, m.StatusResponse, {
+        Ref: ref,
+      });
+      expect(late.code).toBe(0);
       session.close();
       const nowhere = await control.call(
         '/moby.buildkit.v1.frontend.LLBBridge/Ping',
