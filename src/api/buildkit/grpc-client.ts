@@ -4,7 +4,7 @@
 // Control on `/grpc` the same way. A call is a stream of messages each way,
 // ended by the server's trailers (`grpc-status`, `grpc-message`).
 import type { ClientHttp2Session, ClientHttp2Stream } from 'node:http2';
-import { Deframer, frame, GrpcCode, GrpcError } from './grpc.js';
+import { Deframer, frame, GrpcCode } from './grpc.js';
 import { decode, encode, type MessageType, type Msg } from './proto/wire.js';
 
 /** gRPC metadata: plain headers; a list goes out as one header line per value (what grpc-go reads). */
@@ -113,23 +113,4 @@ export function startCall(
       if (!stream.destroyed) stream.close(8 /* NGHTTP2_CANCEL */);
     },
   };
-}
-
-/** A unary call: its one answer, or a GrpcError with the server's status. */
-export async function unaryCall(
-  session: ClientHttp2Session,
-  path: string,
-  request: MessageType,
-  answer: MessageType,
-  message: Msg,
-  metadata: Metadata = {},
-): Promise<Msg> {
-  const call = startCall(session, path, request, answer, metadata);
-  call.send(message);
-  call.end();
-  const got = await call.next();
-  const s = await call.status;
-  if (s.code !== GrpcCode.OK) throw new GrpcError(s.code, s.message);
-  if (!got) throw new GrpcError(GrpcCode.UNKNOWN, `${path} gave no answer`);
-  return got;
 }

@@ -6,6 +6,7 @@ import type { ClientHttp2Session } from 'node:http2';
 import { type ClientCall, type Metadata, startCall } from './grpc-client.js';
 import { GrpcCode, GrpcError } from './grpc.js';
 import type { MessageType } from './proto/wire.js';
+import { Registry } from './waits.js';
 
 export interface BuildSession {
   id: string;
@@ -22,56 +23,30 @@ export interface BuildSession {
 const SESSION_WAIT_MS = 10_000;
 
 export class BuildSessions {
-  private readonly byId = new Map<string, BuildSession>();
-  private readonly waiting = new Map<string, Set<(s: BuildSession) => void>>();
+  private readonly sessions = new Registry<BuildSession>();
 
   has(id: string): boolean {
-    return this.byId.has(id);
+    return this.sessions.has(id);
   }
 
   get(id: string): BuildSession | undefined {
-    return this.byId.get(id);
+    return this.sessions.get(id);
   }
 
   /** Records a session; the function returned forgets it (its connection closed). */
   add(session: BuildSession): () => void {
-    this.byId.set(session.id, session);
-    const waiters = this.waiting.get(session.id);
-    this.waiting.delete(session.id);
-    for (const w of waiters ?? []) w(session);
-    return () => {
-      if (this.byId.get(session.id) === session) this.byId.delete(session.id);
-    };
+    this.sessions.set(session.id, session);
+    return () => this.sessions.delete(session.id, session);
   }
 
   /** The session of that id, waiting a while for it to connect (dockerd's manager waits so too). */
   waitFor(id: string, signal: AbortSignal, ms = SESSION_WAIT_MS): Promise<BuildSession> {
-    const have = this.byId.get(id);
-    if (have) return Promise.resolve(have);
-    return new Promise((resolve, reject) => {
-      const set = this.waiting.get(id) ?? new Set();
-      this.waiting.set(id, set);
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        set.delete(got);
-        if (!set.size && this.waiting.get(id) === set) this.waiting.delete(id);
-      };
-      const got = (s: BuildSession) => {
-        done();
-        resolve(s);
-      };
-      const onAbort = () => {
-        done();
-        reject(signal.reason);
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new GrpcError(GrpcCode.FAILED_PRECONDITION, `no active session for ${id}: context deadline exceeded`));
-      }, ms);
-      set.add(got);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
+    return this.sessions.waitFor(
+      id,
+      signal,
+      ms,
+      () => new GrpcError(GrpcCode.FAILED_PRECONDITION, `no active session for ${id}: context deadline exceeded`),
+    );
   }
 }
 

@@ -16,6 +16,7 @@ import { StatusFeed, Vertex } from './progress.js';
 import * as m from './proto/messages.js';
 import type { Msg } from './proto/wire.js';
 import type { BuildSession, BuildSessions } from './session.js';
+import { Registry } from './waits.js';
 
 const CONTROL = '/moby.buildkit.v1.Control';
 const BRIDGE = '/moby.buildkit.v1.frontend.LLBBridge';
@@ -55,51 +56,20 @@ const invalid = (message: string) => new GrpcError(GrpcCode.INVALID_ARGUMENT, me
 
 /** Jobs by Ref, with waiting for one that is not registered yet. */
 class Jobs {
-  private readonly byRef = new Map<string, Job>();
-  private readonly waiting = new Map<string, Set<(j: Job) => void>>();
+  private readonly jobs = new Registry<Job>();
 
   add(job: Job): void {
-    if (this.byRef.has(job.ref)) throw invalid(`job ID ${job.ref} exists`);
-    this.byRef.set(job.ref, job);
-    const waiters = this.waiting.get(job.ref);
-    this.waiting.delete(job.ref);
-    for (const w of waiters ?? []) w(job);
+    if (this.jobs.has(job.ref)) throw invalid(`job ID ${job.ref} exists`);
+    this.jobs.set(job.ref, job);
   }
 
   /** Forgets a finished job after a while. */
   finish(job: Job): void {
-    setTimeout(() => {
-      if (this.byRef.get(job.ref) === job) this.byRef.delete(job.ref);
-    }, KEEP_FINISHED_MS).unref();
+    setTimeout(() => this.jobs.delete(job.ref, job), KEEP_FINISHED_MS).unref();
   }
 
   waitFor(ref: string, signal: AbortSignal, ms: number): Promise<Job> {
-    const have = this.byRef.get(ref);
-    if (have) return Promise.resolve(have);
-    return new Promise((resolve, reject) => {
-      const set = this.waiting.get(ref) ?? new Set();
-      this.waiting.set(ref, set);
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        set.delete(got);
-        if (!set.size && this.waiting.get(ref) === set) this.waiting.delete(ref);
-      };
-      const got = (j: Job) => {
-        done();
-        resolve(j);
-      };
-      const onAbort = () => {
-        done();
-        reject(signal.reason);
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new GrpcError(GrpcCode.NOT_FOUND, `no such job ${ref}`));
-      }, ms);
-      set.add(got);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
+    return this.jobs.waitFor(ref, signal, ms, () => new GrpcError(GrpcCode.NOT_FOUND, `no such job ${ref}`));
   }
 }
 
