@@ -235,9 +235,9 @@ describe('docker build through BuildKit', () => {
       ['entries out of order', [stat('b'), stat('a'), {}], /out of order/],
       ['a file in a directory never listed', [stat('d/x'), {}], /not in a directory listed before it/],
       [
-        'DATA for a file not asked for',
-        [stat('a'), stat('b'), {}, { type: m.PacketType.DATA, ID: 1, data: Buffer.from('x') }],
-        /not asked for/,
+        'DATA for a file never listed',
+        [stat('a'), stat('b'), {}, { type: m.PacketType.DATA, ID: 7, data: Buffer.from('x') }],
+        /not asked for \(id 7\)/,
       ],
       [
         'more bytes than the STAT said',
@@ -245,6 +245,18 @@ describe('docker build through BuildKit', () => {
         /longer than its 1 bytes/,
       ],
       ['a hard link to nothing', [stat('a', { size: 0n, linkname: 'zz' }), {}], /hard link/],
+      [
+        'a file sent twice',
+        [
+          stat('a'),
+          stat('b'),
+          {},
+          { type: m.PacketType.DATA, ID: 0, data: Buffer.from('x') },
+          { type: m.PacketType.DATA, ID: 0 },
+          { type: m.PacketType.DATA, ID: 0, data: Buffer.from('y') },
+        ],
+        /not asked for \(id 0\)/,
+      ],
       ['a directory then a file climbing out', [stat('d', { mode: dir, size: 0n }), stat('d/..'), {}], /clean/],
     ];
     let held: Holdings;

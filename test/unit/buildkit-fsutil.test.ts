@@ -91,4 +91,25 @@ describe('the FileSync receiver', () => {
     ]);
     expect(sent).toEqual([{ type: 1, ID: 1 }, { type: 3 }]);
   });
+
+  it('asks for the next files ahead and takes their bytes interleaved, the tar still in walk order', async () => {
+    const { call, sent } = replay([
+      { type: 0, stat: { path: 'a', mode: 0o644, size: 2n } },
+      { type: 0, stat: { path: 'b', mode: 0o644, size: 3n } },
+      {},
+      { type: 2, ID: 1, data: Buffer.from('bb') },
+      { type: 2, ID: 0, data: Buffer.from('a') },
+      { type: 2, ID: 1, data: Buffer.from('b') },
+      { type: 2, ID: 1 },
+      { type: 2, ID: 0, data: Buffer.from('a') },
+      { type: 2, ID: 0 },
+      { type: 3 },
+    ]);
+    const got = await entries(receiveTar(call));
+    expect(got.map((e) => [e.header.name, e.body])).toEqual([
+      ['a', 'aa'],
+      ['b', 'bbb'],
+    ]);
+    expect(sent).toEqual([{ type: 1, ID: 0 }, { type: 1, ID: 1 }, { type: 3 }]);
+  });
 });

@@ -39,6 +39,9 @@ const TYPE_BITS =
 /** Entries and path lengths a context may have; far beyond any real one. */
 const MAX_ENTRIES = 1 << 20;
 const MAX_PATH = 4096;
+/** Files asked for ahead of their turn, and the bytes they may hold in memory (a larger file waits for its turn). */
+const AHEAD_FILES = 64;
+const AHEAD_BYTES = 4 << 20;
 /** A file's size must fit a tar header's and a JS number's. */
 const MAX_FILE = 2 ** 52;
 
@@ -137,9 +140,103 @@ async function nextPacket(call: ClientCall): Promise<Msg> {
   return p;
 }
 
+/** A requested file's bytes, held until its turn in the tar comes. */
+interface Incoming {
+  stat: FileStat;
+  chunks: Buffer[];
+  got: number;
+  ended: boolean;
+}
+
+/**
+ * The files' bytes into the tar, in walk order. Asking for one file at a time
+ * would cost a round trip through the client per file (a context of small files
+ * took twice the classic builder's time): the next files are asked for ahead,
+ * up to a bound of bytes held, and the sender (fsutil's, 4 workers) may answer
+ * them interleaved; the file whose turn it is streams straight into the tar.
+ */
+async function receiveFiles(
+  call: ClientCall,
+  pack: ReturnType<typeof tar.pack>,
+  stats: FileStat[],
+  count: (n: number) => void,
+): Promise<void> {
+  const pending = new Map<number, Incoming>();
+  const wanted = [...stats.keys()].filter((id) => isRegular(stats[id]!) && tarHeader(stats[id]!));
+  let asked = 0; // into `wanted`
+  let reserved = 0; // bytes of the files asked for ahead of their turn
+  let out = 0; // the next entry of the tar
+  let current: { id: number; entry: Writable } | undefined;
+  const write = async (entry: Writable, data: Buffer) => {
+    if (!entry.write(data)) await new Promise((resolve) => entry.once('drain', resolve));
+  };
+  const ask = () => {
+    while (asked < wanted.length) {
+      const id = wanted[asked]!;
+      const size = stats[id]!.size;
+      if (pending.size && (reserved + size > AHEAD_BYTES || pending.size >= AHEAD_FILES)) return;
+      call.send({ type: PacketType.REQ, ID: id });
+      pending.set(id, { stat: stats[id]!, chunks: [], got: 0, ended: false });
+      reserved += size;
+      asked++;
+    }
+  };
+  /** Writes every entry whose turn it is and that is whole (or starts streaming the file whose turn it is). */
+  const advance = async () => {
+    while (out < stats.length) {
+      const s = stats[out]!;
+      const header = tarHeader(s);
+      if (!header || !isRegular(s)) {
+        if (header) pack.entry(header);
+        out++;
+        continue;
+      }
+      let f = pending.get(out);
+      if (!f) {
+        // Not asked for yet: then nothing is pending (asks go in walk order), and this one is asked now.
+        ask();
+        f = pending.get(out);
+        if (!f) break;
+      }
+      if (!current) {
+        const entry = pack.entry(header) as unknown as Writable;
+        entry.on('error', () => undefined); // a fault destroys the pack, and its open entry with it
+        current = { id: out, entry };
+        reserved -= s.size;
+        for (const c of f.chunks.splice(0)) await write(entry, c);
+      }
+      if (!f.ended) break;
+      current.entry.end();
+      current = undefined;
+      pending.delete(out);
+      out++;
+    }
+    ask();
+  };
+  await advance();
+  while (out < stats.length) {
+    const d = await nextPacket(call);
+    const id = Number(d.ID ?? 0);
+    const f = Number(d.type ?? 0) === PacketType.DATA ? pending.get(id) : undefined;
+    if (!f || f.ended) throw fault(`a packet for a file not asked for (id ${id})`);
+    const data = (d.data as Buffer | undefined) ?? Buffer.alloc(0);
+    if (!data.length) {
+      if (f.got !== f.stat.size) throw fault(`${JSON.stringify(f.stat.path)} is shorter than its ${f.stat.size} bytes`);
+      f.ended = true;
+      await advance();
+      continue;
+    }
+    f.got += data.length;
+    if (f.got > f.stat.size) throw fault(`${JSON.stringify(f.stat.path)} is longer than its ${f.stat.size} bytes`);
+    count(data.length);
+    if (current?.id === id) await write(current.entry, data);
+    else f.chunks.push(data);
+  }
+}
+
 /**
  * Receives a directory over a started DiffCopy call as a tar stream in walk
- * order, every regular file asked for in turn. The stream errors on any fault
+ * order, the regular files asked for as receiveFiles says. The stream errors on any fault
  * of the sender's.
  */
 export function receiveTar(call: ClientCall, progress?: ReceiveProgress): Readable {
@@ -170,31 +267,7 @@ export function receiveTar(call: ClientCall, progress?: ReceiveProgress): Readab
       stats.push(s);
       count(s.path.length + 16);
     }
-    for (const [id, s] of stats.entries()) {
-      const header = tarHeader(s);
-      if (!header) continue;
-      if (!isRegular(s)) {
-        pack.entry(header);
-        continue;
-      }
-      call.send({ type: PacketType.REQ, ID: id });
-      const entry = pack.entry(header) as unknown as Writable;
-      entry.on('error', () => undefined); // a fault destroys the pack, and its open entry with it
-      let got = 0;
-      for (;;) {
-        const d = await nextPacket(call);
-        if (Number(d.type ?? 0) !== PacketType.DATA || Number(d.ID ?? 0) !== id)
-          throw fault(`a packet for a file not asked for (id ${Number(d.ID ?? 0)}, waiting for ${id})`);
-        const data = (d.data as Buffer | undefined) ?? Buffer.alloc(0);
-        if (!data.length) break;
-        got += data.length;
-        if (got > s.size) throw fault(`${JSON.stringify(s.path)} is longer than its ${s.size} bytes`);
-        count(data.length);
-        if (!entry.write(data)) await new Promise((resolve) => entry.once('drain', resolve));
-      }
-      if (got !== s.size) throw fault(`${JSON.stringify(s.path)} is shorter than its ${s.size} bytes`);
-      entry.end();
-    }
+    await receiveFiles(call, pack, stats, count);
     call.send({ type: PacketType.FIN });
     const fin = await nextPacket(call);
     if (Number(fin.type ?? 0) !== PacketType.FIN) throw fault('no FIN after the last file');
