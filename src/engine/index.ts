@@ -29,8 +29,9 @@ export interface Engine {
 }
 
 export type { ArchiveService, PathStat, PutOptions } from './archive/service.js';
-export type { BuildEvent, BuildRequest, BuildResources, BuildService } from './builder/service.js';
-export { stepExitCode } from './builder/service.js';
+export type { BuildEvent, BuildRequest, BuildResources, BuildService, StepEvent } from './builder/service.js';
+export { failedStep, stepExitCode } from './builder/service.js';
+export { readIgnoreFile } from './builder/dockerignore.js';
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/io/attach.js';
 export type { ContainerConfig, CreateRequest, HostConfig } from './containers/config.js';

@@ -18,6 +18,8 @@ const TYPES: Record<string, [MessageType, MessageType]> = {
   '/moby.buildkit.v1.Control/Solve': [m.SolveRequest, m.SolveResponse],
   '/moby.buildkit.v1.Control/Status': [m.StatusRequest, m.StatusResponse],
   '/moby.buildkit.v1.frontend.LLBBridge/Ping': [m.PingRequest, m.PongResponse],
+  '/moby.buildkit.v1.frontend.LLBBridge/Solve': [m.GatewaySolveRequest, m.GatewaySolveResponse],
+  '/moby.buildkit.v1.frontend.LLBBridge/Return': [m.ReturnRequest, m.ReturnResponse],
   '/moby.filesync.v1.FileSync/DiffCopy': [m.Packet, m.Packet],
   '/grpc.health.v1.Health/Check': [m.HealthCheckRequest, m.HealthCheckResponse],
 };

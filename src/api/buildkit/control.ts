@@ -1,18 +1,16 @@
-// BuildKit's Control service as berthd answers it on `/grpc` (docs/buildkit/protocol.md).
-// What is served so far: the worker list and version (`docker buildx ls`/`inspect`), the
-// cache's disk usage and prune (`docker buildx du`/`prune`: berth keeps no BuildKit cache
-// yet, so both are empty) and gRPC's health check. A build (Solve, Status and the LLBBridge
-// buildx drives it through) is refused with the way to build today.
+// BuildKit's Control service as berthd answers it on `/grpc` (docs/buildkit/protocol.md):
+// the worker list and version (`docker buildx ls`/`inspect`), the cache's disk usage
+// and prune (`docker buildx du`/`prune`: berth keeps no BuildKit cache yet, so both
+// are empty), gRPC's health check, and builds (solve.ts: Solve, Status and the
+// LLBBridge buildx drives a build through).
 import type { Engine } from '../../engine/index.js';
-import { GrpcCode, GrpcError, type Method } from './grpc.js';
+import type { Method } from './grpc.js';
 import * as m from './proto/messages.js';
 import type { MessageType } from './proto/wire.js';
+import type { BuildSessions } from './session.js';
+import { solveMethods } from './solve.js';
 
 const SERVICE = '/moby.buildkit.v1.Control';
-const BRIDGE = '/moby.buildkit.v1.frontend.LLBBridge';
-
-export const NO_BUILDKIT_BUILDS =
-  "berthd does not build through BuildKit's API yet: use the classic builder (DOCKER_BUILDKIT=0 docker build, or docker build without buildx)";
 
 const unary = (request: MessageType, answer: MessageType, handle: () => Record<string, unknown>): Method => ({
   request,
@@ -22,16 +20,8 @@ const unary = (request: MessageType, answer: MessageType, handle: () => Record<s
   },
 });
 
-const refused = (request: MessageType, answer: MessageType): Method => ({
-  request,
-  answer,
-  async handle() {
-    throw new GrpcError(GrpcCode.UNIMPLEMENTED, NO_BUILDKIT_BUILDS);
-  },
-});
-
 /** The methods of berthd's `/grpc` connection, by path. */
-export function controlMethods(engine: Engine): Map<string, Method> {
+export function controlMethods(engine: Engine, sessions: BuildSessions): Map<string, Method> {
   const sys = engine.system;
   const worker = () => ({
     ID: 'berth',
@@ -51,9 +41,7 @@ export function controlMethods(engine: Engine): Map<string, Method> {
       `${SERVICE}/Prune`,
       { request: m.PruneRequest, answer: m.UsageRecord, stream: true, handle: async () => undefined },
     ],
-    [`${SERVICE}/Solve`, refused(m.SolveRequest, m.SolveResponse)],
-    [`${SERVICE}/Status`, refused(m.StatusRequest, m.StatusResponse)],
-    [`${BRIDGE}/Ping`, refused(m.PingRequest, m.PongResponse)],
+    ...solveMethods(engine, sessions),
     [
       '/grpc.health.v1.Health/Check',
       unary(m.HealthCheckRequest, m.HealthCheckResponse, () => ({ status: 1 /* SERVING */ })),

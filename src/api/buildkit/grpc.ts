@@ -5,18 +5,20 @@
 // carrying `grpc-status` (and a percent-encoded `grpc-message` on errors).
 // berthd serves BuildKit's Control API this way on `/grpc`; the same framing
 // serves a client of it (the tests').
-import type { ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
+import type { IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
 import { type EngineError, isEngineError, messageOf } from '../../errors.js';
 import { decode, encode, type MessageType, type Msg } from './proto/wire.js';
 
 /** gRPC's status codes used here. */
 export const GrpcCode = {
   OK: 0,
+  CANCELLED: 1,
   UNKNOWN: 2,
   INVALID_ARGUMENT: 3,
   NOT_FOUND: 5,
   FAILED_PRECONDITION: 9,
   UNIMPLEMENTED: 12,
+  UNAVAILABLE: 14,
 } as const;
 
 /** The engine's error kinds that have a gRPC status of their own; the others are UNKNOWN. */
@@ -85,7 +87,8 @@ export interface Method {
   answer: MessageType;
   /** A server stream answers any number of messages; a unary call exactly one. */
   stream?: boolean;
-  handle(request: Msg, send: (answer: Msg) => void, signal: AbortSignal): Promise<void>;
+  /** `headers`: the call's metadata (e.g. BuildKit's `buildkit-controlapi-buildid`). */
+  handle(request: Msg, send: (answer: Msg) => void, signal: AbortSignal, headers: IncomingHttpHeaders): Promise<void>;
 }
 
 /**
@@ -100,11 +103,16 @@ export function serveCalls(
 ): void {
   session.on('stream', (stream, headers) => {
     const path = String(headers[':path'] ?? '');
-    void call(stream, path, methods.get(path)).catch((e) => log.debug({ err: e, path }, 'gRPC call failed'));
+    void call(stream, headers, path, methods.get(path)).catch((e) => log.debug({ err: e, path }, 'gRPC call failed'));
   });
 }
 
-async function call(stream: ServerHttp2Stream, path: string, method: Method | undefined): Promise<void> {
+async function call(
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  path: string,
+  method: Method | undefined,
+): Promise<void> {
   const abort = new AbortController();
   // A stream's error (a write to a call its client gave up on) ends this call, never
   // the daemon: an 'error' with no listener would be uncaught. 'close' aborts the call.
@@ -139,6 +147,7 @@ async function call(stream: ServerHttp2Stream, path: string, method: Method | un
         if (!stream.destroyed) stream.write(frame(encode(method.answer, answer)));
       },
       abort.signal,
+      headers,
     );
     if (!method.stream && sent !== 1) throw new Error(`${path} gave no answer`);
     finish(GrpcCode.OK, '');

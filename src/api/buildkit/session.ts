@@ -3,6 +3,10 @@
 // serves (its context through FileSync, credentials through Auth…) over the
 // session's HTTP/2 connection.
 import type { ClientHttp2Session } from 'node:http2';
+import { type ClientCall, type Metadata, startCall } from './grpc-client.js';
+import { GrpcCode, GrpcError } from './grpc.js';
+import type { MessageType } from './proto/wire.js';
+import { Registry } from './waits.js';
 
 export interface BuildSession {
   id: string;
@@ -11,24 +15,55 @@ export interface BuildSession {
   /** The gRPC methods it serves (`/moby.filesync.v1.FileSync/DiffCopy`…), as it listed them. */
   methods: string[];
   client: ClientHttp2Session;
+  /** Settles when its connection closed. */
+  closed: Promise<void>;
 }
 
+/** How long a build waits for the session it names to connect (buildx connects it right after Solve). */
+const SESSION_WAIT_MS = 10_000;
+
 export class BuildSessions {
-  private readonly byId = new Map<string, BuildSession>();
+  private readonly sessions = new Registry<BuildSession>();
 
   has(id: string): boolean {
-    return this.byId.has(id);
+    return this.sessions.has(id);
   }
 
   get(id: string): BuildSession | undefined {
-    return this.byId.get(id);
+    return this.sessions.get(id);
   }
 
   /** Records a session; the function returned forgets it (its connection closed). */
   add(session: BuildSession): () => void {
-    this.byId.set(session.id, session);
-    return () => {
-      if (this.byId.get(session.id) === session) this.byId.delete(session.id);
-    };
+    this.sessions.set(session.id, session);
+    return () => this.sessions.delete(session.id, session);
   }
+
+  /** The session of that id, waiting a while for it to connect (dockerd's manager waits so too). */
+  waitFor(id: string, signal: AbortSignal, ms = SESSION_WAIT_MS): Promise<BuildSession> {
+    return this.sessions.waitFor(
+      id,
+      signal,
+      ms,
+      () => new GrpcError(GrpcCode.FAILED_PRECONDITION, `no active session for ${id}: context deadline exceeded`),
+    );
+  }
+}
+
+/**
+ * Starts a call of one of the session's services; only a method the client
+ * listed is called (dockerd's Supports, case-insensitive), with dockerd's words
+ * for the others.
+ */
+export function callSession(
+  session: BuildSession,
+  path: string,
+  request: MessageType,
+  answer: MessageType,
+  metadata: Metadata = {},
+): ClientCall {
+  const wanted = path.toLowerCase();
+  if (!session.methods.some((m) => m.toLowerCase() === wanted))
+    throw new GrpcError(GrpcCode.UNIMPLEMENTED, `method ${path} not supported by the client`);
+  return startCall(session.client, path, request, answer, metadata);
 }

@@ -10,7 +10,7 @@ import { JsonLinesStream } from '../streams/progress.js';
 import { allValues, boolValue, intValue, query } from '../wire/forms.js';
 
 const BUILDKIT =
-  'BuildKit is not supported by berthd: use the classic builder (DOCKER_BUILDKIT=0, or a client without buildx)';
+  "BuildKit is not supported by berthd on POST /build: build through buildx (BuildKit's API on /grpc and /session), or with the classic builder (DOCKER_BUILDKIT=0)";
 
 /** A JSON query parameter (`buildargs`, `labels`, `cachefrom`), absent or empty: undefined. */
 function jsonParam(raw: string | undefined, name: string): unknown {

@@ -26,8 +26,8 @@ function checkUpgrade(req: FastifyRequest, error: (message: string) => Error): v
 }
 
 export function buildkitRoutes(app: FastifyInstance, engine: Engine): void {
-  const methods = controlMethods(engine);
   const sessions = new BuildSessions();
+  const methods = controlMethods(engine, sessions);
 
   app.post('/grpc', async (req, reply) => {
     // dockerd answers /grpc's faults with 500, /session's with 400 (the same words).
@@ -48,6 +48,7 @@ export function buildkitRoutes(app: FastifyInstance, engine: Engine): void {
     const socket: Socket = takeOver(req, reply, SWITCHING);
     const client = http2.connect('http://localhost', { createConnection: () => socket, settings: H2_SETTINGS });
     client.on('error', () => socket.destroy());
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     const forget = sessions.add({
       id,
       name: header('x-docker-expose-session-name'),
@@ -55,6 +56,7 @@ export function buildkitRoutes(app: FastifyInstance, engine: Engine): void {
       // One header line per method: Node's joined value would not split back.
       methods: req.raw.headersDistinct['x-docker-expose-session-grpc-method'] ?? [],
       client,
+      closed,
     });
     socket.once('close', () => {
       client.destroy();

@@ -57,6 +57,8 @@ export interface ReceiveOptions {
   maxBytes?: number;
   /** Told the bytes of a `remote` downloaded so far, and its Content-Length when known (dockerd's progress bar). */
   progress?: Progress;
+  /** The Dockerfile and the ignore patterns given apart from the context (BuildRequest.separateDockerfile). */
+  separateDockerfile?: { name: string; text: string; ignore: string[] };
 }
 
 export const DEFAULT_DOCKERFILE = 'Dockerfile';
@@ -88,6 +90,11 @@ export async function receiveContext(o: ReceiveOptions): Promise<BuildContext> {
       await ingestContext(index, o.body, o);
     }
     o.signal?.throwIfAborted();
+    if (o.separateDockerfile) {
+      const { name, text, ignore } = o.separateDockerfile;
+      if (text.length === 0) throw invalidParameter(`the Dockerfile (${name}) cannot be empty`);
+      return context(o.dir, index, stripBom(text), name, matcherOf(ignore));
+    }
     return await readContext(o.dir, index, dockerfilePath);
   } catch (e) {
     o.body.destroy();
@@ -154,15 +161,11 @@ class Limit extends Transform {
 // ---- the Dockerfile and .dockerignore ------------------------------------------
 
 async function readContext(dir: string, index: ContextIndex, dockerfilePath: string): Promise<BuildContext> {
-  const patterns = readIgnoreFile(
-    (await readInContext(index, '.dockerignore', MAX_IGNORE_FILE, '.dockerignore'))?.toString('utf8') ?? '',
+  const excluded = matcherOf(
+    readIgnoreFile(
+      (await readInContext(index, '.dockerignore', MAX_IGNORE_FILE, '.dockerignore'))?.toString('utf8') ?? '',
+    ),
   );
-  let excluded: (rel: string) => boolean;
-  try {
-    excluded = ignoreMatcher(patterns);
-  } catch (e) {
-    throw invalidParameter(`error checking context: '${messageOf(e)}'.`, e);
-  }
   let name = dockerfilePath;
   let text = await readInContext(index, name, MAX_DOCKERFILE, 'Dockerfile');
   // dockerd's fallback: the default name also finds a lower-case "dockerfile".
@@ -174,6 +177,14 @@ async function readContext(dir: string, index: ContextIndex, dockerfilePath: str
   if (text === null) throw systemError(`Cannot locate specified Dockerfile: ${dockerfilePath}`);
   if (text.length === 0) throw invalidParameter(`the Dockerfile (${name}) cannot be empty`);
   return context(dir, index, stripBom(text.toString('utf8')), name, excluded);
+}
+
+function matcherOf(patterns: string[]): (rel: string) => boolean {
+  try {
+    return ignoreMatcher(patterns);
+  } catch (e) {
+    throw invalidParameter(`error checking context: '${messageOf(e)}'.`, e);
+  }
 }
 
 const stripBom = (s: string) => (s.startsWith('\uFEFF') ? s.slice(1) : s);

@@ -43,7 +43,7 @@ import type { ContainerConfigFields, ImageConfig } from '../images/config.js';
 import type { PullEvent } from '../images/pull.js';
 import type { ImageService } from '../images/service.js';
 import { mountOverlay, unmount } from '../os/mount.js';
-import { familiarString, parseReference, withTag } from '../reference.js';
+import { familiarString, parseReference, type Reference, withTag } from '../reference.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { ImageRepository } from '../store/images.js';
 import { formatPlatform, hostPlatform, parsePlatform, platformMatches } from '../registry/manifest.js';
@@ -100,7 +100,45 @@ export interface BuildRequest {
   resources: BuildResources;
   /** X-Registry-Config: registry host → credentials, for the base images' pulls. */
   auths: Record<string, AuthConfig>;
+  /**
+   * The Dockerfile given apart from the context (BuildKit's session sends it from
+   * a directory of its own), with the .dockerignore patterns that go with it;
+   * the context's own .dockerignore is then not read.
+   */
+  separateDockerfile?: { name: string; text: string; ignore: string[] };
+  /** Told each step as it starts, is cached, logs and ends: the structured progress BuildKit's API shows. */
+  steps?: (e: StepEvent) => void;
 }
+
+/**
+ * A build's progress in steps, for BuildKit's vertices (the classic stream says it
+ * in text). A stage starts, then each of its steps: `step`, maybe `cached` and
+ * `log`s, then `done`; a failing step gets no `done` (the build's error is its).
+ */
+export type StepEvent =
+  | {
+      type: 'stage';
+      index: number;
+      /** The AS name. */
+      name?: string;
+      /** Stages in the Dockerfile. */
+      stages: number;
+      /** Its instructions, and its FROM when that is an image's. */
+      commands: number;
+      /** The image it starts from (normalised); absent for scratch and for an earlier stage. */
+      image?: string;
+    }
+  | {
+      type: 'step';
+      kind: Instruction['kind'];
+      /** As BuildKit names it: the keyword upper-cased, variables expanded. */
+      text: string;
+      /** A step berth adds (the request's labels): BuildKit has none. */
+      synthetic?: boolean;
+    }
+  | { type: 'cached' }
+  | { type: 'log'; stream: 1 | 2; data: Buffer }
+  | { type: 'done' };
 
 export type BuildEvent = { stream: string } | { aux: { ID: string } } | { pull: PullEvent };
 
@@ -120,6 +158,8 @@ export class StepFailed extends EngineError {
   constructor(
     message: string,
     readonly exitCode: number,
+    /** The command that ran (the shell form's `/bin/sh -c …`). */
+    readonly command: string[] = [],
   ) {
     super('system', message);
   }
@@ -127,6 +167,10 @@ export class StepFailed extends EngineError {
 
 /** The exit code of a failed RUN, for the stream's errorDetail. */
 export const stepExitCode = (e: unknown): number | undefined => (e instanceof StepFailed ? e.exitCode : undefined);
+
+/** The command and exit code of a failed RUN, for BuildKit's words about it. */
+export const failedStep = (e: unknown): { command: string[]; exitCode: number } | undefined =>
+  e instanceof StepFailed ? { command: e.command, exitCode: e.exitCode } : undefined;
 
 /** One stage's moving state. */
 interface StageState {
@@ -152,6 +196,8 @@ interface Run {
   used: Set<string>;
   /** Finished stages: name or index → image id. */
   stages: Map<string, string>;
+  /** Stages in the Dockerfile. */
+  stageCount: number;
   /**
    * With cachefrom (dockerd's imageCache): the images named, whose history stands for steps, and the
    * local images they descend from, the only ones a local cache hit may be. Null without cachefrom.
@@ -186,11 +232,7 @@ export class BuildService {
    * the first step are thrown before anything is emitted. Returns the image id.
    */
   async build(req: BuildRequest, emit: (e: BuildEvent) => void, signal: AbortSignal): Promise<string> {
-    const tags = req.tags.map((t) => {
-      const ref = parseReference(t, { defaultTag: false });
-      if (ref.digest) throw invalidParameter(`invalid reference format: ${t} is a digest reference`);
-      return familiarString(ref.tag ? ref : withTag(ref, 'latest'));
-    });
+    const tags = req.tags.map((t) => familiarString(buildTag(t)));
     if (req.platform) this.checkPlatform(req.platform);
     const dir = await mkdtemp(path.join(this.deps.tmpDir, 'build-'));
     let ctx: BuildContext;
@@ -200,6 +242,7 @@ export class BuildService {
         dir,
         ...(req.dockerfile ? { dockerfile: req.dockerfile } : {}),
         ...(req.remote ? { remote: req.remote } : {}),
+        ...(req.separateDockerfile ? { separateDockerfile: req.separateDockerfile } : {}),
         signal,
         // dockerd's progress lines for a remote context (none with q).
         ...(req.quiet ? {} : { progress: downloading({ emit }) }),
@@ -237,6 +280,7 @@ export class BuildService {
         metaArgs: new Map(),
         used: new Set(),
         stages: new Map(),
+        stageCount: stages.length,
         cacheFrom: null,
       };
       if (req.cacheFrom.length) {
@@ -249,6 +293,7 @@ export class BuildService {
         out({ stream: `Step ${step}/${total} : ${sourceCode(instr)}` });
         out({ stream: '\n' });
       };
+      const steps = req.steps ?? (() => undefined);
       for (const a of metaArgs) {
         header(a);
         for (const { name, value } of expandArg(a, this.metaEnv(run)).args) {
@@ -262,11 +307,19 @@ export class BuildService {
         signal.throwIfAborted();
         header(stage.from);
         const st = await this.from(run, stage);
-        const steps = stage === chosen.at(-1) ? [...stage.instructions, ...labelSteps] : stage.instructions;
-        for (const instr of steps) {
+        for (const instr of stage.instructions) {
           signal.throwIfAborted();
           header(instr);
+          steps({ type: 'step', kind: instr.kind, text: stepText(instr, this.env(run, st)) });
           await this.dispatch(run, st, instr);
+          steps({ type: 'done' });
+        }
+        for (const instr of stage === chosen.at(-1) ? labelSteps : []) {
+          signal.throwIfAborted();
+          header(instr);
+          steps({ type: 'step', kind: instr.kind, text: sourceCode(instr), synthetic: true });
+          await this.dispatch(run, st, instr);
+          steps({ type: 'done' });
         }
         if (!st.imageId) {
           // Only metadata on scratch and nothing else: still an image.
@@ -289,6 +342,26 @@ export class BuildService {
     } finally {
       await ctx.dispose().catch((err: unknown) => this.log.warn({ err }, 'removing a build context failed'));
     }
+  }
+
+  /**
+   * Tags a built image with each name (normalised as the classic build's `t`);
+   * all are checked before any is set. Returns the full names (`docker.io/library/x`).
+   */
+  tag(imageId: string, names: string[]): string[] {
+    const refs = names.map((n) => ({ given: parseReference(n, { defaultTag: false }), ref: buildTag(n) }));
+    for (const { ref } of refs) this.deps.images.tag(imageId, familiarString(ref));
+    return refs.map(({ given }) => given.name + (given.tag ? `:${given.tag}` : ''));
+  }
+
+  /** Parses a Dockerfile as a build will, throwing its errors (BuildKit's frontend reports them before the context is sent). */
+  checkDockerfile(text: string, name: string): void {
+    parseStages(parseDockerfile(text.replace(/^\uFEFF/, ''), { name }));
+  }
+
+  /** The image's config as stored (the JSON of its id). */
+  imageConfig(imageId: string): string {
+    return this.deps.images.find(imageId).config;
   }
 
   /** The images cachefrom names, found locally; unknown names are skipped, as dockerd does. */
@@ -328,6 +401,18 @@ export class BuildService {
     if (instr.platform) this.checkPlatform(expandWord(instr.platform, this.metaEnv(run), instr.node.escape));
     const name = expandWord(instr.image, this.metaEnv(run), instr.node.escape);
     if (!name) throw invalidParameter('base name (${BASE}) should not be blank'.replace('${BASE}', instr.image));
+    const scratch = name.toLowerCase() === 'scratch';
+    const built = scratch ? undefined : run.stages.get(name.toLowerCase());
+    const image = scratch || built ? undefined : fromName(name);
+    const steps = run.req.steps ?? (() => undefined);
+    steps({
+      type: 'stage',
+      index: stage.index,
+      ...(stage.name ? { name: stage.name } : {}),
+      stages: run.stageCount,
+      commands: stage.instructions.length + (image ? 1 : 0),
+      ...(image ? { image } : {}),
+    });
     const st: StageState = {
       stage,
       imageId: null,
@@ -335,12 +420,13 @@ export class BuildService {
       cfg: { cmdSet: false },
       args: new Map(),
     };
-    if (name.toLowerCase() === 'scratch') return st;
-    const built = run.stages.get(name.toLowerCase());
+    if (scratch) return st;
+    if (image) steps({ type: 'step', kind: 'from', text: `FROM ${image}` });
     const imageId = built ?? (await this.baseImage(run, name));
-    const image = JSON.parse(this.deps.repo.find(imageId)!.config) as ImageConfig;
+    if (image) steps({ type: 'done' });
+    const config = JSON.parse(this.deps.repo.find(imageId)!.config) as ImageConfig;
     st.imageId = imageId;
-    st.config = structuredClone(image.config ?? {});
+    st.config = structuredClone(config.config ?? {});
     if (!st.config.Env?.some((e) => envKey(e) === 'PATH')) st.config.Env = [...(st.config.Env ?? []), DEFAULT_PATH];
     const triggers = st.config.OnBuild ?? [];
     st.config.OnBuild = null;
@@ -373,9 +459,11 @@ export class BuildService {
       }
     };
     const have = present();
-    if (have && !run.req.pull) return have;
     // An image id is never pulled.
-    if (/^(sha256:)?[0-9a-f]{12,64}$/.test(name) && have) return have;
+    if (have && (!run.req.pull || /^(sha256:)?[0-9a-f]{12,64}$/.test(name))) {
+      run.req.steps?.({ type: 'cached' });
+      return have;
+    }
     const ref = parseReference(name);
     const auth = run.req.auths[ref.domain] ?? (ref.domain === 'docker.io' ? findDockerHub(run.req.auths) : undefined);
     try {
@@ -475,6 +563,7 @@ export class BuildService {
         await this.removeContainer(id);
       }
     } else {
+      run.req.steps?.({ type: 'cached' });
       st.imageId = cached;
       run.emit({ stream: ' ---> Using cache\n' });
     }
@@ -494,6 +583,7 @@ export class BuildService {
 
   /** The step's image comes from the cache: said as dockerd says it. */
   private useCached(run: Run, st: StageState, cached: string): void {
+    run.req.steps?.({ type: 'cached' });
     st.imageId = cached;
     run.emit({ stream: ' ---> Using cache\n' });
     run.emit({ stream: ` ---> ${short(cached)}\n` });
@@ -662,7 +752,7 @@ export class BuildService {
       const code = await this.runContainer(run, id);
       if (code !== 0) {
         if (run.req.forceRm) await remove();
-        throw new StepFailed(`The command '${cmd.join(' ')}' returned a non-zero code: ${code}`, code);
+        throw new StepFailed(`The command '${cmd.join(' ')}' returned a non-zero code: ${code}`, code, cmd);
       }
       const imageId = await this.deps.commits.commitStep({
         container: id,
@@ -693,6 +783,7 @@ export class BuildService {
         stderr: true,
         signal: follow.signal,
       })) {
+        run.req.steps?.({ type: 'log', stream: entry.stream === 'stderr' ? 2 : 1, data: entry.line });
         const text = entry.line.toString('utf8');
         run.emit({ stream: entry.stream === 'stderr' ? `\u001b[91m${text}\u001b[0m` : text });
       }
@@ -886,6 +977,38 @@ export class BuildService {
     await done;
     return Buffer.concat(chunks).toString('utf8');
   }
+}
+
+/** A `t` of a build: a name, `:latest` when it has no tag; never a digest. */
+function buildTag(t: string): Reference {
+  const ref = parseReference(t, { defaultTag: false });
+  if (ref.digest) throw invalidParameter(`invalid reference format: ${t} is a digest reference`);
+  return ref.tag ? ref : withTag(ref, 'latest');
+}
+
+/** A base image as BuildKit's FROM vertex names it: the full name, its tag or digest only when given. */
+function fromName(name: string): string {
+  try {
+    const ref = parseReference(name, { defaultTag: false });
+    return ref.name + (ref.tag ? `:${ref.tag}` : '') + (ref.digest ? `@${ref.digest}` : '');
+  } catch {
+    return name;
+  }
+}
+
+/** A step as BuildKit's vertex names it: the keyword upper-cased and, but in RUN, variables expanded. */
+function stepText(instr: Instruction, env: string[]): string {
+  const code = sourceCode(instr);
+  const [word = '', ...rest] = code.split(' ');
+  let text = [word.toUpperCase(), ...rest].join(' ');
+  if (instr.kind !== 'run' && text.includes('$')) {
+    try {
+      text = expandWord(text, env, instr.node.escape);
+    } catch {
+      // As BuildKit's processCmdEnv: the text as written when it does not expand.
+    }
+  }
+  return text;
 }
 
 function findDockerHub(auths: Record<string, AuthConfig>): AuthConfig | undefined {

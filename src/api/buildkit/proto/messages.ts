@@ -179,3 +179,29 @@ export const Packet = message('Packet', {
 // grpc.health.v1
 export const HealthCheckRequest = message('HealthCheckRequest', { 1: ['service', 'string'] });
 export const HealthCheckResponse = message('HealthCheckResponse', { 1: ['status', 'enum'] });
+
+// moby.buildkit.v1.frontend: the LLBBridge's Solve and Return (a Dockerfile build as buildx asks for it).
+/** pb.Definition as its bytes: berth's results carry none, the client's are only echoed. */
+export const GatewayRef = message('Ref', { 1: ['id', 'string'], 2: ['def', 'bytes'] });
+export const RefMap = message('RefMap', { 1: ['refs', mapOf(GatewayRef)] });
+export const GatewayResult = message('Result', {
+  1: ['refDeprecated', 'string'],
+  3: ['ref', GatewayRef],
+  4: ['refs', RefMap],
+  10: ['metadata', mapOf('bytes')],
+});
+export const GatewaySolveRequest = message('SolveRequest', {
+  1: ['Definition', 'bytes'],
+  2: ['Frontend', 'string'],
+  3: ['FrontendOpt', mapOf('string')],
+  5: ['allowResultReturn', 'bool'],
+  6: ['allowResultArrayRef', 'bool'],
+  10: ['Final', 'bool'],
+  11: ['ExporterAttr', 'bytes'],
+  12: ['CacheImports', [CacheOptionsEntry]],
+  13: ['FrontendInputs', mapOf('bytes')],
+  14: ['Evaluate', 'bool'],
+});
+export const GatewaySolveResponse = message('SolveResponse', { 1: ['ref', 'string'], 3: ['result', GatewayResult] });
+export const ReturnRequest = message('ReturnRequest', { 1: ['result', GatewayResult], 2: ['error', RpcStatus] });
+export const ReturnResponse = message('ReturnResponse', {});
