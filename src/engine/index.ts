@@ -29,8 +29,9 @@ export interface Engine {
 }
 
 export type { ArchiveService, PathStat, PutOptions } from './archive/service.js';
-export type { BuildEvent, BuildRequest, BuildResources, BuildService, StepEvent } from './builder/service.js';
-export { failedStep, stepExitCode } from './builder/service.js';
+export type { BuildEvent, BuildRequest, BuildResources, StepEvent } from './builder/build-types.js';
+export type { BuildService } from './builder/service.js';
+export { failedStep, stepExitCode } from './builder/build-types.js';
 export { readIgnoreFile } from './builder/dockerignore.js';
 export type { CommitRequest, CommitService } from './commit/service.js';
 export type { AttachSession } from './containers/io/attach.js';

@@ -159,7 +159,7 @@ const NATIVE_LOADER = 'engine/os/native.ts';
 /** A file longer than this holds more than one concern: split it. */
 const MAX_LINES = 600;
 /** Files over MAX_LINES whose split is under way (issue 31); the rule keeps the list honest. */
-const OVERSIZED_FOR_NOW = new Set(['engine/builder/service.ts']);
+const OVERSIZED_FOR_NOW = new Set<string>([]);
 
 describe('architecture', () => {
   it('finds the source files and their imports', () => {
