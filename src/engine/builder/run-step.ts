@@ -1,8 +1,7 @@
 // RUN: the step in a real container of the current image (an empty one made for
 // it on scratch: the vehicle), its output streamed into the build's, committed
 // when it exits 0. The containers of the other steps are made and removed here too.
-import type { RunInstr } from '../dockerfile/index.js';
-import { commandLine, envKey } from '../dockerfile/index.js';
+import { commandLine, envKey, type RunInstr } from '../dockerfile/index.js';
 import type { ContainerConfigFields } from '../images/config.js';
 import { cachedImage, useCached } from './build-cache.js';
 import { type Run, type StageState, type StepContext, StepFailed } from './build-types.js';
