@@ -3,12 +3,13 @@
 // over HTTP/2 on the same socket; driven here by a client of our own (node:http2
 // and the project's framing), as CI has no buildx.
 import http2 from 'node:http2';
-import net from 'node:net';
+import type net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Deframer, frame } from '../../src/api/buildkit/grpc.js';
 import * as m from '../../src/api/buildkit/proto/messages.js';
 import { decode, encode, type MessageType, type Msg } from '../../src/api/buildkit/proto/wire.js';
 import { type Daemon, startDaemon } from '../harness/daemon.js';
+import { upgrade as upgradeOn } from '../harness/buildkit-client.js';
 
 let d: Daemon;
 beforeAll(async () => {
@@ -19,29 +20,8 @@ afterAll(async () => {
   await d.cleanup();
 });
 
-/** An upgrade request on a socket of its own: the answer's head, and the socket after it. */
-function upgrade(path: string, headers: Record<string, string>): Promise<{ head: string; socket: net.Socket }> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(d.socket);
-    socket.once('error', reject);
-    const lines = Object.entries({ Host: 'docker', 'Content-Length': '0', Connection: 'Upgrade', ...headers })
-      .map(([k, v]) => `${k}: ${v}\r\n`)
-      .join('');
-    socket.write(`POST ${path} HTTP/1.1\r\n${lines}\r\n`);
-    let got = Buffer.alloc(0);
-    const onData = (c: Buffer) => {
-      got = Buffer.concat([got, c]);
-      const end = got.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      socket.off('data', onData);
-      socket.pause();
-      const rest = got.subarray(end + 4);
-      if (rest.length) socket.unshift(rest);
-      resolve({ head: got.subarray(0, end + 4).toString('latin1'), socket });
-    };
-    socket.on('data', onData);
-  });
-}
+/** An upgrade request on a socket of its own (the harness's, as buildx sends it): the answer's head, and the socket after it. */
+const upgrade = (path: string, headers: Record<string, string>) => upgradeOn(d.socket, path, Object.entries(headers));
 
 interface Answer {
   messages: Msg[];
