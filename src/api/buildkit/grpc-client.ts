@@ -3,7 +3,7 @@
 // connection (FileSync…), and the tests' stand-in for buildx calls berthd's
 // Control on `/grpc` the same way. A call is a stream of messages each way,
 // ended by the server's trailers (`grpc-status`, `grpc-message`).
-import type { ClientHttp2Session, ClientHttp2Stream } from 'node:http2';
+import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders } from 'node:http2';
 import { Deframer, frame, GrpcCode } from './grpc.js';
 import { decode, encode, type MessageType, type Msg } from './proto/wire.js';
 
@@ -27,6 +27,23 @@ export interface ClientCall {
   readonly status: Promise<CallStatus>;
   /** Ends the call from this side (RST_STREAM CANCEL). */
   cancel(): void;
+}
+
+/**
+ * A call's status from its trailers (or a trailers-only response). The message
+ * is percent-encoded by the server; what does not decode (a stray `%`, bytes
+ * that are not UTF-8) is kept as sent, as grpc-go does: the peer is a client's
+ * process, and its words must not throw in an event handler.
+ */
+function statusOf(h: IncomingHttpHeaders): CallStatus {
+  const raw = h['grpc-message'];
+  let message = raw === undefined ? '' : String(raw);
+  try {
+    message = decodeURIComponent(message);
+  } catch {
+    // not percent-encoding: the text as it came
+  }
+  return { code: Number(h['grpc-status'] ?? GrpcCode.UNKNOWN), message };
 }
 
 /** Starts a call of `path` whose messages are `request` one way and `answer` the other. */
@@ -73,18 +90,10 @@ export function startCall(
       finish({ code: GrpcCode.INVALID_ARGUMENT, message: (e as Error).message });
     }
   });
-  stream.once('trailers', (t) => {
-    const message = t['grpc-message'];
-    finish({
-      code: Number(t['grpc-status'] ?? GrpcCode.UNKNOWN),
-      message: message ? decodeURIComponent(String(message)) : '',
-    });
-  });
+  stream.once('trailers', (t) => finish(statusOf(t)));
   // A response with END_STREAM on its headers (trailers-only: an error before any message).
   stream.once('response', (h) => {
-    const message = h['grpc-message'];
-    if (h['grpc-status'] !== undefined)
-      finish({ code: Number(h['grpc-status']), message: message ? decodeURIComponent(String(message)) : '' });
+    if (h['grpc-status'] !== undefined) finish(statusOf(h));
   });
   stream.on('error', () => undefined);
   stream.once('close', () => {
