@@ -41,7 +41,7 @@ export function controlMethods(engine: Engine, sessions: BuildSessions): Map<str
       `${SERVICE}/Prune`,
       { request: m.PruneRequest, answer: m.UsageRecord, stream: true, handle: async () => undefined },
     ],
-    ...solveMethods(engine, sessions),
+    ...solveMethods(engine, sessions, worker),
     [
       '/grpc.health.v1.Health/Check',
       unary(m.HealthCheckRequest, m.HealthCheckResponse, () => ({ status: 1 /* SERVING */ })),

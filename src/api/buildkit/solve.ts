@@ -92,6 +92,14 @@ function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
+/** What a Control/Solve and an LLBBridge/Solve may both carry and berthd does not build from (yet). */
+function refuseInputs(req: Msg): void {
+  if ((req.Definition as Buffer | undefined)?.length)
+    throw invalid('solving an LLB definition is not supported by berthd');
+  if (Object.keys((req.FrontendInputs as object | undefined) ?? {}).length)
+    throw invalid('frontend inputs (named contexts) are not supported by berthd yet');
+}
+
 /** What a Control/Solve asks that berthd does not do (yet): refused by name. */
 function checkSolve(req: Msg): void {
   const ref = String(req.Ref ?? '');
@@ -101,8 +109,7 @@ function checkSolve(req: Msg): void {
     throw invalid(
       `frontend ${String(req.Frontend)} in Control.Solve is not supported by berthd: a build comes through the LLBBridge (as buildx sends it)`,
     );
-  if ((req.Definition as Buffer | undefined)?.length)
-    throw invalid('solving an LLB definition is not supported by berthd');
+  refuseInputs(req);
   const exporter = String(req.Exporter ?? '');
   if (exporter && exporter !== 'moby')
     throw invalid(`exporter "${exporter}" is not supported by berthd yet (only the image store: moby, --load)`);
@@ -114,8 +121,6 @@ function checkSolve(req: Msg): void {
   if ((cache.Imports as unknown[] | undefined)?.length) throw invalid('cache import is not supported by berthd yet');
   for (const e of (req.Entitlements as string[] | undefined) ?? [])
     if (e !== 'network.host') throw invalid(`entitlement ${e} is not supported by berthd`);
-  if (Object.keys((req.FrontendInputs as object | undefined) ?? {}).length)
-    throw invalid('frontend inputs (named contexts) are not supported by berthd yet');
   if ((req.SourcePolicy as Buffer | undefined)?.length) throw invalid('source policies are not supported by berthd');
 }
 
@@ -147,9 +152,13 @@ function returnedError(job: Job, status: Msg): GrpcError {
 }
 
 /** The Control/Solve, Control/Status and LLBBridge methods of berthd's `/grpc`. */
-export function solveMethods(engine: Engine, sessions: BuildSessions): Array<[string, Method]> {
+export function solveMethods(
+  engine: Engine,
+  sessions: BuildSessions,
+  /** The one worker berthd is (Control/ListWorkers'), for LLBBridge/Ping's answer. */
+  worker: () => Msg,
+): Array<[string, Method]> {
   const jobs = new Jobs();
-  const worker = () => ({ ID: 'berth', platforms: [{ Architecture: engine.system.host.arch, OS: 'linux' }] });
 
   /** The moby exporter: tags the image as the names say, with BuildKit's "exporting to image" rows. */
   const exportImage = (job: Job, result: Msg | undefined): Msg => {
@@ -265,12 +274,9 @@ export function solveMethods(engine: Engine, sessions: BuildSessions): Array<[st
         throw invalid(
           `frontend ${JSON.stringify(req.Frontend ?? '')} is not supported by berthd (only ${DOCKERFILE_FRONTEND})`,
         );
-      if ((req.Definition as Buffer | undefined)?.length)
-        throw invalid('solving an LLB definition is not supported by berthd');
+      refuseInputs(req);
       if ((req.CacheImports as unknown[] | undefined)?.length)
         throw invalid('cache import is not supported by berthd yet');
-      if (Object.keys((req.FrontendInputs as object | undefined) ?? {}).length)
-        throw invalid('frontend inputs (named contexts) are not supported by berthd yet');
       if (job.solving) throw new GrpcError(GrpcCode.FAILED_PRECONDITION, 'berthd runs one frontend solve per build');
       job.solving = true;
       const session = await untilAborted(job.session, job.abort.signal);
