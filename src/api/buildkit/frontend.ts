@@ -204,10 +204,10 @@ export async function runDockerfile(
     const defFiles = await readSmallTar(
       syncDir(session, 'dockerfile', { followPaths: [filename, `${filename}.dockerignore`] }, def.bytes),
     );
-    const dockerfile = defFiles.get(filename);
+    const file = defFiles.get(filename);
     def.done();
-    if (!dockerfile)
-      throw new FrontendError(`failed to read dockerfile: open ${filename}: no such file or directory`, false);
+    if (!file) throw new FrontendError(`failed to read dockerfile: open ${filename}: no such file or directory`, false);
+    const dockerfile = file.toString('utf8');
     const ign = transfer(feed, '[internal] load .dockerignore', 'transferring context:');
     let ignoreText = defFiles.get(`${filename}.dockerignore`);
     if (!ignoreText) {
@@ -216,7 +216,7 @@ export async function runDockerfile(
     }
     ign.done();
     const ignore = readIgnoreFile(ignoreText?.toString('utf8') ?? '');
-    engine.builds.checkDockerfile(dockerfile.toString('utf8'), filename);
+    engine.builds.checkDockerfile(dockerfile, filename);
 
     const ctx = transfer(feed, '[internal] load build context', 'transferring context:');
     contextVertex = ctx.vertex;
@@ -228,7 +228,7 @@ export async function runDockerfile(
         ...base,
         body,
         auths: {},
-        separateDockerfile: { name: filename, text: dockerfile.toString('utf8'), ignore },
+        separateDockerfile: { name: filename, text: dockerfile, ignore },
         steps: steps.on,
       },
       // The classic stream's text is not BuildKit's: its clients read the vertices (and a base image's pull as rows).

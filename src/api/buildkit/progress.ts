@@ -3,7 +3,7 @@
 // ("transferring context: 34B") and their logs (a RUN's output, sent before the
 // vertex completes, or buildx's printers show it as `#0`). The builder's step
 // events (engine StepEvent) become vertices here.
-import { createHash } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { PullEvent, StepEvent } from '../../engine/index.js';
 import type { Msg } from './proto/wire.js';
 
@@ -116,7 +116,7 @@ export class Vertex {
     readonly name: string,
     private readonly inputs: string[] = [],
   ) {
-    this.digest = `sha256:${createHash('sha256').update(`${name}\0${Math.random()}\0${Date.now()}`).digest('hex')}`;
+    this.digest = `sha256:${randomBytes(32).toString('hex')}`;
   }
 
   private send(extra: Msg = {}): void {

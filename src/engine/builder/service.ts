@@ -130,20 +130,16 @@ export class BuildService {
         signal.throwIfAborted();
         header(stage.from);
         const st = await from(cx, stage);
-        for (const instr of stage.instructions) {
+        /** One instruction: its header, its step events around it; `text` is the step's as BuildKit shows it. */
+        const step = async (instr: Instruction, text: () => string, synthetic?: true) => {
           signal.throwIfAborted();
           header(instr);
-          steps({ type: 'step', kind: instr.kind, text: stepText(instr, stepEnv(run, st)) });
+          steps({ type: 'step', kind: instr.kind, text: text(), ...(synthetic ? { synthetic } : {}) });
           await dispatch(cx, st, instr);
           steps({ type: 'done' });
-        }
-        for (const instr of stage === chosen.at(-1) ? labelSteps : []) {
-          signal.throwIfAborted();
-          header(instr);
-          steps({ type: 'step', kind: instr.kind, text: sourceCode(instr), synthetic: true });
-          await dispatch(cx, st, instr);
-          steps({ type: 'done' });
-        }
+        };
+        for (const instr of stage.instructions) await step(instr, () => stepText(instr, stepEnv(run, st)));
+        for (const instr of stage === chosen.at(-1) ? labelSteps : []) await step(instr, () => sourceCode(instr), true);
         if (!st.imageId) {
           // Only metadata on scratch and nothing else: still an image.
           st.imageId = await commitMeta(cx, st, nopCommand(st.config, 'FROM scratch'), st.config);
