@@ -71,6 +71,20 @@ export function buildSnapshot() {
 }
 
 /**
+ * A daemon leaves its parent cgroup (`/docker`, `/berth` in each v1 hierarchy)
+ * behind when it stops: the ones not there before are removed at the end, after
+ * the daemons (clean-ups run last-in first-out; only an empty cgroup goes).
+ */
+function removeCgroupParentAfter(name) {
+  const cgroups = readdirSafe('/sys/fs/cgroup')
+    .map((c) => `/sys/fs/cgroup/${c}/${name}`)
+    .filter((c) => !existsSync(c));
+  onCleanup(() => {
+    for (const c of cgroups) if (existsSync(c)) spawnSync('rmdir', [c], { stdio: 'ignore' });
+  });
+}
+
+/**
  * berthd on a fresh temp socket, data root and exec root. `bin` defaults to
  * $BERTH_BENCH_BERTHD, else a snapshot of this work tree's build (buildSnapshot).
  * Without a `--bridge` of its own in `args` it runs with no default bridge and
@@ -83,6 +97,7 @@ export async function startBerthd({
   args = [],
   env = {},
 } = {}) {
+  removeCgroupParentAfter('berth');
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bb-'));
   const socket = path.join(dir, 'berth.sock');
   const configFile = path.join(dir, 'daemon.json');
@@ -123,13 +138,7 @@ export async function startBerthd({
 export async function startDockerd({ args = [], netns } = {}) {
   const bin = which('dockerd');
   if (!bin) throw new Error('dockerd is not installed (bench/run.sh --with-dockerd installs it)');
-  // dockerd leaves its parent cgroup (/docker in each v1 hierarchy) behind: removed after it stops if it was not there before.
-  const cgroups = readdirSafe('/sys/fs/cgroup')
-    .map((c) => `/sys/fs/cgroup/${c}/docker`)
-    .filter((c) => !existsSync(c));
-  onCleanup(() => {
-    for (const c of cgroups) if (existsSync(c)) spawnSync('rmdir', [c], { stdio: 'ignore' }); // only ever succeeds when empty
-  });
+  removeCgroupParentAfter('docker');
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bd-'));
   const socket = path.join(dir, 'docker.sock');
   const configFile = path.join(dir, 'daemon.json');
