@@ -29,7 +29,7 @@ export interface Engine {
 }
 
 export type { ArchiveService, PathStat, PutOptions } from './archive/service.js';
-export type { BuildEvent, BuildRequest, BuildResources, StepEvent } from './builder/build-types.js';
+export type { BuildEvent, BuildRequest, BuildResources, BuildSession, StepEvent } from './builder/build-types.js';
 export type { BuildService } from './builder/service.js';
 export { failedStep, stepExitCode } from './builder/build-types.js';
 export { readIgnoreFile } from './builder/dockerignore.js';

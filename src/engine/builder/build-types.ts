@@ -2,7 +2,7 @@
 // (BuildEvent, StepEvent), what it is made with (BuildDeps), how a RUN fails, and
 // the state its steps share (a build's Run, a stage's StageState, the StepContext
 // handed to each step).
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import { EngineError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { ArchiveService } from '../archive/service.js';
@@ -56,6 +56,22 @@ export interface BuildRequest {
   separateDockerfile?: { name: string; text: string; ignore: string[] };
   /** Told each step as it starts, is cached, logs and ends: the structured progress BuildKit's API shows. */
   steps?: (e: StepEvent) => void;
+  /**
+   * The client's side of a BuildKit session, for `RUN --mount=type=secret|ssh`;
+   * absent for the classic `POST /build`, which has no session to ask.
+   */
+  session?: BuildSession;
+}
+
+/** What a build asks of the client that started it, through BuildKit's session. */
+export interface BuildSession {
+  /** The secret `id`'s bytes; undefined when the client has no such secret. */
+  secret(id: string): Promise<Buffer | undefined>;
+  /**
+   * A connection to the client's ssh agent `id` (one per connection a RUN step
+   * opens to the socket it is given); rejects when the client has no such agent.
+   */
+  sshAgent(id: string): Promise<Duplex>;
 }
 
 /**
