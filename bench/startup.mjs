@@ -1,5 +1,8 @@
 // Daemon start to first /_ping answer:
-//   (a) on a fresh data root, for berthd (and dockerd when installed);
+//   (a) on a fresh data root, for berthd (and dockerd when installed), and
+//       from the same start to the answer of the create sent right after that
+//       ping (404, no such image: a fresh data root has none): what the first
+//       real request of a client waits for, however the daemon orders its start;
 //   (b) restart-to-ready of berthd on a data root that records `containers`
 //       containers (half created, half exited) and `images` images: the time
 //       from spawn to the first /_ping answer after a clean stop, and after a
@@ -35,6 +38,9 @@ const IMAGES = clamp(process.argv[4], 1, 1000, 100);
 /** Issue 32's target for (b). */
 const TARGET_MS = 150;
 
+/** The create a client sends once the daemon answers: its image is not there, so it costs no container. */
+const CREATE = { Image: 'berth-bench/none-such:latest' };
+
 /** Spawns `cmd args`, resolves with the ms until `socket` answers /_ping, and the process. */
 async function timeToReady(cmd, args, socket) {
   const t0 = now();
@@ -63,12 +69,19 @@ async function stopWith(p, signal) {
 /** (a) A fresh data root each run, the daemons (and the floor) in turn run by run, so load weighs alike. */
 async function fresh(contenders) {
   const times = contenders.map(() => []);
+  const creates = contenders.map(() => []);
   for (let i = 0; i < RUNS; i++) {
     for (const [k, c] of contenders.entries()) {
       const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-bench-'));
       const { cmd, args, socket } = c.mkArgs(dir);
+      const t0 = now();
       const { ms, proc } = await timeToReady(cmd, args, socket);
       times[k].push(ms);
+      if (c.create) {
+        const r = await request(socket, 'POST', '/containers/create', { body: CREATE });
+        if (r.status !== 404) throw new Error(`${c.name}: the create answered ${r.status}: ${r.text}`);
+        creates[k].push(now() - t0);
+      }
       await stopWith(proc, 'SIGTERM');
       rmSync(dir, { recursive: true, force: true });
     }
@@ -77,6 +90,13 @@ async function fresh(contenders) {
   for (const [k, c] of contenders.entries()) {
     result[c.name] = stats(times[k]);
     console.log(`${c.name.padEnd(8)} start → first /_ping, ${c.what ?? 'fresh data root'}: ${fmtMs(result[c.name])}`);
+  }
+  for (const [k, c] of contenders.entries()) {
+    if (!c.create) continue;
+    result[`${c.name} create`] = stats(creates[k]);
+    console.log(
+      `${c.name.padEnd(8)} start → that ping, then a create answered (404): ${fmtMs(result[`${c.name} create`])}`,
+    );
   }
   return result;
 }
@@ -174,6 +194,7 @@ await runBench(async () => {
     },
     {
       name: 'berthd',
+      create: true,
       mkArgs: (dir) => ({
         cmd: process.execPath,
         // No networking, as dockerd below (and as the other benches run both): a default bridge would
@@ -190,6 +211,7 @@ await runBench(async () => {
   if (dockerd) {
     contenders.push({
       name: 'dockerd',
+      create: true,
       mkArgs: (dir) => {
         writeFileSync(path.join(dir, 'daemon.json'), '{}\n');
         return {
@@ -212,7 +234,11 @@ await runBench(async () => {
     });
   }
   const r = await fresh(contenders);
-  if (r.dockerd) console.log(`ratio berthd/dockerd (median): ${(r.berthd.median / r.dockerd.median).toFixed(2)}`);
+  if (r.dockerd) {
+    console.log(`ratio berthd/dockerd (median): ${(r.berthd.median / r.dockerd.median).toFixed(2)}`);
+    const create = (r['berthd create'].median / r['dockerd create'].median).toFixed(2);
+    console.log(`ratio berthd/dockerd, start to the first create answered (median): ${create}`);
+  }
   else console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
   if (CONTAINERS > 0) await populated();
 });

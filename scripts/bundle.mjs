@@ -3,6 +3,7 @@
 // (bin/berthd.cjs) writes its V8 code cache. Native addons stay outside.
 import { build } from 'esbuild';
 import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -22,32 +23,43 @@ rmSync(path.join(root, 'dist/berthd.bundle.cache'), { force: true });
  *   node:worker_threads, which ids, digests, proxies, registries and
  *   extraction threads use (~10 ms; docs/decisions/performance.md, "Start-up, second
  *   pass"). node:child_process is not among them: modules promisify its
- *   execFile as they load.
+ *   execFile as they load. node:http2 is BuildKit's (api/routes/buildkit.ts).
+ * - node:assert, which pino's writer (sonic-boom) requires as it loads and
+ *   calls only on a misuse (~6 ms).
  * Such an import becomes a module that loads the real one when first used. It
  * names the real one's exports without loading it (listed here, at build
  * time): esbuild's interop for an ES module's import of it copies their names
- * as it loads, and reads each value at its use.
+ * as it loads, and reads each value at its use. A built-in that is a function
+ * (assert) is stood in for by a function that calls it.
  */
 const LAZY_IN_FASTIFY = /^node:(http2|https|dns)$/;
-const LAZY_IN_BERTH = /^node:(crypto|dgram|dns\/promises|worker_threads)$/;
+const LAZY_IN_BERTH = /^node:(crypto|dgram|dns\/promises|http2|worker_threads)$/;
+const LAZY_IN_SONIC_BOOM = /^(node:)?assert$/;
+const within = (pkg, importer) => new RegExp(`[\\\\/]node_modules[\\\\/]${pkg}[\\\\/]`).test(importer);
 const lazyBuiltins = {
   name: 'lazy-builtins',
   setup(b) {
-    b.onResolve({ filter: /^node:/ }, (args) =>
-      (LAZY_IN_FASTIFY.test(args.path) && /[\\/]node_modules[\\/]fastify[\\/]/.test(args.importer)) ||
-      (LAZY_IN_BERTH.test(args.path) && args.importer.startsWith(path.join(root, 'dist') + path.sep))
-        ? { path: args.path, namespace: 'lazy-builtin' }
+    b.onResolve({ filter: /^(node:[a-z0-9_/]+|assert)$/ }, (args) =>
+      (LAZY_IN_FASTIFY.test(args.path) && within('fastify', args.importer)) ||
+      (LAZY_IN_BERTH.test(args.path) && args.importer.startsWith(path.join(root, 'dist') + path.sep)) ||
+      (LAZY_IN_SONIC_BOOM.test(args.path) && within('sonic-boom', args.importer))
+        ? { path: args.path.replace(/^(node:)?/, 'node:'), namespace: 'lazy-builtin' }
         : undefined,
     );
-    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({
-      contents: `let m; const names = ${JSON.stringify(Object.keys(process.getBuiltinModule(args.path)))};
-module.exports = new Proxy({}, {
-  get: (_, k) => (m ??= process.getBuiltinModule(${JSON.stringify(args.path)}))[k],
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => {
+      const real = process.getBuiltinModule(args.path);
+      return {
+        contents: `let m; const names = ${JSON.stringify(Object.keys(real))};
+const load = () => (m ??= process.getBuiltinModule(${JSON.stringify(args.path)}));
+module.exports = new Proxy(${typeof real === 'function' ? '() => {}' : '{}'}, {
+  apply: (_, self, args) => Reflect.apply(load(), self, args),
+  get: (_, k) => load()[k],
   ownKeys: () => [...names],
   getOwnPropertyDescriptor: (_, k) => (names.includes(k) ? { configurable: true, enumerable: true, writable: true, value: undefined } : undefined),
 });`,
-      loader: 'js',
-    }));
+        loader: 'js',
+      };
+    });
   },
 };
 
@@ -146,6 +158,50 @@ const pinoCallerOnlyForTransports = {
   },
 };
 
+/**
+ * thread-stream, which pino's transports run in (berthd uses none: src/log.ts),
+ * evaluated when a transport is made rather than as pino loads: it requires
+ * node:worker_threads and node:assert at its top (~4 ms of every start).
+ */
+const lazyThreadStream = lazyPackage(
+  'thread-stream',
+  `let m;
+module.exports = function ThreadStream(...args) {
+  return new (m ??= require('thread-stream'))(...args);
+};`,
+);
+
+/**
+ * pino asks node:worker_threads whether it runs on the main thread as it loads
+ * (~2.5 ms of every start), to register an exit flush only there. berthd's
+ * bundle runs on the main thread alone (its threads run extract-worker.cjs,
+ * which has no pino), so the answer is written in.
+ */
+const PINO_MAIN_THREAD = "const { isMainThread } = require('worker_threads')";
+const pinoOnTheMainThread = {
+  name: 'pino-on-the-main-thread',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]pino[\\/]lib[\\/]tools\.js$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      if (!text.includes(PINO_MAIN_THREAD)) throw new Error(`bundle: pino's main-thread check changed (${args.path})`);
+      return { contents: text.replace(PINO_MAIN_THREAD, 'const isMainThread = true'), loader: 'js' };
+    });
+  },
+};
+
+/**
+ * The SQLite addon better-sqlite3 picks on this machine, relative to dist/, for
+ * src/engine/store/sqlite.ts (BERTH_SQLITE_ADDON): a start then loads it
+ * without searching for it.
+ */
+function sqliteAddon() {
+  const req = createRequire(path.join(root, 'package.json'));
+  req(path.join(path.dirname(req.resolve('better-sqlite3/package.json')), 'lib/binding.js')).getBinding();
+  const file = Object.keys(req.cache).find((f) => /[\\/]better-sqlite3[\\/].*\.node$/.test(f));
+  if (!file) throw new Error('bundle: better-sqlite3 loaded no addon');
+  return path.relative(path.join(root, 'dist'), file);
+}
+
 const common = {
   bundle: true,
   platform: 'node',
@@ -154,8 +210,16 @@ const common = {
   // The optional pretty printer loads at run time from node_modules (better-sqlite3's
   // JavaScript is bundled; its addon is found by store/sqlite.ts).
   external: ['pino-pretty'],
-  plugins: [lazyBuiltins, lazyZod, lazyPinoPretty, plainPrefixMatch, pinoCallerOnlyForTransports],
-  define: { 'import.meta.url': '__berth_import_meta_url' },
+  plugins: [
+    lazyBuiltins,
+    lazyZod,
+    lazyPinoPretty,
+    lazyThreadStream,
+    plainPrefixMatch,
+    pinoCallerOnlyForTransports,
+    pinoOnTheMainThread,
+  ],
+  define: { 'import.meta.url': '__berth_import_meta_url', BERTH_SQLITE_ADDON: JSON.stringify(sqliteAddon()) },
   banner: { js: "var __berth_import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'error',
 };
@@ -163,6 +227,24 @@ const worker = path.join(root, 'dist/extract-worker.cjs');
 await build({ ...common, entryPoints: [path.join(root, 'dist/main.js')], outfile: out });
 // The layer extraction threads' script (src/engine/layers/extractor.ts).
 await build({ ...common, entryPoints: [path.join(root, 'dist/engine/layers/extract-worker.js')], outfile: worker });
+
+/**
+ * esbuild's `__toESM` makes, for every module that imports a CommonJS one (each
+ * node: built-in is one), a namespace object with a getter for each export:
+ * node:fs's ~100 getters made again for each of the ~200 modules that import
+ * it (~5 ms of every start). Its getters read the module's exports at each use,
+ * so one namespace a module (and mode) serves every importer: made once here.
+ */
+const TO_ESM = 'var __toESM = (mod, isNodeMode, target) =>';
+const TO_ESM_ONCE = `var __toESMOnce = [new WeakMap(), new WeakMap()];
+var __toESM = (mod, isNodeMode) => {
+  if (mod === null || (typeof mod !== "object" && typeof mod !== "function")) return __toESMNew(mod, isNodeMode);
+  const made = __toESMOnce[isNodeMode ? 1 : 0];
+  let ns = made.get(mod);
+  if (!ns) made.set(mod, (ns = __toESMNew(mod, isNodeMode)));
+  return ns;
+};
+var __toESMNew = (mod, isNodeMode, target) =>`;
 
 // V8 keeps a script's source for as long as its functions live (it compiles
 // them when first called), one byte a character when every character is
@@ -175,7 +257,8 @@ await build({ ...common, entryPoints: [path.join(root, 'dist/engine/layers/extra
 // (19 -> 9 ms of each start here: docs/decisions/performance.md, "Start-up (issue 32)").
 for (const file of [out, worker]) {
   const text = readFileSync(file, 'utf8');
-  const ascii = text.replace(/(\\*)([^\0-\x7f])/g, (_, slashes, ch) => {
+  if (text.split(TO_ESM).length !== 2) throw new Error(`bundle: esbuild's __toESM changed (${file})`);
+  const ascii = text.replace(TO_ESM, TO_ESM_ONCE).replace(/(\\*)([^\0-\x7f])/g, (_, slashes, ch) => {
     // An odd run of backslashes would escape the escape's own backslash.
     if (slashes.length % 2) throw new Error(`bundle: ${JSON.stringify(ch)} after a backslash in ${file}`);
     return `${slashes}\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`;

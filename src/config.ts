@@ -84,7 +84,8 @@ const DEFAULTS = {
   registryStallTimeoutSec: 60,
 };
 
-const LogLevel = lazySchema(() => z.enum(['debug', 'info', 'warn', 'error', 'fatal']));
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'fatal'] as const;
+const LogLevel = lazySchema(() => z.enum(LOG_LEVELS));
 
 // The subset of dockerd's daemon.json that berth understands; other keys are
 // ignored, as dockerd ignores keys that do not apply to its platform.
@@ -279,7 +280,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv = process.env)
   const file = readDaemonJson(configFile, values['config-file'] !== undefined);
   refuseConflicts(values as Record<string, unknown>, file);
   checkExecOpts(values['exec-opt'] ?? file['exec-opts'] ?? []);
-  if (values['log-level'] !== undefined && !LogLevel.safeParse(values['log-level']).success) {
+  // Checked without zod, which a start then need not load (~10 ms; scripts/bundle.mjs loads it at first use).
+  if (values['log-level'] !== undefined && !(LOG_LEVELS as readonly string[]).includes(values['log-level'])) {
     throw new ConfigError(`invalid log level: ${values['log-level']}`);
   }
   const maxDownloads = values['max-concurrent-downloads'];
@@ -377,6 +379,8 @@ function readDaemonJson(file: string, explicit: boolean): DaemonJson {
   } catch (e) {
     throw new ConfigError(`unable to configure the daemon with file ${file}: ${(e as Error).message}`);
   }
+  // An empty object configures nothing, and needs no schema (nor zod loaded) to say so.
+  if (json !== null && typeof json === 'object' && !Array.isArray(json) && Object.keys(json).length === 0) return {};
   const parsed = DaemonJson.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

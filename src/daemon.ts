@@ -16,7 +16,8 @@ import {
 import net from 'node:net';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from './api/server.js';
+import { openFront, type Front } from './api/front.js';
+import type { Activity } from './api/server.js';
 import { claimBridge } from './bridge-claim.js';
 import { buildEngine } from './compose.js';
 import { idleTrim } from './idle.js';
@@ -32,7 +33,8 @@ export class StartError extends Error {}
 const FINISH_START_MS = 500;
 
 export interface Daemon {
-  app: FastifyInstance;
+  /** The requests being served now, for the log of a fault that stops the daemon; none before the API is built. */
+  activity(): Activity[];
   stop(): Promise<void>;
 }
 
@@ -129,14 +131,16 @@ function secureSocket(p: string, group: string, logger: Logger): void {
   else logger.debug({ group }, 'socket group not found; socket stays root-only');
 }
 
-function listen(app: FastifyInstance, l: Listen, first: boolean): Promise<net.Server | null> {
+/** Listens on `l`: the front's own server for the first host; a server of its own that feeds the front its connections for each other one. */
+function listen(front: Front, l: Listen, first: boolean): Promise<net.Server | null> {
   const opts = l.kind === 'unix' ? { path: l.path } : { host: l.host, port: l.port };
-  if (first) return app.listen(opts).then(() => null);
-  // Extra hosts feed their connections to the same HTTP server.
-  const server = net.createServer((sock) => app.server.emit('connection', sock));
+  const server = first ? front.server : net.createServer((sock) => front.server.emit('connection', sock));
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts, () => resolve(server));
+    server.listen(opts, () => {
+      server.removeListener('error', reject);
+      resolve(first ? null : server);
+    });
   });
 }
 
@@ -153,26 +157,40 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
   const engine = await buildEngine(config, logger);
   // Memory an idle daemon does not use goes back once requests stop coming (idle.ts).
   const idle = idleTrim(() => engine.releaseMemory(), logger);
-  const app = buildApp(engine.engine, logger, { activity: idle.touch });
+  // The API is built after the first answer, or when a request needs it (front.ts). Its module
+  // is imported here, not above: the bundle evaluates it, Fastify included, only then.
+  let api: Promise<FastifyInstance> | undefined;
+  let app: FastifyInstance | undefined;
+  const openApi = () =>
+    (api ??= import('./api/server.js')
+      .then((m) => m.openApi(front, engine.engine, logger, { activity: idle.touch }))
+      .then((a) => (app = a)));
+  const front = openFront({ activity: idle.touch, onHold: () => void openApi() });
   try {
     for (const [i, l] of listens.entries()) {
-      const s = await listen(app, l, i === 0);
+      const s = await listen(front, l, i === 0);
       if (s) extra.push(s);
       if (l.kind === 'unix') secureSocket(l.path, config.group, logger);
     }
   } catch (e) {
-    await app.close();
+    for (const s of extra) s.close();
+    await front.close();
     await engine.close();
     throw new StartError(`cannot listen: ${(e as Error).message}`);
   }
   // Listening servers can still fail to accept (EMFILE when descriptors run out): that refuses
   // one connection, it does not end the daemon.
-  for (const s of [app.server, ...extra])
+  for (const s of [front.server, ...extra])
     s.on('error', (err) => logger.error({ err }, 'accepting a connection failed'));
   if (config.pidfile) writeFileSync(config.pidfile, `${process.pid}\n`);
   logger.info({ hosts: config.hosts, dataRoot: config.dataRoot }, 'berthd is serving');
-  afterFirstAnswer(app.server, () =>
-    Promise.all([engine.afterServing(), buildLazySchemas()]).catch((err) => logger.warn({ err }, 'finishing start-up')),
+  // A daemon without its API cannot serve: a failure to build it is left to main.ts's fault policy.
+  afterFirstAnswer(front.server, () =>
+    openApi().then(() =>
+      Promise.all([engine.afterServing(), buildLazySchemas()]).catch((err) =>
+        logger.warn({ err }, 'finishing start-up'),
+      ),
+    ),
   );
 
   let stopping: Promise<void> | undefined;
@@ -181,12 +199,14 @@ export async function startDaemon(config: Config, logger: Logger): Promise<Daemo
       logger.info('shutting down');
       idle.close();
       for (const s of extra) s.close();
-      await app.close(); // stops accepting; in-flight requests finish
+      // One being built is finished first, so that it can be closed.
+      await (await api?.catch(() => undefined))?.close(); // Fastify answers 503 from now on; hijacked connections end
+      await front.close(); // stops accepting; in-flight requests finish
       await engine.close();
       for (const l of listens) if (l.kind === 'unix') rmSync(l.path, { force: true });
       if (config.pidfile) rmSync(config.pidfile, { force: true });
       bridgeClaim?.close();
       closeSync(lockFd);
     })());
-  return { app, stop };
+  return { activity: () => app?.activity() ?? [], stop };
 }

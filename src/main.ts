@@ -59,7 +59,7 @@ async function main(): Promise<number> {
   }
   const logger = createLogger(parsed.config.logLevel);
   let daemon: Awaited<ReturnType<typeof startDaemon>> | undefined;
-  exitOnFaults(logger, () => daemon?.app.activity() ?? []);
+  exitOnFaults(logger, () => daemon?.activity() ?? []);
   try {
     daemon = await startDaemon(parsed.config, logger);
   } catch (e) {

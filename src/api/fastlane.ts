@@ -10,14 +10,13 @@
 // in the usual way: a lane answer is the one the Fastify route would give,
 // byte for byte (the routes' own functions compute it;
 // test/api/fastlane.test.ts compares them).
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
 import { COMMON_HEADERS } from './headers.js';
+import { lowerCased, plainGet, sendPing } from './ping.js';
 import { containerSummaries, inspectWithoutSizes, listedContainers } from './routes/containers.js';
 import { imageSummaries } from './routes/images.js';
-import { PING_HEADERS } from './routes/system.js';
-import { checkVersion, MAX_API_VERSION, splitVersion } from './version.js';
 import { imageInspect } from './wire/images.js';
 import { boolValue, type Query } from './wire/forms.js';
 
@@ -46,11 +45,7 @@ const ROUTES: [RegExp, Answer][] = [
   ],
 ];
 
-/** Fastify's reply.header() lowercases names: the same bytes on the wire. */
-const lower = (h: Record<string, string>) =>
-  Object.fromEntries(Object.entries(h).map(([k, v]) => [k.toLowerCase(), v]));
-const COMMON = lower(COMMON_HEADERS);
-const PING = { ...COMMON, ...lower(PING_HEADERS), 'content-length': '2' };
+const COMMON = lowerCased(COMMON_HEADERS);
 
 const PLAIN_QUERY = /^[A-Za-z0-9_.=&-]*$/;
 
@@ -71,18 +66,20 @@ function plainQuery(qs: string): Query | undefined {
   return q;
 }
 
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
 export interface FastLane {
+  /** Fastify's request handler with the lane in front of it. */
+  handler: Handler;
   /** The app is closing: Fastify answers every request from now on (503 to new ones). */
   close(): void;
 }
 
 /**
- * Puts the lane in front of Fastify's request handler on `server`. `activity`
+ * Puts the lane in front of Fastify's request handler `fastify`. `activity`
  * is the one buildApp's onRequest hook calls; `log` is the API's logger.
  */
-export function fastLane(server: Server, engine: Engine, log: Logger, activity: () => void): FastLane {
-  const [fastify] = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
-  if (!fastify || server.listeners('request').length !== 1) throw new Error('fast lane: no single request handler');
+export function fastLane(fastify: Handler, engine: Engine, log: Logger, activity: () => void): FastLane {
   let closing = false;
   // What buildApp's onRequest hook does for the requests Fastify serves.
   const begin = (method: string, url: string, version: string) => {
@@ -91,32 +88,19 @@ export function fastLane(server: Server, engine: Engine, log: Logger, activity: 
   };
 
   const answer = (req: IncomingMessage, res: ServerResponse): boolean => {
-    const { method, headers } = req;
-    if (closing || (method !== 'GET' && method !== 'HEAD')) return false;
-    if (headers['content-length'] !== undefined || headers['transfer-encoding'] !== undefined) return false;
-    const url = req.url ?? '/';
-    const mark = url.indexOf('?');
-    const { version, path } = splitVersion(mark === -1 ? url : url.slice(0, mark));
-    if (version) {
-      try {
-        checkVersion(version);
-      } catch {
-        return false;
-      }
-    }
-    const apiVersion = version ?? MAX_API_VERSION;
+    const get = closing ? undefined : plainGet(req);
+    if (!get) return false;
+    const { method, url, path, apiVersion } = get;
     if (path === '/_ping') {
       begin(method, url, apiVersion);
-      res.writeHead(200, PING);
-      if (method === 'HEAD') res.end();
-      else res.end('OK');
+      sendPing(res, method);
       return true;
     }
     if (method !== 'GET') return false;
     for (const [pattern, route] of ROUTES) {
       const m = pattern.exec(path);
       if (!m) continue;
-      const q = plainQuery(mark === -1 ? '' : url.slice(mark + 1));
+      const q = plainQuery(get.query);
       if (!q || path.includes('//')) return false;
       let body: string;
       try {
@@ -138,11 +122,10 @@ export function fastLane(server: Server, engine: Engine, log: Logger, activity: 
     return false;
   };
 
-  server.removeListener('request', fastify);
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (!answer(req, res)) fastify(req, res);
-  });
   return {
+    handler: (req, res) => {
+      if (!answer(req, res)) fastify(req, res);
+    },
     close: () => {
       closing = true;
     },

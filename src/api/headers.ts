@@ -10,3 +10,11 @@ export const COMMON_HEADERS: Record<string, string> = {
   Server: `berth/${VERSION} (linux)`,
   Ostype: 'linux',
 };
+
+/** /_ping's own, besides the common ones (routes/system.ts, and ping.ts ahead of Fastify). */
+export const PING_HEADERS: Record<string, string> = {
+  'Cache-Control': 'no-cache, no-store, must-revalidate',
+  Pragma: 'no-cache',
+  'Docker-Experimental': 'false',
+  'Content-Type': 'text/plain; charset=utf-8',
+};

@@ -1,11 +1,12 @@
 // The Fastify app: version prefix, common headers, Docker-shaped errors, routes.
+// It serves the front's server (front.ts), which listens before the app is built.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
-import type { Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../engine/index.js';
 import type { Logger } from '../log.js';
 import { toHttpError } from './errors.js';
 import { fastLane, jsonBody } from './fastlane.js';
+import type { Front } from './front.js';
 import { lazyChildLogger } from './lazylog.js';
 import { COMMON_HEADERS } from './headers.js';
 import { networkRoutes } from './routes/networks.js';
@@ -48,43 +49,6 @@ export interface Activity {
 const REQUESTED_VERSION = Symbol('berth.requestedVersion');
 type VersionedMessage = IncomingMessage & { [REQUESTED_VERSION]?: string | null };
 
-/**
- * The request line and headers together. Node's default is 16 KiB; the docker
- * CLI's X-Registry-Auth and X-Registry-Config (identity tokens, one entry per
- * configured registry) can pass that, and Go's server allows 1 MiB.
- */
-const MAX_HEADER_BYTES = 64 * 1024;
-
-/**
- * A request Node could not parse (headers too large, malformed, timed out):
- * answered in Docker's shape, and the connection closed, which the answer
- * says so that a client does not send its next request on it.
- */
-function answerClientError(err: Error & { code?: string }, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, message] =
-    err.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, `request headers are larger than the ${MAX_HEADER_BYTES / 1024} KiB allowed`]
-      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'request timed out']
-        : [400, `malformed HTTP request: ${err.message}`];
-  const body = `${JSON.stringify({ message })}\n`;
-  const headers = {
-    ...COMMON_HEADERS,
-    'Content-Type': 'application/json',
-    'Content-Length': String(Buffer.byteLength(body)),
-    Connection: 'close',
-  };
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${Object.entries(headers)
-        .map(([k, v]) => `${k}: ${v}\r\n`)
-        .join('')}\r\n${body}`,
-    );
-  }
-  socket.destroy();
-}
-
 function noSchemas(): never {
   throw new Error('berth routes carry no Fastify schemas');
 }
@@ -94,9 +58,23 @@ export interface AppOptions {
   activity?: () => void;
 }
 
-export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): FastifyInstance {
+/**
+ * Builds the app on the front's server and hands it the front's requests, the
+ * fast lane in front of Fastify's handler, once the app is ready.
+ */
+export async function openApi(
+  front: Front,
+  engine: Engine,
+  logger: Logger,
+  o: AppOptions = {},
+): Promise<FastifyInstance> {
   const activity = o.activity ?? (() => undefined);
+  let fastify: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   const app = Fastify({
+    serverFactory: (handler) => {
+      fastify = handler;
+      return front.server;
+    },
     loggerInstance: logger.child({ component: 'api' }) as FastifyBaseLogger,
     // Requests are logged by our own onRequest hook, at debug.
     logController: new LogController({ disableRequestLogging: true }),
@@ -111,8 +89,8 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
     return503OnClosing: true,
     // No bodyLimit: it bounds only Fastify's own parsers, and bodies come to
     // routes as streams (JSON is capped where it is read, wire/forms.ts).
-    http: { maxHeaderSize: MAX_HEADER_BYTES },
-    clientErrorHandler: answerClientError,
+    // The front answers requests Node cannot parse, before the app and after it.
+    clientErrorHandler: () => undefined,
     // No route has a Fastify schema (bodies are parsed in wire/forms.ts): without these,
     // Fastify loads Ajv and fast-json-stringify as it starts (~8 ms before the first answer).
     schemaController: { compilersFactory: { buildValidator: noSchemas, buildSerializer: noSchemas } },
@@ -120,7 +98,8 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
 
   app.setChildLoggerFactory(lazyChildLogger);
   // The most frequent small GETs are answered ahead of Fastify (fastlane.ts).
-  const lane = fastLane(app.server, engine, app.log as Logger, activity);
+  if (!fastify) throw new Error('api: Fastify made no request handler');
+  const lane = fastLane(fastify, engine, app.log as Logger, activity);
 
   // Bodies are handed to routes as streams and parsed one way only (wire/forms.ts),
   // so that JSON, tar uploads and empty POSTs all follow dockerd's rules.
@@ -208,5 +187,7 @@ export function buildApp(engine: Engine, logger: Logger, o: AppOptions = {}): Fa
   eventRoutes(app, engine);
   swarmRoutes(app);
   pluginRoutes(app, engine);
+  await app.ready();
+  front.attach(lane.handler);
   return app;
 }

@@ -161,6 +161,36 @@ const MAX_LINES = 600;
 /** Files over MAX_LINES whose split is under way (issue 31); the rule keeps the list honest. */
 const OVERSIZED_FOR_NOW = new Set<string>([]);
 
+/**
+ * The files berthd's start evaluates: those dist/main.js reaches by static
+ * imports in tsc's output (where imports of types alone are gone), relative to
+ * dist/; and the packages they import.
+ */
+function startClosure(): { files: Set<string>; packages: Set<string> } {
+  const dist = path.resolve(SRC, '../dist');
+  if (!existsSync(path.join(dist, 'main.js'))) throw new Error('dist/main.js is missing: build first (npm run build)');
+  const files = new Set<string>();
+  const packages = new Set<string>();
+  const visit = (rel: string) => {
+    if (files.has(rel)) return;
+    files.add(rel);
+    const source = ts.createSourceFile(rel, readFileSync(path.join(dist, rel), 'utf8'), ts.ScriptTarget.Latest);
+    for (const node of source.statements) {
+      const spec =
+        (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) &&
+        node.moduleSpecifier &&
+        ts.isStringLiteral(node.moduleSpecifier)
+          ? node.moduleSpecifier.text
+          : undefined;
+      if (spec === undefined) continue;
+      if (spec.startsWith('.')) visit(path.join(path.dirname(rel), spec));
+      else packages.add(spec);
+    }
+  };
+  visit('main.js');
+  return { files, packages };
+}
+
 describe('architecture', () => {
   it('finds the source files and their imports', () => {
     expect(sources.filter(inEngine).length).toBeGreaterThan(50);
@@ -269,6 +299,14 @@ describe('architecture', () => {
       ...(commit.get('containers') ?? []).map((e) => `containers/ imports commit/: ${e}`),
     ];
     expect(bad).toEqual([]);
+  });
+
+  it("(l) berthd's start evaluates none of the API's routes, nor Fastify: they load after the first answer (api/front.ts)", () => {
+    const { files, packages } = startClosure();
+    expect(files.has('daemon.js') && files.has('api/front.js') && files.has('engine/store/db.js')).toBe(true);
+    const late = [...files].filter((f) => f === 'api/server.js' || f.startsWith('api/routes/') || f.startsWith('api/buildkit/'));
+    expect(late).toEqual([]);
+    expect([...packages].filter((p) => p === 'fastify' || p === 'node:http2')).toEqual([]);
   });
 
   it(`(k) no source file over ${MAX_LINES} lines`, () => {

@@ -2,13 +2,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Engine } from '../../engine/index.js';
 import { MAX_API_VERSION, MIN_API_VERSION, versionBelow } from '../version.js';
-
-export const PING_HEADERS: Record<string, string> = {
-  'Cache-Control': 'no-cache, no-store, must-revalidate',
-  Pragma: 'no-cache',
-  'Docker-Experimental': 'false',
-  'Content-Type': 'text/plain; charset=utf-8',
-};
+import { PING_HEADERS } from '../headers.js';
 
 export function systemRoutes(app: FastifyInstance, engine: Engine): void {
   const ping = (reply: FastifyReply) => reply.headers(PING_HEADERS).code(200);

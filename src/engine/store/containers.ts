@@ -1,5 +1,6 @@
 // SQL for containers, for the containers service (and /info's counts).
 import type { Db } from './db.js';
+import { preparedOnUse } from './statements.js';
 import { Presence } from './presence.js';
 
 export type ContainerStatus = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
@@ -59,36 +60,31 @@ export type StatePatch = Partial<
 const LINKS = `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
   FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id`;
 
-const statements = (db: Db) => ({
-  byId: db.prepare('SELECT * FROM containers WHERE id = ?'),
-  byName: db.prepare('SELECT * FROM containers WHERE name = ?'),
-  byPrefix: db.prepare("SELECT * FROM containers WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
-  all: db.prepare('SELECT * FROM containers ORDER BY seq DESC'),
-  withStatus: db.prepare('SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq'),
-  withStatusNewest: db.prepare(
-    'SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq DESC',
-  ),
-  ids: db.prepare('SELECT id FROM containers'),
-  restartable: db.prepare(
-    `SELECT id FROM containers WHERE status IN (SELECT value FROM json_each(?)) AND stopped_by_user = 0
+const statements = (db: Db) =>
+  preparedOnUse(db, {
+    byId: 'SELECT * FROM containers WHERE id = ?',
+    byName: 'SELECT * FROM containers WHERE name = ?',
+    byPrefix: "SELECT * FROM containers WHERE id >= ? AND id < ? || 'g' LIMIT 2",
+    all: 'SELECT * FROM containers ORDER BY seq DESC',
+    withStatus: 'SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq',
+    withStatusNewest: 'SELECT * FROM containers WHERE status IN (SELECT value FROM json_each(?)) ORDER BY seq DESC',
+    ids: 'SELECT id FROM containers',
+    restartable: `SELECT id FROM containers WHERE status IN (SELECT value FROM json_each(?)) AND stopped_by_user = 0
      AND json_extract(host_config, '$.RestartPolicy.Name') IN (SELECT value FROM json_each(?)) ORDER BY seq`,
-  ),
-  countByStatus: db.prepare('SELECT status, count(*) AS n FROM containers GROUP BY status'),
-  nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM containers'),
-  insert: db.prepare(
-    `INSERT INTO containers (id, name, image_id, image_ref, config, host_config, created, status, seq, recursive_ro_binds)
+    countByStatus: 'SELECT status, count(*) AS n FROM containers GROUP BY status',
+    nextSeq: 'SELECT coalesce(max(seq), 0) + 1 AS n FROM containers',
+    insert: `INSERT INTO containers (id, name, image_id, image_ref, config, host_config, created, status, seq, recursive_ro_binds)
      VALUES (@id, @name, @image_id, @image_ref, @config, @host_config, @created, 'created', @seq, @recursive_ro_binds)`,
-  ),
-  rename: db.prepare('UPDATE containers SET name = ? WHERE id = ?'),
-  remove: db.prepare('DELETE FROM containers WHERE id = ?'),
-  insertLink: db.prepare('INSERT INTO container_links (parent_id, child_id, alias, seq) VALUES (?, ?, ?, ?)'),
-  linksOf: db.prepare(`${LINKS} WHERE l.parent_id = @id OR l.child_id = @id ORDER BY l.seq`),
-  allLinks: db.prepare(`${LINKS} ORDER BY l.seq`),
-  linkByName: db.prepare(`${LINKS} WHERE p.name = ? AND l.alias = ?`),
-  removeLink: db.prepare('DELETE FROM container_links WHERE parent_id = ? AND alias = ?'),
-  anyLink: db.prepare('SELECT EXISTS (SELECT 1 FROM container_links) AS n'),
-  anyRow: db.prepare('SELECT EXISTS (SELECT 1 FROM containers) AS n'),
-});
+    rename: 'UPDATE containers SET name = ? WHERE id = ?',
+    remove: 'DELETE FROM containers WHERE id = ?',
+    insertLink: 'INSERT INTO container_links (parent_id, child_id, alias, seq) VALUES (?, ?, ?, ?)',
+    linksOf: `${LINKS} WHERE l.parent_id = @id OR l.child_id = @id ORDER BY l.seq`,
+    allLinks: `${LINKS} ORDER BY l.seq`,
+    linkByName: `${LINKS} WHERE p.name = ? AND l.alias = ?`,
+    removeLink: 'DELETE FROM container_links WHERE parent_id = ? AND alias = ?',
+    anyLink: 'SELECT EXISTS (SELECT 1 FROM container_links) AS n',
+    anyRow: 'SELECT EXISTS (SELECT 1 FROM containers) AS n',
+  });
 
 /** A legacy link: the parent knows the child as alias (and the child is named /<parent>/<alias>). */
 export interface LinkRow {

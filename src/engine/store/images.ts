@@ -1,5 +1,6 @@
 // SQL for images, tags, repo digests and layers, for the image and commit services (and /info's counts).
 import type { Db } from './db.js';
+import { preparedOnUse } from './statements.js';
 import { Presence } from './presence.js';
 
 export interface ImageRow {
@@ -34,67 +35,55 @@ export interface NewImage {
 }
 
 // `column = +?`: see db.ts ("A value bound for a column").
-const statements = (db: Db) => ({
-  byId: db.prepare('SELECT * FROM images WHERE id = ?'),
-  byPrefix: db.prepare("SELECT * FROM images WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
-  all: db.prepare('SELECT * FROM images ORDER BY created DESC, id'),
-  count: db.prepare('SELECT count(*) AS n FROM images'),
-  tag: db.prepare('SELECT image_id FROM tags WHERE ref = ?'),
-  digest: db.prepare('SELECT image_id FROM repo_digests WHERE ref = ?'),
-  tagsOf: db.prepare('SELECT ref FROM tags WHERE image_id = +? ORDER BY ref'),
-  digestsOf: db.prepare('SELECT ref FROM repo_digests WHERE image_id = +? ORDER BY ref'),
-  allTags: db.prepare('SELECT ref, image_id FROM tags ORDER BY ref'),
-  blobSources: db.prepare(
-    `SELECT DISTINCT rd.ref FROM layers l JOIN image_layers il ON il.chain_id = l.chain_id
+const statements = (db: Db) =>
+  preparedOnUse(db, {
+    byId: 'SELECT * FROM images WHERE id = ?',
+    byPrefix: "SELECT * FROM images WHERE id >= ? AND id < ? || 'g' LIMIT 2",
+    all: 'SELECT * FROM images ORDER BY created DESC, id',
+    count: 'SELECT count(*) AS n FROM images',
+    tag: 'SELECT image_id FROM tags WHERE ref = ?',
+    digest: 'SELECT image_id FROM repo_digests WHERE ref = ?',
+    tagsOf: 'SELECT ref FROM tags WHERE image_id = +? ORDER BY ref',
+    digestsOf: 'SELECT ref FROM repo_digests WHERE image_id = +? ORDER BY ref',
+    allTags: 'SELECT ref, image_id FROM tags ORDER BY ref',
+    blobSources: `SELECT DISTINCT rd.ref FROM layers l JOIN image_layers il ON il.chain_id = l.chain_id
      JOIN repo_digests rd ON rd.image_id = il.image_id WHERE l.blob = +? ORDER BY rd.ref`,
-  ),
-  tagsOfRepository: db.prepare('SELECT ref, image_id FROM tags WHERE substr(ref, 1, ?) = ? ORDER BY ref'),
-  allDigests: db.prepare('SELECT ref, image_id FROM repo_digests ORDER BY ref'),
-  layersOf: db.prepare(
-    'SELECT l.* FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id WHERE il.image_id = +? ORDER BY il.idx',
-  ),
-  layer: db.prepare('SELECT * FROM layers WHERE chain_id = ?'),
-  insertImage: db.prepare(
-    'INSERT OR IGNORE INTO images (id, parent, config, size, created, added_at) VALUES (@id, @parent, @config, @size, @created, @added_at)',
-  ),
-  insertLayer: db.prepare(
-    'INSERT OR IGNORE INTO layers (chain_id, diff_id, parent, dir, size, blob) VALUES (@chain_id, @diff_id, @parent, @dir, @size, @blob)',
-  ),
-  insertImageLayer: db.prepare('INSERT OR IGNORE INTO image_layers (image_id, idx, chain_id) VALUES (?, ?, ?)'),
-  insertBlob: db.prepare('INSERT OR IGNORE INTO image_blobs (image_id, digest) VALUES (?, ?)'),
-  setTag: db.prepare(
-    'INSERT INTO tags (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id',
-  ),
-  setDigest: db.prepare(
-    'INSERT INTO repo_digests (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id',
-  ),
-  deleteTag: db.prepare('DELETE FROM tags WHERE ref = ?'),
-  deleteDigest: db.prepare('DELETE FROM repo_digests WHERE ref = ?'),
-  deleteImage: db.prepare('DELETE FROM images WHERE id = ?'),
-  children: db.prepare('SELECT id FROM images WHERE parent = +?'),
-  unusedLayers: db.prepare(
-    'SELECT * FROM layers WHERE chain_id NOT IN (SELECT chain_id FROM image_layers) AND chain_id NOT IN (SELECT parent FROM layers WHERE parent IS NOT NULL)',
-  ),
-  deleteLayer: db.prepare('DELETE FROM layers WHERE chain_id = ?'),
-  blobsOf: db.prepare('SELECT digest FROM image_blobs WHERE image_id = +?'),
-  blobHeld: db.prepare(
-    'SELECT 1 FROM image_blobs WHERE digest = +? UNION ALL SELECT 1 FROM layers WHERE blob = +? LIMIT 1',
-  ),
-  layerInUse: db.prepare(
-    'SELECT 1 FROM image_layers WHERE chain_id = +? UNION ALL SELECT 1 FROM layers WHERE parent = +? LIMIT 1',
-  ),
-  allLayerDirs: db.prepare('SELECT dir FROM layers'),
-  heldBlobs: db.prepare('SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL'),
-  containersUsing: db.prepare('SELECT id, status FROM containers WHERE image_id = +? ORDER BY created'),
-  containerCounts: db.prepare('SELECT image_id, count(*) AS n FROM containers GROUP BY image_id'),
-  layersSize: db.prepare('SELECT coalesce(sum(size), 0) AS total FROM layers'),
-  // A chain id names a layer with all below it, so a layer two images list is one they share.
-  sharedSizes: db.prepare(
-    `SELECT il.image_id, sum(l.size) AS shared FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id
+    tagsOfRepository: 'SELECT ref, image_id FROM tags WHERE substr(ref, 1, ?) = ? ORDER BY ref',
+    allDigests: 'SELECT ref, image_id FROM repo_digests ORDER BY ref',
+    layersOf:
+      'SELECT l.* FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id WHERE il.image_id = +? ORDER BY il.idx',
+    layer: 'SELECT * FROM layers WHERE chain_id = ?',
+    insertImage:
+      'INSERT OR IGNORE INTO images (id, parent, config, size, created, added_at) VALUES (@id, @parent, @config, @size, @created, @added_at)',
+    insertLayer:
+      'INSERT OR IGNORE INTO layers (chain_id, diff_id, parent, dir, size, blob) VALUES (@chain_id, @diff_id, @parent, @dir, @size, @blob)',
+    insertImageLayer: 'INSERT OR IGNORE INTO image_layers (image_id, idx, chain_id) VALUES (?, ?, ?)',
+    insertBlob: 'INSERT OR IGNORE INTO image_blobs (image_id, digest) VALUES (?, ?)',
+    setTag:
+      'INSERT INTO tags (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id',
+    setDigest:
+      'INSERT INTO repo_digests (ref, image_id) VALUES (?, ?) ON CONFLICT(ref) DO UPDATE SET image_id = excluded.image_id',
+    deleteTag: 'DELETE FROM tags WHERE ref = ?',
+    deleteDigest: 'DELETE FROM repo_digests WHERE ref = ?',
+    deleteImage: 'DELETE FROM images WHERE id = ?',
+    children: 'SELECT id FROM images WHERE parent = +?',
+    unusedLayers:
+      'SELECT * FROM layers WHERE chain_id NOT IN (SELECT chain_id FROM image_layers) AND chain_id NOT IN (SELECT parent FROM layers WHERE parent IS NOT NULL)',
+    deleteLayer: 'DELETE FROM layers WHERE chain_id = ?',
+    blobsOf: 'SELECT digest FROM image_blobs WHERE image_id = +?',
+    blobHeld: 'SELECT 1 FROM image_blobs WHERE digest = +? UNION ALL SELECT 1 FROM layers WHERE blob = +? LIMIT 1',
+    layerInUse:
+      'SELECT 1 FROM image_layers WHERE chain_id = +? UNION ALL SELECT 1 FROM layers WHERE parent = +? LIMIT 1',
+    allLayerDirs: 'SELECT dir FROM layers',
+    heldBlobs: 'SELECT digest FROM image_blobs UNION SELECT blob FROM layers WHERE blob IS NOT NULL',
+    containersUsing: 'SELECT id, status FROM containers WHERE image_id = +? ORDER BY created',
+    containerCounts: 'SELECT image_id, count(*) AS n FROM containers GROUP BY image_id',
+    layersSize: 'SELECT coalesce(sum(size), 0) AS total FROM layers',
+    // A chain id names a layer with all below it, so a layer two images list is one they share.
+    sharedSizes: `SELECT il.image_id, sum(l.size) AS shared FROM image_layers il JOIN layers l ON l.chain_id = il.chain_id
      WHERE il.chain_id IN (SELECT chain_id FROM image_layers GROUP BY chain_id HAVING count(DISTINCT image_id) > 1)
      GROUP BY il.image_id`,
-  ),
-});
+  });
 
 export class ImageRepository {
   private readonly q: ReturnType<typeof statements>;

@@ -1,5 +1,6 @@
 // SQL for networks and their endpoints, for the network service.
 import type { Db } from './db.js';
+import { preparedOnUse } from './statements.js';
 
 export interface NetworkRow {
   id: string;
@@ -43,45 +44,38 @@ export interface EndpointRow {
 }
 
 // `column = +?`: see db.ts ("A value bound for a column").
-const statements = (db: Db) => ({
-  all: db.prepare('SELECT * FROM networks ORDER BY created'),
-  byId: db.prepare('SELECT * FROM networks WHERE id = ?'),
-  byName: db.prepare('SELECT * FROM networks WHERE name = ?'),
-  byPrefix: db.prepare("SELECT * FROM networks WHERE id >= ? AND id < ? || 'g' LIMIT 2"),
-  insert: db.prepare(
-    `INSERT INTO networks (id, name, driver, predefined, bridge, subnet, gateway, ip_range, ipam_given, internal,
+const statements = (db: Db) =>
+  preparedOnUse(db, {
+    all: 'SELECT * FROM networks ORDER BY created',
+    byId: 'SELECT * FROM networks WHERE id = ?',
+    byName: 'SELECT * FROM networks WHERE name = ?',
+    byPrefix: "SELECT * FROM networks WHERE id >= ? AND id < ? || 'g' LIMIT 2",
+    insert: `INSERT INTO networks (id, name, driver, predefined, bridge, subnet, gateway, ip_range, ipam_given, internal,
        attachable, labels, options, ipam_options, aux_addresses, created, enable_ipv6, subnet6, gateway6, ip_range6)
      VALUES (@id, @name, @driver, @predefined, @bridge, @subnet, @gateway, @ip_range, @ipam_given, @internal,
        @attachable, @labels, @options, @ipam_options, @aux_addresses, @created, @enable_ipv6, @subnet6, @gateway6,
        @ip_range6)`,
-  ),
-  remove: db.prepare('DELETE FROM networks WHERE id = ?'),
-  endpointsOfNetwork: db.prepare('SELECT * FROM endpoints WHERE network_id = +? ORDER BY seq'),
-  endpointsOfContainer: db.prepare('SELECT * FROM endpoints WHERE container_id = +? ORDER BY seq'),
-  endpointsOfContainers: db.prepare(
-    'SELECT * FROM endpoints WHERE container_id IN (SELECT value FROM json_each(?)) ORDER BY seq',
-  ),
-  linkersNear: db.prepare(
-    `SELECT DISTINCT other.container_id FROM endpoints mine JOIN endpoints other ON other.network_id = mine.network_id
+    remove: 'DELETE FROM networks WHERE id = ?',
+    endpointsOfNetwork: 'SELECT * FROM endpoints WHERE network_id = +? ORDER BY seq',
+    endpointsOfContainer: 'SELECT * FROM endpoints WHERE container_id = +? ORDER BY seq',
+    endpointsOfContainers:
+      'SELECT * FROM endpoints WHERE container_id IN (SELECT value FROM json_each(?)) ORDER BY seq',
+    linkersNear: `SELECT DISTINCT other.container_id FROM endpoints mine JOIN endpoints other ON other.network_id = mine.network_id
      WHERE mine.container_id = +? AND other.container_id != mine.container_id AND other.links != '[]'`,
-  ),
-  allEndpoints: db.prepare('SELECT * FROM endpoints ORDER BY seq'),
-  endpointCount: db.prepare('SELECT count(*) AS n FROM endpoints WHERE network_id = +?'),
-  nextSeq: db.prepare('SELECT coalesce(max(seq), 0) + 1 AS n FROM endpoints'),
-  insertEndpoint: db.prepare(
-    `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, link_local_ips, seq,
+    allEndpoints: 'SELECT * FROM endpoints ORDER BY seq',
+    endpointCount: 'SELECT count(*) AS n FROM endpoints WHERE network_id = +?',
+    nextSeq: 'SELECT coalesce(max(seq), 0) + 1 AS n FROM endpoints',
+    insertEndpoint: `INSERT INTO endpoints (id, network_id, container_id, ip, mac, static_ip, aliases, links, link_local_ips, seq,
        ip6, static_ip6)
      VALUES (@id, @network_id, @container_id, @ip, @mac, @static_ip, @aliases, @links, @link_local_ips, @seq,
        @ip6, @static_ip6)`,
-  ),
-  removeEndpoint: db.prepare('DELETE FROM endpoints WHERE network_id = ? AND container_id = ?'),
-  published: db.prepare('SELECT bindings FROM published_ports WHERE container_id = ?'),
-  publishedOf: db.prepare(
-    'SELECT container_id, bindings FROM published_ports WHERE container_id IN (SELECT value FROM json_each(?))',
-  ),
-  setPublished: db.prepare('INSERT OR REPLACE INTO published_ports (container_id, bindings) VALUES (?, ?)'),
-  clearPublished: db.prepare('DELETE FROM published_ports WHERE container_id = ?'),
-});
+    removeEndpoint: 'DELETE FROM endpoints WHERE network_id = ? AND container_id = ?',
+    published: 'SELECT bindings FROM published_ports WHERE container_id = ?',
+    publishedOf:
+      'SELECT container_id, bindings FROM published_ports WHERE container_id IN (SELECT value FROM json_each(?))',
+    setPublished: 'INSERT OR REPLACE INTO published_ports (container_id, bindings) VALUES (?, ?)',
+    clearPublished: 'DELETE FROM published_ports WHERE container_id = ?',
+  });
 
 export class NetworkRepository {
   private readonly q: ReturnType<typeof statements>;

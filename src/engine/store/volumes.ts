@@ -1,5 +1,6 @@
 // SQL for volumes and the mount points containers hold on them, for the volume service.
 import type { Db } from './db.js';
+import { preparedOnUse } from './statements.js';
 
 export interface VolumeRow {
   name: string;
@@ -23,29 +24,24 @@ export interface MountRow {
 }
 
 // `column = +?`: see db.ts ("A value bound for a column").
-const statements = (db: Db) => ({
-  all: db.prepare('SELECT * FROM volumes ORDER BY created, name'),
-  byName: db.prepare('SELECT * FROM volumes WHERE name = ?'),
-  insert: db.prepare(
-    'INSERT INTO volumes (name, driver, labels, options, created) VALUES (@name, @driver, @labels, @options, @created)',
-  ),
-  insertIfMissing: db.prepare(
-    `INSERT OR IGNORE INTO volumes (name, driver, labels, options, created)
+const statements = (db: Db) =>
+  preparedOnUse(db, {
+    all: 'SELECT * FROM volumes ORDER BY created, name',
+    byName: 'SELECT * FROM volumes WHERE name = ?',
+    insert:
+      'INSERT INTO volumes (name, driver, labels, options, created) VALUES (@name, @driver, @labels, @options, @created)',
+    insertIfMissing: `INSERT OR IGNORE INTO volumes (name, driver, labels, options, created)
      VALUES (@name, @driver, @labels, @options, @created)`,
-  ),
-  remove: db.prepare('DELETE FROM volumes WHERE name = ?'),
-  users: db.prepare('SELECT DISTINCT container_id FROM container_mounts WHERE volume = +? ORDER BY container_id'),
-  used: db.prepare('SELECT DISTINCT volume FROM container_mounts WHERE volume IS NOT NULL'),
-  mountsOf: db.prepare('SELECT * FROM container_mounts WHERE container_id = +? ORDER BY seq'),
-  mountsOfContainers: db.prepare(
-    'SELECT * FROM container_mounts WHERE container_id IN (SELECT value FROM json_each(?)) ORDER BY seq',
-  ),
-  insertMount: db.prepare(
-    `INSERT INTO container_mounts (container_id, destination, volume, source, rw, mode, copy, propagation, subpath, seq)
+    remove: 'DELETE FROM volumes WHERE name = ?',
+    users: 'SELECT DISTINCT container_id FROM container_mounts WHERE volume = +? ORDER BY container_id',
+    used: 'SELECT DISTINCT volume FROM container_mounts WHERE volume IS NOT NULL',
+    mountsOf: 'SELECT * FROM container_mounts WHERE container_id = +? ORDER BY seq',
+    mountsOfContainers:
+      'SELECT * FROM container_mounts WHERE container_id IN (SELECT value FROM json_each(?)) ORDER BY seq',
+    insertMount: `INSERT INTO container_mounts (container_id, destination, volume, source, rw, mode, copy, propagation, subpath, seq)
      VALUES (@container_id, @destination, @volume, @source, @rw, @mode, @copy, @propagation, @subpath, @seq)`,
-  ),
-  dropMounts: db.prepare('DELETE FROM container_mounts WHERE container_id = ?'),
-});
+    dropMounts: 'DELETE FROM container_mounts WHERE container_id = ?',
+  });
 
 export class VolumeRepository {
   private readonly q: ReturnType<typeof statements>;
