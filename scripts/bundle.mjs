@@ -1,7 +1,10 @@
-// Bundles dist/main.js (tsc's output) and its JavaScript dependencies into one
-// CommonJS file, and the layer extraction threads' script into another, then starts it once on a scratch data root so the launcher
-// (bin/berthd.cjs) writes its V8 code cache. Native addons stay outside.
+// Bundles dist/main.js (tsc's output) and its JavaScript dependencies into
+// CommonJS files: the daemon's, the API's it loads after its first answer
+// (bundle-split.mjs), and the layer extraction threads' script; then starts
+// berthd once on a scratch data root so the launcher (bin/berthd.cjs) writes
+// their V8 code caches. Native addons stay outside.
 import { build } from 'esbuild';
+import { buildSplit } from './bundle-split.mjs';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +14,9 @@ import path from 'node:path';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const out = path.join(root, 'dist/berthd.bundle.cjs');
-rmSync(path.join(root, 'dist/berthd.bundle.cache'), { force: true });
+const apiOut = path.join(root, 'dist/berthd-api.bundle.cjs');
+for (const cache of ['berthd.bundle.cache', 'berthd-api.bundle.cache'])
+  rmSync(path.join(root, 'dist', cache), { force: true });
 
 /**
  * Built-in modules that load when first used rather than as the bundle loads,
@@ -224,7 +229,8 @@ const common = {
   logLevel: 'error',
 };
 const worker = path.join(root, 'dist/extract-worker.cjs');
-await build({ ...common, entryPoints: [path.join(root, 'dist/main.js')], outfile: out });
+// The daemon's bundle and the API's, which it loads after its first answer (bundle-split.mjs).
+await buildSplit(common, { root, out, apiOut });
 // The layer extraction threads' script (src/engine/layers/extractor.ts).
 await build({ ...common, entryPoints: [path.join(root, 'dist/engine/layers/extract-worker.js')], outfile: worker });
 
@@ -255,7 +261,7 @@ var __toESMNew = (mod, isNodeMode, target) =>`;
 // Escaping everything beyond ASCII also lets the launcher read the bundle as
 // Latin-1, which is quicker than decoding UTF-8 that is not all ASCII
 // (19 -> 9 ms of each start here: docs/decisions/performance.md, "Start-up (issue 32)").
-for (const file of [out, worker]) {
+for (const file of [out, apiOut, worker]) {
   const text = readFileSync(file, 'utf8');
   if (text.split(TO_ESM).length !== 2) throw new Error(`bundle: esbuild's __toESM changed (${file})`);
   const ascii = text.replace(TO_ESM, TO_ESM_ONCE).replace(/(\\*)([^\0-\x7f])/g, (_, slashes, ch) => {
@@ -318,4 +324,5 @@ await new Promise((r) => setTimeout(r, 2500));
 child.kill('SIGTERM');
 await new Promise((r) => child.once('exit', r));
 rmSync(dir, { recursive: true, force: true });
-if (!existsSync(path.join(root, 'dist/berthd.bundle.cache'))) throw new Error('bundle: no code cache was written');
+for (const cache of ['berthd.bundle.cache', 'berthd-api.bundle.cache'])
+  if (!existsSync(path.join(root, 'dist', cache))) throw new Error(`bundle: no code cache was written (${cache})`);
