@@ -22,6 +22,7 @@ import { unmount } from '../os/mount.js';
 import { familiarString, parseReference } from '../reference.js';
 import { checkPlatform } from './base-image.js';
 import { ancestry, cacheSources } from './build-cache.js';
+import { CacheMountStore } from './cache-mounts.js';
 import type { BuildDeps, BuildEvent, BuildRequest, Run, StepContext } from './build-types.js';
 import { buildTag, downloading, short, stepText } from './build-texts.js';
 import { type BuildContext, receiveContext } from './context.js';
@@ -33,16 +34,20 @@ export class BuildService {
   private readonly log: Logger;
   /** Build containers of scratch stages → the empty image each was made of. */
   private readonly vehicles = new Map<string, string>();
+  private readonly cacheMounts: CacheMountStore;
 
   constructor(private readonly deps: BuildDeps) {
     this.log = deps.logger.child({ component: 'build' });
+    this.cacheMounts = new CacheMountStore(deps.cacheMountDir);
   }
 
   /** Leftovers of builds a crash cut short: received contexts, downloads, mounted stage trees. */
   async sweep(): Promise<void> {
     for (const name of await readdir(this.deps.tmpDir)) {
       const p = path.join(this.deps.tmpDir, name);
+      // Stage trees (from-) and RUN mounts (mnt-: overlays, secrets' tmpfs) may still be mounted.
       if (name.startsWith('from-')) unmount(p);
+      if (name.startsWith('mnt-')) for (const m of ['fs', 'merged']) unmount(path.join(p, m));
       await rm(p, { recursive: true, force: true }).catch((err: unknown) =>
         this.log.warn({ err, path: p }, 'removing what a build left failed'),
       );
@@ -109,7 +114,13 @@ export class BuildService {
         const sources = cacheSources(this.deps, req.cacheFrom);
         run.cacheFrom = { sources, ancestry: ancestry(this.deps, sources) };
       }
-      const cx: StepContext = { deps: this.deps, log: this.log, run, vehicles: this.vehicles };
+      const cx: StepContext = {
+        deps: this.deps,
+        log: this.log,
+        run,
+        vehicles: this.vehicles,
+        cacheMounts: this.cacheMounts,
+      };
       let step = 0;
       const header = (instr: Instruction) => {
         step++;
