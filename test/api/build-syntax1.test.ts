@@ -3,6 +3,8 @@
 // RUN --mount of caches, binds and tmpfs (never in a layer), COPY --chmod and
 // --link, ADD --checksum; and the refusal of the mounts only a BuildKit
 // session can serve (secrets, ssh).
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
 import { pipeline } from 'node:stream/promises';
@@ -10,6 +12,7 @@ import tarStream from 'tar-stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../harness/daemon.js';
 import { type Env, useEnv } from '../harness/env.js';
+import { expectNoLeaks, holdings } from '../harness/leaks.js';
 import { demuxText } from '../harness/streams.js';
 import { type TarEntry, tarOf } from '../harness/tar.js';
 
@@ -153,5 +156,73 @@ describe('POST /build: here-documents', () => {
     const r = await build(['FROM busybox', 'RUN <<EOF', 'echo never']);
     expect(r.status).toBe(400);
     expect(r.text).toContain('unterminated heredoc');
+  });
+});
+
+describe('POST /build: RUN --mount', () => {
+  it('type=cache: kept across builds, shared by id, private gets its own when in use, never in the layer', async () => {
+    const first = await build([
+      'FROM busybox',
+      'RUN --mount=type=cache,target=/cache,id=syntax1-c echo one >> /cache/log && cat /cache/log > /seen1',
+    ]);
+    expect(first.status, first.text).toBe(200);
+    expect(first.error).toBeUndefined();
+    // Another build (its RUN not cached: a different command) sees what the first left, through the id.
+    const second = await build([
+      'FROM busybox',
+      'RUN --mount=type=cache,target=/other,id=syntax1-c --mount=type=cache,target=/p1,id=syntax1-p,sharing=private --mount=type=cache,target=/p2,id=syntax1-p,sharing=private \\',
+      '  echo two >> /other/log && cat /other/log > /seen2 && touch /p1/x && ls /p2 > /p2seen',
+    ]);
+    expect(second.status, second.text).toBe(200);
+    expect(second.error).toBeUndefined();
+    expect(await runImage(second.id!, ['cat', '/seen2', '/p2seen'])).toBe('one\ntwo\n');
+    // The layer holds what the command wrote outside the mounts, and not the mount points.
+    expect((await layerPaths(second.id!, 1))[0]).toEqual(['p2seen', 'seen2']);
+  });
+
+  it('the cache key holds the mount options: the same command with another target runs again', async () => {
+    const dockerfile = (target: string) => ['FROM busybox', `RUN --mount=type=tmpfs,target=${target} echo ran`];
+    const a = await build(dockerfile('/t1'));
+    const again = await build(dockerfile('/t1'));
+    const other = await build(dockerfile('/t2'));
+    expect([a.status, again.status, other.status]).toEqual([200, 200, 200]);
+    expect(again.out).toContain('Using cache');
+    expect(other.out).not.toContain('Using cache');
+    expect(other.out).toContain('ran');
+  });
+
+  it('type=bind: the context read-only by default, rw changes thrown away; from a stage; type=tmpfs is a tmpfs', async () => {
+    const held = holdings(d);
+    const r = await build(
+      [
+        'FROM busybox AS tools',
+        'RUN echo tool > /tool.txt',
+        'FROM busybox',
+        'RUN --mount=target=/ctx (echo x > /ctx/new 2>/dev/null && echo writable || echo read-only) > /ro && cat /ctx/sub/a.txt > /a',
+        'RUN --mount=type=bind,source=sub,target=/ctx,rw echo changed > /ctx/a.txt && cat /ctx/a.txt > /rw',
+        'RUN --mount=type=bind,from=tools,source=/tool.txt,target=/t.txt cat /t.txt > /tool',
+        'RUN --mount=type=tmpfs,target=/scratch,size=1m grep " /scratch " /proc/mounts | cut -d" " -f3 > /fs && echo data > /scratch/f',
+        'RUN --mount=type=bind,source=sub,target=/ctx cat /ctx/a.txt > /after',
+      ],
+      { 'sub/a.txt': 'from context\n' },
+    );
+    expect(r.status, r.text).toBe(200);
+    expect(r.error).toBeUndefined();
+    expect(await runImage(r.id!, ['cat', '/ro', '/a', '/rw', '/tool', '/fs', '/after'])).toBe(
+      'read-only\nfrom context\nchanged\ntool\ntmpfs\nfrom context\n',
+    );
+    expect(await layerPaths(r.id!, 5)).toEqual([['a', 'ro'], ['rw'], ['tool'], ['fs'], ['after']]);
+    // Nothing the mounts needed is left: no mount, no directory of the build's.
+    await expectNoLeaks(d, held, 20_000);
+    expect(readdirSync(path.join(d.dataRoot, 'builds'))).toEqual([]);
+  });
+
+  it('type=secret and type=ssh need a BuildKit session: refused by the classic API, saying so', async () => {
+    for (const type of ['secret,id=tok', 'ssh']) {
+      const r = await build(['FROM busybox', `RUN --mount=type=${type} echo never`]);
+      expect(r.status, r.text).toBe(200);
+      expect(r.error).toMatch(/^RUN --mount=type=(secret|ssh) needs the client's BuildKit session/);
+      expect(r.out).not.toMatch(/^never$/m);
+    }
   });
 });

@@ -4,7 +4,7 @@
 // had to make for them (the step's `stubs`). The step's cache key holds each
 // mount's options (mountKey), never what a cache, a bind or a secret holds,
 // as BuildKit's.
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { invalidParameter, isEngineError, messageOf } from '../../errors.js';
@@ -155,9 +155,14 @@ async function bindSource(
   }
   if (m.readOnly) return source;
   const dir = await scratch();
+  if (!(await stat(source)).isDirectory()) {
+    // A file: a copy of its own takes the RUN's writes.
+    await copyFile(source, path.join(dir, 'file'));
+    return path.join(dir, 'file');
+  }
   const [upper, work, merged] = ['upper', 'work', 'merged'].map((d) => path.join(dir, d)) as [string, string, string];
   for (const d of [upper, work, merged]) await mkdir(d);
-  mountOverlay({ lowerDirs: [source, source], upperDir: upper, workDir: work, target: merged });
+  mountOverlay({ lowerDirs: [source], upperDir: upper, workDir: work, target: merged });
   undo.push(() => void unmount(merged));
   return merged;
 }
