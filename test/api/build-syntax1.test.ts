@@ -3,7 +3,10 @@
 // RUN --mount of caches, binds and tmpfs (never in a layer), COPY --chmod and
 // --link, ADD --checksum; and the refusal of the mounts only a BuildKit
 // session can serve (secrets, ssh).
+import { createHash } from 'node:crypto';
 import { readdirSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
@@ -224,5 +227,46 @@ describe('POST /build: RUN --mount', () => {
       expect(r.error).toMatch(/^RUN --mount=type=(secret|ssh) needs the client's BuildKit session/);
       expect(r.out).not.toMatch(/^never$/m);
     }
+  });
+});
+
+describe('POST /build: ADD --checksum, COPY --link', () => {
+  it('ADD --checksum verifies the download: a mismatch fails in BuildKit’s words', async () => {
+    const body = 'downloaded\n';
+    const server = http.createServer((_req, res) => res.end(body));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/file.txt`;
+    try {
+      const sum = `sha256:${createHash('sha256').update(body).digest('hex')}`;
+      const ok = await build(['FROM busybox', `ADD --checksum=${sum} ${url} /got`, 'COPY --link a /a'], {
+        a: 'linked\n',
+      });
+      expect(ok.status, ok.text).toBe(200);
+      expect(ok.error).toBeUndefined();
+      expect(await runImage(ok.id!, ['cat', '/got', '/a'])).toBe('downloaded\nlinked\n');
+      const wrong = `sha256:${'0'.repeat(64)}`;
+      const bad = await build(['FROM busybox', `ADD --checksum=${wrong} ${url} /got`]);
+      expect(bad.error).toBe(`digest mismatch for ${url}: ${sum} (expected: ${wrong})`);
+      const local = await build(['FROM busybox', `ADD --checksum=${sum} a /a`], { a: 'x' });
+      expect(local.error).toBe('checksum requires HTTP(S) sources');
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('POST /build: platform args and the syntax directive', () => {
+  it('TARGETPLATFORM, TARGETARCH, BUILDPLATFORM… are predefined meta args: in FROM, and in a stage once declared', async () => {
+    const arch = process.arch === 'x64' ? 'amd64' : process.arch;
+    const r = await build([
+      '# syntax=docker/dockerfile:1',
+      'FROM busybox AS base-linux',
+      'FROM base-$TARGETOS',
+      'ARG TARGETPLATFORM TARGETARCH BUILDOS TARGETVARIANT',
+      'RUN echo "$TARGETPLATFORM|$TARGETARCH|$BUILDOS|$TARGETVARIANT|$BUILDARCH" > /p',
+    ]);
+    expect(r.status, r.text).toBe(200);
+    expect(r.error).toBeUndefined();
+    expect(await runImage(r.id!, ['cat', '/p'])).toBe(`linux/${arch}|${arch}|linux||\n`);
   });
 });

@@ -2,6 +2,7 @@
 // reads them, and RUN --mount's fields as its parseMount checks them.
 import { describe, expect, it } from 'vitest';
 import {
+  builtinSyntax,
   expandCopy,
   mountKey,
   parseDockerfile,
@@ -117,5 +118,25 @@ describe('RUN --mount', () => {
   it('keys a mount on its options alone', () => {
     expect(mountKey(parseMount('type=secret,id=tok,target=/t'))).toBe('type=secret,id=tok,target=/t,ro');
     expect(mountKey(parseMount('type=cache,target=/c,mode=0700'))).toBe('type=cache,target=/c,mode=700');
+  });
+});
+
+describe('the syntax directive', () => {
+  it('takes docker/dockerfile:1… as the built-in syntax and refuses any other frontend image by name', () => {
+    const syntax = (v: string) => builtinSyntax(new Map([['syntax', v]]));
+    for (const ok of [
+      'docker/dockerfile:1',
+      'docker/dockerfile:1.4',
+      'docker.io/docker/dockerfile:1.6.0',
+      'docker/dockerfile:1-labs',
+      `docker/dockerfile:1@sha256:${'a'.repeat(64)}`,
+      'docker/dockerfile',
+    ])
+      expect(syntax(ok)).toBe(ok);
+    expect(builtinSyntax(new Map())).toBeUndefined();
+    for (const bad of ['docker/dockerfile:2', 'docker/dockerfile-upstream:master', 'tonistiigi/x:1'])
+      expect(refusal(() => syntax(bad))).toMatch(
+        `the syntax directive names the frontend image ${bad}: berthd runs no`,
+      );
   });
 });

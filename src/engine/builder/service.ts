@@ -10,6 +10,7 @@ import path from 'node:path';
 import { invalidParameter } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import {
+  builtinSyntax,
   expandArg,
   type Instruction,
   nopCommand,
@@ -28,7 +29,7 @@ import { buildTag, downloading, short, stepText } from './build-texts.js';
 import { type BuildContext, receiveContext } from './context.js';
 import { commitMeta } from './meta-steps.js';
 import { dispatch, from } from './stage.js';
-import { metaEnv, PROXY_ARGS, stepEnv } from './step-env.js';
+import { metaEnv, PROXY_ARGS, platformArgs, stepEnv } from './step-env.js';
 
 export class BuildService {
   private readonly log: Logger;
@@ -128,12 +129,14 @@ export class BuildService {
         out({ stream: '\n' });
       };
       const steps = req.steps ?? (() => undefined);
+      const automatic = platformArgs(req.platform);
+      for (const [k, v] of automatic) run.metaArgs.set(k, v);
       for (const a of metaArgs) {
         header(a);
         for (const { name, value } of expandArg(a, metaEnv(run)).args) {
           run.used.add(name);
           const given = req.buildArgs[name];
-          run.metaArgs.set(name, given != null ? given : value);
+          run.metaArgs.set(name, given != null ? given : (value ?? automatic.get(name)));
         }
       }
       let imageId = '';
@@ -184,9 +187,17 @@ export class BuildService {
     return refs.map(({ given }) => given.name + (given.tag ? `:${given.tag}` : ''));
   }
 
-  /** Parses a Dockerfile as a build will, throwing its errors (BuildKit's frontend reports them before the context is sent). */
-  checkDockerfile(text: string, name: string): void {
-    parseStages(parseDockerfile(text.replace(/^\uFEFF/, ''), { name }));
+  /**
+   * Parses a Dockerfile as a BuildKit build will, throwing its errors (BuildKit's
+   * frontend reports them before the context is sent), a `# syntax=` naming
+   * another frontend than docker/dockerfile:1 among them. Returns the syntax
+   * named, which berth's own 1.x syntax stands for.
+   */
+  checkDockerfile(text: string, name: string): { syntax?: string } {
+    const df = parseDockerfile(text.replace(/^\uFEFF/, ''), { name });
+    parseStages(df);
+    const syntax = builtinSyntax(df.directives);
+    return syntax ? { syntax } : {};
   }
 
   /** The image's config as stored (the JSON of its id). */

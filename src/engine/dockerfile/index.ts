@@ -6,3 +6,4 @@ export * from './instructions.js';
 export * from './parse.js';
 export * from './heredoc.js';
 export * from './run-mount.js';
+export * from './syntax.js';
