@@ -30,12 +30,19 @@ beforeAll(() => {
 
 type Msg = { stream?: string; aux?: { ID: string }; error?: string };
 
-async function build(dockerfile: string[], files: Record<string, string> = {}, params: Record<string, string> = {}) {
-  const text = dockerfile.join('\n').replaceAll('FROM busybox', `FROM ${env.busybox}`);
-  const raw = await tarOf(
-    Object.entries({ Dockerfile: text, ...files }).map(([name, body]): TarEntry => ({ name, body, mode: 0o644 })),
+const contextOf = (dockerfile: string[], files: Record<string, string>) =>
+  tarOf(
+    Object.entries({
+      Dockerfile: dockerfile.join('\n').replaceAll('FROM busybox', `FROM ${env.busybox}`),
+      ...files,
+    }).map(([name, body]): TarEntry => ({ name, body, mode: 0o644 })),
   );
-  const r = await d.request('POST', `/v1.41/build?${new URLSearchParams({ networkmode: 'none', ...params })}`, {
+const buildPath = (params: Record<string, string> = {}) =>
+  `/v1.41/build?${new URLSearchParams({ networkmode: 'none', ...params })}`;
+
+async function build(dockerfile: string[], files: Record<string, string> = {}, params: Record<string, string> = {}) {
+  const raw = await contextOf(dockerfile, files);
+  const r = await d.request('POST', buildPath(params), {
     raw,
     headers: { 'Content-Type': 'application/x-tar' },
   });
@@ -50,6 +57,37 @@ async function build(dockerfile: string[], files: Record<string, string> = {}, p
   const error = messages.find((m) => m.error)?.error;
   const id = [...messages].reverse().find((m) => m.aux)?.aux?.ID;
   return { status: r.status, text: r.text, out, error, id };
+}
+
+/** A build whose stream is watched as it comes: `saw` resolves once `text` was in it, `done` with all of it. */
+function streamBuild(raw: Buffer): { saw(text: string): Promise<void>; done: Promise<string> } {
+  let text = '';
+  const waiters: Array<() => void> = [];
+  const done = new Promise<string>((resolve, reject) => {
+    const req = http.request(
+      { socketPath: d.socket, method: 'POST', path: buildPath(), headers: { 'Content-Type': 'application/x-tar' } },
+      (res) => {
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+          for (const w of waiters.splice(0)) w();
+        });
+        res.on('end', () => resolve(text));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(raw);
+  });
+  const saw = async (t: string) => {
+    while (!text.includes(t)) {
+      const more = new Promise<void>((resolve) => waiters.push(resolve));
+      await Promise.race([more, done]);
+      if (!text.includes(t) && (await Promise.race([done.then(() => true), Promise.resolve(false)])))
+        throw new Error(`the build ended without ${t}: ${text}`);
+    }
+  };
+  return { saw, done };
 }
 
 /** The image's command output (its CMD, or `cmd`). */
@@ -181,6 +219,28 @@ describe('POST /build: RUN --mount', () => {
     expect(await runImage(second.id!, ['cat', '/seen2', '/p2seen'])).toBe('one\ntwo\n');
     // The layer holds what the command wrote outside the mounts, and not the mount points.
     expect((await layerPaths(second.id!, 1))[0]).toEqual(['p2seen', 'seen2']);
+  });
+
+  it('type=cache,sharing=locked: a build waits while another holds the cache; shared does not', async () => {
+    // Build A holds the cache (a marker in it) for up to 3 s, less if B tells it to go on; B looks for the marker.
+    const dockerfile = (sharing: string, cmd: string) => [
+      'FROM busybox',
+      `RUN --mount=type=cache,target=/c,id=syntax1-lock-${sharing},sharing=${sharing} ${cmd}`,
+    ];
+    for (const [sharing, seen] of [
+      ['locked', 'alone'],
+      ['shared', 'overlapped'],
+    ] as const) {
+      const hold = `touch /c/held; echo holding-${sharing}; i=0; while [ $i -lt 30 ] && ! [ -e /c/go ]; do sleep 0.1; i=$((i+1)); done; rm -f /c/held /c/go`;
+      const holder = streamBuild(await contextOf(dockerfile(sharing, hold), {}));
+      await holder.saw(`holding-${sharing}`);
+      const other = await build(
+        dockerfile(sharing, '(test -e /c/held && echo overlapped || echo alone) > /seen; touch /c/go'),
+      );
+      expect(await holder.done).toContain('Successfully built');
+      expect(other.error).toBeUndefined();
+      expect(await runImage(other.id!, ['cat', '/seen'])).toBe(`${seen}\n`);
+    }
   });
 
   it('the cache key holds the mount options: the same command with another target runs again', async () => {
