@@ -243,6 +243,19 @@ describe('POST /build: RUN --mount', () => {
     }
   });
 
+  it('type=cache,from=,source=: a new cache starts as a copy of that stage’s directory', async () => {
+    const r = await build([
+      'FROM busybox AS seed',
+      'RUN mkdir -p /seed && echo seeded > /seed/f && chown 7:8 /seed/f',
+      'FROM busybox',
+      'RUN --mount=type=cache,target=/c,id=syntax1-seed,from=seed,source=/seed stat -c "%u:%g $(cat /c/f)" /c/f > /got && echo more > /c/g',
+      'RUN --mount=type=cache,target=/c,id=syntax1-seed,from=seed,source=/seed ls /c > /again',
+    ]);
+    expect(r.status, r.text).toBe(200);
+    expect(r.error).toBeUndefined();
+    expect(await runImage(r.id!, ['cat', '/got', '/again'])).toBe('7:8 seeded\nf\ng\n');
+  });
+
   it('the cache key holds the mount options: the same command with another target runs again', async () => {
     const dockerfile = (target: string) => ['FROM busybox', `RUN --mount=type=tmpfs,target=${target} echo ran`];
     const a = await build(dockerfile('/t1'));

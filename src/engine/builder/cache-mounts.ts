@@ -6,8 +6,11 @@
 // waits until no locked user holds the shared one. Directory names are digests
 // of the id: a hostile id never names a path.
 import { createHash } from 'node:crypto';
-import { chmod, chown, mkdir, rm, stat } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { chmod, chown, mkdir, rename, rm, stat } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import path from 'node:path';
+import { systemError } from '../../errors.js';
 import type { CacheSharing } from '../dockerfile/index.js';
 
 export interface CacheMountRequest {
@@ -16,6 +19,8 @@ export interface CacheMountRequest {
   uid: number;
   gid: number;
   mode: number;
+  /** `from`/`source`: a new cache starts as a copy of this tree (a stage's or an image's), which keys it too. */
+  seed?: { key: string; dir: string };
 }
 
 export interface HeldCache {
@@ -34,7 +39,7 @@ export class CacheMountStore {
   /** The cache's directory for one RUN, made on first use; release it when the RUN is over. */
   async acquire(req: CacheMountRequest, signal: AbortSignal): Promise<HeldCache> {
     const key = createHash('sha256')
-      .update(JSON.stringify([req.id, req.uid, req.gid, req.mode]))
+      .update(JSON.stringify([req.id, req.uid, req.gid, req.mode, req.seed?.key ?? null]))
       .digest('hex');
     const base = path.join(this.root, key);
     let unlock: () => void = () => undefined;
@@ -72,6 +77,19 @@ export class CacheMountStore {
   private async make(dir: string, req: CacheMountRequest): Promise<void> {
     if (await stat(dir).catch(() => undefined)) return;
     await mkdir(path.dirname(dir), { recursive: true, mode: 0o700 });
+    if (req.seed) {
+      // Made aside and renamed into place: a failed copy leaves no half cache behind.
+      const part = `${dir}.part`;
+      await rm(part, { recursive: true, force: true });
+      try {
+        await copyTree(req.seed.dir, part);
+        await rename(part, dir);
+      } catch (e) {
+        await rm(part, { recursive: true, force: true });
+        throw e;
+      }
+      return;
+    }
     await mkdir(dir, { mode: req.mode });
     await chmod(dir, req.mode);
     await chown(dir, req.uid, req.gid);
@@ -97,6 +115,16 @@ export class CacheMountStore {
       throw e;
     }
     return done;
+  }
+}
+
+/** A tree copied with owners, modes, times, links and xattrs (cp -a: the daemon is root). */
+async function copyTree(from: string, to: string): Promise<void> {
+  try {
+    await promisify(execFile)('cp', ['-a', '--no-target-directory', from, to]);
+  } catch (e) {
+    const err = e as { stderr?: string; message: string };
+    throw systemError(`copying the cache mount's base: ${(err.stderr || err.message).trim()}`, e);
   }
 }
 

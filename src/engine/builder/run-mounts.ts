@@ -14,6 +14,7 @@ import type { StepContext } from './build-types.js';
 import { type HostMount, secretMount, sshMount } from './session-mounts.js';
 import { resolveSources, type SourceTree } from './sources.js';
 import { sourcesTar } from './sources-tar.js';
+import { baseImage } from './base-image.js';
 import { imageTree } from './trees.js';
 
 /** The RUN's mounts, expanded with the step's environment, targets made absolute against the workdir. */
@@ -87,8 +88,7 @@ export async function prepareMounts(cx: StepContext, list: RunMount[], inline?: 
           out.targets.push(m.target!);
           break;
         case 'cache': {
-          if (m.from !== undefined || m.source !== undefined)
-            throw invalidParameter('RUN --mount=type=cache: from and source are not supported by berth yet');
+          const seed = m.from !== undefined ? await cacheSeed(cx, m, undo) : undefined;
           const held = await cx.cacheMounts.acquire(
             {
               id: m.id || m.target!,
@@ -96,6 +96,7 @@ export async function prepareMounts(cx: StepContext, list: RunMount[], inline?: 
               uid: m.uid ?? 0,
               gid: m.gid ?? 0,
               mode: m.mode ?? 0o755,
+              ...(seed ? { seed } : {}),
             },
             cx.run.signal,
           );
@@ -119,6 +120,26 @@ export async function prepareMounts(cx: StepContext, list: RunMount[], inline?: 
     await out.release();
     throw e;
   }
+}
+
+/** A cache's `from` (a stage or an image) and `source` in it: what a new cache starts as, keyed by the image. */
+async function cacheSeed(
+  cx: StepContext,
+  m: RunMount,
+  undo: Array<() => Promise<void> | void>,
+): Promise<{ key: string; dir: string }> {
+  const from = m.from!;
+  const imageId = cx.run.stages.get(from.toLowerCase()) ?? (await baseImage(cx, from));
+  const temps: Array<() => Promise<void>> = [];
+  undo.push(async () => {
+    for (const t of temps.splice(0).reverse()) await t();
+  });
+  const tree = await imageTree(cx, from, temps);
+  const rel = path.posix.join('/', m.source ?? '/');
+  const [src] = resolveSources(tree, [rel === '/' ? '.' : rel.slice(1)]);
+  if (!src?.stat.isDirectory())
+    throw invalidParameter(`failed to mount ${m.target}: ${rel} is not a directory in ${from}`);
+  return { key: `${imageId}:${rel}`, dir: src.abs };
 }
 
 /**
