@@ -303,6 +303,27 @@ describe('POST /build: RUN --mount', () => {
   });
 });
 
+describe('POST /build: RUN --network', () => {
+  it('none cuts a RUN off a build that has the host’s network; host is refused to a build that was not given it', async () => {
+    const r = await build(
+      [
+        'FROM busybox',
+        'RUN --network=none ls /sys/class/net > /none',
+        'RUN ls /sys/class/net | grep -vx lo | wc -l > /host',
+      ],
+      {},
+      { networkmode: 'host' },
+    );
+    expect(r.status, r.text).toBe(200);
+    expect(r.error).toBeUndefined();
+    const [none, host] = (await runImage(r.id!, ['cat', '/none', '/host'])).split('\n');
+    expect(none).toBe('lo');
+    expect(Number(host)).toBeGreaterThan(0);
+    const refused = await build(['FROM busybox', 'RUN --network=host true']);
+    expect(refused.error).toBe('network.host is not allowed');
+  });
+});
+
 describe('POST /build: ADD --checksum, COPY --link', () => {
   it('ADD --checksum verifies the download: a mismatch fails in BuildKit’s words', async () => {
     const body = 'downloaded\n';

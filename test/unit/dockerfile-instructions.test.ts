@@ -58,7 +58,9 @@ describe('parseInstruction', () => {
     expect(refused('RUN --mount make')).toBe('Missing a value on flag: mount');
     expect(instr('CMD')).toEqual({ kind: 'cmd', args: [], json: false });
     expect(instr('ENTRYPOINT []')).toEqual({ kind: 'entrypoint', args: [], json: true });
-    expect(refused('RUN --network=none make')).toBe(BUILDKIT('network'));
+    expect(instr('RUN --network=none make')).toMatchObject({ network: 'none' });
+    expect(instr('RUN --network=default make')).not.toHaveProperty('network');
+    expect(refused('RUN --network=bridge make')).toBe('invalid network mode "bridge"');
     expect(refused('RUN --security=insecure make')).toBe(BUILDKIT('security'));
     expect(refused('RUN --foo make')).toBe('Unknown flag: foo');
     expect(refused('CMD --x a')).toBe('Unknown flag: x');
@@ -207,7 +209,7 @@ describe('parseStages', () => {
       /^dockerfile parse error line 4: COPY requires at least two arguments/,
     );
     // Flags only BuildKit knows are refused as dockerd does at dispatch: without the line.
-    expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN --network=none x')))).toBe(BUILDKIT('network'));
+    expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN --security=insecure x')))).toBe(BUILDKIT('security'));
     expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN --mount=type=tmpfs,uid=1,target=/t x')))).toBe(
       'dockerfile parse error line 2: uid not allowed for "tmpfs" type mounts',
     );

@@ -2,6 +2,7 @@
 // it on scratch: the vehicle), its output streamed into the build's, committed
 // when it exits 0. The containers of the other steps are made and removed here too.
 import { createHash } from 'node:crypto';
+import { invalidParameter } from '../../errors.js';
 import { commandLine, envKey, mountKey, type RunInstr } from '../dockerfile/index.js';
 import type { ContainerConfigFields } from '../images/config.js';
 import { cachedImage, useCached } from './build-cache.js';
@@ -11,10 +12,11 @@ import { heredocCommand } from './run-heredoc.js';
 import { prepareMounts, runMounts } from './run-mounts.js';
 import { argValues, stepEnv } from './step-env.js';
 
-function hostConfig(run: Run): Record<string, unknown> {
+function hostConfig(run: Run, network?: string): Record<string, unknown> {
   const r = run.req.resources;
+  const mode = network ?? run.req.networkMode;
   return {
-    ...(run.req.networkMode ? { NetworkMode: run.req.networkMode } : {}),
+    ...(mode ? { NetworkMode: mode } : {}),
     ...(run.req.extraHosts.length ? { ExtraHosts: run.req.extraHosts } : {}),
     ...(r.shmSize ? { ShmSize: r.shmSize } : {}),
     ...(r.memory ? { Memory: r.memory } : {}),
@@ -34,6 +36,7 @@ export async function createContainer(
   st: StageState,
   config: ContainerConfigFields,
   mounts: Array<Record<string, unknown>> = [],
+  network?: 'none' | 'host',
 ): Promise<string> {
   const { run } = cx;
   // A scratch stage's first container step needs an image to make a container of: an empty one, made
@@ -44,7 +47,7 @@ export async function createContainer(
   try {
     const { Id } = await cx.deps.containers.create({
       config: { ...(config as Record<string, unknown>), Image: st.imageId ?? vehicle, Entrypoint: [] } as never,
-      hostConfig: { ...hostConfig(run), ...(mounts.length ? { Mounts: mounts } : {}) } as never,
+      hostConfig: { ...hostConfig(run, network), ...(mounts.length ? { Mounts: mounts } : {}) } as never,
     });
     if (vehicle) cx.vehicles.set(Id, vehicle);
     return Id;
@@ -75,6 +78,8 @@ export async function runStep(cx: StepContext, st: StageState, instr: RunInstr):
   const { args, inline } = heredocCommand(instr);
   const cmd = commandLine(args, instr.json, st.config) ?? [];
   const mounts = runMounts(instr, env, st.config.WorkingDir);
+  // The host's network only for a build that was given it (BuildKit: the network.host entitlement).
+  if (instr.network === 'host' && run.req.networkMode !== 'host') throw invalidParameter('network.host is not allowed');
   // As dockerd: the declared build args in use prefix the cached command (`|N k=v … cmd`); the proxy args do not.
   const declared = argValues(run, st).filter(([k]) => st.args.has(k));
   const envKeys = new Set((st.config.Env ?? []).map(envKey));
@@ -84,6 +89,7 @@ export async function runStep(cx: StepContext, st: StageState, instr: RunInstr):
     .sort();
   const saveCmd = keyArgs.length ? [`|${keyArgs.length}`, ...keyArgs, ...cmd] : cmd;
   const runKey = mounts.map((m) => `--mount=${mountKey(m)}`);
+  if (instr.network) runKey.push(`--network=${instr.network}`);
   if (inline) runKey.push(`${inline.dir}/${inline.name}=${createHash('sha256').update(inline.data).digest('hex')}`);
   const probe: ContainerConfigFields = {
     ...st.config,
@@ -98,7 +104,15 @@ export async function runStep(cx: StepContext, st: StageState, instr: RunInstr):
   }
   const prepared = await prepareMounts(cx, mounts, inline);
   try {
-    await runIn(cx, st, probe, cmd, { ...st.config, Env: [...env, ...prepared.env], Cmd: cmd }, prepared);
+    await runIn(
+      cx,
+      st,
+      probe,
+      cmd,
+      { ...st.config, Env: [...env, ...prepared.env], Cmd: cmd },
+      prepared,
+      instr.network,
+    );
   } finally {
     await prepared.release();
   }
@@ -111,9 +125,10 @@ async function runIn(
   cmd: string[],
   config: ContainerConfigFields,
   prepared: { mounts: Array<Record<string, unknown>>; targets: string[] },
+  network: 'none' | 'host' | undefined,
 ): Promise<void> {
   const { run } = cx;
-  const id = await createContainer(cx, st, config, prepared.mounts);
+  const id = await createContainer(cx, st, config, prepared.mounts, network);
   if (run.signal.aborted) {
     await removeContainer(cx, id);
     run.signal.throwIfAborted();

@@ -27,6 +27,8 @@ export interface RunInstr extends Base {
   mounts: string[];
   /** The here-documents the line starts (shell form only). */
   heredocs: Heredoc[];
+  /** `--network=none|host` (default: the build's). */
+  network?: 'none' | 'host';
 }
 export interface CmdInstr extends Base {
   kind: 'cmd';
@@ -248,13 +250,23 @@ export function parseInstruction(node: Node): Instruction {
       };
     }
     case 'run': {
-      // --network and --security are refused as dockerd's classic builder refuses them.
+      // --security is refused as dockerd's classic builder refuses it.
       const lists = new Map<string, string[]>();
-      parseFlags(n, { mount: 'list' }, ['network', 'security'], lists);
+      const flags = parseFlags(n, { mount: 'list', network: 'string' }, ['security'], lists);
       const mounts = lists.get('mount') ?? [];
       // Mounts without variables are checked now, the others once expanded.
       for (const m of mounts) if (!m.includes('$')) parseMount(m);
-      return { kind: 'run', node: n, args: n.args, json: n.json !== null, mounts, heredocs: n.heredocs ?? [] };
+      const network = flags.get('network') ?? 'default';
+      if (!['default', 'none', 'host'].includes(network)) throw invalidParameter(`invalid network mode "${network}"`);
+      return {
+        kind: 'run',
+        node: n,
+        args: n.args,
+        json: n.json !== null,
+        mounts,
+        heredocs: n.heredocs ?? [],
+        ...(network !== 'default' ? { network: network as 'none' | 'host' } : {}),
+      };
     }
     case 'cmd':
     case 'entrypoint':
