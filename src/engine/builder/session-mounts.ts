@@ -76,7 +76,8 @@ export async function sshMount(cx: StepContext, m: RunMount, index: number, dir:
   // The agent is asked once before the RUN, as BuildKit's CheckAgent does: a missing one fails now, not inside the command.
   try {
     (await session.sshAgent(id)).destroy();
-  } catch {
+  } catch (e) {
+    cx.log.debug({ err: messageOf(e), id }, 'the client has no such ssh agent');
     if (m.required) throw invalidParameter(`no SSH key "${id}" forwarded from the client`);
     return null;
   }
