@@ -166,7 +166,7 @@ describe('POST /build: here-documents', () => {
     expect(await layerPaths(r.id!, 5)).toEqual([['one'], ['two'], ['three'], ['four'], ['five']]);
   });
 
-  it('COPY <<EOF writes a file (expanded unless the word is quoted), several heredocs into a directory, with --chmod', async () => {
+  it('COPY <<EOF writes a file (expanded unless the word is quoted), several heredocs into a directory, with --chmod; ADD <<EOF', async () => {
     const r = await build([
       'FROM busybox',
       'ARG NAME=berth',
@@ -182,15 +182,20 @@ describe('POST /build: here-documents', () => {
       'A.sh',
       'echo b',
       'B.sh',
+      'ADD <<EOF /etc/added',
+      'added $NAME',
+      'EOF',
     ]);
     expect(r.status, r.text).toBe(200);
     expect(r.error).toBeUndefined();
     const out = await runImage(r.id!, [
       'sh',
       '-c',
-      'cat /etc/app.conf /etc/raw.conf; stat -c "%a %n" /etc/app.conf /bin/tools/A.sh /bin/tools/B.sh; /bin/tools/A.sh',
+      'cat /etc/app.conf /etc/raw.conf /etc/added; stat -c "%a %n" /etc/app.conf /bin/tools/A.sh /bin/tools/B.sh; /bin/tools/A.sh',
     ]);
-    expect(out).toBe('name=berth\nname=$NAME\n644 /etc/app.conf\n755 /bin/tools/A.sh\n755 /bin/tools/B.sh\na\n');
+    expect(out).toBe(
+      'name=berth\nname=$NAME\nadded berth\n644 /etc/app.conf\n755 /bin/tools/A.sh\n755 /bin/tools/B.sh\na\n',
+    );
   });
 
   it('an unterminated heredoc is a parse error', async () => {

@@ -23,7 +23,13 @@ export async function inlineSources(
     const name = path.posix.basename(c.name);
     if (name === '' || name === '.' || name === '..') throw invalidParameter(`invalid heredoc name ${c.name}`);
     await writeFile(path.join(dir, name), c.data, { mode: 0o644 });
-    out.push(...resolveSources({ root: dir, excluded: () => false, image: true }, [name]));
+    // Never expanded by ADD, as BuildKit copies an inline file as it is.
+    out.push(
+      ...resolveSources({ root: dir, excluded: () => false, image: true }, [name]).map((s) => ({
+        ...s,
+        download: true,
+      })),
+    );
   }
   return out;
 }
