@@ -270,6 +270,14 @@ describe('POST /build: RUN --mount', () => {
     expect(again.out).toContain('Using cache');
     expect(other.out).not.toContain('Using cache');
     expect(other.out).toContain('ran');
+    // A bind's content counts, as BuildKit keys an exec on its inputs: a changed context file runs the step again.
+    const bound = (text: string) =>
+      build(['FROM busybox', 'RUN --mount=source=dep.txt,target=/dep.txt cat /dep.txt'], { 'dep.txt': text });
+    expect((await bound('v1\n')).out).toContain('v1');
+    expect((await bound('v1\n')).out).toContain('Using cache');
+    const changed = await bound('v2\n');
+    expect(changed.out).not.toContain('Using cache');
+    expect(changed.out).toContain('v2');
   });
 
   it('type=bind: the context read-only by default, rw changes thrown away; from a stage; type=tmpfs is a tmpfs', async () => {

@@ -8,13 +8,14 @@ import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { invalidParameter, isEngineError, messageOf } from '../../errors.js';
-import { expandWord, type RunInstr, type RunMount, parseMount } from '../dockerfile/index.js';
+import { expandWord, mountKey, type RunInstr, type RunMount, parseMount } from '../dockerfile/index.js';
 import { mountOverlay, unmount } from '../os/mount.js';
 import type { StepContext } from './build-types.js';
 import { type HostMount, secretMount, sshMount } from './session-mounts.js';
 import { resolveSources, type SourceTree } from './sources.js';
 import { sourcesTar } from './sources-tar.js';
 import { baseImage } from './base-image.js';
+import { sourceChecksum } from './checksum.js';
 import { imageTree } from './trees.js';
 
 /** The RUN's mounts, expanded with the step's environment, targets made absolute against the workdir. */
@@ -27,6 +28,28 @@ export function runMounts(instr: RunInstr, env: string[], workdir: string | unde
     return { ...m, target };
   });
 }
+
+/**
+ * What the step's cache key holds of a mount: its options, and for a bind what
+ * it binds, as BuildKit keys an exec on its inputs' content (the context's
+ * files' checksum, a stage's or image's id); a cache's content never counts.
+ */
+export async function mountCacheKey(cx: StepContext, m: RunMount): Promise<string> {
+  const key = `--mount=${mountKey(m)}`;
+  if (m.type !== 'bind') return key;
+  if (m.from !== undefined) return `${key},image=${await imageOf(cx, m.from)}`;
+  const rel = path.posix.join('/', m.source ?? '/');
+  try {
+    return `${key},content=${await sourceChecksum(resolveSources(cx.run.ctx, [rel === '/' ? '.' : rel.slice(1)]))}`;
+  } catch (e) {
+    if (isEngineError(e)) throw invalidParameter(`failed to mount ${m.target}: ${messageOf(e)}`, e);
+    throw e;
+  }
+}
+
+/** A stage's image (by name or index) or an image's, pulled when missing. */
+const imageOf = async (cx: StepContext, from: string) =>
+  cx.run.stages.get(from.toLowerCase()) ?? (await baseImage(cx, from));
 
 export interface PreparedMounts {
   /** For the container's HostConfig.Mounts. */
@@ -129,7 +152,7 @@ async function cacheSeed(
   undo: Array<() => Promise<void> | void>,
 ): Promise<{ key: string; dir: string }> {
   const from = m.from!;
-  const imageId = cx.run.stages.get(from.toLowerCase()) ?? (await baseImage(cx, from));
+  const imageId = await imageOf(cx, from);
   const temps: Array<() => Promise<void>> = [];
   undo.push(async () => {
     for (const t of temps.splice(0).reverse()) await t();

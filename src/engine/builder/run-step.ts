@@ -3,13 +3,13 @@
 // when it exits 0. The containers of the other steps are made and removed here too.
 import { createHash } from 'node:crypto';
 import { invalidParameter } from '../../errors.js';
-import { commandLine, envKey, mountKey, type RunInstr } from '../dockerfile/index.js';
+import { commandLine, envKey, type RunInstr } from '../dockerfile/index.js';
 import type { ContainerConfigFields } from '../images/config.js';
 import { cachedImage, useCached } from './build-cache.js';
 import { type Run, type StageState, type StepContext, StepFailed } from './build-types.js';
 import { short } from './build-texts.js';
 import { heredocCommand } from './run-heredoc.js';
-import { prepareMounts, runMounts } from './run-mounts.js';
+import { mountCacheKey, prepareMounts, runMounts } from './run-mounts.js';
 import { argValues, stepEnv } from './step-env.js';
 
 function hostConfig(run: Run, network?: string): Record<string, unknown> {
@@ -88,7 +88,8 @@ export async function runStep(cx: StepContext, st: StageState, instr: RunInstr):
     .map(([k, v]) => `${k}=${v}`)
     .sort();
   const saveCmd = keyArgs.length ? [`|${keyArgs.length}`, ...keyArgs, ...cmd] : cmd;
-  const runKey = mounts.map((m) => `--mount=${mountKey(m)}`);
+  const runKey: string[] = [];
+  for (const m of mounts) runKey.push(await mountCacheKey(cx, m));
   if (instr.network) runKey.push(`--network=${instr.network}`);
   if (inline) runKey.push(`${inline.dir}/${inline.name}=${createHash('sha256').update(inline.data).digest('hex')}`);
   const probe: ContainerConfigFields = {
