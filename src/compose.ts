@@ -233,6 +233,8 @@ export async function buildEngine(config: Config, logger: Logger): Promise<Built
     commits,
     archives,
     tmpDir: dir('builds'),
+    cacheMountDir: dir('build-cache-mounts'),
+    extractor,
     logger,
   });
   await builds.sweep();

@@ -48,13 +48,19 @@ describe('parseInstruction', () => {
     expect(refused('FROM --platform a')).toBe('Missing a value on flag: platform');
   });
 
-  it('RUN, CMD, ENTRYPOINT: JSON or shell form; RUN flags only BuildKit knows are refused saying so', () => {
-    expect(instr('RUN ["a", "b"]')).toEqual({ kind: 'run', args: ['a', 'b'], json: true });
-    expect(instr('RUN a  b')).toEqual({ kind: 'run', args: ['a  b'], json: false });
+  it('RUN, CMD, ENTRYPOINT: JSON or shell form; RUN --mount taken (repeatable), the other BuildKit flags refused saying so', () => {
+    expect(instr('RUN ["a", "b"]')).toEqual({ kind: 'run', args: ['a', 'b'], json: true, mounts: [], heredocs: [] });
+    expect(instr('RUN a  b')).toEqual({ kind: 'run', args: ['a  b'], json: false, mounts: [], heredocs: [] });
+    expect(instr('RUN --mount=type=cache,target=/x --mount=type=tmpfs,target=/t make')).toMatchObject({
+      mounts: ['type=cache,target=/x', 'type=tmpfs,target=/t'],
+    });
+    expect(refused('RUN --mount=type=foo make')).toBe('unsupported mount type "foo"');
+    expect(refused('RUN --mount make')).toBe('Missing a value on flag: mount');
     expect(instr('CMD')).toEqual({ kind: 'cmd', args: [], json: false });
     expect(instr('ENTRYPOINT []')).toEqual({ kind: 'entrypoint', args: [], json: true });
-    expect(refused('RUN --mount=type=cache,target=/x make')).toBe(BUILDKIT('mount'));
-    expect(refused('RUN --network=none make')).toBe(BUILDKIT('network'));
+    expect(instr('RUN --network=none make')).toMatchObject({ network: 'none' });
+    expect(instr('RUN --network=default make')).not.toHaveProperty('network');
+    expect(refused('RUN --network=bridge make')).toBe('invalid network mode "bridge"');
     expect(refused('RUN --security=insecure make')).toBe(BUILDKIT('security'));
     expect(refused('RUN --foo make')).toBe('Unknown flag: foo');
     expect(refused('CMD --x a')).toBe('Unknown flag: x');
@@ -86,24 +92,37 @@ describe('parseInstruction', () => {
     expect(refused('STOPSIGNAL --x TERM')).toBe('Unknown flag: x');
   });
 
-  it('COPY, ADD: sources, destination, --from, --chown; --chmod and --link need BuildKit', () => {
-    expect(instr('COPY --from=build --chown=1:2 a b /dst/')).toEqual({
+  it('COPY, ADD: sources, destination, --from, --chown, --chmod, --link, ADD --checksum', () => {
+    expect(instr('COPY --from=build --chown=1:2 --chmod=0755 --link a b /dst/')).toEqual({
       kind: 'copy',
       sources: ['a', 'b'],
+      contents: [],
       dest: '/dst/',
       from: 'build',
       chown: '1:2',
+      chmod: '0755',
+      link: true,
       json: false,
     });
-    expect(instr('ADD ["a b", "/c d"]')).toEqual({ kind: 'add', sources: ['a b'], dest: '/c d', json: true });
+    expect(instr('ADD ["a b", "/c d"]')).toEqual({
+      kind: 'add',
+      sources: ['a b'],
+      contents: [],
+      dest: '/c d',
+      json: true,
+    });
+    expect(instr('ADD --checksum=sha256:00 --chmod=644 http://x/y /z')).toMatchObject({
+      checksum: 'sha256:00',
+      chmod: '644',
+    });
+    expect(refused('COPY --chmod=u+x a b')).toBe('invalid chmod parameter: "u+x". it should be octal string');
+    expect(refused('COPY --checksum=sha256:00 a b')).toBe('Unknown flag: checksum');
+    expect(refused('COPY --parents a b')).toBe(BUILDKIT('parents'));
     expect(refused('COPY a')).toBe(
       'COPY requires at least two arguments, but only one was provided. Destination could not be determined',
     );
     expect(refused('ADD a')).toMatch(/^ADD requires at least two arguments/);
     expect(refused('ADD --from=x a b')).toBe('Unknown flag: from');
-    expect(refused('COPY --chmod=755 a b')).toBe(BUILDKIT('chmod'));
-    expect(refused('ADD --chmod=755 a b')).toBe(BUILDKIT('chmod'));
-    expect(refused('COPY --link a b')).toBe(BUILDKIT('link'));
     expect(refused('COPY --from=a --from=b a b')).toBe('Duplicate flag specified: from');
     expect(refused('COPY --from a b')).toBe('Missing a value on flag: from');
   });
@@ -190,12 +209,9 @@ describe('parseStages', () => {
       /^dockerfile parse error line 4: COPY requires at least two arguments/,
     );
     // Flags only BuildKit knows are refused as dockerd does at dispatch: without the line.
-    expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN --mount=type=tmpfs,target=/t x')))).toBe(
-      BUILDKIT('mount'),
-    );
-    // No heredocs in the classic builder: the body's lines are instructions of their own.
-    expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN <<EOF\necho hi\nEOF')))).toBe(
-      'dockerfile parse error line 3: unknown instruction: ECHO',
+    expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN --security=insecure x')))).toBe(BUILDKIT('security'));
+    expect(refusal(() => parseStages(parseDockerfile('FROM x\nRUN --mount=type=tmpfs,uid=1,target=/t x')))).toBe(
+      'dockerfile parse error line 2: uid not allowed for "tmpfs" type mounts',
     );
     expect(refusal(() => parseStages(parseDockerfile('ARG a\nRUN x\nFROM y')))).toBe(
       'no build stage in current context',
@@ -404,7 +420,12 @@ describe('parseTrigger, expandArg, expandCopy', () => {
     const copy = parseInstruction(parseDockerfile('COPY --from=$S --chown=$U:$U a$X "b"c /d$X/').nodes[0]!);
     if (copy.kind !== 'copy') throw new Error(copy.kind);
     expect(copy.from).toBe('$S');
-    expect(expandCopy(copy, ['X=1', 'U=app'])).toEqual({ sources: ['a1', 'bc'], dest: '/d1/', chown: 'app:app' });
+    expect(expandCopy(copy, ['X=1', 'U=app'])).toEqual({
+      sources: ['a1', 'bc'],
+      dest: '/d1/',
+      chown: 'app:app',
+      contents: [],
+    });
     // The shell form splits on blanks before expansion: quotes do not hold a blank, as in dockerd.
     const quoted = parseInstruction(parseDockerfile('COPY "b c" /d').nodes[0]!);
     if (quoted.kind !== 'copy') throw new Error(quoted.kind);

@@ -50,4 +50,24 @@ describe('mountPointStubs', () => {
     stubs = await mountPointStubs(upper, [lower], CANDIDATES);
     expect(stubs.has('etc')).toBe(false);
   });
+
+  it('takes a new directory that holds only mount points as one (a build mount’s /run/secrets), not one with content', async () => {
+    await mkdir(path.join(upper, 'run/secrets'), { recursive: true });
+    await writeFile(path.join(upper, 'run/secrets/tok'), '');
+    await mkdir(path.join(upper, 'made/deep'), { recursive: true });
+    await writeFile(path.join(upper, 'made/deep/sock'), '');
+    await writeFile(path.join(upper, 'made/kept'), 'x');
+    const stubs = await mountPointStubs(
+      upper,
+      [lower],
+      [...CANDIDATES, 'run/secrets/tok', 'run/secrets', 'run', 'made/deep/sock', 'made/deep', 'made'],
+    );
+    expect([...stubs].filter((s) => /^(run|made)/.test(s)).sort()).toEqual([
+      'made/deep',
+      'made/deep/sock',
+      'run',
+      'run/secrets',
+      'run/secrets/tok',
+    ]);
+  });
 });

@@ -216,7 +216,11 @@ export async function runDockerfile(
     }
     ign.done();
     const ignore = readIgnoreFile(ignoreText?.toString('utf8') ?? '');
-    engine.builds.checkDockerfile(dockerfile, filename);
+    const { syntax } = engine.builds.checkDockerfile(dockerfile, filename);
+    if (syntax)
+      new Vertex(feed, `[internal] ${syntax}: berth's built-in Dockerfile 1.x syntax, no image pulled`)
+        .start()
+        .complete();
 
     const ctx = transfer(feed, '[internal] load build context', 'transferring context:');
     contextVertex = ctx.vertex;

@@ -2,7 +2,14 @@
 // tags it sets, BuildKit's names for its vertices, the download progress, and
 // the cache key two steps must share.
 import { invalidParameter } from '../../errors.js';
-import { DEFAULT_SHELL, expandWord, type Instruction, sourceCode } from '../dockerfile/index.js';
+import {
+  DEFAULT_SHELL,
+  expandWord,
+  type Instruction,
+  parseHeredocWord,
+  sourceCode,
+  summarizeHeredoc,
+} from '../dockerfile/index.js';
 import type { ContainerConfigFields } from '../images/config.js';
 import { parseReference, type Reference, withTag } from '../reference.js';
 import type { AuthConfig } from '../registry/auth.js';
@@ -39,6 +46,9 @@ export function stepText(instr: Instruction, env: string[]): string {
       // As BuildKit's processCmdEnv: the text as written when it does not expand.
     }
   }
+  // BuildKit names a RUN of one heredoc after its body's first line.
+  if (instr.kind === 'run' && instr.heredocs[0] && parseHeredocWord(instr.args[0] ?? ''))
+    text += ` (${summarizeHeredoc(instr.heredocs[0].content)})`;
   return text;
 }
 

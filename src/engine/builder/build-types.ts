@@ -12,8 +12,10 @@ import type { ConfigState, Instruction, Stage } from '../dockerfile/index.js';
 import type { ContainerConfigFields } from '../images/config.js';
 import type { PullEvent } from '../images/pull.js';
 import type { ImageService } from '../images/service.js';
+import type { Extractor } from '../layers/extractor.js';
 import type { AuthConfig } from '../registry/auth.js';
 import type { ImageRepository } from '../store/images.js';
+import type { CacheMountStore } from './cache-mounts.js';
 import type { BuildContext } from './context.js';
 
 export interface BuildResources {
@@ -114,6 +116,10 @@ export interface BuildDeps {
   archives: ArchiveService;
   /** Where contexts are received, one temp dir per build. */
   tmpDir: string;
+  /** The store of RUN --mount=type=cache directories, kept across builds and restarts. */
+  cacheMountDir: string;
+  /** Writes trees out (a context path a RUN binds). */
+  extractor: Extractor;
   logger: Logger;
 }
 
@@ -176,4 +182,5 @@ export interface StepContext {
   run: Run;
   /** Build containers of scratch stages → the empty image each was made of. */
   vehicles: Map<string, string>;
+  cacheMounts: CacheMountStore;
 }

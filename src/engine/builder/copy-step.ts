@@ -8,45 +8,49 @@ import tar from 'tar-stream';
 import { invalidParameter, isEngineError, messageOf } from '../../errors.js';
 import { type CopyInstr, expandCopy } from '../dockerfile/index.js';
 import type { ContainerConfigFields } from '../images/config.js';
-import { mountOverlay, unmount } from '../os/mount.js';
 import { fetchUrl } from './add-url.js';
-import { baseImage } from './base-image.js';
 import { cachedImage, useCached } from './build-cache.js';
 import type { StageState, StepContext } from './build-types.js';
 import { downloading, hasWildcard, shellOf, short } from './build-texts.js';
 import { sourceChecksum } from './checksum.js';
 import { createContainer, removeContainer } from './run-step.js';
 import { type CopySource, resolveSources, type SourceTree } from './sources.js';
-import { sourcesTar } from './sources-tar.js';
+import { sourcesTar, withMode } from './sources-tar.js';
+import { checkChecksumUse, inlineSources, verifyChecksum } from './copy-inline.js';
 import { stepEnv } from './step-env.js';
+import { imageTree } from './trees.js';
 
 export async function copyStep(cx: StepContext, st: StageState, instr: CopyInstr): Promise<void> {
   const { run } = cx;
   const CMD = instr.kind.toUpperCase();
   const env = stepEnv(run, st);
-  const { sources: patterns, dest: destWord, chown: chownSpec } = expandCopy(instr, env);
+  const { sources: patterns, dest: destWord, chown: chownSpec, contents } = expandCopy(instr, env);
   const temps: Array<() => Promise<void>> = [];
   try {
     // As dockerd 20.10, --from is not expanded.
     const tree: SourceTree = instr.from ? await imageTree(cx, instr.from, temps) : run.ctx;
     const sources: CopySource[] = [];
     const local = patterns.filter((p) => !/^https?:\/\//.test(p));
+    const urls = instr.kind === 'add' ? patterns.filter((p) => /^https?:\/\//.test(p)) : [];
+    if (instr.checksum) checkChecksumUse(instr.checksum, patterns, urls, contents.length);
     try {
-      if (instr.kind === 'add') {
-        for (const url of patterns.filter((p) => /^https?:\/\//.test(p))) {
-          const dir = await mkdtemp(path.join(cx.deps.tmpDir, 'add-'));
-          temps.push(() => rm(dir, { recursive: true, force: true }));
-          sources.push(await fetchUrl(url, dir, run.signal, downloading(run)));
-        }
+      for (const url of urls) {
+        const dir = await mkdtemp(path.join(cx.deps.tmpDir, 'add-'));
+        temps.push(() => rm(dir, { recursive: true, force: true }));
+        const got = await fetchUrl(url, dir, run.signal, downloading(run));
+        if (instr.checksum) await verifyChecksum(url, got.abs, instr.checksum);
+        sources.push(got);
       }
-      if (local.length || instr.kind === 'copy')
+      if (local.length || (instr.kind === 'copy' && patterns.length))
         sources.unshift(...resolveSources(tree, instr.kind === 'copy' ? patterns : local));
+      if (contents.length) sources.push(...(await inlineSources(cx, contents, temps)));
     } catch (e) {
+      if (isEngineError(e) && /^digest mismatch/.test(e.message)) throw e;
       throw invalidParameter(`${CMD} failed: ${messageOf(e)}`, e);
     }
     if (!sources.length) throw invalidParameter(`${CMD} failed: no source files were specified`);
     const sum = await sourceChecksum(sources);
-    const text = `${CMD} ${sum} in ${destWord} `;
+    const text = `${CMD} ${instr.chmod ? `--chmod=${instr.chmod} ` : ''}${sum} in ${destWord} `;
     const probe: ContainerConfigFields = { ...st.config, Cmd: [...shellOf(st.config), `#(nop) ${text}`] };
     const cached = await cachedImage(cx, st, probe, st.config);
     if (cached) {
@@ -60,6 +64,8 @@ export async function copyStep(cx: StepContext, st: StageState, instr: CopyInstr
         ? destWord
         : path.posix.join('/', st.config.WorkingDir || '/', destWord) + (destWord.endsWith('/') ? '/' : '');
       const single = sources.length === 1 && !patterns.some(hasWildcard) ? sources[0]! : undefined;
+      const tarOf = (o: Parameters<typeof sourcesTar>[0]) =>
+        instr.chmod ? withMode(sourcesTar(o), Number.parseInt(instr.chmod, 8)) : sourcesTar(o);
       let destIsDir = dest.endsWith('/') || !single || single.stat.isDirectory();
       if (!destIsDir && (await isDir(cx, id, dest))) destIsDir = true;
       if (single?.unnamed && destIsDir) throw invalidParameter(`cannot determine filename for source ${patterns[0]}`);
@@ -68,7 +74,7 @@ export async function copyStep(cx: StepContext, st: StageState, instr: CopyInstr
       await cx.deps.archives.put(
         id,
         dir,
-        sourcesTar({
+        tarOf({
           sources,
           destIsDir,
           ...(destIsDir ? {} : { destName: path.posix.basename(dest) }),
@@ -95,25 +101,6 @@ export async function copyStep(cx: StepContext, st: StageState, instr: CopyInstr
   } finally {
     for (const t of temps.reverse()) await t().catch(() => undefined);
   }
-}
-
-/** A finished stage's or an image's filesystem, mounted read-only for COPY --from. */
-async function imageTree(cx: StepContext, from: string, temps: Array<() => Promise<void>>): Promise<SourceTree> {
-  const { run } = cx;
-  const id = run.stages.get(from.toLowerCase()) ?? (await baseImage(cx, from));
-  const dirs = await cx.deps.images.readyLayerDirs(id);
-  if (dirs.length === 1) return { root: dirs[0]!, excluded: () => false, image: true };
-  const target = await mkdtemp(path.join(cx.deps.tmpDir, 'from-'));
-  if (dirs.length === 0) {
-    temps.push(() => rm(target, { recursive: true, force: true }));
-    return { root: target, excluded: () => false, image: true };
-  }
-  mountOverlay({ lowerDirs: dirs, target });
-  temps.push(async () => {
-    unmount(target);
-    await rm(target, { recursive: true, force: true });
-  });
-  return { root: target, excluded: () => false, image: true };
 }
 
 async function isDir(cx: StepContext, id: string, p: string): Promise<boolean> {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { invalidParameter } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import {
+  builtinSyntax,
   expandArg,
   type Instruction,
   nopCommand,
@@ -22,27 +23,32 @@ import { unmount } from '../os/mount.js';
 import { familiarString, parseReference } from '../reference.js';
 import { checkPlatform } from './base-image.js';
 import { ancestry, cacheSources } from './build-cache.js';
+import { CacheMountStore } from './cache-mounts.js';
 import type { BuildDeps, BuildEvent, BuildRequest, Run, StepContext } from './build-types.js';
 import { buildTag, downloading, short, stepText } from './build-texts.js';
 import { type BuildContext, receiveContext } from './context.js';
 import { commitMeta } from './meta-steps.js';
 import { dispatch, from } from './stage.js';
-import { metaEnv, PROXY_ARGS, stepEnv } from './step-env.js';
+import { metaEnv, PROXY_ARGS, platformArgs, stepEnv } from './step-env.js';
 
 export class BuildService {
   private readonly log: Logger;
   /** Build containers of scratch stages → the empty image each was made of. */
   private readonly vehicles = new Map<string, string>();
+  private readonly cacheMounts: CacheMountStore;
 
   constructor(private readonly deps: BuildDeps) {
     this.log = deps.logger.child({ component: 'build' });
+    this.cacheMounts = new CacheMountStore(deps.cacheMountDir);
   }
 
   /** Leftovers of builds a crash cut short: received contexts, downloads, mounted stage trees. */
   async sweep(): Promise<void> {
     for (const name of await readdir(this.deps.tmpDir)) {
       const p = path.join(this.deps.tmpDir, name);
+      // Stage trees (from-) and RUN mounts (mnt-: overlays, secrets' tmpfs) may still be mounted.
       if (name.startsWith('from-')) unmount(p);
+      if (name.startsWith('mnt-')) for (const m of ['fs', 'merged']) unmount(path.join(p, m));
       await rm(p, { recursive: true, force: true }).catch((err: unknown) =>
         this.log.warn({ err, path: p }, 'removing what a build left failed'),
       );
@@ -109,7 +115,13 @@ export class BuildService {
         const sources = cacheSources(this.deps, req.cacheFrom);
         run.cacheFrom = { sources, ancestry: ancestry(this.deps, sources) };
       }
-      const cx: StepContext = { deps: this.deps, log: this.log, run, vehicles: this.vehicles };
+      const cx: StepContext = {
+        deps: this.deps,
+        log: this.log,
+        run,
+        vehicles: this.vehicles,
+        cacheMounts: this.cacheMounts,
+      };
       let step = 0;
       const header = (instr: Instruction) => {
         step++;
@@ -117,12 +129,14 @@ export class BuildService {
         out({ stream: '\n' });
       };
       const steps = req.steps ?? (() => undefined);
+      const automatic = platformArgs(req.platform);
+      for (const [k, v] of automatic) run.metaArgs.set(k, v);
       for (const a of metaArgs) {
         header(a);
         for (const { name, value } of expandArg(a, metaEnv(run)).args) {
           run.used.add(name);
           const given = req.buildArgs[name];
-          run.metaArgs.set(name, given != null ? given : value);
+          run.metaArgs.set(name, given != null ? given : (value ?? automatic.get(name)));
         }
       }
       let imageId = '';
@@ -173,9 +187,17 @@ export class BuildService {
     return refs.map(({ given }) => given.name + (given.tag ? `:${given.tag}` : ''));
   }
 
-  /** Parses a Dockerfile as a build will, throwing its errors (BuildKit's frontend reports them before the context is sent). */
-  checkDockerfile(text: string, name: string): void {
-    parseStages(parseDockerfile(text.replace(/^\uFEFF/, ''), { name }));
+  /**
+   * Parses a Dockerfile as a BuildKit build will, throwing its errors (BuildKit's
+   * frontend reports them before the context is sent), a `# syntax=` naming
+   * another frontend than docker/dockerfile:1 among them. Returns the syntax
+   * named, which berth's own 1.x syntax stands for.
+   */
+  checkDockerfile(text: string, name: string): { syntax?: string } {
+    const df = parseDockerfile(text.replace(/^\uFEFF/, ''), { name });
+    parseStages(df);
+    const syntax = builtinSyntax(df.directives);
+    return syntax ? { syntax } : {};
   }
 
   /** The image's config as stored (the JSON of its id). */

@@ -6,6 +6,7 @@ import { constants as C, readlinkSync } from 'node:fs';
 import { type FileHandle, lstat, open } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { Readable } from 'node:stream';
+import tarStream from 'tar-stream';
 import { isEngineError, messageOf, systemError } from '../../errors.js';
 import { bodyPadding, encodeEntryHeader, endOfArchive, type EntryHeader, type EntryType } from '../layers/tarformat.js';
 import { openListed, walkTree, type EntryStat, type WalkEntry } from '../layers/walk.js';
@@ -244,4 +245,23 @@ async function* indexEntry(
   }
   if (n !== node.size) throw systemError(`${JSON.stringify(name)} changed while it was being read`);
   yield bodyPadding(node.size);
+}
+
+/**
+ * COPY/ADD --chmod: the tar with every entry but symlinks given `mode` (BuildKit
+ * applies it to each file and directory copied). Re-encoded through tar-stream:
+ * only steps with the flag pay for it.
+ */
+export function withMode(input: Readable, mode: number): Readable {
+  const extract = tarStream.extract();
+  const pack = tarStream.pack();
+  extract.on('entry', (h, body, next) => {
+    const header = h.type === 'symlink' ? h : { ...h, mode };
+    body.pipe(pack.entry(header, (err) => (err ? extract.destroy(err) : next())));
+  });
+  extract.on('finish', () => pack.finalize());
+  extract.on('error', (e) => pack.destroy(e));
+  input.on('error', (e) => extract.destroy(e));
+  input.pipe(extract);
+  return Readable.from(pack, { objectMode: false });
 }

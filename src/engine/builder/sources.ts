@@ -47,7 +47,7 @@ export interface CopySource {
   real?: string;
   /** Under a directory source, the entries (paths relative to the source) .dockerignore leaves out. */
   skip?: (rel: string) => boolean;
-  /** A download (ADD <url>): never expanded as an archive. */
+  /** A download (ADD <url>) or an inline file (a heredoc): never expanded as an archive. */
   download?: boolean;
   /** A download whose name could not be told (dockerd's "__unnamed__"): refused with a destination directory. */
   unnamed?: boolean;

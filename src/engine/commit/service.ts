@@ -66,6 +66,16 @@ const RUNTIME_MOUNT_POINTS = [
   'sys',
 ];
 
+/** Each path (absolute) and its parents, relative, for mountPointStubs. */
+function withParents(paths: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const p of paths) {
+    const parts = p.split('/').filter(Boolean);
+    for (let i = parts.length; i > 0; i--) out.push(parts.slice(0, i).join('/'));
+  }
+  return out;
+}
+
 export interface CommitRequest {
   /** Id, id prefix or name. */
   container: string;
@@ -201,13 +211,15 @@ export class CommitService {
     config: ContainerConfigFields;
     containerConfig: ContainerConfigFields;
     author?: string;
+    /** Mount points of the step's own mounts (absolute): left out of the layer when the runtime made them. */
+    mountPoints?: readonly string[];
   }): Promise<string> {
     const { repo } = this.deps;
     const parent = o.parent ? repo.find(o.parent) : undefined;
     if (o.parent && !parent) throw systemError(`image ${o.parent} is not in the store`);
     const parentLayers = parent ? repo.layersOf(parent.id) : [];
     const c = o.container ? this.deps.containers.get(o.container) : undefined;
-    const layer = c ? await this.buildLayer(c, () => undefined) : null;
+    const layer = c ? await this.buildLayer(c, () => undefined, o.mountPoints) : null;
     return this.serially(() =>
       this.record({
         containerId: c?.id ?? '',
@@ -312,10 +324,14 @@ export class CommitService {
    * The container's changes as a stored blob and a tree being filled; null
    * when there are none. `read` is called once the upper dir has been read.
    */
-  private async buildLayer(c: Container, read: () => void): Promise<BuiltLayer | null> {
+  private async buildLayer(
+    c: Container,
+    read: () => void,
+    mountPoints: readonly string[] = [],
+  ): Promise<BuiltLayer | null> {
     const upper = await this.upperDir(c);
     const lowers = await this.deps.images.readyLayerDirs(c.imageId);
-    const exclude = await mountPointStubs(upper, lowers, RUNTIME_MOUNT_POINTS);
+    const exclude = await mountPointStubs(upper, lowers, [...RUNTIME_MOUNT_POINTS, ...withParents(mountPoints)]);
     const staged = await this.deps.layers.stage('commit');
     // From here on, nothing awaits until every consumer of the tar is attached.
     const stats = { size: 0 };

@@ -7,7 +7,7 @@ import { invalidParameter } from '../../errors.js';
 import { normalizeSignal } from '../signals.js';
 import { expandWord, expandWords } from './expand.js';
 import type { ArgInstr, CopyInstr, FromInstr, Instruction, RunInstr } from './instructions.js';
-import { goQuote } from './parse.js';
+import { goQuote } from './words.js';
 
 /** The fields of a container/image config these instructions touch (engine/images' ContainerConfigFields extends it). */
 export interface ConfigFields {

@@ -7,7 +7,7 @@
 // later BuildKit takes them; 20.10 refused those with "missing ':' in
 // substitution", so nothing that worked there reads differently here.
 import { invalidParameter } from '../../errors.js';
-import { type EscapeChar, goQuote, isSpace } from './parse.js';
+import { type EscapeChar, goQuote, isSpace } from './words.js';
 
 /** One word, expanded (BuildKit's ProcessWord). */
 export function expandWord(word: string, env: readonly string[], esc: EscapeChar = '\\'): string {
@@ -20,6 +20,14 @@ export function expandWord(word: string, env: readonly string[], esc: EscapeChar
  */
 export function expandWords(text: string, env: readonly string[], esc: EscapeChar = '\\'): string[] {
   return new Lexer(text, env, esc).run().words;
+}
+
+/**
+ * A heredoc's body expanded as BuildKit's ExpandRaw does (SkipProcessQuotes):
+ * variables replaced and escapes resolved, quotes kept as text.
+ */
+export function expandVariables(text: string, env: readonly string[], esc: EscapeChar = '\\'): string {
+  return new Lexer(text, env, esc, true).run().word;
 }
 
 /** The env's `k=v` strings as a map; a later key wins, as BuildKit's BuildEnvs. */
@@ -73,6 +81,8 @@ class Lexer {
     private readonly source: string,
     env: readonly string[],
     private readonly esc: EscapeChar,
+    /** Quotes are text, not quoting (a heredoc's body). */
+    private readonly quotesAreText = false,
   ) {
     this.chars = [...source];
     this.env = envMap(env);
@@ -103,7 +113,7 @@ class Lexer {
         this.next();
         return { word: result, words: words.done() };
       }
-      if (ch === "'" || ch === '"' || ch === '$') {
+      if (ch === '$' || ((ch === "'" || ch === '"') && !this.quotesAreText)) {
         const part = ch === "'" ? this.singleQuoted() : ch === '"' ? this.doubleQuoted() : this.dollar();
         result += part;
         if (ch === '$') words.addString(part);

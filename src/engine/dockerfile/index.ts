@@ -4,3 +4,6 @@ export * from './config.js';
 export * from './expand.js';
 export * from './instructions.js';
 export * from './parse.js';
+export * from './heredoc.js';
+export * from './run-mount.js';
+export * from './syntax.js';

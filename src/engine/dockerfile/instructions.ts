@@ -3,8 +3,10 @@
 // words. Words stay unexpanded: the builder expands them at dispatch, with the
 // environment of that moment.
 import { invalidParameter } from '../../errors.js';
-import { expandWord } from './expand.js';
+import { expandVariables, expandWord } from './expand.js';
+import { type Heredoc, heredocBody, parseHeredocWord } from './heredoc.js';
 import { goQuote, type Node, parseDockerfile, trimSpace } from './parse.js';
+import { parseMount } from './run-mount.js';
 
 interface Base {
   node: Node;
@@ -21,6 +23,12 @@ export interface RunInstr extends Base {
   kind: 'run';
   args: string[];
   json: boolean;
+  /** `--mount` values as written (expanded and parsed at dispatch: run-mount.ts). */
+  mounts: string[];
+  /** The here-documents the line starts (shell form only). */
+  heredocs: Heredoc[];
+  /** `--network=none|host` (default: the build's). */
+  network?: 'none' | 'host';
 }
 export interface CmdInstr extends Base {
   kind: 'cmd';
@@ -54,10 +62,18 @@ export interface ExposeInstr extends Base {
 export interface CopyInstr extends Base {
   kind: 'copy' | 'add';
   sources: string[];
+  /** Here-documents among the sources (`COPY <<EOF /x`): each a file named as its word, its body (chomped) the content. */
+  contents: Array<{ name: string; data: string; expand: boolean }>;
   dest: string;
   /** COPY only. */
   from?: string;
   chown?: string;
+  /** Octal, as written. */
+  chmod?: string;
+  /** `--link`: taken; berth's layer is the same content either way. */
+  link?: boolean;
+  /** ADD only: the URL's expected digest. */
+  checksum?: string;
   json: boolean;
 }
 export interface WorkdirInstr extends Base {
@@ -145,7 +161,7 @@ const BUILDKIT_ONLY = (flag: string) => {
 const atLeastOne = (cmd: string) => invalidParameter(`${cmd} requires at least one argument`);
 const exactlyOne = (cmd: string) => invalidParameter(`${cmd} requires exactly one argument`);
 
-type FlagType = 'string' | 'bool';
+type FlagType = 'string' | 'bool' | 'list';
 
 /**
  * dockerd's BFlags.Parse: `--name=value` for string flags, `--name[=true|false]`
@@ -156,6 +172,7 @@ function parseFlags(
   node: Node,
   known: Record<string, FlagType>,
   buildkit: readonly string[] = [],
+  lists?: Map<string, string[]>,
 ): Map<string, string> {
   const out = new Map<string, string>();
   for (const raw of node.flags) {
@@ -168,6 +185,11 @@ function parseFlags(
     if (buildkit.includes(name)) throw BUILDKIT_ONLY(name);
     const type = Object.hasOwn(known, name) ? known[name] : undefined;
     if (!type) throw invalidParameter(`Unknown flag: ${name}`);
+    if (type === 'list') {
+      if (value === undefined) throw invalidParameter(`Missing a value on flag: ${name}`);
+      lists?.set(name, [...(lists.get(name) ?? []), value]);
+      continue;
+    }
     if (out.has(name)) throw invalidParameter(`Duplicate flag specified: ${name}`);
     if (type === 'bool') {
       if (value === '') throw invalidParameter(`Missing a value on flag: ${name}`);
@@ -228,11 +250,23 @@ export function parseInstruction(node: Node): Instruction {
       };
     }
     case 'run': {
-      // The classic builder parses --mount (BuildKit's hook is compiled in) and then
-      // refuses it; --network and --security are refused the same way here, as
-      // they mean nothing without BuildKit either.
-      parseFlags(n, {}, ['mount', 'network', 'security']);
-      return { kind: 'run', node: n, args: n.args, json: n.json !== null };
+      // --security is refused as dockerd's classic builder refuses it.
+      const lists = new Map<string, string[]>();
+      const flags = parseFlags(n, { mount: 'list', network: 'string' }, ['security'], lists);
+      const mounts = lists.get('mount') ?? [];
+      // Mounts without variables are checked now, the others once expanded.
+      for (const m of mounts) if (!m.includes('$')) parseMount(m);
+      const network = flags.get('network') ?? 'default';
+      if (!['default', 'none', 'host'].includes(network)) throw invalidParameter(`invalid network mode "${network}"`);
+      return {
+        kind: 'run',
+        node: n,
+        args: n.args,
+        json: n.json !== null,
+        mounts,
+        heredocs: n.heredocs ?? [],
+        ...(network !== 'default' ? { network: network as 'none' | 'host' } : {}),
+      };
     }
     case 'cmd':
     case 'entrypoint':
@@ -268,17 +302,41 @@ export function parseInstruction(node: Node): Instruction {
         );
       const flags =
         n.command === 'copy'
-          ? parseFlags(n, { chown: 'string', from: 'string' }, ['chmod', 'link', 'parents', 'exclude'])
-          : parseFlags(n, { chown: 'string' }, ['chmod', 'link', 'keep-git-dir', 'checksum', 'exclude']);
+          ? parseFlags(n, { chown: 'string', from: 'string', chmod: 'string', link: 'bool' }, ['parents', 'exclude'])
+          : parseFlags(n, { chown: 'string', chmod: 'string', link: 'bool', checksum: 'string' }, [
+              'keep-git-dir',
+              'exclude',
+            ]);
       const from = flags.get('from');
       const chown = flags.get('chown');
+      const chmod = flags.get('chmod');
+      const checksum = flags.get('checksum');
+      if (chmod !== undefined && !/^[0-7]{1,4}$/.test(chmod))
+        throw invalidParameter(`invalid chmod parameter: ${goQuote(chmod)}. it should be octal string`);
+      const dest = n.args.at(-1)!;
+      if (parseHeredocWord(dest)) throw invalidParameter(`${cmd} cannot accept a heredoc as a destination`);
+      const docs = new Map((n.heredocs ?? []).map((h) => [h.name, h]));
+      const sources: string[] = [];
+      const contents: CopyInstr['contents'] = [];
+      for (const src of n.args.slice(0, -1)) {
+        const h = n.json === null ? parseHeredocWord(src) : null;
+        if (!h) sources.push(src);
+        else {
+          const doc = docs.get(h.name);
+          contents.push({ name: h.name, data: doc ? heredocBody(doc) : '', expand: h.expand });
+        }
+      }
       return {
         kind: n.command,
         node: n,
-        sources: n.args.slice(0, -1),
-        dest: n.args.at(-1)!,
+        sources,
+        contents,
+        dest,
         ...(from ? { from } : {}),
         ...(chown ? { chown } : {}),
+        ...(chmod ? { chmod } : {}),
+        ...(flags.get('link') === 'true' ? { link: true } : {}),
+        ...(checksum ? { checksum } : {}),
         json: n.json !== null,
       };
     }
@@ -475,13 +533,15 @@ export function expandArg(
 export function expandCopy(
   instr: CopyInstr,
   env: readonly string[],
-): { sources: string[]; dest: string; chown?: string } {
+): { sources: string[]; dest: string; chown?: string; contents: Array<{ name: string; data: string }> } {
   const expand = (w: string) => expandWord(w, env, instr.node.escape);
   const chown = instr.chown !== undefined ? expand(instr.chown) : undefined;
   return {
     sources: instr.sources.map(expand),
     dest: expand(instr.dest),
     ...(chown ? { chown } : {}),
+    // As BuildKit's ExpandRaw: variables only, quotes and backslashes kept as written.
+    contents: instr.contents.map((c) => ({ name: c.name, data: c.expand ? expandVariables(c.data, env) : c.data })),
   };
 }
 

@@ -5,8 +5,10 @@
 // pairs, whitespace-separated words). Unknown commands are kept here and
 // refused by parseInstruction, as dockerd refuses them in instructions.Parse.
 import { invalidParameter } from '../../errors.js';
+import { type Heredoc, heredocsOf } from './heredoc.js';
+import { type EscapeChar, goQuote, isSpace, parseWords, trimLeft, trimSpace } from './words.js';
 
-export type EscapeChar = '\\' | '`';
+export { type EscapeChar, goQuote, isSpace, parseWords, trimSpace } from './words.js';
 
 export interface Node {
   /** Lower case. */
@@ -34,6 +36,8 @@ export interface Node {
   trigger?: Node;
   /** The file's escape character, for expanding this node's words. */
   escape: EscapeChar;
+  /** RUN, COPY, ADD: the here-documents its line starts, with their bodies (the lines after it). */
+  heredocs?: Heredoc[];
 }
 
 export interface Dockerfile {
@@ -56,22 +60,6 @@ const WHITESPACE = /[\t\v\f\r ]+/;
 /** bufio.MaxScanTokenSize. */
 const MAX_LINE = 64 * 1024;
 const NOT_STRINGS = 'when using JSON array syntax, arrays must be comprised of strings only';
-
-/** Go's unicode.IsSpace. */
-export function isSpace(ch: string): boolean {
-  return /^[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]$/.test(ch);
-}
-
-const trimLeft = (s: string): string => {
-  let i = 0;
-  while (i < s.length && isSpace(s[i]!)) i++;
-  return s.slice(i);
-};
-export const trimSpace = (s: string): string => {
-  let end = s.length;
-  while (end > 0 && isSpace(s[end - 1]!)) end--;
-  return trimLeft(s.slice(0, end));
-};
 
 /**
  * Parses a Dockerfile. Throws invalidParameter with dockerd's wording for what its
@@ -149,11 +137,38 @@ function parse(text: string): Dockerfile {
       ended = end;
     }
     if (emptyContinuation) warnings.push(`[WARNING]: Empty continuation line found in:\n    ${line}`);
-    nodes.push(nodeFromLine(line, esc, startLine, at));
+    const node = nodeFromLine(line, esc, startLine, at);
+    if (HEREDOC_COMMANDS.has(node.command) && node.json === null) {
+      const docs = heredocsOf(line);
+      for (const doc of docs) at = readHeredoc(doc, lines, at);
+      if (docs.length) {
+        node.heredocs = docs;
+        node.endLine = at;
+      }
+    }
+    nodes.push(node);
   }
   if (warnings.length > 0) warnings.push('[WARNING]: Empty continuation lines will become errors in a future release.');
   if (nodes.length === 0) throw invalidParameter('file with no instructions');
   return { escape: esc, directives, nodes, warnings };
+}
+
+const HEREDOC_COMMANDS = new Set(['run', 'copy', 'add']);
+
+/** Fills a heredoc's body from `lines[at…]` up to its terminator line; returns the index after it. */
+function readHeredoc(doc: Heredoc, lines: readonly string[], at: number): number {
+  let i = at;
+  for (; i < lines.length; i++) {
+    const line = lines[i]!;
+    if ((doc.chomp ? line.replace(/^\t+/, '') : line) === doc.name) {
+      doc.content = lines
+        .slice(at, i)
+        .map((l) => `${l}\n`)
+        .join('');
+      return i + 1;
+    }
+  }
+  throw invalidParameter('unterminated heredoc');
 }
 
 function continuationRegex(esc: EscapeChar): RegExp {
@@ -357,72 +372,4 @@ function nameValues(rest: string, cmd: string, esc: EscapeChar): string[] {
     out.push(w.slice(0, eq), w.slice(eq + 1));
   }
   return out;
-}
-
-/** Whitespace-separated words; quotes and escapes stay in them for expansion (dockerd's parseWords). */
-export function parseWords(rest: string, esc: EscapeChar = '\\'): string[] {
-  const words: string[] = [];
-  const chars = [...rest];
-  let word = '';
-  let quote = '';
-  let blankOK = false;
-  let inWord = false;
-  for (let i = 0; i < chars.length; i++) {
-    let ch = chars[i]!;
-    if (!inWord) {
-      if (isSpace(ch)) continue;
-      inWord = true;
-    }
-    if (quote === '') {
-      if (isSpace(ch)) {
-        if (blankOK || word.length > 0) words.push(word);
-        word = '';
-        blankOK = false;
-        inWord = false;
-        continue;
-      }
-      if (ch === "'" || ch === '"') {
-        quote = ch;
-        blankOK = true;
-      }
-      if (ch === esc) {
-        if (i + 1 === chars.length) continue;
-        word += ch;
-        ch = chars[++i]!;
-      }
-      word += ch;
-      continue;
-    }
-    if (ch === quote) quote = '';
-    if (ch === esc && quote !== "'") {
-      if (i + 1 === chars.length) {
-        quote = '';
-        continue;
-      }
-      word += ch;
-      ch = chars[++i]!;
-    }
-    word += ch;
-  }
-  if (inWord && (blankOK || word.length > 0)) words.push(word);
-  return words;
-}
-
-/** Go's strconv.Quote for the text a Dockerfile holds (printable characters kept, controls escaped). */
-export function goQuote(s: string): string {
-  let out = '"';
-  for (const ch of s) {
-    const c = ch.codePointAt(0)!;
-    if (ch === '"' || ch === '\\') out += `\\${ch}`;
-    else if (ch === '\n') out += '\\n';
-    else if (ch === '\t') out += '\\t';
-    else if (ch === '\r') out += '\\r';
-    else if (ch === '\x07') out += '\\a';
-    else if (ch === '\b') out += '\\b';
-    else if (ch === '\f') out += '\\f';
-    else if (ch === '\v') out += '\\v';
-    else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
-    else out += ch;
-  }
-  return `${out}"`;
 }

@@ -319,13 +319,16 @@ export async function mountPointStubs(
   candidates: readonly string[],
 ): Promise<Set<string>> {
   const stubs = new Set<string>();
-  for (const rel of candidates) {
+  const lowers = new LowerView(lowerDirs);
+  // Deepest first: a directory made only to hold mount points (none below) is one too.
+  const depth = (rel: string) => rel.split('/').length;
+  for (const rel of [...new Set(candidates)].sort((a, b) => depth(b) - depth(a))) {
     const abs = `${upperDir}/${rel}`;
     const st = await lstatIfPresent(abs);
-    if (st && (st.isFile() ? st.size === 0n : st.isDirectory() && !isOpaque(abs) && (await readdir(abs)).length === 0))
+    if (!st) continue;
+    if (st.isFile() ? st.size === 0n : st.isDirectory() && !isOpaque(abs) && (await onlyStubs(abs, rel, stubs, lowers)))
       stubs.add(rel);
   }
-  const lowers = new LowerView(lowerDirs);
   const parentOf = (rel: string) => rel.slice(0, Math.max(0, rel.lastIndexOf('/')));
   let parents = new Set([...stubs].map(parentOf).filter((p) => p !== ''));
   while (parents.size > 0) {
@@ -343,6 +346,13 @@ export async function mountPointStubs(
     parents = next;
   }
   return stubs;
+}
+
+/** An upper directory that is empty, or that holds only mount points and is new (nothing below it). */
+async function onlyStubs(abs: string, rel: string, stubs: ReadonlySet<string>, lowers: LowerView): Promise<boolean> {
+  const names = await readdir(abs);
+  if (names.length === 0) return true;
+  return names.every((n) => stubs.has(`${rel}/${n}`)) && !(await lowers.lookup(rel));
 }
 
 /** The kind of change an upper entry records, or null for a directory that is only a parent of changes. */

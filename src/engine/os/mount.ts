@@ -91,6 +91,11 @@ export function mountShm(target: string, size: number): void {
   native.mount('shm', target, 'tmpfs', MS_NOSUID | MS_NODEV | MS_NOEXEC, `mode=1777,size=${size}`);
 }
 
+/** A private tmpfs (nosuid, nodev, noexec, mode 0700) of `size` bytes at target: what is put there never touches a disk. */
+export function mountPrivateTmpfs(target: string, size: number): void {
+  native.mount('tmpfs', target, 'tmpfs', MS_NOSUID | MS_NODEV | MS_NOEXEC, `mode=0700,size=${size}`);
+}
+
 const NOT_MOUNTED = new Set(['EINVAL', 'ENOENT']);
 
 /**
