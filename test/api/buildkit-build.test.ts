@@ -341,12 +341,12 @@ describe('the calls in the order buildx makes them, and what is refused', () => 
   it('refuses by name what berthd does not do yet: other exporters, cache import, unknown frontend attrs, a session without FileSync', async () => {
     const control = await Control.open(ctx.daemon.socket);
     try {
-      const local = await control.call('/moby.buildkit.v1.Control/Solve', m.SolveRequest, m.SolveResponse, {
+      const oci = await control.call('/moby.buildkit.v1.Control/Solve', m.SolveRequest, m.SolveResponse, {
         Ref: newId(),
-        Exporter: 'local',
+        Exporter: 'oci',
       });
-      expect(local.code).toBe(3);
-      expect(local.message).toMatch(/exporter "local" is not supported/);
+      expect(oci.code).toBe(3);
+      expect(oci.message).toMatch(/exporter "oci" is not supported/);
       const cache = await control.call('/moby.buildkit.v1.Control/Solve', m.SolveRequest, m.SolveResponse, {
         Ref: newId(),
         Exporter: 'moby',

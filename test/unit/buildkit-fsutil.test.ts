@@ -18,6 +18,7 @@ function replay(packets: Msg[]): { call: ClientCall; sent: Msg[] } {
   const call: ClientCall = {
     send: (p) => sent.push(p),
     end: () => undefined,
+    drained: async () => undefined,
     next: async () => queue.shift(),
     status: Promise.resolve<CallStatus>({ code: 0, message: '' }),
     cancel: () => sent.push({ cancelled: true }),

@@ -137,9 +137,6 @@ async function readSmallTar(stream: Readable): Promise<Map<string, Buffer>> {
   return files;
 }
 
-/** How often a transfer's row is updated (a context of many files would otherwise send a message per packet). */
-const TRANSFER_ROW_MS = 100;
-
 /** One transfer's vertex: "[internal] load …" with its "transferring …:" row, done with the bytes it took. */
 function transfer(
   feed: StatusFeed,
@@ -147,19 +144,12 @@ function transfer(
   row: string,
 ): { vertex: Vertex; bytes: (n: number) => void; done: () => void } {
   const vertex = new Vertex(feed, name).start();
-  let total = 0;
-  let shown = 0;
+  const counter = vertex.counter(row);
   return {
     vertex,
-    bytes: (n) => {
-      total = n;
-      const now = Date.now();
-      if (now - shown < TRANSFER_ROW_MS) return;
-      shown = now;
-      vertex.status(row, n);
-    },
+    bytes: counter.bytes,
     done: () => {
-      vertex.status(row, total, true);
+      counter.done();
       vertex.complete();
     },
   };

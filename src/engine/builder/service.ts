@@ -18,6 +18,7 @@ import {
   queryLabel,
   sourceCode,
 } from '../dockerfile/index.js';
+import { type ImageTree, openImageTree } from '../images/image-tree.js';
 import { unmount } from '../os/mount.js';
 import { familiarString, parseReference } from '../reference.js';
 import { checkPlatform } from './base-image.js';
@@ -176,6 +177,11 @@ export class BuildService {
   /** Parses a Dockerfile as a build will, throwing its errors (BuildKit's frontend reports them before the context is sent). */
   checkDockerfile(text: string, name: string): void {
     parseStages(parseDockerfile(text.replace(/^\uFEFF/, ''), { name }));
+  }
+
+  /** A built image's files, for BuildKit's local and tar exporters; the caller releases the tree. */
+  async files(imageId: string): Promise<ImageTree> {
+    return openImageTree(await this.deps.images.readyLayerDirs(imageId), this.deps.tmpDir);
   }
 
   /** The image's config as stored (the JSON of its id). */
