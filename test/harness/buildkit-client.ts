@@ -311,10 +311,10 @@ export class Session {
         return;
       }
       case '/moby.filesync.v1.Auth/Credentials':
-        void unary(m.CredentialsRequest, (req) => [
-          m.CredentialsResponse,
-          o.credentials?.[String(req.Host ?? '')] ?? {},
-        ]);
+        void unary(m.CredentialsRequest, (req) => {
+          const c = o.credentials?.[String(req.Host ?? '')];
+          return [m.CredentialsResponse, c ? { Username: c.username, Secret: c.secret } : {}];
+        });
         return;
       case '/moby.upload.v1.Upload/Pull': {
         call.stream.resume();

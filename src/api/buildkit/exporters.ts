@@ -13,7 +13,7 @@ import { GrpcCode, GrpcError } from './grpc.js';
 import type { StatusFeed } from './progress.js';
 import { Vertex } from './progress.js';
 import * as m from './proto/messages.js';
-import { type BuildSession, callSession } from './session.js';
+import { type ClientSession, callSession } from './session.js';
 
 const FILESEND = '/moby.filesync.v1.FileSend/DiffCopy';
 
@@ -95,7 +95,7 @@ async function sendTar(
  */
 export async function exportFiles(
   engine: Engine,
-  session: BuildSession,
+  session: ClientSession,
   exporter: string,
   imageId: string,
   feed: StatusFeed,

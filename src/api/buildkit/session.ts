@@ -8,7 +8,7 @@ import { GrpcCode, GrpcError } from './grpc.js';
 import type { MessageType } from './proto/wire.js';
 import { Registry } from './waits.js';
 
-export interface BuildSession {
+export interface ClientSession {
   id: string;
   name: string;
   sharedKey: string;
@@ -22,25 +22,25 @@ export interface BuildSession {
 /** How long a build waits for the session it names to connect (buildx connects it right after Solve). */
 const SESSION_WAIT_MS = 10_000;
 
-export class BuildSessions {
-  private readonly sessions = new Registry<BuildSession>();
+export class ClientSessions {
+  private readonly sessions = new Registry<ClientSession>();
 
   has(id: string): boolean {
     return this.sessions.has(id);
   }
 
-  get(id: string): BuildSession | undefined {
+  get(id: string): ClientSession | undefined {
     return this.sessions.get(id);
   }
 
   /** Records a session; the function returned forgets it (its connection closed). */
-  add(session: BuildSession): () => void {
+  add(session: ClientSession): () => void {
     this.sessions.set(session.id, session);
     return () => this.sessions.delete(session.id, session);
   }
 
   /** The session of that id, waiting a while for it to connect (dockerd's manager waits so too). */
-  waitFor(id: string, signal: AbortSignal, ms = SESSION_WAIT_MS): Promise<BuildSession> {
+  waitFor(id: string, signal: AbortSignal, ms = SESSION_WAIT_MS): Promise<ClientSession> {
     return this.sessions.waitFor(
       id,
       signal,
@@ -56,7 +56,7 @@ export class BuildSessions {
  * for the others.
  */
 export function callSession(
-  session: BuildSession,
+  session: ClientSession,
   path: string,
   request: MessageType,
   answer: MessageType,

@@ -16,7 +16,7 @@ import { GrpcCode, GrpcError, type Method } from './grpc.js';
 import { StatusFeed, Vertex } from './progress.js';
 import * as m from './proto/messages.js';
 import type { Msg } from './proto/wire.js';
-import type { BuildSession, BuildSessions } from './session.js';
+import type { ClientSession, ClientSessions } from './session.js';
 import { Registry } from './waits.js';
 
 const CONTROL = '/moby.buildkit.v1.Control';
@@ -45,7 +45,7 @@ interface Job {
   request: Msg;
   feed: StatusFeed;
   abort: AbortController;
-  session: Promise<BuildSession | undefined>;
+  session: Promise<ClientSession | undefined>;
   /** LLBBridge.Solve's result: the ref it answered and the image behind it. */
   result?: { id: string; imageId: string };
   /** LLBBridge.Solve's failure, as it answered it. */
@@ -169,7 +169,7 @@ function built(job: Job, result: Msg | undefined): { id: string; imageId: string
 /** The Control/Solve, Control/Status and LLBBridge methods of berthd's `/grpc`. */
 export function solveMethods(
   engine: Engine,
-  sessions: BuildSessions,
+  sessions: ClientSessions,
   /** The one worker berthd is (Control/ListWorkers'), for LLBBridge/Ping's answer. */
   worker: () => Msg,
 ): Array<[string, Method]> {

@@ -11,7 +11,7 @@ import type { Engine } from '../../engine/index.js';
 import { invalidParameter, systemError } from '../../errors.js';
 import { controlMethods } from '../buildkit/control.js';
 import { serveCalls } from '../buildkit/grpc.js';
-import { BuildSessions } from '../buildkit/session.js';
+import { ClientSessions } from '../buildkit/session.js';
 import { takeOver } from '../streams/hijack.js';
 
 const SWITCHING = 'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n';
@@ -26,7 +26,7 @@ function checkUpgrade(req: FastifyRequest, error: (message: string) => Error): v
 }
 
 export function buildkitRoutes(app: FastifyInstance, engine: Engine): void {
-  const sessions = new BuildSessions();
+  const sessions = new ClientSessions();
   const methods = controlMethods(engine, sessions);
 
   app.post('/grpc', async (req, reply) => {
