@@ -122,6 +122,8 @@ export interface SessionOptions {
   sshAgents?: string[];
   /** Auth/Credentials: by the Host asked for. */
   credentials?: Record<string, { username: string; secret: string }>;
+  /** Health/Check is never answered (a client that hangs with its socket open). */
+  healthHang?: boolean;
   /** Upload/Pull: the bytes (a context tar, as `docker build - < ctx.tar` reads stdin). */
   upload?: Buffer;
   /** FileSend: what the build exports (local: fsutil packets; tar: BytesMessages). */
@@ -271,7 +273,8 @@ export class Session {
     };
     switch (p) {
       case '/grpc.health.v1.Health/Check':
-        void unary(m.HealthCheckRequest, () => [m.HealthCheckResponse, { status: 1 }]);
+        if (o.healthHang) call.stream.resume();
+        else void unary(m.HealthCheckRequest, () => [m.HealthCheckResponse, { status: 1 }]);
         return;
       case '/moby.buildkit.secrets.v1.Secrets/GetSecret':
         void unary(m.GetSecretRequest, (req) => {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { clientServices } from '../../src/api/buildkit/session-services.js';
-import type { ClientSession } from '../../src/api/buildkit/session.js';
+import { type ClientSession, watchHealth } from '../../src/api/buildkit/session.js';
 import { BUILD_METHODS, FAKE_AGENT_KEY, Session, type SessionOptions } from '../harness/buildkit-client.js';
 import { scratchDir } from '../harness/tmp.js';
 
@@ -140,5 +140,39 @@ describe("the BuildSession over a client's session", () => {
     abort.abort(new Error('the build ended'));
     await closed;
     await expect(live.secret('s')).rejects.toThrow('the build ended');
+  });
+});
+
+describe("the session's health checks", () => {
+  const quick = { everyMs: 50, timeoutMs: 100 };
+
+  it('a client that answers Health/Check keeps its session; one that hangs loses it at the second failed check', async () => {
+    const healthy = await connect({});
+    const hung = await connect({ healthHang: true });
+    try {
+      let healthyFailed = false;
+      const stop = watchHealth(
+        healthy.session,
+        () => {
+          healthyFailed = true;
+        },
+        quick,
+      );
+      await new Promise<void>((resolve) => watchHealth(hung.session, resolve, quick));
+      stop();
+      // Ended at the second check that went unanswered, not the first.
+      expect(hung.client.calls.filter((c) => c.path === '/grpc.health.v1.Health/Check').length).toBe(2);
+      expect(healthyFailed).toBe(false);
+      expect(healthy.client.calls.filter((c) => c.path === '/grpc.health.v1.Health/Check').length).toBeGreaterThan(2);
+      // A client that serves no Health (dockerode's sessions) is never asked.
+      const none = await connect({ methods: [] });
+      watchHealth(none.session, () => undefined, quick)();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(none.client.calls).toEqual([]);
+      none.close();
+    } finally {
+      healthy.close();
+      hung.close();
+    }
   });
 });

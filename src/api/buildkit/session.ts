@@ -5,6 +5,7 @@
 import type { ClientHttp2Session } from 'node:http2';
 import { type ClientCall, type Metadata, startCall } from './grpc-client.js';
 import { GrpcCode, GrpcError } from './grpc.js';
+import * as m from './proto/messages.js';
 import type { MessageType } from './proto/wire.js';
 import { Registry } from './waits.js';
 
@@ -63,7 +64,58 @@ export function callSession(
   metadata: Metadata = {},
 ): ClientCall {
   const wanted = path.toLowerCase();
-  if (!session.methods.some((m) => m.toLowerCase() === wanted))
+  if (!session.methods.some((x) => x.toLowerCase() === wanted))
     throw new GrpcError(GrpcCode.UNIMPLEMENTED, `method ${path} not supported by the client`);
   return startCall(session.client, path, request, answer, metadata);
+}
+
+const HEALTH_CHECK = '/grpc.health.v1.Health/Check';
+/**
+ * BuildKit's (≥ 0.11) session health check: every 5 s, each answered within
+ * 30 s, the session ended at the second failure in a row. A client gone
+ * without its socket closing (a stopped process, a peer lost behind
+ * `DOCKER_HOST=ssh://` or tcp) is noticed so, and its build cancelled.
+ */
+export const HEALTH = { everyMs: 5_000, timeoutMs: 30_000 };
+
+/**
+ * Checks the session's health while it lives, if the client serves Health
+ * (buildx does; dockerode's sessions list nothing and are left alone); `fail`
+ * ends the session. Returns the stop.
+ */
+export function watchHealth(session: ClientSession, fail: () => void, o = HEALTH): () => void {
+  if (!session.methods.some((x) => x.toLowerCase() === HEALTH_CHECK.toLowerCase())) return () => undefined;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let failedBefore = false;
+  const check = async (): Promise<boolean> => {
+    const call = callSession(session, HEALTH_CHECK, m.HealthCheckRequest, m.HealthCheckResponse);
+    call.send({});
+    call.end();
+    const deadline = setTimeout(() => call.cancel(), o.timeoutMs).unref();
+    try {
+      const answer = await call.next();
+      const s = await call.status;
+      return s.code === GrpcCode.OK && Number(answer?.status ?? 0) === 1; // SERVING
+    } catch {
+      return false;
+    } finally {
+      clearTimeout(deadline);
+    }
+  };
+  const next = () => {
+    timer = setTimeout(async () => {
+      if (stopped) return;
+      const ok = await check();
+      if (stopped) return;
+      if (!ok && failedBefore) return fail();
+      failedBefore = !ok;
+      next();
+    }, o.everyMs).unref();
+  };
+  next();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
 }
