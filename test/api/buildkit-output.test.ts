@@ -153,7 +153,7 @@ describe('--output type=tar', () => {
     const entries = await tarEntries(tar!);
     expect(entries.map(([name, body]) => [name, body])).toEqual([
       ['Dockerfile', 'FROM scratch\nCOPY . /\n'],
-      ['d', ''],
+      ['d/', ''],
       ['d/x', 'x\n'],
       ['ly', ''],
       ['y', 'y\n'],

@@ -28,12 +28,12 @@ export const FILE_EXPORTER_ATTRS = new Set(['platform-split']);
 
 type EntryHeader = Parameters<ReturnType<typeof tar.pack>['entry']>[0];
 
-/** A tree entry's tar header, as BuildKit's tar exporter writes it (Go's archive/tar: no slash after a directory). */
+/** A tree entry's tar header, as BuildKit's tar exporter writes it (a directory's name ends with a slash, recording 06). */
 function tarHeader(e: TreeEntry): EntryHeader {
   const base = { name: e.rel, mode: e.mode, uid: e.uid, gid: e.gid, mtime: new Date(Number(e.mtimeNs / 1_000_000n)) };
   switch (e.kind) {
     case 'dir':
-      return { ...base, type: 'directory' };
+      return { ...base, name: `${e.rel}/`, type: 'directory' };
     case 'symlink':
       return { ...base, type: 'symlink', linkname: e.linkname ?? '' };
     case 'link':
