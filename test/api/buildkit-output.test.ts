@@ -169,6 +169,7 @@ describe('--output type=tar', () => {
       const bad = await control.call('/moby.buildkit.v1.Control/Solve', m.SolveRequest, m.SolveResponse, {
         Ref: newId(),
         Exporter: 'tar',
+        Session: newId(),
         ExporterAttrs: { compression: 'gzip' },
       });
       expect(bad.code).toBe(3);

@@ -374,14 +374,18 @@ export function goMode(e: SentEntry): number {
   return mode >>> 0;
 }
 
-/** A sent entry's Stat, as fsutil's sender fills it (a hard link: the first name as linkname, size 0). */
+/**
+ * A sent entry's Stat, as fsutil's sender fills it from lstat: a symlink's size
+ * is its target's length (recording 05), a hard link's is 0 with the first
+ * name as linkname.
+ */
 function sentStat(e: SentEntry): Msg {
   return {
     path: e.rel,
     mode: goMode(e),
     uid: e.uid,
     gid: e.gid,
-    size: BigInt(e.size),
+    size: BigInt(e.kind === 'symlink' ? Buffer.byteLength(e.linkname ?? '') : e.size),
     modTime: e.mtimeNs,
     linkname: e.linkname ?? '',
     devmajor: BigInt(e.devMajor ?? 0),
@@ -407,7 +411,7 @@ const CHUNK = 32 << 10;
 export async function sendTree(
   call: ClientCall,
   entries: readonly SentEntry[],
-  read: (e: SentEntry) => Promise<AsyncIterable<unknown>>,
+  read: (e: SentEntry) => Promise<AsyncIterable<unknown> | Iterable<unknown>>,
   sent: (bytes: number) => void = () => undefined,
 ): Promise<void> {
   let bytes = 0;
