@@ -233,8 +233,9 @@ export function solveMethods(
           const { imageId } = built(job, ret.result as Msg | undefined);
           if (!s) throw invalid('exporting files needs a session (SolveRequest.Session)');
           await exportFiles(engine, s, exporter, imageId, job.feed, abort.signal);
-          // The files were the output: the image made on the way goes, as BuildKit makes none.
-          await engine.images.discardBuilt(imageId, job.started);
+          // The files were the output: the image made on the way goes, as BuildKit makes none. A
+          // failure to (an image someone started using meanwhile) leaves it and fails nothing.
+          await engine.images.discardBuilt(imageId, job.started).catch(() => undefined);
         }
         // buildx stops reading Status 3 s after Solve answered: the progress goes first.
         await untilAborted(job.feed.end(), abort.signal);
