@@ -137,6 +137,25 @@ describe('--output type=local', () => {
         expect(r.session.outputs[0]?.error).toMatch(error);
       });
   });
+
+  it('a client that stops asking holds the export until its session goes: then the build is cancelled, the tree freed', async () => {
+    const held = holdings(ctx.daemon);
+    const dir = contextDir({ Dockerfile: 'FROM scratch\nCOPY . /\n', a: 'a\n', b: 'b\n' });
+    const r = await build({
+      context: dir,
+      exporter: 'local',
+      serve: {
+        // Lists what it got and asks for nothing, never its FIN; then goes away.
+        receiverRaw: (_stats, session) => {
+          setTimeout(() => session.close(), 300);
+          return [];
+        },
+      },
+    });
+    expect(r.solve.code).toBe(1); // CANCELLED
+    await expectNoLeaks(ctx.daemon, held, 20_000);
+    expect((await ctx.daemon.request('GET', '/_ping')).text).toBe('OK');
+  });
 });
 
 describe('--output type=tar', () => {

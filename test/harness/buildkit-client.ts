@@ -129,7 +129,7 @@ export interface SessionOptions {
   /** FileSend: what the build exports (local: fsutil packets; tar: BytesMessages). */
   output?: 'local' | 'tar';
   /** FileSend (local): the receiver's packets instead of its REQs and FIN, given the STATs it got (hostile clients). */
-  receiverRaw?: (stats: Msg[]) => Msg[];
+  receiverRaw?: (stats: Msg[], session: Session) => Msg[];
 }
 
 /** A session's DiffCopy call as berthd made it. */
@@ -391,7 +391,13 @@ export class Session {
           }
           listed = true;
           if (o.receiverRaw) {
-            call.send(m.Packet, o.receiverRaw(out.entries.map((e) => e.stat)));
+            call.send(
+              m.Packet,
+              o.receiverRaw(
+                out.entries.map((e) => e.stat),
+                this,
+              ),
+            );
             continue;
           }
           const reqs: Msg[] = [];

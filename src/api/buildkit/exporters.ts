@@ -85,6 +85,8 @@ async function sendTar(
   await writing;
   call.end();
   const s = await call.status;
+  if (s.code === GrpcCode.CANCELLED || s.code === GrpcCode.UNAVAILABLE)
+    throw new GrpcError(GrpcCode.CANCELLED, `the client went away during the export: ${s.message}`);
   if (s.code !== 0)
     throw new GrpcError(GrpcCode.UNKNOWN, s.message || `the client ended the tar with status ${s.code}`);
 }
@@ -125,8 +127,10 @@ export async function exportFiles(
   } catch (e) {
     call?.cancel();
     vertex.complete(messageOf(e));
-    // As dockerd fails an export: Unknown, with the words.
-    throw signal.aborted ? e : new GrpcError(GrpcCode.UNKNOWN, messageOf(e));
+    // A client gone is a cancelled build; the rest fails as dockerd fails an export: Unknown, with the words.
+    if (signal.aborted) throw signal.reason;
+    if (e instanceof GrpcError && e.code === GrpcCode.CANCELLED) throw e;
+    throw new GrpcError(GrpcCode.UNKNOWN, messageOf(e));
   } finally {
     signal.removeEventListener('abort', cancel);
     await tree.release();

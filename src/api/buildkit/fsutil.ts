@@ -17,6 +17,7 @@ import { Readable, type Writable } from 'node:stream';
 import tar from 'tar-stream';
 import { invalidParameter, messageOf } from '../../errors.js';
 import type { ClientCall } from './grpc-client.js';
+import { GrpcCode, GrpcError } from './grpc.js';
 import { PacketType } from './proto/messages.js';
 import type { Msg } from './proto/wire.js';
 
@@ -429,6 +430,8 @@ export async function sendTree(
       const p = await call.next();
       if (!p) {
         const s = await call.status;
+        if (s.code === GrpcCode.CANCELLED || s.code === GrpcCode.UNAVAILABLE)
+          throw new GrpcError(GrpcCode.CANCELLED, `the client went away during the export: ${s.message}`);
         throw fault(s.message || 'the receiver ended the stream before its FIN');
       }
       const type = Number(p.type ?? 0);
