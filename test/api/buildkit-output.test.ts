@@ -11,6 +11,7 @@ import {
   type BuildOptions,
   buildxBuild,
   Control,
+  contextDir,
   newId,
   type Output,
   type SeenVertex,
@@ -21,15 +22,6 @@ import { tarEntries } from '../harness/tar.js';
 import { scratchDir } from '../harness/tmp.js';
 
 const ctx = useEnv();
-
-function contextDir(files: Record<string, string>): string {
-  const dir = scratchDir('bk-out-');
-  for (const [name, text] of Object.entries(files)) {
-    mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    writeFileSync(path.join(dir, name), text);
-  }
-  return dir;
-}
 
 const build = (o: BuildOptions) => buildxBuild(ctx.daemon.socket, o);
 const GO_DIR = 0x80000000;

@@ -6,7 +6,13 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Msg } from '../../src/api/buildkit/proto/wire.js';
-import { type BuildOptions, buildxBuild, type SeenVertex } from '../harness/buildkit-client.js';
+import {
+  type BuildOptions,
+  buildxBuild,
+  contextDir,
+  fileOf as readFile,
+  type SeenVertex,
+} from '../harness/buildkit-client.js';
 import { useEnv } from '../harness/env.js';
 import { busyboxImage, pushImage } from '../harness/images.js';
 import { type Registry, startRegistry } from '../harness/registry.js';
@@ -17,17 +23,7 @@ const ctx = useEnv();
 const build = (o: BuildOptions) => buildxBuild(ctx.daemon.socket, o);
 const names = (vs: SeenVertex[]) => vs.map((v) => v.name);
 
-/** A file of an image, through `GET /containers/{id}/archive` of a created container. */
-async function fileOf(image: string, file: string): Promise<string> {
-  const c = await ctx.daemon.request('POST', '/containers/create', { body: { Image: image, Cmd: ['x'] } });
-  try {
-    const r = await ctx.daemon.request('GET', `/containers/${c.json.Id}/archive?path=${encodeURIComponent(file)}`);
-    const { tarEntries } = await import('../harness/tar.js');
-    return (await tarEntries(r.body))[0]?.[1] ?? '';
-  } finally {
-    await ctx.daemon.request('DELETE', `/containers/${c.json.Id}?force=1`);
-  }
-}
+const fileOf = (image: string, file: string) => readFile(ctx.daemon, image, file);
 
 describe('the context from elsewhere than a local dir', () => {
   it('docker build - < ctx.tar: the tar through Upload/Pull, the Dockerfile from it, no FileSync', async () => {
@@ -112,9 +108,7 @@ describe('Auth: a base image from a registry that wants credentials', () => {
   it('pulls with what the session answers to Credentials{Host}, and fails without', async () => {
     reg = await startRegistry({ auth: 'htpasswd' });
     await pushImage(reg, 'private', 'latest', await busyboxImage({ config: { Labels: { private: 'yes' } } }));
-    const dir = scratchDir('bk-auth-');
-    const { writeFileSync } = await import('node:fs');
-    writeFileSync(`${dir}/Dockerfile`, `FROM ${reg.host}/private:latest\nLABEL built=1\n`);
+    const dir = contextDir({ Dockerfile: `FROM ${reg.host}/private:latest\nLABEL built=1\n` });
     const none = await build({ context: dir, tags: 'bk-auth-none' });
     expect(none.solve.code).toBe(2);
     expect(none.bridge?.message).toMatch(/no basic auth credentials|unauthorized|authentication required/);

@@ -4,7 +4,7 @@
 // *server* serving Health and FileSync (an fsutil sender over a temp dir) —
 // and buildx's order of calls for `docker build` (protocol.md §3.1).
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
 import path from 'node:path';
@@ -14,6 +14,9 @@ import { Deframer, frame } from '../../src/api/buildkit/grpc.js';
 import * as m from '../../src/api/buildkit/proto/messages.js';
 import { decode, encode, type MessageType, type Msg } from '../../src/api/buildkit/proto/wire.js';
 import { ignoreMatcher } from '../../src/engine/builder/dockerignore.js';
+import type { Daemon } from './daemon.js';
+import { tarEntries } from './tar.js';
+import { scratchDir } from './tmp.js';
 
 const CONTROL = '/moby.buildkit.v1.Control';
 const BRIDGE = '/moby.buildkit.v1.frontend.LLBBridge';
@@ -658,5 +661,28 @@ export async function buildxBuild(socketPath: string, o: BuildOptions): Promise<
     };
   } finally {
     control.close();
+  }
+}
+
+/** A context directory holding `files` (path → text). */
+export function contextDir(files: Record<string, string>): string {
+  const dir = scratchDir('bk-ctx-');
+  for (const [name, text] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    writeFileSync(path.join(dir, name), text);
+  }
+  return dir;
+}
+
+/** A file of an image, read through a created (never started) container and the archive API. */
+export async function fileOf(daemon: Daemon, image: string, file: string): Promise<string> {
+  const c = await daemon.request('POST', '/containers/create', { body: { Image: image, Cmd: ['x'] } });
+  if (c.status !== 201) throw new Error(`creating a container of ${image}: ${c.status} ${c.text}`);
+  try {
+    const r = await daemon.request('GET', `/containers/${c.json.Id}/archive?path=${encodeURIComponent(file)}`);
+    if (r.status !== 200) throw new Error(`reading ${file} of ${image}: ${r.status} ${r.text}`);
+    return (await tarEntries(r.body))[0]?.[1] ?? '';
+  } finally {
+    await daemon.request('DELETE', `/containers/${c.json.Id}?force=1`);
   }
 }
