@@ -173,6 +173,15 @@ describe('--output type=tar', () => {
     expect(await images()).toBe(before);
   });
 
+  it('a client gone mid-tar: the build cancelled, no more read, the tree freed', async () => {
+    const held = holdings(ctx.daemon);
+    const dir = contextDir({ Dockerfile: 'FROM scratch\nCOPY . /\n' });
+    writeFileSync(path.join(dir, 'big'), Buffer.alloc(24 << 20, 7));
+    const r = await build({ context: dir, exporter: 'tar', serve: { onOutput: (session) => session.close() } });
+    expect(r.solve.code).toBe(1); // CANCELLED
+    await expectNoLeaks(ctx.daemon, held, 20_000);
+  });
+
   it('refuses exporter attributes it does not know, by name, and takes platform-split', async () => {
     const dir = contextDir({ Dockerfile: 'FROM scratch\nCOPY a /a\n', a: 'a\n' });
     const control = await Control.open(ctx.daemon.socket);

@@ -131,6 +131,8 @@ export interface SessionOptions {
   upload?: Buffer;
   /** FileSend: what the build exports (local: fsutil packets; tar: BytesMessages). */
   output?: 'local' | 'tar';
+  /** FileSend: called with the session at the output's first message (e.g. to go away mid-export). */
+  onOutput?: (session: Session) => void;
   /** FileSend (local): the receiver's packets instead of its REQs and FIN, given the STATs it got (hostile clients). */
   receiverRaw?: (stats: Msg[], session: Session) => Msg[];
 }
@@ -376,6 +378,7 @@ export class Session {
     };
     call.stream.on('data', (c: Buffer) => {
       for (const b of deframer.push(c)) {
+        if (!mode) o.onOutput?.(this);
         mode ??= o.output ?? 'local';
         if (mode === 'tar') {
           chunks.push(decode(m.BytesMessage, b).data as Buffer);
@@ -559,7 +562,7 @@ export interface BuildOptions {
   /** ExporterAttrs beyond `name`. */
   exporterAttrs?: Record<string, string>;
   /** What the session serves besides the context: secrets, agents, credentials, an upload, a hostile receiver. */
-  serve?: Pick<SessionOptions, 'secrets' | 'sshAgents' | 'credentials' | 'upload' | 'receiverRaw'>;
+  serve?: Pick<SessionOptions, 'secrets' | 'sshAgents' | 'credentials' | 'upload' | 'receiverRaw' | 'onOutput'>;
 }
 
 export interface BuildResult {

@@ -6,9 +6,10 @@
 // result's filesystem, the last stage's (or --target's), as the client's
 // "exporting to client" vertex shows.
 import tar from 'tar-stream';
-import type { Engine, TreeEntry } from '../../engine/index.js';
+import type { Engine, ImageTree, TreeEntry } from '../../engine/index.js';
 import { messageOf } from '../../errors.js';
 import { sendTree } from './fsutil.js';
+import type { ClientCall } from './grpc-client.js';
 import { GrpcCode, GrpcError } from './grpc.js';
 import type { StatusFeed } from './progress.js';
 import { Vertex } from './progress.js';
@@ -53,34 +54,51 @@ function tarHeader(e: TreeEntry): EntryHeader {
   }
 }
 
-/** The tar of a tree, in walk order, as BytesMessages on the call; then the half-close and the client's status. */
-async function sendTar(
-  call: ReturnType<typeof callSession>,
-  tree: Awaited<ReturnType<Engine['builds']['files']>>,
-): Promise<void> {
+/**
+ * The tar of a tree, in walk order, as BytesMessages on the call; then the
+ * half-close and the client's status. The client's end of the call (it went,
+ * or refused) stops the writing at once: no file is read for nobody.
+ */
+async function sendTar(call: ClientCall, tree: ImageTree): Promise<void> {
   const pack = tar.pack();
+  const stop = new AbortController();
+  const stopped = new Promise<void>((resolve) =>
+    stop.signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
+  void call.status.then(() => stop.abort());
+  // Stopped, the pack ends the loop below (a premature close, not an error: the status says what happened).
+  stop.signal.addEventListener('abort', () => pack.destroy(), { once: true });
   const writing = (async () => {
     for (const e of tree.entries) {
+      if (stop.signal.aborted) return;
       const header = tarHeader(e);
       if (e.kind !== 'file') {
         pack.entry(header);
         continue;
       }
       const entry = pack.entry(header);
+      entry.on('error', () => undefined); // a stopped pack destroys its open entry
       for await (const chunk of await tree.read(e)) {
-        if (!entry.write(chunk as Buffer)) await new Promise<void>((resolve) => entry.once('drain', () => resolve()));
+        if (stop.signal.aborted) return;
+        if (!entry.write(chunk as Buffer))
+          await Promise.race([new Promise<void>((resolve) => entry.once('drain', () => resolve())), stopped]);
       }
-      await new Promise<void>((resolve, reject) => {
-        entry.once('error', reject);
-        entry.end(resolve);
-      });
+      await Promise.race([new Promise<void>((resolve) => entry.end(resolve)), stopped]);
     }
     pack.finalize();
   })();
   writing.catch((e: unknown) => pack.destroy(e as Error));
-  for await (const chunk of pack) {
-    call.send({ data: chunk as Buffer });
-    await call.drained();
+  try {
+    for await (const chunk of pack) {
+      call.send({ data: chunk as Buffer });
+      await call.drained();
+    }
+  } catch (e) {
+    if (!stop.signal.aborted) throw e;
+  } finally {
+    stop.abort();
+    pack.destroy();
+    await writing.catch(() => undefined);
   }
   await writing;
   call.end();
@@ -105,15 +123,17 @@ export async function exportFiles(
 ): Promise<void> {
   const row = FILE_EXPORTERS[exporter]!;
   const vertex = new Vertex(feed, 'exporting to client').start();
-  let call: ReturnType<typeof callSession> | undefined;
+  let call: ClientCall | undefined;
   const cancel = () => call?.cancel();
   signal.addEventListener('abort', cancel, { once: true });
-  const tree = await engine.builds.files(imageId);
+  let tree: ImageTree | undefined;
   try {
+    tree = await engine.builds.files(imageId);
+    const read = tree.read;
     if (exporter === 'local') {
       call = callSession(session, FILESEND, m.Packet, m.Packet);
       const counter = vertex.counter(row);
-      await sendTree(call, tree.entries, (e) => tree.read(e as TreeEntry), counter.bytes);
+      await sendTree(call, tree.entries, (e) => read(e as TreeEntry), counter.bytes);
       signal.throwIfAborted();
       counter.done();
     } else {
@@ -133,6 +153,6 @@ export async function exportFiles(
     throw new GrpcError(GrpcCode.UNKNOWN, messageOf(e));
   } finally {
     signal.removeEventListener('abort', cancel);
-    await tree.release();
+    await tree?.release();
   }
 }
