@@ -238,7 +238,6 @@ await runBench(async () => {
     console.log(`ratio berthd/dockerd (median): ${(r.berthd.median / r.dockerd.median).toFixed(2)}`);
     const create = (r['berthd create'].median / r['dockerd create'].median).toFixed(2);
     console.log(`ratio berthd/dockerd, start to the first create answered (median): ${create}`);
-  }
-  else console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
+  } else console.log('dockerd not installed: run bench/run.sh --with-dockerd to compare');
   if (CONTAINERS > 0) await populated();
 });

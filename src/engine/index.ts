@@ -44,6 +44,7 @@ export type { WaitCondition, WaitResult } from './containers/waits.js';
 export type { EngineEvent, EventBus } from './events.js';
 export type { Filters } from './filters.js';
 export type { ContainerConfigFields, ImageConfig } from './images/config.js';
+export type { ImageTree, TreeEntry, TreeEntryKind } from './images/image-tree.js';
 export type { ImageManifest } from './images/manifests.js';
 export type { PullEvent, PullOptions } from './images/pull.js';
 export type { PushEvent } from './images/push.js';

@@ -1,10 +1,3 @@
-// `docker build` through BuildKit's API as buildx v0.10.5 drives it (docs/buildkit/protocol.md
-// §3.1), played by the project's own client (test/harness/buildkit-client.ts): the
-// context and Dockerfile over the session's FileSync, the build through LLBBridge,
-// progress on Control/Status in BuildKit's words, the moby exporter's tags and digests,
-// errors as buildx shows them, a vanished client, and a hostile FileSync sender.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as m from '../../src/api/buildkit/proto/messages.js';
 import type { Msg } from '../../src/api/buildkit/proto/wire.js';
@@ -12,6 +5,8 @@ import {
   type BuildOptions,
   buildxBuild,
   Control,
+  contextDir,
+  fileOf as readFile,
   newId,
   Session,
   type SeenVertex,
@@ -19,20 +14,8 @@ import {
 import { waitFor } from '../harness/daemon.js';
 import { useEnv } from '../harness/env.js';
 import { expectNoLeaks, type Holdings, holdings } from '../harness/leaks.js';
-import { scratchDir } from '../harness/tmp.js';
-import { tarEntries } from '../harness/tar.js';
 
 const ctx = useEnv();
-
-/** A context directory holding `files`. */
-function contextDir(files: Record<string, string>): string {
-  const dir = scratchDir('bk-ctx-');
-  for (const [name, text] of Object.entries(files)) {
-    mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    writeFileSync(path.join(dir, name), text);
-  }
-  return dir;
-}
 
 const build = (o: BuildOptions) => buildxBuild(ctx.daemon.socket, o);
 const names = (vs: SeenVertex[]) => vs.map((v) => v.name);
@@ -42,18 +25,7 @@ const vertex = (vs: SeenVertex[], name: string) => {
   return v;
 };
 
-/** A file of an image, read through a created (never started) container and the archive API. */
-async function fileOf(image: string, file: string): Promise<string> {
-  const c = await ctx.daemon.request('POST', '/containers/create', { body: { Image: image, Cmd: ['x'] } });
-  expect(c.status).toBe(201);
-  try {
-    const r = await ctx.daemon.request('GET', `/containers/${c.json.Id}/archive?path=${encodeURIComponent(file)}`);
-    expect(r.status).toBe(200);
-    return (await tarEntries(r.body))[0]?.[1] ?? '';
-  } finally {
-    await ctx.daemon.request('DELETE', `/containers/${c.json.Id}?force=1`);
-  }
-}
+const fileOf = (image: string, file: string) => readFile(ctx.daemon, image, file);
 
 const containers = async () =>
   ((await ctx.daemon.request('GET', '/containers/json?all=1')).json as Array<{ Id: string; State: string }>) ?? [];
@@ -341,12 +313,12 @@ describe('the calls in the order buildx makes them, and what is refused', () => 
   it('refuses by name what berthd does not do yet: other exporters, cache import, unknown frontend attrs, a session without FileSync', async () => {
     const control = await Control.open(ctx.daemon.socket);
     try {
-      const local = await control.call('/moby.buildkit.v1.Control/Solve', m.SolveRequest, m.SolveResponse, {
+      const oci = await control.call('/moby.buildkit.v1.Control/Solve', m.SolveRequest, m.SolveResponse, {
         Ref: newId(),
-        Exporter: 'local',
+        Exporter: 'oci',
       });
-      expect(local.code).toBe(3);
-      expect(local.message).toMatch(/exporter "local" is not supported/);
+      expect(oci.code).toBe(3);
+      expect(oci.message).toMatch(/exporter "oci" is not supported/);
       const cache = await control.call('/moby.buildkit.v1.Control/Solve', m.SolveRequest, m.SolveResponse, {
         Ref: newId(),
         Exporter: 'moby',

@@ -97,11 +97,19 @@ describe('POST /grpc: the Control service', () => {
     try {
       const solve = await call(client, '/moby.buildkit.v1.Control/Solve', m.SolveRequest, m.SolveResponse, {
         Ref: 'abc',
-        Exporter: 'tar',
+        Exporter: 'oci',
         FrontendAttrs: { filename: 'Dockerfile' },
       });
       expect(solve.status).toBe(3);
-      expect(solve.message).toMatch(/^exporter "tar" is not supported by berthd yet/);
+      expect(solve.message).toMatch(/^exporter "oci" is not supported by berthd yet/);
+      const noSession = await call(client, '/moby.buildkit.v1.Control/Solve', m.SolveRequest, m.SolveResponse, {
+        Ref: 'abd',
+        Exporter: 'tar',
+      });
+      expect(noSession.status).toBe(3);
+      expect(noSession.message).toBe(
+        'the tar exporter sends the files to the client: it needs a session (SolveRequest.Session)',
+      );
       const unknown = await call(client, '/moby.buildkit.v1.Control/Nope', m.InfoRequest, m.InfoResponse, {});
       expect(unknown.status).toBe(12);
       // A request that is no protobuf message: INVALID_ARGUMENT, and the connection serves on.

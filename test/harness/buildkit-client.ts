@@ -4,7 +4,7 @@
 // *server* serving Health and FileSync (an fsutil sender over a temp dir) —
 // and buildx's order of calls for `docker build` (protocol.md §3.1).
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
 import path from 'node:path';
@@ -14,6 +14,9 @@ import { Deframer, frame } from '../../src/api/buildkit/grpc.js';
 import * as m from '../../src/api/buildkit/proto/messages.js';
 import { decode, encode, type MessageType, type Msg } from '../../src/api/buildkit/proto/wire.js';
 import { ignoreMatcher } from '../../src/engine/builder/dockerignore.js';
+import type { Daemon } from './daemon.js';
+import { tarEntries } from './tar.js';
+import { scratchDir } from './tmp.js';
 
 const CONTROL = '/moby.buildkit.v1.Control';
 const BRIDGE = '/moby.buildkit.v1.frontend.LLBBridge';
@@ -27,7 +30,11 @@ export const BUILD_METHODS = [
   '/moby.filesync.v1.Auth/Credentials',
   '/moby.buildkit.secrets.v1.Secrets/GetSecret',
   '/moby.sshforward.v1.SSH/CheckAgent',
+  '/moby.sshforward.v1.SSH/ForwardAgent',
 ];
+
+export const FILESEND_METHOD = '/moby.filesync.v1.FileSend/DiffCopy';
+export const UPLOAD_METHOD = '/moby.upload.v1.Upload/Pull';
 
 /** A client-made id as buildx makes them: 25 of [a-z0-9]. */
 export const newId = (): string =>
@@ -102,6 +109,9 @@ export class Control {
 /** What a session's FileSync sends for a call, instead of its files: raw packets (hostile clients). */
 export type RawPackets = (sync: SyncCall) => Msg[] | undefined;
 
+/** The fake ssh agent's one identity: what a RUN's `ssh-add -l` would list through the forwarded socket. */
+export const FAKE_AGENT_KEY = { blob: Buffer.from('berth-fake-key'), comment: 'berth-test-agent' };
+
 export interface SessionOptions {
   id?: string;
   /** FileSync directories by name (`context`, `dockerfile`). */
@@ -109,6 +119,22 @@ export interface SessionOptions {
   methods?: string[];
   /** Overrides the sender for a directory (return undefined to serve it normally). */
   raw?: RawPackets;
+  /** Secrets/GetSecret: the client's secrets by id. */
+  secrets?: Record<string, string>;
+  /** SSH: the ids of the fake agents the client has (`default` is asked for as ""). */
+  sshAgents?: string[];
+  /** Auth/Credentials: by the Host asked for. */
+  credentials?: Record<string, { username: string; secret: string }>;
+  /** Health/Check is never answered (a client that hangs with its socket open). */
+  healthHang?: boolean;
+  /** Upload/Pull: the bytes (a context tar, as `docker build - < ctx.tar` reads stdin). */
+  upload?: Buffer;
+  /** FileSend: what the build exports (local: fsutil packets; tar: BytesMessages). */
+  output?: 'local' | 'tar';
+  /** FileSend: called with the session at the output's first message (e.g. to go away mid-export). */
+  onOutput?: (session: Session) => void;
+  /** FileSend (local): the receiver's packets instead of its REQs and FIN, given the STATs it got (hostile clients). */
+  receiverRaw?: (stats: Msg[], session: Session) => Msg[];
 }
 
 /** A session's DiffCopy call as berthd made it. */
@@ -120,9 +146,97 @@ export interface SyncCall {
   received: Msg[];
 }
 
-/** The `/session` connection: buildx's side, serving Health and FileSync. */
+/** What berthd sent through FileSend: the files of a local output, or a tar's bytes. */
+export interface Output {
+  /** Local: the STATs in the order sent, with each regular file's bytes. */
+  entries: Array<{ stat: Msg; data?: Buffer }>;
+  /** Tar: the bytes. */
+  tar?: Buffer;
+  /** The sender's ERR packet's text. */
+  error?: string;
+  /** What the receiver found wrong in the sender's packets. */
+  fault?: string;
+  metadata: http2.IncomingHttpHeaders;
+}
+
+/** One call berthd made on the session: its path and metadata. */
+export interface SessionCall {
+  path: string;
+  headers: http2.IncomingHttpHeaders;
+  /** The request message, for unary calls. */
+  request?: Msg;
+}
+
+/** A call's framing on the session's server side: messages in, messages and trailers out. */
+class Served {
+  private readonly deframer = new Deframer();
+  constructor(readonly stream: http2.ServerHttp2Stream) {
+    stream.on('error', () => undefined);
+  }
+
+  send(type: MessageType, messages: Msg[]): void {
+    if (this.stream.destroyed) return;
+    if (!this.stream.headersSent)
+      this.stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+    for (const msg of messages) this.stream.write(frame(encode(type, msg)));
+  }
+
+  end(status = 0, message = ''): void {
+    if (this.stream.destroyed || this.stream.writableEnded) return;
+    this.send(m.BytesMessage, []);
+    this.stream.once('wantTrailers', () =>
+      this.stream.sendTrailers({
+        'grpc-status': String(status),
+        ...(message ? { 'grpc-message': encodeURIComponent(message) } : {}),
+      }),
+    );
+    this.stream.end();
+  }
+
+  /** Each message of the call as it comes; `end` when the caller half-closes. */
+  read(type: MessageType, each: (msg: Msg) => void, end: () => void = () => undefined): void {
+    this.stream.on('data', (c: Buffer) => {
+      for (const b of this.deframer.push(c)) each(decode(type, b));
+    });
+    this.stream.once('end', end);
+  }
+
+  /** The call's one request. */
+  unary(type: MessageType): Promise<Msg> {
+    return new Promise((resolve) => {
+      let got: Msg = {};
+      this.read(
+        type,
+        (msg) => {
+          got = msg;
+        },
+        () => resolve(got),
+      );
+    });
+  }
+}
+
+/** The fake agent: answers SSH_AGENTC_REQUEST_IDENTITIES (11) with FAKE_AGENT_KEY, anything else with SSH_AGENT_FAILURE (5). */
+function fakeAgent(request: Buffer): Buffer {
+  const str = (b: Buffer) => Buffer.concat([u32(b.length), b]);
+  const body =
+    request[0] === 11
+      ? Buffer.concat([Buffer.from([12]), u32(1), str(FAKE_AGENT_KEY.blob), str(Buffer.from(FAKE_AGENT_KEY.comment))])
+      : Buffer.from([5]);
+  return Buffer.concat([u32(body.length), body]);
+}
+
+function u32(n: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(n);
+  return b;
+}
+
+/** The `/session` connection: buildx's side, serving Health, FileSync, FileSend, Secrets, SSH, Auth and Upload. */
 export class Session {
   readonly syncs: SyncCall[] = [];
+  readonly calls: SessionCall[] = [];
+  readonly outputs: Output[] = [];
   private constructor(
     readonly id: string,
     readonly socket: net.Socket,
@@ -143,40 +257,91 @@ export class Session {
     const server = http2.performServerHandshake(socket);
     server.on('error', () => undefined);
     const session = new Session(id, socket, server);
-    server.on('stream', (stream, h) => session.serve(stream, h, o));
+    server.on('stream', (stream, h) => session.serve(new Served(stream), h, o));
     socket.resume();
     return session;
   }
 
-  private serve(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, o: SessionOptions): void {
-    stream.on('error', () => undefined);
+  private serve(call: Served, headers: http2.IncomingHttpHeaders, o: SessionOptions): void {
     const p = String(headers[':path']);
-    const reply = (messages: Buffer[]) => {
-      if (stream.destroyed) return;
-      if (!stream.headersSent)
-        stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-      for (const b of messages) stream.write(frame(b));
+    const record: SessionCall = { path: p, headers };
+    this.calls.push(record);
+    const unary = async (req: MessageType, answer: (msg: Msg) => [MessageType, Msg] | [number, string]) => {
+      const msg = await call.unary(req);
+      record.request = msg;
+      const a = answer(msg);
+      if (typeof a[0] === 'number') call.end(a[0], String(a[1]));
+      else {
+        call.send(a[0], [a[1] as Msg]);
+        call.end();
+      }
     };
-    const end = (status = 0, message = '') => {
-      if (stream.destroyed) return;
-      reply([]);
-      stream.once('wantTrailers', () =>
-        stream.sendTrailers({ 'grpc-status': String(status), ...(message ? { 'grpc-message': message } : {}) }),
-      );
-      stream.end();
-    };
-    if (p === '/grpc.health.v1.Health/Check') {
-      stream.resume();
-      stream.once('end', () => {
-        reply([encode(m.HealthCheckResponse, { status: 1 })]);
-        end();
-      });
-      return;
-    }
-    if (p !== '/moby.filesync.v1.FileSync/DiffCopy') {
-      stream.resume();
-      end(12, 'unknown method');
-      return;
+    switch (p) {
+      case '/grpc.health.v1.Health/Check':
+        if (o.healthHang) call.stream.resume();
+        else void unary(m.HealthCheckRequest, () => [m.HealthCheckResponse, { status: 1 }]);
+        return;
+      case '/moby.buildkit.secrets.v1.Secrets/GetSecret':
+        void unary(m.GetSecretRequest, (req) => {
+          const v = o.secrets?.[String(req.ID ?? '')];
+          return v === undefined
+            ? [5, `secret ${String(req.ID)} not found`]
+            : [m.GetSecretResponse, { data: Buffer.from(v) }];
+        });
+        return;
+      case '/moby.sshforward.v1.SSH/CheckAgent':
+        void unary(m.CheckAgentRequest, (req) => {
+          const id = String(req.ID ?? '') || 'default';
+          return o.sshAgents?.includes(id) ? [m.CheckAgentResponse, {}] : [2, `unset ssh forward key ${id}`];
+        });
+        return;
+      case '/moby.sshforward.v1.SSH/ForwardAgent': {
+        const id = String(headers['buildkit.ssh.id'] ?? '') || 'default';
+        if (!o.sshAgents?.includes(id)) {
+          call.stream.resume();
+          call.end(2, `unset ssh forward key ${id}`);
+          return;
+        }
+        // The agent's protocol: uint32 length, then the message; one answer per request.
+        let pending = Buffer.alloc(0);
+        call.read(
+          m.BytesMessage,
+          (msg) => {
+            pending = Buffer.concat([pending, (msg.data as Buffer | undefined) ?? Buffer.alloc(0)]);
+            while (pending.length >= 4 && pending.length >= 4 + pending.readUInt32BE(0)) {
+              const n = pending.readUInt32BE(0);
+              call.send(m.BytesMessage, [{ data: fakeAgent(pending.subarray(4, 4 + n)) }]);
+              pending = pending.subarray(4 + n);
+            }
+          },
+          () => call.end(),
+        );
+        return;
+      }
+      case '/moby.filesync.v1.Auth/Credentials':
+        void unary(m.CredentialsRequest, (req) => {
+          const c = o.credentials?.[String(req.Host ?? '')];
+          return [m.CredentialsResponse, c ? { Username: c.username, Secret: c.secret } : {}];
+        });
+        return;
+      case '/moby.upload.v1.Upload/Pull': {
+        call.stream.resume();
+        const data = o.upload ?? Buffer.alloc(0);
+        const chunks: Msg[] = [];
+        for (let at = 0; at < data.length; at += 4096) chunks.push({ data: data.subarray(at, at + 4096) });
+        call.send(m.BytesMessage, chunks);
+        call.end();
+        return;
+      }
+      case '/moby.filesync.v1.FileSend/DiffCopy':
+        this.receive(call, headers, o);
+        return;
+      case '/moby.filesync.v1.FileSync/DiffCopy':
+        break;
+      default:
+        call.stream.resume();
+        call.end(12, 'unknown method');
+        return;
     }
     const values = (k: string) => {
       const v = headers[k];
@@ -189,54 +354,124 @@ export class Session {
       received: [],
     };
     this.syncs.push(sync);
-    void this.send(stream, sync, o, reply, end);
+    void this.send(call, sync, o);
+  }
+
+  /**
+   * FileSend, buildx's receiving end: a tar's BytesMessages until berthd
+   * half-closes, or (an output that starts with a STAT) fsutil packets:
+   * every STAT, a REQ for each regular file, DATA until the empty one, FIN.
+   */
+  private receive(call: Served, headers: http2.IncomingHttpHeaders, o: SessionOptions): void {
+    const out: Output = { entries: [], metadata: headers };
+    this.outputs.push(out);
+    const chunks: Buffer[] = [];
+    let mode: 'tar' | 'local' | undefined;
+    const files = new Map<number, { data: Buffer[]; ended: boolean }>();
+    let listed = false;
+    let wanted = 0;
+    const decodeAs = (b: Buffer): Msg => decode(m.Packet, b);
+    const deframer = new Deframer();
+    const finish = () => {
+      if (mode === 'tar') out.tar = Buffer.concat(chunks);
+      call.end();
+    };
+    call.stream.on('data', (c: Buffer) => {
+      for (const b of deframer.push(c)) {
+        if (!mode) o.onOutput?.(this);
+        mode ??= o.output ?? 'local';
+        if (mode === 'tar') {
+          chunks.push(decode(m.BytesMessage, b).data as Buffer);
+          continue;
+        }
+        const p = decodeAs(b);
+        const type = Number(p.type ?? 0);
+        if (type === m.PacketType.ERR) {
+          out.error = Buffer.from((p.data as Buffer) ?? []).toString();
+          continue;
+        }
+        if (!listed && type === m.PacketType.STAT) {
+          if (p.stat) {
+            out.entries.push({ stat: p.stat as Msg });
+            continue;
+          }
+          listed = true;
+          if (o.receiverRaw) {
+            call.send(
+              m.Packet,
+              o.receiverRaw(
+                out.entries.map((e) => e.stat),
+                this,
+              ),
+            );
+            continue;
+          }
+          const reqs: Msg[] = [];
+          out.entries.forEach((e, id) => {
+            const mode = Number(e.stat.mode ?? 0);
+            if ((mode & 0x8ff80000) === 0 && !e.stat.linkname) {
+              files.set(id, { data: [], ended: false });
+              reqs.push({ type: m.PacketType.REQ, ID: id });
+            }
+          });
+          wanted = reqs.length;
+          call.send(m.Packet, reqs.length ? reqs : [{ type: m.PacketType.FIN }]);
+          continue;
+        }
+        if (type === m.PacketType.DATA) {
+          const id = Number(p.ID ?? 0);
+          const f = files.get(id);
+          if (!f) {
+            out.fault = `invalid file request ${id}`;
+            continue;
+          }
+          const data = (p.data as Buffer | undefined) ?? Buffer.alloc(0);
+          if (data.length) f.data.push(data);
+          else {
+            f.ended = true;
+            out.entries[id]!.data = Buffer.concat(f.data);
+            if (--wanted === 0) call.send(m.Packet, [{ type: m.PacketType.FIN }]);
+          }
+        }
+      }
+    });
+    call.stream.once('end', finish);
   }
 
   /** The fsutil sender: STATs, an empty STAT, DATA for each REQ, FIN for FIN. */
-  private async send(
-    stream: http2.ServerHttp2Stream,
-    sync: SyncCall,
-    o: SessionOptions,
-    reply: (b: Buffer[]) => void,
-    end: (status?: number, message?: string) => void,
-  ): Promise<void> {
-    const packet = (p: Msg) => encode(m.Packet, p);
+  private async send(call: Served, sync: SyncCall, o: SessionOptions): Promise<void> {
     const raw = o.raw?.(sync);
     const root = o.dirs?.[sync.dirName];
     let stats: FileStat[] = [];
     if (!raw) {
       if (!root) {
-        stream.resume();
-        return end(2, `no access allowed to dir "${sync.dirName}"`);
+        call.stream.resume();
+        return call.end(2, `no access allowed to dir "${sync.dirName}"`);
       }
       const excluded = sync.excludes.length ? ignoreMatcher(sync.excludes) : () => false;
       const follow = sync.followPaths;
       stats = (await walk(root, excluded)).filter(
         (s) => !follow.length || follow.some((f) => f === s.path || f.startsWith(`${s.path}/`)),
       );
-      reply([...stats.map((s) => packet({ type: m.PacketType.STAT, stat: statMessage(s) })), packet({})]);
-    } else reply(raw.map(packet));
-    const deframer = new Deframer();
-    stream.on('data', (c: Buffer) => {
-      for (const b of deframer.push(c)) {
-        const p = decode(m.Packet, b);
-        sync.received.push(p);
-        const type = Number(p.type ?? 0);
-        if (raw) {
-          if (type === m.PacketType.FIN) end();
-          continue;
-        }
-        if (type === m.PacketType.REQ) {
-          const s = stats[Number(p.ID ?? 0)];
-          const data = s ? readFileSync(path.join(root!, s.path)) : Buffer.alloc(0);
-          const chunks: Buffer[] = [];
-          for (let at = 0; at < data.length; at += 32 << 10)
-            chunks.push(packet({ type: m.PacketType.DATA, ID: p.ID, data: data.subarray(at, at + (32 << 10)) }));
-          reply([...chunks, packet({ type: m.PacketType.DATA, ID: p.ID })]);
-        } else if (type === m.PacketType.FIN) {
-          reply([packet({ type: m.PacketType.FIN })]);
-          end();
-        }
+      call.send(m.Packet, [...stats.map((s) => ({ type: m.PacketType.STAT, stat: statMessage(s) })), {}]);
+    } else call.send(m.Packet, raw);
+    call.read(m.Packet, (p) => {
+      sync.received.push(p);
+      const type = Number(p.type ?? 0);
+      if (raw) {
+        if (type === m.PacketType.FIN) call.end();
+        return;
+      }
+      if (type === m.PacketType.REQ) {
+        const s = stats[Number(p.ID ?? 0)];
+        const data = s ? readFileSync(path.join(root!, s.path)) : Buffer.alloc(0);
+        const chunks: Msg[] = [];
+        for (let at = 0; at < data.length; at += 32 << 10)
+          chunks.push({ type: m.PacketType.DATA, ID: p.ID, data: data.subarray(at, at + (32 << 10)) });
+        call.send(m.Packet, [...chunks, { type: m.PacketType.DATA, ID: p.ID }]);
+      } else if (type === m.PacketType.FIN) {
+        call.send(m.Packet, [{ type: m.PacketType.FIN }]);
+        call.end();
       }
     });
   }
@@ -322,8 +557,12 @@ export interface BuildOptions {
   during?: (b: { session: Session; control: Control; ref: string }) => void | Promise<void>;
   /** Leave the session open after the build (the caller closes it). */
   keepSession?: boolean;
-  /** The methods the build's session lists (default: buildx's). */
+  /** The methods the build's session lists (default: buildx's, with FileSend for a local or tar exporter and Upload for `upload`). */
   methods?: string[];
+  /** ExporterAttrs beyond `name`. */
+  exporterAttrs?: Record<string, string>;
+  /** What the session serves besides the context: secrets, agents, credentials, an upload, a hostile receiver. */
+  serve?: Pick<SessionOptions, 'secrets' | 'sshAgents' | 'credentials' | 'upload' | 'receiverRaw' | 'onOutput'>;
 }
 
 export interface BuildResult {
@@ -372,18 +611,25 @@ export async function buildxBuild(socketPath: string, o: BuildOptions): Promise<
     const solve = control.start(`${CONTROL}/Solve`, m.SolveRequest, m.SolveResponse, {
       Ref: ref,
       Exporter: o.exporter ?? 'moby',
-      ExporterAttrs: o.tags ? { name: o.tags } : {},
+      ExporterAttrs: { ...o.exporterAttrs, ...(o.tags ? { name: o.tags } : {}) },
       Session: sessionId,
       FrontendAttrs: attrs,
       Cache: {},
     });
     // Ping goes before the session is upgraded.
     const ping = control.call(`${BRIDGE}/Ping`, m.PingRequest, m.PongResponse, {}, ref);
+    const files = o.exporter === 'local' || o.exporter === 'tar';
     const session = await Session.open(socketPath, {
       id: sessionId,
       dirs: { context: o.context, dockerfile: o.dockerfileDir ?? o.context },
-      ...(o.methods ? { methods: o.methods } : {}),
+      methods: o.methods ?? [
+        ...(o.serve?.upload ? [UPLOAD_METHOD] : []),
+        ...BUILD_METHODS,
+        ...(files ? [FILESEND_METHOD] : []),
+      ],
+      ...(files ? { output: o.exporter as 'local' | 'tar' } : {}),
       ...(o.raw ? { raw: o.raw } : {}),
+      ...o.serve,
     });
     await ping;
     const bridging = control.call(
@@ -418,5 +664,28 @@ export async function buildxBuild(socketPath: string, o: BuildOptions): Promise<
     };
   } finally {
     control.close();
+  }
+}
+
+/** A context directory holding `files` (path → text). */
+export function contextDir(files: Record<string, string>): string {
+  const dir = scratchDir('bk-ctx-');
+  for (const [name, text] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    writeFileSync(path.join(dir, name), text);
+  }
+  return dir;
+}
+
+/** A file of an image, read through a created (never started) container and the archive API. */
+export async function fileOf(daemon: Daemon, image: string, file: string): Promise<string> {
+  const c = await daemon.request('POST', '/containers/create', { body: { Image: image, Cmd: ['x'] } });
+  if (c.status !== 201) throw new Error(`creating a container of ${image}: ${c.status} ${c.text}`);
+  try {
+    const r = await daemon.request('GET', `/containers/${c.json.Id}/archive?path=${encodeURIComponent(file)}`);
+    if (r.status !== 200) throw new Error(`reading ${file} of ${image}: ${r.status} ${r.text}`);
+    return (await tarEntries(r.body))[0]?.[1] ?? '';
+  } finally {
+    await daemon.request('DELETE', `/containers/${c.json.Id}?force=1`);
   }
 }

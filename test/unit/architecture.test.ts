@@ -304,7 +304,9 @@ describe('architecture', () => {
   it("(l) berthd's start evaluates none of the API's routes, nor Fastify: they load after the first answer (api/front.ts)", () => {
     const { files, packages } = startClosure();
     expect(files.has('daemon.js') && files.has('api/front.js') && files.has('engine/store/db.js')).toBe(true);
-    const late = [...files].filter((f) => f === 'api/server.js' || f.startsWith('api/routes/') || f.startsWith('api/buildkit/'));
+    const late = [...files].filter(
+      (f) => f === 'api/server.js' || f.startsWith('api/routes/') || f.startsWith('api/buildkit/'),
+    );
     expect(late).toEqual([]);
     expect([...packages].filter((p) => p === 'fastify' || p === 'node:http2')).toEqual([]);
   });

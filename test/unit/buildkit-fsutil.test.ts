@@ -5,10 +5,11 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import tarStream from 'tar-stream';
 import { describe, expect, it } from 'vitest';
-import { receiveTar } from '../../src/api/buildkit/fsutil.js';
+import { receiveTar, type SentEntry, sendTree } from '../../src/api/buildkit/fsutil.js';
+import { Deframer } from '../../src/api/buildkit/grpc.js';
 import type { CallStatus, ClientCall } from '../../src/api/buildkit/grpc-client.js';
 import * as m from '../../src/api/buildkit/proto/messages.js';
-import { decode, type Msg } from '../../src/api/buildkit/proto/wire.js';
+import { decode, encode, type Msg } from '../../src/api/buildkit/proto/wire.js';
 import { ROOT } from '../harness/daemon.js';
 
 /** A DiffCopy call whose sender says `packets`, in order; what the receiver sends is kept. */
@@ -18,6 +19,7 @@ function replay(packets: Msg[]): { call: ClientCall; sent: Msg[] } {
   const call: ClientCall = {
     send: (p) => sent.push(p),
     end: () => undefined,
+    drained: async () => undefined,
     next: async () => queue.shift(),
     status: Promise.resolve<CallStatus>({ code: 0, message: '' }),
     cancel: () => sent.push({ cancelled: true }),
@@ -111,5 +113,58 @@ describe('the FileSync receiver', () => {
       ['b', 'bbb'],
     ]);
     expect(sent).toEqual([{ type: 1, ID: 0 }, { type: 1, ID: 1 }, { type: 3 }]);
+  });
+});
+
+/** Recording 05's FileSend messages (`--output type=local`, dockerd the sender), in order. */
+function recording05(): Array<{ request: boolean; hex: string; msg: Msg }> {
+  return readFileSync(path.join(ROOT, 'fixtures/buildkit/05-output-local.jsonl'), 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"grpc-msg"') && l.includes('FileSend'))
+    .map((l) => JSON.parse(l) as { request: boolean; hex: string })
+    .map((l) => ({ ...l, msg: decode(m.Packet, Buffer.from(l.hex, 'hex')) }));
+}
+
+describe('the FileSend sender (--output type=local)', () => {
+  it("sends recording 05's tree as dockerd did: the same STAT bytes, the files asked for, FIN after the client's", async () => {
+    const rec = recording05();
+    const stats = rec.filter((r) => r.request && r.msg.stat).map((r) => r.msg.stat as Msg);
+    const data: Record<string, Buffer> = {};
+    for (const r of rec.filter((x) => x.request && x.msg.data)) {
+      const stat = stats[Number(r.msg.ID ?? 0)]!;
+      data[String(stat.path)] = Buffer.concat([data[String(stat.path)] ?? Buffer.alloc(0), r.msg.data as Buffer]);
+    }
+    const entries: SentEntry[] = stats.map((st) => {
+      const mode = Number(st.mode);
+      const kind: SentEntry['kind'] = mode & 0x80000000 ? 'dir' : mode & (1 << 27) ? 'symlink' : 'file';
+      return {
+        rel: String(st.path),
+        kind,
+        mode: mode & 0o777,
+        uid: 0,
+        gid: 0,
+        size: kind === 'file' ? Number(st.size ?? 0n) : 0,
+        mtimeNs: BigInt((st.modTime as bigint | undefined) ?? 0n),
+        ...(st.linkname ? { linkname: String(st.linkname) } : {}),
+      };
+    });
+    // The client's side as recorded: its REQs, then its FIN.
+    const { call, sent } = replay(rec.filter((r) => !r.request).map((r) => r.msg));
+    await sendTree(call, entries, async (e) => [data[e.rel]!]);
+    const hex = sent.map((p) => encode(m.Packet, p).toString('hex'));
+    const recorded = rec.filter((r) => r.request).map((r) => r.hex);
+    // STATs and the end of the list byte for byte; then each file's DATA (dockerd's 4 workers answered
+    // in another order), then FIN.
+    expect(hex.slice(0, 6)).toEqual(recorded.slice(0, 6));
+    expect(hex.slice(6, -1).sort()).toEqual(recorded.slice(6, -1).sort());
+    expect(hex.at(-1)).toBe(recorded.at(-1));
+  });
+});
+
+describe('gRPC framing', () => {
+  it('refuses a message over 16 MiB before reading it', () => {
+    const head = Buffer.alloc(5);
+    head.writeUInt32BE((16 << 20) + 1, 1);
+    expect(() => new Deframer().push(head)).toThrow(/too large/);
   });
 });

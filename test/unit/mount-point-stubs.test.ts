@@ -70,4 +70,14 @@ describe('mountPointStubs', () => {
       'run/secrets/tok',
     ]);
   });
+
+  it("takes a directory made only to hold them where the image has none (a scratch image's /etc) as theirs", async () => {
+    await rm(path.join(lower, 'etc'), { recursive: true });
+    const stubs = await mountPointStubs(upper, [lower], CANDIDATES);
+    expect([...stubs].sort()).toEqual(['etc', 'etc/hostname', 'etc/hosts', 'etc/resolv.conf', 'proc']);
+    expect(await changes(upper, [lower], { exclude: stubs })).toEqual([]);
+    // With anything of its own in it, it is a change.
+    await writeFile(path.join(upper, 'etc/passwd'), 'root\n');
+    expect((await mountPointStubs(upper, [lower], CANDIDATES)).has('etc')).toBe(false);
+  });
 });

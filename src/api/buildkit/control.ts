@@ -7,7 +7,7 @@ import type { Engine } from '../../engine/index.js';
 import type { Method } from './grpc.js';
 import * as m from './proto/messages.js';
 import type { MessageType } from './proto/wire.js';
-import type { BuildSessions } from './session.js';
+import type { ClientSessions } from './session.js';
 import { solveMethods } from './solve.js';
 
 const SERVICE = '/moby.buildkit.v1.Control';
@@ -21,7 +21,7 @@ const unary = (request: MessageType, answer: MessageType, handle: () => Record<s
 });
 
 /** The methods of berthd's `/grpc` connection, by path. */
-export function controlMethods(engine: Engine, sessions: BuildSessions): Map<string, Method> {
+export function controlMethods(engine: Engine, sessions: ClientSessions): Map<string, Method> {
   const sys = engine.system;
   const worker = () => ({
     ID: 'berth',

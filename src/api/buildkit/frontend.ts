@@ -5,19 +5,23 @@
 // `dockerfile` and `context`), and the build run at once ("eager": dockerd's
 // BuildKit converts to LLB here and runs it later; buildx only echoes the
 // result back, so the difference does not show).
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import tar from 'tar-stream';
-import { type BuildRequest, type Engine, failedStep, readIgnoreFile } from '../../engine/index.js';
+import { type BuildRequest, type Engine, failedStep, readIgnoreFile, type StepEvent } from '../../engine/index.js';
 import { messageOf } from '../../errors.js';
 import { receiveTar } from './fsutil.js';
 import { GrpcCode, GrpcError } from './grpc.js';
 import * as m from './proto/messages.js';
 import type { StatusFeed } from './progress.js';
 import { StepVertices, Vertex } from './progress.js';
-import { type BuildSession, callSession } from './session.js';
+import { type ClientSession, callSession } from './session.js';
+import { clientServices } from './session-services.js';
 
 export const DOCKERFILE_FRONTEND = 'dockerfile.v0';
 const DIFFCOPY = '/moby.filesync.v1.FileSync/DiffCopy';
+const UPLOAD = '/moby.upload.v1.Upload/Pull';
+/** The host of the URL buildx gives a context it uploads (stdin's tar): BuildKit reads it through the session. */
+const SESSION_HOST = 'buildkit-session';
 /** The Dockerfile and its .dockerignore are read whole; larger ones are refused. */
 const MAX_SMALL_FILE = 16 << 20;
 
@@ -28,7 +32,6 @@ const refuse = (message: string) => new GrpcError(GrpcCode.INVALID_ARGUMENT, mes
  * refused by name rather than dropped.
  */
 const REFUSED: Array<[RegExp, string]> = [
-  [/^context$/, 'a remote or stdin build context is'],
   [/^context:/, 'named build contexts (--build-context) are'],
   [/^cache-imports$/, 'cache imports (--cache-from) are'],
   [/^attest:/, 'attestations are'],
@@ -37,8 +40,12 @@ const REFUSED: Array<[RegExp, string]> = [
   [/^multi-platform$/, 'multi-platform builds are'],
   [/^hostname$/, 'a build hostname is'],
 ];
-/** Informational attributes that change nothing in a build (BuildKit's frontend reads them for itself). */
-const IGNORED = new Set(['frontend.caps', 'dockerfilekey', 'contextkey']);
+/**
+ * Informational attributes that change nothing in a build (BuildKit's frontend
+ * reads them for itself), and those runDockerfile reads (`context`,
+ * `dockerfilekey`: where the context and the Dockerfile come from).
+ */
+const IGNORED = new Set(['frontend.caps', 'dockerfilekey', 'contextkey', 'context']);
 
 /** The part of the classic build request that the frontend's attributes make. */
 export function requestFromAttrs(attrs: Record<string, string>): Omit<BuildRequest, 'body' | 'auths'> {
@@ -98,7 +105,7 @@ export function requestFromAttrs(attrs: Record<string, string>): Omit<BuildReque
 
 /** Everything a FileSync call of one directory receives, as a tar stream. */
 function syncDir(
-  session: BuildSession,
+  session: ClientSession,
   dirName: string,
   opts: { followPaths?: string[]; exclude?: string[] },
   progress: (bytes: number) => void,
@@ -107,6 +114,46 @@ function syncDir(
   if (opts.followPaths?.length) metadata.followpaths = opts.followPaths;
   if (opts.exclude?.length) metadata['exclude-patterns'] = opts.exclude;
   return receiveTar(callSession(session, DIFFCOPY, m.Packet, m.Packet, metadata), progress);
+}
+
+/**
+ * The bytes the client uploads (`docker build - < ctx.tar`: the context as
+ * buildx reads it from stdin) through the session's Upload/Pull, as a stream;
+ * the client's error, or a lost session, errors it.
+ */
+function uploaded(session: ClientSession, url: URL, progress: (bytes: number) => void): Readable {
+  const call = callSession(session, UPLOAD, m.BytesMessage, m.BytesMessage, {
+    urlhost: url.host,
+    urlpath: url.pathname,
+  });
+  // BuildKit sends nothing on it: the client streams until it is done.
+  call.end();
+  async function* chunks(): AsyncGenerator<Buffer> {
+    let bytes = 0;
+    try {
+      for (let msg = await call.next(); msg; msg = await call.next()) {
+        const data = (msg.data as Buffer | undefined) ?? Buffer.alloc(0);
+        bytes += data.length;
+        progress(bytes);
+        yield data;
+      }
+      const s = await call.status;
+      if (s.code !== 0) throw new GrpcError(GrpcCode.UNKNOWN, `failed to read the uploaded context: ${s.message}`);
+    } finally {
+      call.cancel();
+    }
+  }
+  return Readable.from(chunks());
+}
+
+/** The URL of a context the client uploads through the session (`http://buildkit-session/<id>`); undefined for any other. */
+function sessionUrl(context: string): URL | undefined {
+  try {
+    const url = new URL(context);
+    return url.protocol === 'http:' && url.host === SESSION_HOST ? url : undefined;
+  } catch {
+    return undefined; // a git address (git@host:repo), for the classic builder's words
+  }
 }
 
 /** The regular files of a small tar, by path. */
@@ -137,9 +184,6 @@ async function readSmallTar(stream: Readable): Promise<Map<string, Buffer>> {
   return files;
 }
 
-/** How often a transfer's row is updated (a context of many files would otherwise send a message per packet). */
-const TRANSFER_ROW_MS = 100;
-
 /** One transfer's vertex: "[internal] load …" with its "transferring …:" row, done with the bytes it took. */
 function transfer(
   feed: StatusFeed,
@@ -147,19 +191,12 @@ function transfer(
   row: string,
 ): { vertex: Vertex; bytes: (n: number) => void; done: () => void } {
   const vertex = new Vertex(feed, name).start();
-  let total = 0;
-  let shown = 0;
+  const counter = vertex.counter(row);
   return {
     vertex,
-    bytes: (n) => {
-      total = n;
-      const now = Date.now();
-      if (now - shown < TRANSFER_ROW_MS) return;
-      shown = now;
-      vertex.status(row, n);
-    },
+    bytes: counter.bytes,
     done: () => {
-      vertex.status(row, total, true);
+      counter.done();
       vertex.complete();
     },
   };
@@ -190,7 +227,7 @@ export class FrontendError extends GrpcError {
 /** Runs a Dockerfile build for LLBBridge.Solve: fetches the Dockerfile and the context, builds, reports. */
 export async function runDockerfile(
   engine: Engine,
-  session: BuildSession,
+  session: ClientSession,
   attrs: Record<string, string>,
   feed: StatusFeed,
   signal: AbortSignal,
@@ -198,42 +235,80 @@ export async function runDockerfile(
   const base = requestFromAttrs(attrs);
   const filename = base.dockerfile || 'Dockerfile';
   let contextVertex: Vertex | undefined;
+  /** A remote context's vertex while the classic builder fetches it: done when the first stage starts. */
+  let fetching: Vertex | undefined;
   const steps = new StepVertices(feed, () => contextVertex);
+  const onStep = (e: StepEvent) => {
+    fetching?.complete();
+    fetching = undefined;
+    steps.on(e);
+  };
   try {
-    const def = transfer(feed, `[internal] load build definition from ${filename}`, 'transferring dockerfile:');
-    const defFiles = await readSmallTar(
-      syncDir(session, 'dockerfile', { followPaths: [filename, `${filename}.dockerignore`] }, def.bytes),
-    );
-    const file = defFiles.get(filename);
-    def.done();
-    if (!file) throw new FrontendError(`failed to read dockerfile: open ${filename}: no such file or directory`, false);
-    const dockerfile = file.toString('utf8');
-    const ign = transfer(feed, '[internal] load .dockerignore', 'transferring context:');
-    let ignoreText = defFiles.get(`${filename}.dockerignore`);
-    if (!ignoreText) {
-      const ctxFiles = await readSmallTar(syncDir(session, 'context', { followPaths: ['.dockerignore'] }, ign.bytes));
-      ignoreText = ctxFiles.get('.dockerignore');
+    // A context from elsewhere than a local dir: stdin's tar (uploaded through the session) or a URL.
+    const remote = attrs.context || undefined;
+    const uploadUrl = remote ? sessionUrl(remote) : undefined;
+    let ignore: string[] = [];
+    let separateDockerfile: BuildRequest['separateDockerfile'];
+    // The Dockerfile comes from the `dockerfile` dir, unless the context is remote and holds it (no dockerfilekey).
+    if (!remote || attrs.dockerfilekey) {
+      const def = transfer(feed, `[internal] load build definition from ${filename}`, 'transferring dockerfile:');
+      const defFiles = await readSmallTar(
+        syncDir(session, 'dockerfile', { followPaths: [filename, `${filename}.dockerignore`] }, def.bytes),
+      );
+      const file = defFiles.get(filename);
+      def.done();
+      if (!file)
+        throw new FrontendError(`failed to read dockerfile: open ${filename}: no such file or directory`, false);
+      const dockerfile = file.toString('utf8');
+      let ignoreText = defFiles.get(`${filename}.dockerignore`);
+      if (!remote) {
+        const ign = transfer(feed, '[internal] load .dockerignore', 'transferring context:');
+        if (!ignoreText) {
+          const ctxFiles = await readSmallTar(
+            syncDir(session, 'context', { followPaths: ['.dockerignore'] }, ign.bytes),
+          );
+          ignoreText = ctxFiles.get('.dockerignore');
+        }
+        ign.done();
+      }
+      ignore = readIgnoreFile(ignoreText?.toString('utf8') ?? '');
+      const { syntax } = engine.builds.checkDockerfile(dockerfile, filename);
+      if (syntax)
+        new Vertex(feed, `[internal] ${syntax}: berth's built-in Dockerfile 1.x syntax, no image pulled`)
+          .start()
+          .complete();
+      separateDockerfile = { name: filename, text: dockerfile, ignore };
     }
-    ign.done();
-    const ignore = readIgnoreFile(ignoreText?.toString('utf8') ?? '');
-    const { syntax } = engine.builds.checkDockerfile(dockerfile, filename);
-    if (syntax)
-      new Vertex(feed, `[internal] ${syntax}: berth's built-in Dockerfile 1.x syntax, no image pulled`)
-        .start()
-        .complete();
 
-    const ctx = transfer(feed, '[internal] load build context', 'transferring context:');
-    contextVertex = ctx.vertex;
-    const body = syncDir(session, 'context', { exclude: ignore }, ctx.bytes);
-    body.once('end', ctx.done);
-    body.once('error', (e) => ctx.vertex.complete(messageOf(e)));
+    let body: Readable;
+    let url: string | undefined;
+    if (uploadUrl) {
+      const ctx = transfer(feed, '[internal] load remote build context', 'transferring context:');
+      contextVertex = ctx.vertex;
+      body = uploaded(session, uploadUrl, ctx.bytes);
+      body.once('end', ctx.done);
+      body.once('error', (e) => ctx.vertex.complete(messageOf(e)));
+    } else if (remote) {
+      // Fetched by the classic builder as its `remote` (an http(s) tarball or Dockerfile; git refused there, by name).
+      contextVertex = fetching = new Vertex(feed, '[internal] load remote build context').start();
+      url = remote;
+      body = Readable.from([]);
+    } else {
+      const ctx = transfer(feed, '[internal] load build context', 'transferring context:');
+      contextVertex = ctx.vertex;
+      body = syncDir(session, 'context', { exclude: ignore }, ctx.bytes);
+      body.once('end', ctx.done);
+      body.once('error', (e) => ctx.vertex.complete(messageOf(e)));
+    }
     const imageId = await engine.builds.build(
       {
         ...base,
         body,
+        ...(url ? { remote: url } : {}),
         auths: {},
-        separateDockerfile: { name: filename, text: dockerfile, ignore },
-        steps: steps.on,
+        ...(separateDockerfile ? { separateDockerfile } : {}),
+        steps: onStep,
+        session: clientServices(session, signal),
       },
       // The classic stream's text is not BuildKit's: its clients read the vertices (and a base image's pull as rows).
       (e) => {
@@ -246,6 +321,7 @@ export async function runDockerfile(
     if (signal.aborted) throw e;
     if (e instanceof GrpcError && !(e instanceof FrontendError) && e.code !== GrpcCode.UNKNOWN) throw e;
     const message = buildkitMessage(e);
+    fetching?.complete(message);
     if (steps.fail(message)) throw new FrontendError(message, true);
     throw new FrontendError(
       e instanceof FrontendError

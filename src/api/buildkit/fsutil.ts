@@ -15,8 +15,9 @@ import { lstat, readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, type Writable } from 'node:stream';
 import tar from 'tar-stream';
-import { invalidParameter } from '../../errors.js';
+import { invalidParameter, messageOf } from '../../errors.js';
 import type { ClientCall } from './grpc-client.js';
+import { GrpcCode, GrpcError } from './grpc.js';
 import { PacketType } from './proto/messages.js';
 import type { Msg } from './proto/wire.js';
 
@@ -345,3 +346,125 @@ export const statMessage = (s: FileStat): Msg => ({
   modTime: s.modTime,
   linkname: s.linkname,
 });
+
+/** An entry of a tree berthd sends (the engine's TreeEntry, which this module does not import). */
+export interface SentEntry {
+  rel: string;
+  kind: 'dir' | 'file' | 'symlink' | 'link' | 'fifo' | 'char' | 'block';
+  mode: number;
+  uid: number;
+  gid: number;
+  size: number;
+  mtimeNs: bigint;
+  linkname?: string;
+  devMajor?: number;
+  devMinor?: number;
+}
+
+/** Go's FileMode of an entry berthd sends: its kind's type bits and its Unix permission bits. */
+export function goMode(e: SentEntry): number {
+  let mode = e.mode & 0o777;
+  if (e.mode & 0o4000) mode |= MODE.setuid;
+  if (e.mode & 0o2000) mode |= MODE.setgid;
+  if (e.mode & 0o1000) mode |= MODE.sticky;
+  if (e.kind === 'dir') mode |= MODE.dir;
+  else if (e.kind === 'symlink') mode |= MODE.symlink;
+  else if (e.kind === 'fifo') mode |= MODE.namedPipe;
+  else if (e.kind === 'char') mode |= MODE.device | MODE.charDevice;
+  else if (e.kind === 'block') mode |= MODE.device;
+  return mode >>> 0;
+}
+
+/**
+ * A sent entry's Stat, as fsutil's sender fills it from lstat: a symlink's size
+ * is its target's length (recording 05), a hard link's is 0 with the first
+ * name as linkname.
+ */
+function sentStat(e: SentEntry): Msg {
+  return {
+    path: e.rel,
+    mode: goMode(e),
+    uid: e.uid,
+    gid: e.gid,
+    size: BigInt(e.kind === 'symlink' ? Buffer.byteLength(e.linkname ?? '') : e.size),
+    modTime: e.mtimeNs,
+    linkname: e.linkname ?? '',
+    devmajor: BigInt(e.devMajor ?? 0),
+    devminor: BigInt(e.devMinor ?? 0),
+  };
+}
+
+/** How long a receiver told of an error has to end its side before the call is reset. */
+const ERR_GRACE_MS = 2_000;
+
+/** fsutil's sender's DATA chunks (32 KiB). */
+const CHUNK = 32 << 10;
+
+/**
+ * Sends a tree over a started FileSend/DiffCopy call (`--output type=local`):
+ * every entry's STAT in walk order and the empty STAT, then each regular file
+ * the receiver asks for (REQ{id}, id = the index of its STAT) as DATA packets and
+ * an empty DATA, until the receiver's FIN, answered with FIN. The receiver is
+ * the client: a REQ for an id out of range, for what is not a regular file, or
+ * for a file already sent, and any packet but REQ and FIN, end the call with an
+ * ERR. `sent` is told the bytes sent so far.
+ */
+export async function sendTree(
+  call: ClientCall,
+  entries: readonly SentEntry[],
+  read: (e: SentEntry) => Promise<AsyncIterable<unknown> | Iterable<unknown>>,
+  sent: (bytes: number) => void = () => undefined,
+): Promise<void> {
+  let bytes = 0;
+  const send = async (p: Msg, n: number) => {
+    call.send(p);
+    bytes += n;
+    sent(bytes);
+    await call.drained();
+  };
+  try {
+    for (const e of entries) await send({ type: PacketType.STAT, stat: sentStat(e) }, e.rel.length + 16);
+    await send({ type: PacketType.STAT }, 0);
+    const done = new Set<number>();
+    for (;;) {
+      const p = await call.next();
+      if (!p) {
+        const s = await call.status;
+        if (s.code === GrpcCode.CANCELLED || s.code === GrpcCode.UNAVAILABLE)
+          throw new GrpcError(GrpcCode.CANCELLED, `the client went away during the export: ${s.message}`);
+        throw fault(s.message || 'the receiver ended the stream before its FIN');
+      }
+      const type = Number(p.type ?? 0);
+      if (type === PacketType.FIN) break;
+      if (type === PacketType.ERR) throw fault(Buffer.from((p.data as Buffer) ?? []).toString('utf8'));
+      if (type !== PacketType.REQ) throw fault(`a packet of type ${type} from the receiver`);
+      const id = Number(p.ID ?? 0);
+      const e = entries[id];
+      if (e?.kind !== 'file') throw fault(`a request for id ${id}, which is not a regular file sent`);
+      if (done.has(id)) throw fault(`a second request for id ${id}`);
+      done.add(id);
+      let got = 0;
+      for await (const chunk of await read(e)) {
+        const data = chunk as Buffer;
+        for (let at = 0; at < data.length; at += CHUNK) {
+          const part = data.subarray(at, at + CHUNK);
+          got += part.length;
+          await send({ type: PacketType.DATA, ID: id, data: part }, part.length);
+        }
+      }
+      if (got !== e.size) throw fault(`${JSON.stringify(e.rel)} changed size while it was sent`);
+      await send({ type: PacketType.DATA, ID: id }, 0);
+    }
+    call.send({ type: PacketType.FIN });
+    call.end();
+    const s = await call.status;
+    if (s.code !== 0) throw fault(s.message || `the receiver ended with status ${s.code}`);
+  } catch (e) {
+    // As fsutil's sender: the receiver is told why (its error ends its side), then the call goes.
+    call.send({ type: PacketType.ERR, data: Buffer.from(messageOf(e)) });
+    call.end();
+    await Promise.race([call.status, new Promise((resolve) => setTimeout(resolve, ERR_GRACE_MS).unref())]);
+    call.cancel();
+    throw e;
+  }
+}

@@ -21,6 +21,8 @@ export interface ClientCall {
   send(message: Msg): void;
   /** Half-closes: no more messages from this side. */
   end(): void;
+  /** Settles once what was sent has left for the peer's window (or the call ended): a sender's backpressure. */
+  drained(): Promise<void>;
   /** The next message from the server; undefined once it sent its trailers (or the call ended). */
   next(): Promise<Msg | undefined>;
   /** The server's status, once it ended the call; a reset or a lost connection is CANCELLED/UNAVAILABLE. */
@@ -110,6 +112,18 @@ export function startCall(
     },
     end() {
       if (!stream.destroyed && !stream.writableEnded) stream.end();
+    },
+    drained() {
+      if (!stream.writableNeedDrain || stream.destroyed || ended) return Promise.resolve();
+      return new Promise((resolve) => {
+        const done = () => {
+          stream.off('drain', done);
+          stream.off('close', done);
+          resolve();
+        };
+        stream.once('drain', done);
+        stream.once('close', done);
+      });
     },
     next() {
       if (failure) return Promise.reject(failure);

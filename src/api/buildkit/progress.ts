@@ -17,6 +17,9 @@ const timestamp = (ms = Date.now()): Msg => ({ seconds: BigInt(Math.floor(ms / 1
  */
 const FIRST_LOG_HOLD_MS = 150;
 
+/** How often a byte-counting row is updated. */
+const ROW_EVERY_MS = 100;
+
 /** One job's StatusResponse messages: kept for a late Status call, and handed to the ones listening, in order. */
 export class StatusFeed {
   private readonly history: Msg[] = [];
@@ -159,6 +162,26 @@ export class Vertex {
     row.timestamp = now;
     if (done) row.completed = now;
     this.feed.push({ statuses: [{ ...row }] });
+  }
+
+  /**
+   * A row that counts bytes, updated at most every ROW_EVERY_MS (a transfer of
+   * many small files would otherwise send a message per packet): `bytes` tells
+   * the count so far, `done` shows the last one completed.
+   */
+  counter(id: string): { bytes: (n: number) => void; done: () => void } {
+    let total = 0;
+    let shown = 0;
+    return {
+      bytes: (n) => {
+        total = n;
+        const now = Date.now();
+        if (now - shown < ROW_EVERY_MS) return;
+        shown = now;
+        this.status(id, n);
+      },
+      done: () => this.status(id, total, true),
+    };
   }
 
   log(stream: 1 | 2, data: Buffer): void {

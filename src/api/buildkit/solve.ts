@@ -10,12 +10,13 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { Engine } from '../../engine/index.js';
 import { messageOf } from '../../errors.js';
+import { exportFiles, FILE_EXPORTER_ATTRS, FILE_EXPORTERS } from './exporters.js';
 import { DOCKERFILE_FRONTEND, FrontendError, runDockerfile } from './frontend.js';
 import { GrpcCode, GrpcError, type Method } from './grpc.js';
 import { StatusFeed, Vertex } from './progress.js';
 import * as m from './proto/messages.js';
 import type { Msg } from './proto/wire.js';
-import type { BuildSession, BuildSessions } from './session.js';
+import type { ClientSession, ClientSessions } from './session.js';
 import { Registry } from './waits.js';
 
 const CONTROL = '/moby.buildkit.v1.Control';
@@ -39,10 +40,12 @@ const IGNORED_EXPORTER_ATTRS = new Set(['push']);
 
 interface Job {
   ref: string;
+  /** When the Solve came (ms): images added since are this build's. */
+  started: number;
   request: Msg;
   feed: StatusFeed;
   abort: AbortController;
-  session: Promise<BuildSession | undefined>;
+  session: Promise<ClientSession | undefined>;
   /** LLBBridge.Solve's result: the ref it answered and the image behind it. */
   result?: { id: string; imageId: string };
   /** LLBBridge.Solve's failure, as it answered it. */
@@ -111,11 +114,16 @@ function checkSolve(req: Msg): void {
     );
   refuseInputs(req);
   const exporter = String(req.Exporter ?? '');
-  if (exporter && exporter !== 'moby')
-    throw invalid(`exporter "${exporter}" is not supported by berthd yet (only the image store: moby, --load)`);
+  const files = exporter in FILE_EXPORTERS;
+  if (exporter && exporter !== 'moby' && !files)
+    throw invalid(
+      `exporter "${exporter}" is not supported by berthd yet (only the image store, moby or --load, and the files: local, tar)`,
+    );
+  if (files && !req.Session)
+    throw invalid(`the ${exporter} exporter sends the files to the client: it needs a session (SolveRequest.Session)`);
   for (const k of Object.keys((req.ExporterAttrs as Record<string, string> | undefined) ?? {}))
-    if (k !== 'name' && !IGNORED_EXPORTER_ATTRS.has(k))
-      throw invalid(`exporter attribute ${k} is not supported by berthd`);
+    if (files ? !FILE_EXPORTER_ATTRS.has(k) : k !== 'name' && !IGNORED_EXPORTER_ATTRS.has(k))
+      throw invalid(`exporter attribute ${k} is not supported by berthd's ${exporter} exporter`);
   const cache = (req.Cache as Msg | undefined) ?? {};
   if ((cache.Exports as unknown[] | undefined)?.length) throw invalid('cache export is not supported by berthd yet');
   if ((cache.Imports as unknown[] | undefined)?.length) throw invalid('cache import is not supported by berthd yet');
@@ -151,10 +159,17 @@ function returnedError(job: Job, status: Msg): GrpcError {
   return new GrpcError(GrpcCode.UNKNOWN, `rpc error: code = ${CODE_NAMES[code] ?? `Code(${code})`} desc = ${message}`);
 }
 
+/** The build the client's Return names: the result LLBBridge.Solve answered. */
+function built(job: Job, result: Msg | undefined): { id: string; imageId: string } {
+  const ref = (result?.ref as Msg | undefined)?.id;
+  if (!job.result || ref !== job.result.id) throw invalid(`invalid reference: ${String(ref ?? '')}`);
+  return job.result;
+}
+
 /** The Control/Solve, Control/Status and LLBBridge methods of berthd's `/grpc`. */
 export function solveMethods(
   engine: Engine,
-  sessions: BuildSessions,
+  sessions: ClientSessions,
   /** The one worker berthd is (Control/ListWorkers'), for LLBBridge/Ping's answer. */
   worker: () => Msg,
 ): Array<[string, Method]> {
@@ -162,9 +177,7 @@ export function solveMethods(
 
   /** The moby exporter: tags the image as the names say, with BuildKit's "exporting to image" rows. */
   const exportImage = (job: Job, result: Msg | undefined): Msg => {
-    const ref = (result?.ref as Msg | undefined)?.id;
-    if (!job.result || ref !== job.result.id) throw invalid(`invalid reference: ${String(ref ?? '')}`);
-    const { imageId } = job.result;
+    const { imageId } = built(job, result);
     const vertex = new Vertex(job.feed, 'exporting to image').start();
     vertex.status('exporting layers', undefined, true);
     vertex.status(`writing image ${imageId}`, undefined, true);
@@ -195,6 +208,7 @@ export function solveMethods(
       session.catch(() => undefined);
       const job: Job = {
         ref: String(req.Ref),
+        started: Date.now(),
         request: req,
         feed: new StatusFeed(),
         abort,
@@ -211,7 +225,18 @@ export function solveMethods(
         s?.closed.then(() => abort.abort(new GrpcError(GrpcCode.CANCELLED, 'the session closed')));
         const ret = await untilAborted(returned, abort.signal);
         if (ret.error) throw returnedError(job, ret.error as Msg);
-        const answer = req.Internal || !req.Exporter ? {} : exportImage(job, ret.result as Msg | undefined);
+        const exporter = String(req.Exporter ?? '');
+        let answer: Msg = {};
+        if (req.Internal || !exporter) answer = {};
+        else if (exporter === 'moby') answer = exportImage(job, ret.result as Msg | undefined);
+        else {
+          const { imageId } = built(job, ret.result as Msg | undefined);
+          if (!s) throw invalid('exporting files needs a session (SolveRequest.Session)');
+          await exportFiles(engine, s, exporter, imageId, job.feed, abort.signal);
+          // The files were the output: the image made on the way goes, as BuildKit makes none. A
+          // failure to (an image someone started using meanwhile) leaves it and fails nothing.
+          await engine.images.discardBuilt(imageId, job.started).catch(() => undefined);
+        }
         // buildx stops reading Status 3 s after Solve answered: the progress goes first.
         await untilAborted(job.feed.end(), abort.signal);
         send(answer);

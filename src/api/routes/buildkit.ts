@@ -11,7 +11,7 @@ import type { Engine } from '../../engine/index.js';
 import { invalidParameter, systemError } from '../../errors.js';
 import { controlMethods } from '../buildkit/control.js';
 import { serveCalls } from '../buildkit/grpc.js';
-import { BuildSessions } from '../buildkit/session.js';
+import { ClientSessions, watchHealth } from '../buildkit/session.js';
 import { takeOver } from '../streams/hijack.js';
 
 const SWITCHING = 'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n';
@@ -26,7 +26,7 @@ function checkUpgrade(req: FastifyRequest, error: (message: string) => Error): v
 }
 
 export function buildkitRoutes(app: FastifyInstance, engine: Engine): void {
-  const sessions = new BuildSessions();
+  const sessions = new ClientSessions();
   const methods = controlMethods(engine, sessions);
 
   app.post('/grpc', async (req, reply) => {
@@ -49,7 +49,7 @@ export function buildkitRoutes(app: FastifyInstance, engine: Engine): void {
     const client = http2.connect('http://localhost', { createConnection: () => socket, settings: H2_SETTINGS });
     client.on('error', () => socket.destroy());
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-    const forget = sessions.add({
+    const session = {
       id,
       name: header('x-docker-expose-session-name'),
       sharedKey: header('x-docker-expose-session-sharedkey'),
@@ -57,8 +57,11 @@ export function buildkitRoutes(app: FastifyInstance, engine: Engine): void {
       methods: req.raw.headersDistinct['x-docker-expose-session-grpc-method'] ?? [],
       client,
       closed,
-    });
+    };
+    const forget = sessions.add(session);
+    const stopHealth = watchHealth(session, () => socket.destroy());
     socket.once('close', () => {
+      stopHealth();
       client.destroy();
       forget();
     });

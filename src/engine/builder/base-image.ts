@@ -32,7 +32,10 @@ export async function baseImage(cx: StepContext, name: string): Promise<string> 
     return have;
   }
   const ref = parseReference(name);
-  const auth = run.req.auths[ref.domain] ?? (ref.domain === 'docker.io' ? findDockerHub(run.req.auths) : undefined);
+  const auth =
+    run.req.auths[ref.domain] ??
+    (ref.domain === 'docker.io' ? findDockerHub(run.req.auths) : undefined) ??
+    (await run.req.session?.credentials?.(ref.domain));
   try {
     await cx.deps.images.pull(name, undefined, auth, (e) => run.emit({ pull: e }), { signal: run.signal });
   } catch (e) {

@@ -74,6 +74,8 @@ export interface BuildSession {
    * opens to the socket it is given); rejects when the client has no such agent.
    */
   sshAgent(id: string): Promise<Duplex>;
+  /** Credentials for a base image's registry (`docker.io` for Docker Hub); undefined when the client has none. */
+  credentials?(domain: string): Promise<AuthConfig | undefined>;
 }
 
 /**

@@ -19,6 +19,7 @@ import {
   queryLabel,
   sourceCode,
 } from '../dockerfile/index.js';
+import { type ImageTree, openImageTree } from '../images/image-tree.js';
 import { unmount } from '../os/mount.js';
 import { familiarString, parseReference } from '../reference.js';
 import { checkPlatform } from './base-image.js';
@@ -198,6 +199,11 @@ export class BuildService {
     parseStages(df);
     const syntax = builtinSyntax(df.directives);
     return syntax ? { syntax } : {};
+  }
+
+  /** A built image's files, for BuildKit's local and tar exporters; the caller releases the tree. */
+  async files(imageId: string): Promise<ImageTree> {
+    return openImageTree(await this.deps.images.readyLayerDirs(imageId), this.deps.tmpDir);
   }
 
   /** The image's config as stored (the JSON of its id). */

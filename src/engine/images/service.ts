@@ -416,13 +416,14 @@ export class ImageService {
     for (const b of freed.blobs) await this.deps.content.delete(b);
   }
 
-  /** Deletes untagged, unused parents left behind (dockerd's prune-parents). */
-  private async pruneParents(id: string, out: DeleteItem[]): Promise<void> {
+  /** Deletes untagged, unused parents left behind (dockerd's prune-parents); with `since`, only those added since. */
+  private async pruneParents(id: string, out: DeleteItem[], since = 0): Promise<void> {
     const { repo } = this.deps;
     for (let cur: string | undefined = id; cur; ) {
       const row = repo.find(cur);
       if (
         !row ||
+        row.added_at < since ||
         repo.tagsOf(cur).length ||
         repo.digestsOf(cur).length ||
         repo.children(cur).length ||
@@ -432,6 +433,16 @@ export class ImageService {
       await this.deleteImage(cur, out);
       cur = row.parent || undefined;
     }
+  }
+
+  /**
+   * Removes an image a build made only to hand its files to the client
+   * (BuildKit's local and tar exporters make no image), and the parents made
+   * with it: each one added since `since` (ms) that nothing names, uses or was
+   * made from. An image that was there before (a cached result) stays.
+   */
+  async discardBuilt(imageId: string, since: number): Promise<void> {
+    await this.pruneParents(imageId, [], since);
   }
 
   /** `POST /images/prune`: dangling images (or, with dangling=false, all unused ones). */

@@ -308,8 +308,8 @@ export async function changes(
 /**
  * Which of `candidates` (relative paths) are in the upper dir only as empty
  * mount points the runtime made (an empty file or directory), together with
- * the directories copied up just to hold them (nothing else in them, and the
- * same mode and owner as below). dockerd keeps such mount points in an init
+ * the directories copied up or made just to hold them (nothing else in them,
+ * and the same mode and owner as below, or nothing below). dockerd keeps such mount points in an init
  * layer under the container's own, so its commits and diffs never show them;
  * callers pass the result as `exclude` to get the same.
  */
@@ -338,8 +338,10 @@ export async function mountPointStubs(
       const st = await lstatIfPresent(abs);
       if (!st?.isDirectory() || isOpaque(abs)) continue;
       if (!(await readdir(abs)).every((name) => stubs.has(`${dir}/${name}`))) continue;
+      // Absent below (a scratch image's /etc): made to hold them, as dockerd's init layer makes it.
       const below = await lowers.lookup(dir);
-      if (!below?.isDirectory() || below.mode !== st.mode || below.uid !== st.uid || below.gid !== st.gid) continue;
+      if (below && (!below.isDirectory() || below.mode !== st.mode || below.uid !== st.uid || below.gid !== st.gid))
+        continue;
       stubs.add(dir);
       if (parentOf(dir) !== '') next.add(parentOf(dir));
     }

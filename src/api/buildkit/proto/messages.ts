@@ -205,3 +205,17 @@ export const GatewaySolveRequest = message('SolveRequest', {
 export const GatewaySolveResponse = message('SolveResponse', { 1: ['ref', 'string'], 3: ['result', GatewayResult] });
 export const ReturnRequest = message('ReturnRequest', { 1: ['result', GatewayResult], 2: ['error', RpcStatus] });
 export const ReturnResponse = message('ReturnResponse', {});
+
+// The session's other services (session/auth, secrets, sshforward): berthd calls them, the client answers.
+export const CredentialsRequest = message('CredentialsRequest', { 1: ['Host', 'string'] });
+export const CredentialsResponse = message('CredentialsResponse', {
+  1: ['Username', 'string'],
+  2: ['Secret', 'string'],
+});
+export const GetSecretRequest = message('GetSecretRequest', {
+  1: ['ID', 'string'],
+  2: ['annotations', mapOf('string')],
+});
+export const GetSecretResponse = message('GetSecretResponse', { 1: ['data', 'bytes'] });
+export const CheckAgentRequest = message('CheckAgentRequest', { 1: ['ID', 'string'] });
+export const CheckAgentResponse = message('CheckAgentResponse', {});
