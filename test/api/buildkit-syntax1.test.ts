@@ -2,24 +2,14 @@
 // (played by test/harness/buildkit-client.ts): `# syntax=docker/dockerfile:1`
 // taken as berth's own syntax and said so in a vertex, another frontend image
 // refused by name, here-documents named as BuildKit names them, a cache mount
-// kept from build to build, and the automatic platform args.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
+// kept from build to build, the automatic platform args, and a RUN's secret and
+// ssh agent asked of the client's session (and never in the image).
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { type BuildOptions, buildxBuild, type SeenVertex } from '../harness/buildkit-client.js';
+import { type BuildOptions, buildxBuild, contextDir, fileOf, type SeenVertex } from '../harness/buildkit-client.js';
 import { useEnv } from '../harness/env.js';
-import { scratchDir } from '../harness/tmp.js';
 
 const ctx = useEnv();
-
-function contextDir(files: Record<string, string>): string {
-  const dir = scratchDir('bk1-ctx-');
-  for (const [name, text] of Object.entries(files)) {
-    mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    writeFileSync(path.join(dir, name), text);
-  }
-  return dir;
-}
 
 const build = (o: BuildOptions) =>
   buildxBuild(ctx.daemon.socket, { ...o, frontendAttrs: { 'force-network-mode': 'none', ...o.frontendAttrs } });
@@ -65,5 +55,47 @@ describe('Dockerfile 1.x through BuildKit', () => {
       ['Dockerfile', 'Dockerfile.dockerignore'],
       ['.dockerignore'],
     ]);
+  });
+
+  it("a RUN's secret and ssh agent come from the client's session, for that step alone, and stay out of the image", async () => {
+    const dockerfile = [
+      `FROM ${ctx.env.busybox}`,
+      // The value never in the Dockerfile either: the step prints its digest.
+      'RUN --mount=type=secret,id=tok echo "secret $(md5sum < /run/secrets/tok)"',
+      'RUN --mount=type=ssh test -S "$SSH_AUTH_SOCK" && echo "agent at $SSH_AUTH_SOCK"',
+      'RUN ls -A /run > /run-listing; test ! -e /run/secrets/tok && echo gone-after',
+      '',
+    ].join('\n');
+    const r = await build({
+      context: contextDir({ Dockerfile: dockerfile }),
+      tags: 'bk1-secret',
+      serve: { secrets: { tok: 's3cret' }, sshAgents: ['default'] },
+    });
+    expect(r.solve.message).toBe('');
+    const logs = r.vertices.map((v) => v.logs).join('');
+    expect(logs).toContain(`secret ${createHash('md5').update('s3cret').digest('hex')}  -\n`);
+    expect(logs).toMatch(/agent at \/run\/buildkit\/ssh_agent\.0\n/);
+    expect(logs).toContain('gone-after\n');
+    const asked = r.session.calls.map((c) => c.path);
+    expect(asked).toContain('/moby.buildkit.secrets.v1.Secrets/GetSecret');
+    expect(asked).toContain('/moby.sshforward.v1.SSH/CheckAgent');
+    // Neither the secret's file nor its value is in the image: not in its tree, not in its history.
+    expect(await fileOf(ctx.daemon, 'bk1-secret', '/run-listing')).not.toMatch(/secrets|buildkit/);
+    const history = await ctx.daemon.request('GET', '/images/bk1-secret/history');
+    expect(history.text).not.toContain('s3cret');
+  });
+
+  it('a secret the client does not have fails the step when required, and is left out when not', async () => {
+    const dockerfile = (required: boolean) =>
+      [
+        `FROM ${ctx.env.busybox}`,
+        `RUN --mount=type=secret,id=absent${required ? ',required' : ''} test ! -e /run/secrets/absent && echo without`,
+        '',
+      ].join('\n');
+    const optional = await build({ context: contextDir({ Dockerfile: dockerfile(false) }), serve: { secrets: {} } });
+    expect(optional.solve.message).toBe('');
+    expect(optional.vertices.map((v) => v.logs).join('')).toContain('without\n');
+    const required = await build({ context: contextDir({ Dockerfile: dockerfile(true) }), serve: { secrets: {} } });
+    expect(`${required.bridge?.message ?? ''} ${required.solve.message}`).toMatch(/secret absent/);
   });
 });
