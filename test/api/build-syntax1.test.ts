@@ -13,6 +13,7 @@ import { gunzipSync } from 'node:zlib';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { buildRaw } from '../harness/build.js';
 import type { Daemon } from '../harness/daemon.js';
 import { type Env, useEnv } from '../harness/env.js';
 import { expectNoLeaks, holdings } from '../harness/leaks.js';
@@ -28,8 +29,6 @@ beforeAll(() => {
   d = ctx.daemon;
 });
 
-type Msg = { stream?: string; aux?: { ID: string }; error?: string };
-
 const contextOf = (dockerfile: string[], files: Record<string, string>) =>
   tarOf(
     Object.entries({
@@ -41,22 +40,8 @@ const buildPath = (params: Record<string, string> = {}) =>
   `/v1.41/build?${new URLSearchParams({ networkmode: 'none', ...params })}`;
 
 async function build(dockerfile: string[], files: Record<string, string> = {}, params: Record<string, string> = {}) {
-  const raw = await contextOf(dockerfile, files);
-  const r = await d.request('POST', buildPath(params), {
-    raw,
-    headers: { 'Content-Type': 'application/x-tar' },
-  });
-  const messages: Msg[] =
-    r.status === 200
-      ? r.text
-          .split('\n')
-          .filter(Boolean)
-          .map((l) => JSON.parse(l) as Msg)
-      : [];
-  const out = messages.map((m) => m.stream ?? '').join('');
-  const error = messages.find((m) => m.error)?.error;
-  const id = [...messages].reverse().find((m) => m.aux)?.aux?.ID;
-  return { status: r.status, text: r.text, out, error, id };
+  const b = await buildRaw(d, await contextOf(dockerfile, files), { networkmode: 'none', ...params });
+  return { status: b.status, text: b.response.text, out: b.text, error: b.error, id: b.id };
 }
 
 /** A build whose stream is watched as it comes: `saw` resolves once `text` was in it, `done` with all of it. */

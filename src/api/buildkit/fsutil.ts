@@ -15,6 +15,7 @@ import { lstat, readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, type Writable } from 'node:stream';
 import tar from 'tar-stream';
+import type { TreeEntry } from '../../engine/index.js';
 import { invalidParameter, messageOf } from '../../errors.js';
 import type { ClientCall } from './grpc-client.js';
 import { GrpcCode, GrpcError } from './grpc.js';
@@ -347,19 +348,8 @@ export const statMessage = (s: FileStat): Msg => ({
   linkname: s.linkname,
 });
 
-/** An entry of a tree berthd sends (the engine's TreeEntry, which this module does not import). */
-export interface SentEntry {
-  rel: string;
-  kind: 'dir' | 'file' | 'symlink' | 'link' | 'fifo' | 'char' | 'block';
-  mode: number;
-  uid: number;
-  gid: number;
-  size: number;
-  mtimeNs: bigint;
-  linkname?: string;
-  devMajor?: number;
-  devMinor?: number;
-}
+/** An entry of a tree berthd sends: the engine's. */
+export type SentEntry = TreeEntry;
 
 /** Go's FileMode of an entry berthd sends: its kind's type bits and its Unix permission bits. */
 export function goMode(e: SentEntry): number {
