@@ -27,7 +27,7 @@ const meet = (cache: string, me: string, other: string) =>
   `i=0; while [ $i -lt 100 ] && ! [ -e /c/${other} ]; do sleep 0.1; i=$((i+1)); done; test -e /c/${other} && echo ${me} > /met`;
 
 describe('docker build through BuildKit: the stages as a graph', () => {
-  it('skips the stages nothing needs and runs the independent ones at the same time', async () => {
+  it('skips the stages nothing needs (FROM, COPY --from by name or index, RUN --mount=from count) and runs the independent ones at the same time', async () => {
     const cache = `bk-graph-${randomBytes(6).toString('hex')}`;
     const dir = contextOf([
       `FROM ${ctx.env.busybox} AS unused`,
@@ -36,9 +36,12 @@ describe('docker build through BuildKit: the stages as a graph', () => {
       meet(cache, 'a', 'b'),
       `FROM ${ctx.env.busybox} AS b`,
       meet(cache, 'b', 'a'),
+      `FROM ${ctx.env.busybox} AS mounted`,
+      'RUN echo m > /m',
       `FROM ${ctx.env.busybox}`,
-      'COPY --from=a /met /a',
+      'COPY --from=1 /met /a',
       'COPY --from=b /met /b',
+      'RUN --mount=type=bind,from=mounted,target=/mnt cat /a /b /mnt/m',
     ]);
     const r = await build({ context: dir, tags: 'bk-graph:1', frontendAttrs: { 'force-network-mode': 'none' } });
     expect(r.solve.message).toBe('');
@@ -53,10 +56,14 @@ describe('docker build through BuildKit: the stages as a graph', () => {
       `[a 2/2] ${meet(cache, 'a', 'b')}`,
       `[b 1/2] FROM ${ctx.env.busybox}`,
       `[b 2/2] ${meet(cache, 'b', 'a')}`,
-      `[stage-3 1/3] FROM ${ctx.env.busybox}`,
-      '[stage-3 2/3] COPY --from=a /met /a',
-      '[stage-3 3/3] COPY --from=b /met /b',
+      `[mounted 1/2] FROM ${ctx.env.busybox}`,
+      '[mounted 2/2] RUN echo m > /m',
+      `[stage-4 1/4] FROM ${ctx.env.busybox}`,
+      '[stage-4 2/4] COPY --from=1 /met /a',
+      '[stage-4 3/4] COPY --from=b /met /b',
+      '[stage-4 4/4] RUN --mount=type=bind,from=mounted,target=/mnt cat /a /b /mnt/m',
     ]);
+    expect(r.vertices.find((v) => v.name.startsWith('[stage-4 4/4]'))?.logs).toBe('a\nb\nm\n');
     for (const me of ['a', 'b']) {
       const run = r.vertices.find((v) => v.name.startsWith(`[${me} 2/2]`))!;
       expect(run).toMatchObject({ completed: true, logs: `in-${me}\n` });

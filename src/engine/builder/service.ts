@@ -127,7 +127,7 @@ export class BuildService {
         }
       }
       const graph = stageDependencies(stages, metaEnv(run));
-      const order = neededStages(graph, last);
+      const order = req.everyStage ? stages.slice(0, last + 1).map((s) => s.index) : neededStages(graph, last);
       const firstStep = new Map<number, number>();
       let total = metaArgs.length;
       for (const i of order) {
