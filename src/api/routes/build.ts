@@ -91,6 +91,8 @@ export function buildRoutes(app: FastifyInstance, engine: Engine): void {
           tags: allValues(req.query, 't').filter(Boolean),
           buildArgs: stringMap(q.buildargs, 'buildargs', true),
           ...(q.target ? { target: q.target } : {}),
+          // dockerd's classic builder builds every stage up to the target (BuildKit skips unused ones).
+          everyStage: true,
           ...(q.platform ? { platform: q.platform } : {}),
           labels: stringMap(q.labels, 'labels', false) as Record<string, string>,
           noCache: boolValue(q.nocache),

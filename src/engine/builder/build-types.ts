@@ -36,6 +36,11 @@ export interface BuildRequest {
   /** Build args; null: declared by the client without a value (as dockerd: unset). */
   buildArgs: Record<string, string | null>;
   target?: string;
+  /**
+   * Build every stage up to the target, as dockerd's classic builder does (`POST /build`);
+   * otherwise only the stages the target needs, as BuildKit does.
+   */
+  everyStage?: boolean;
   /** Only this machine's platform is built; others are refused. */
   platform?: string;
   labels: Record<string, string>;

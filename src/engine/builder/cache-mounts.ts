@@ -33,6 +33,8 @@ export class CacheMountStore {
   private readonly users = new Map<string, number>();
   /** Cache key → the tail of its locked users' queue. */
   private readonly locks = new Map<string, Promise<void>>();
+  /** Directory → its making, while it is made. */
+  private readonly making = new Map<string, Promise<void>>();
 
   constructor(private readonly root: string) {}
 
@@ -47,25 +49,35 @@ export class CacheMountStore {
     if (req.sharing === 'locked') unlock = await this.lock(key, signal);
     else if (req.sharing === 'private') while ((this.users.get(path.join(base, String(n))) ?? 0) > 0) n++;
     const dir = path.join(base, String(n));
-    try {
-      await this.make(dir, req);
-    } catch (e) {
-      unlock();
-      throw e;
-    }
+    // Counted before it is made: a private user picking at the same time (another stage of this
+    // build, another build) takes the next directory.
     this.users.set(dir, (this.users.get(dir) ?? 0) + 1);
     let released = false;
-    return {
-      dir,
-      release: () => {
-        if (released) return;
-        released = true;
-        const left = (this.users.get(dir) ?? 1) - 1;
-        if (left > 0) this.users.set(dir, left);
-        else this.users.delete(dir);
-        unlock();
-      },
+    const release = () => {
+      if (released) return;
+      released = true;
+      const left = (this.users.get(dir) ?? 1) - 1;
+      if (left > 0) this.users.set(dir, left);
+      else this.users.delete(dir);
+      unlock();
     };
+    try {
+      await this.made(dir, req);
+    } catch (e) {
+      release();
+      throw e;
+    }
+    return { dir, release };
+  }
+
+  /** The directory made once however many users ask for it at the same time. */
+  private made(dir: string, req: CacheMountRequest): Promise<void> {
+    let making = this.making.get(dir);
+    if (!making) {
+      making = this.make(dir, req).finally(() => this.making.delete(dir));
+      this.making.set(dir, making);
+    }
+    return making;
   }
 
   /** Removes every cache (none may be in use). */

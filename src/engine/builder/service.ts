@@ -9,16 +9,7 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { invalidParameter } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import {
-  builtinSyntax,
-  expandArg,
-  type Instruction,
-  nopCommand,
-  parseDockerfile,
-  parseStages,
-  queryLabel,
-  sourceCode,
-} from '../dockerfile/index.js';
+import { builtinSyntax, expandArg, parseDockerfile, parseStages, queryLabel, sourceCode } from '../dockerfile/index.js';
 import { type ImageTree, openImageTree } from '../images/image-tree.js';
 import { unmount } from '../os/mount.js';
 import { familiarString, parseReference } from '../reference.js';
@@ -26,11 +17,13 @@ import { checkPlatform } from './base-image.js';
 import { ancestry, cacheSources } from './build-cache.js';
 import { CacheMountStore } from './cache-mounts.js';
 import type { BuildDeps, BuildEvent, BuildRequest, Run, StepContext } from './build-types.js';
-import { buildTag, downloading, short, stepText } from './build-texts.js';
+import { buildTag, downloading, short } from './build-texts.js';
 import { type BuildContext, receiveContext } from './context.js';
-import { commitMeta } from './meta-steps.js';
-import { dispatch, from } from './stage.js';
-import { metaEnv, PROXY_ARGS, platformArgs, stepEnv } from './step-env.js';
+import { buildStage } from './stage.js';
+import { neededStages, stageDependencies } from './stage-graph.js';
+import { StageOutput } from './stage-output.js';
+import { STAGES_AT_ONCE, scheduleStages } from './stage-schedule.js';
+import { metaEnv, PROXY_ARGS, platformArgs } from './step-env.js';
 
 export class BuildService {
   private readonly log: Logger;
@@ -93,11 +86,9 @@ export class BuildService {
         if (at < 0) throw invalidParameter(`failed to reach build target ${req.target} in Dockerfile`);
         last = at;
       }
-      const chosen = stages.slice(0, last + 1);
       const labelSteps = Object.keys(req.labels)
         .sort()
         .map((k) => queryLabel(k, req.labels[k]!));
-      const total = metaArgs.length + chosen.reduce((n, s) => n + 1 + s.instructions.length, 0) + labelSteps.length;
       // dockerd writes the parser's warnings as one stderr record before the first step.
       if (df.warnings.length) out({ stream: `\u001b[91m${df.warnings.join('\n')}\n\u001b[0m` });
 
@@ -116,6 +107,8 @@ export class BuildService {
         const sources = cacheSources(this.deps, req.cacheFrom);
         run.cacheFrom = { sources, ancestry: ancestry(this.deps, sources) };
       }
+      const automatic = platformArgs(req.platform);
+      for (const [k, v] of automatic) run.metaArgs.set(k, v);
       const cx: StepContext = {
         deps: this.deps,
         log: this.log,
@@ -123,47 +116,60 @@ export class BuildService {
         vehicles: this.vehicles,
         cacheMounts: this.cacheMounts,
       };
-      let step = 0;
-      const header = (instr: Instruction) => {
-        step++;
-        out({ stream: `Step ${step}/${total} : ${sourceCode(instr)}` });
-        out({ stream: '\n' });
-      };
-      const steps = req.steps ?? (() => undefined);
-      const automatic = platformArgs(req.platform);
-      for (const [k, v] of automatic) run.metaArgs.set(k, v);
+      // The step count needs the stages the target needs, found with the meta ARGs' values: their own
+      // headers wait for it.
+      const metaHeaders: string[] = [];
       for (const a of metaArgs) {
-        header(a);
+        metaHeaders.push(sourceCode(a));
         for (const { name, value } of expandArg(a, metaEnv(run)).args) {
           run.used.add(name);
           const given = req.buildArgs[name];
           run.metaArgs.set(name, given != null ? given : (value ?? automatic.get(name)));
         }
       }
-      let imageId = '';
-      for (const stage of chosen) {
-        signal.throwIfAborted();
-        header(stage.from);
-        const st = await from(cx, stage);
-        /** One instruction: its header, its step events around it; `text` is the step's as BuildKit shows it. */
-        const step = async (instr: Instruction, text: () => string, synthetic?: true) => {
-          signal.throwIfAborted();
-          header(instr);
-          steps({ type: 'step', kind: instr.kind, text: text(), ...(synthetic ? { synthetic } : {}) });
-          await dispatch(cx, st, instr);
-          steps({ type: 'done' });
-        };
-        for (const instr of stage.instructions) await step(instr, () => stepText(instr, stepEnv(run, st)));
-        for (const instr of stage === chosen.at(-1) ? labelSteps : []) await step(instr, () => sourceCode(instr), true);
-        if (!st.imageId) {
-          // Only metadata on scratch and nothing else: still an image.
-          st.imageId = await commitMeta(cx, st, nopCommand(st.config, 'FROM scratch'), st.config);
-        }
-        imageId = st.imageId;
-        run.stages.set(String(stage.index), imageId);
-        if (stage.name) run.stages.set(stage.name, imageId);
-        out({ aux: { ID: imageId } });
+      const graph = stageDependencies(stages, metaEnv(run));
+      const order = req.everyStage ? stages.slice(0, last + 1).map((s) => s.index) : neededStages(graph, last);
+      const firstStep = new Map<number, number>();
+      let total = metaArgs.length;
+      for (const i of order) {
+        firstStep.set(i, total + 1);
+        total += 1 + stages[i]!.instructions.length;
       }
+      total += labelSteps.length;
+      metaHeaders.forEach((text, n) => {
+        out({ stream: `Step ${n + 1}/${total} : ${text}` });
+        out({ stream: '\n' });
+      });
+      const builtIds = new Map<number, string>();
+      const output = new StageOutput(order, { emit: out, steps: req.steps ?? (() => undefined) });
+      const built = await scheduleStages(
+        { order, deps: graph, max: STAGES_AT_ONCE, signal, failed: (i) => output.fail(i) },
+        async (i, stageSignal) => {
+          const sink = output.sink(i);
+          const view: Run = {
+            ...run,
+            req: { ...req, steps: sink.steps },
+            emit: sink.emit,
+            signal: stageSignal,
+            stages: new Map(),
+          };
+          // A stage sees the stages it names, as they built.
+          for (const d of graph[i]!) {
+            const id = builtIds.get(d)!;
+            view.stages.set(String(d), id);
+            if (stages[d]!.name) view.stages.set(stages[d]!.name!, id);
+          }
+          const id = await buildStage({ ...cx, run: view }, stages[i]!, {
+            first: firstStep.get(i)!,
+            total,
+            labels: i === last ? labelSteps : [],
+          });
+          builtIds.set(i, id);
+          output.finish(i);
+          return id;
+        },
+      );
+      const imageId = built.get(last)!;
       for (const t of tags) this.deps.images.tag(imageId, t);
       const unused = Object.keys(req.buildArgs)
         .filter((k) => !run.used.has(k) && !PROXY_ARGS.has(k))

@@ -1,4 +1,4 @@
-// A stage: its FROM (the scratch, an earlier stage or an image, with the image's
+// A stage: its steps numbered and told as they run, its FROM (the scratch, an earlier stage or an image, with the image's
 // ONBUILD triggers run first) and each instruction handed to its step.
 import { invalidParameter } from '../../errors.js';
 import {
@@ -11,13 +11,14 @@ import {
   nopCommand,
   parseTrigger,
   type Stage,
+  sourceCode,
 } from '../dockerfile/index.js';
 import type { ImageConfig } from '../images/config.js';
 import { baseImage, checkPlatform } from './base-image.js';
 import type { StageState, StepContext } from './build-types.js';
-import { fromName, short } from './build-texts.js';
+import { fromName, short, stepText } from './build-texts.js';
 import { copyStep } from './copy-step.js';
-import { argStep, hasDir, metaStep, workdirStep } from './meta-steps.js';
+import { argStep, commitMeta, hasDir, metaStep, workdirStep } from './meta-steps.js';
 import { runStep } from './run-step.js';
 import { DEFAULT_PATH, metaEnv, stepEnv } from './step-env.js';
 
@@ -80,4 +81,41 @@ export async function dispatch(cx: StepContext, st: StageState, instr: Instructi
   if (instr.kind === 'workdir' && config.WorkingDir && !(await hasDir(cx, st, config.WorkingDir)))
     return workdirStep(cx, st, nopCommand(config, comment), config);
   await metaStep(cx, st, nopCommand(config, comment), config);
+}
+
+/** Where a stage's steps are numbered from in the classic stream, and the steps added to it (the request's labels). */
+export interface StageSteps {
+  first: number;
+  total: number;
+  labels: Instruction[];
+}
+
+/** Builds one stage from its FROM to its last step (and the labels' steps); returns its image id. */
+export async function buildStage(cx: StepContext, stage: Stage, n: StageSteps): Promise<string> {
+  const { run } = cx;
+  const steps = run.req.steps ?? (() => undefined);
+  let at = n.first;
+  const header = (instr: Instruction) => {
+    run.emit({ stream: `Step ${at++}/${n.total} : ${sourceCode(instr)}` });
+    run.emit({ stream: '\n' });
+  };
+  run.signal.throwIfAborted();
+  header(stage.from);
+  const st = await from(cx, stage);
+  /** One instruction: its header, its step events around it; `text` is the step's as BuildKit shows it. */
+  const step = async (instr: Instruction, text: () => string, synthetic?: true) => {
+    run.signal.throwIfAborted();
+    header(instr);
+    steps({ type: 'step', kind: instr.kind, text: text(), ...(synthetic ? { synthetic } : {}) });
+    await dispatch(cx, st, instr);
+    steps({ type: 'done' });
+  };
+  for (const instr of stage.instructions) await step(instr, () => stepText(instr, stepEnv(run, st)));
+  for (const instr of n.labels) await step(instr, () => sourceCode(instr), true);
+  if (!st.imageId) {
+    // Only metadata on scratch and nothing else: still an image.
+    st.imageId = await commitMeta(cx, st, nopCommand(st.config, 'FROM scratch'), st.config);
+  }
+  run.emit({ aux: { ID: st.imageId } });
+  return st.imageId;
 }
