@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../harness/daemon.js';
+import { buildRaw } from '../harness/build.js';
 import { useEnv, type Env } from '../harness/env.js';
 import { demuxText } from '../harness/streams.js';
 import { type TarEntry, tarOf } from '../harness/tar.js';
@@ -18,31 +19,12 @@ beforeAll(() => {
   d = ctx.daemon;
 });
 
-type Msg = { stream?: string; aux?: { ID: string }; error?: string; errorDetail?: { code?: number; message: string } };
-
-async function build(
-  lines: string[],
-  params: Record<string, string> = {},
-): Promise<{ status: number; messages: Msg[]; out: string; id?: string; error?: string }> {
+/** POST /build of a Dockerfile alone; the answer must be a stream (200). */
+async function build(lines: string[], params: Record<string, string> = {}) {
   const raw = await tarOf([{ name: 'Dockerfile', body: lines.join('\n'), mode: 0o644 } satisfies TarEntry]);
-  const r = await d.request('POST', `/v1.41/build?${new URLSearchParams(params)}`, {
-    raw,
-    headers: { 'Content-Type': 'application/x-tar' },
-  });
-  expect(r.status, r.text).toBe(200);
-  const messages = r.text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Msg);
-  const id = [...messages].reverse().find((m) => m.aux)?.aux?.ID;
-  const error = messages.find((m) => m.error)?.error;
-  return {
-    status: r.status,
-    messages,
-    out: messages.map((m) => m.stream ?? '').join(''),
-    ...(id ? { id } : {}),
-    ...(error ? { error } : {}),
-  };
+  const b = await buildRaw(d, raw, params);
+  expect(b.status, b.response.text).toBe(200);
+  return { status: b.status, messages: b.records, out: b.text, id: b.id, error: b.error };
 }
 
 /** A file of an image, read by running it. */
