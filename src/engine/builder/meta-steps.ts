@@ -53,27 +53,26 @@ export async function workdirStep(
   const { run } = cx;
   const probe = { ...config, Cmd: cmd };
   const cached = await cachedImage(cx, st, probe, config);
-  if (!cached) {
-    const id = await createContainer(cx, st, { ...config, Cmd: cmd });
-    try {
-      await makeDirs(cx, id, config.WorkingDir!);
-      st.imageId = await cx.deps.commits.commitStep({
-        container: id,
-        parent: st.imageId,
-        config: { ...config, Image: st.imageId ?? '' },
-        containerConfig: { ...probe, Image: st.imageId ?? '' },
-        ...(st.author ? { author: st.author } : {}),
-      });
-    } finally {
-      await removeContainer(cx, id);
-    }
-  } else {
-    run.req.steps?.({ type: 'cached' });
-    st.imageId = cached;
-    run.emit({ stream: ' ---> Using cache\n' });
+  if (cached) {
+    useCached(run, st, cached);
+    st.config = config;
+    return;
+  }
+  const id = await createContainer(cx, st, { ...config, Cmd: cmd });
+  try {
+    await makeDirs(cx, id, config.WorkingDir!);
+    st.imageId = await cx.deps.commits.commitStep({
+      container: id,
+      parent: st.imageId,
+      config: { ...config, Image: st.imageId ?? '' },
+      containerConfig: { ...probe, Image: st.imageId ?? '' },
+      ...(st.author ? { author: st.author } : {}),
+    });
+  } finally {
+    await removeContainer(cx, id);
   }
   st.config = config;
-  run.emit({ stream: ` ---> ${short(st.imageId!)}\n` });
+  run.emit({ stream: ` ---> ${short(st.imageId)}\n` });
 }
 
 export async function argStep(cx: StepContext, st: StageState, instr: ArgInstr): Promise<void> {
