@@ -56,6 +56,24 @@ export type StatePatch = Partial<
   >
 >;
 
+/**
+ * A container whose process runs from now on (a start's, or one a crash cut
+ * short after it had let the process go): its last exit forgotten, its start now.
+ */
+export function runningState(status: 'running' | 'paused', pid: number, conmonPid: number): StatePatch {
+  return {
+    status,
+    pid,
+    conmon_pid: conmonPid,
+    exit_code: 0,
+    error: '',
+    started_at: Date.now(),
+    finished_at: 0,
+    oom_killed: 0,
+    stopped_by_user: 0,
+  };
+}
+
 /** A link row with its two containers' names (the child's null once it is gone). */
 const LINKS = `SELECT l.parent_id, p.name AS parent_name, l.child_id, c.name AS child_name, l.alias
   FROM container_links l JOIN containers p ON p.id = l.parent_id LEFT JOIN containers c ON c.id = l.child_id`;

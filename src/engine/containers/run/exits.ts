@@ -10,7 +10,7 @@ import type { Endpoints } from '../../network/endpoints.js';
 import { TRASH_PREFIX } from '../../os/dirs.js';
 import type { ExitWatcher } from '../../runtime/exits.js';
 import type { Runtime } from '../../runtime/runtime.js';
-import type { ContainerRepository } from '../../store/containers.js';
+import { type ContainerRepository, runningState } from '../../store/containers.js';
 import type { VolumeService } from '../../volumes/service.js';
 import { ACTIVE, type Container, isActive, memberOf, publish } from '../container.js';
 import type { JsonLogs } from '../io/jsonlog.js';
@@ -121,17 +121,7 @@ export class ExitHandler {
     if (st?.status === 'created' && (await runtime.finishRelease(c.id))) st = { ...st, status: 'running' };
     if (st?.status === 'running' || st?.status === 'paused') {
       const conmonPid = (await runtime.conmonPid(c.bundleDir)) ?? 0;
-      repo.update(c.id, {
-        status: st.status,
-        pid: st.pid,
-        conmon_pid: conmonPid,
-        exit_code: 0,
-        error: '',
-        started_at: Date.now(),
-        finished_at: 0,
-        oom_killed: 0,
-        stopped_by_user: 0,
-      });
+      repo.update(c.id, runningState(st.status, st.pid, conmonPid));
       log.info({ id: c.id }, 'a start cut short by a crash had started the container: it runs on');
       // Its interfaces were made before its process was let go; its ports and names are held again.
       await this.deps.endpoints

@@ -12,7 +12,7 @@ import type { ExitWatcher } from '../../runtime/exits.js';
 import type { Runtime } from '../../runtime/runtime.js';
 import { normalizeSignal, SIGNALS, signalNumber } from '../../signals.js';
 import { Steps } from '../../steps.js';
-import type { ContainerRepository } from '../../store/containers.js';
+import { type ContainerRepository, runningState } from '../../store/containers.js';
 import type { VolumeService } from '../../volumes/service.js';
 import { type Container, isActive, isRunning, publish } from '../container.js';
 import { conmonLogSizeMax, logPolicy } from '../create/logconfig.js';
@@ -178,15 +178,7 @@ export class Lifecycle {
       await runtime.start(id);
       steps.mark('release');
       repo.update(id, {
-        status: 'running',
-        pid: created.pid,
-        conmon_pid: created.conmonPid,
-        exit_code: 0,
-        error: '',
-        started_at: Date.now(),
-        finished_at: 0,
-        oom_killed: 0,
-        stopped_by_user: 0,
+        ...runningState('running', created.pid, created.conmonPid),
         // Only the user's start forgets a kill (dockerd's): unless-stopped stays ended through the restarts.
         ...(o.restartCount !== undefined ? { restart_count: o.restartCount } : { manually_stopped: 0 }),
       });
