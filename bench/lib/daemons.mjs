@@ -85,6 +85,23 @@ function removeCgroupParentAfter(name) {
 }
 
 /**
+ * A bench daemon's temp directory: its socket, data root and exec root under
+ * it, a config file of `{}` (hermetic: never the machine's /etc/berth or
+ * /etc/docker daemon.json), logs at warn; and those as the daemon's arguments.
+ */
+function daemonDir(prefix, socketName) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  const socket = path.join(dir, socketName);
+  const configFile = path.join(dir, 'daemon.json');
+  writeFileSync(configFile, '{}\n');
+  const daemonArgs = [
+    ...['-H', `unix://${socket}`, '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec')],
+    ...['--config-file', configFile, '--log-level', 'warn'],
+  ];
+  return { dir, socket, daemonArgs };
+}
+
+/**
  * berthd on a fresh temp socket, data root and exec root. `bin` defaults to
  * $BERTH_BENCH_BERTHD, else a snapshot of this work tree's build (buildSnapshot).
  * Without a `--bridge` of its own in `args` it runs with no default bridge and
@@ -98,23 +115,11 @@ export async function startBerthd({
   env = {},
 } = {}) {
   removeCgroupParentAfter('berth');
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'bb-'));
-  const socket = path.join(dir, 'berth.sock');
-  const configFile = path.join(dir, 'daemon.json');
-  writeFileSync(configFile, '{}\n'); // hermetic: never the machine's /etc/berth/daemon.json
+  const { dir, socket, daemonArgs } = daemonDir('bb-', 'berth.sock');
   const argv = [
     ...nodeArgs,
     bin,
-    '-H',
-    `unix://${socket}`,
-    '--data-root',
-    path.join(dir, 'data'),
-    '--exec-root',
-    path.join(dir, 'exec'),
-    '--config-file',
-    configFile,
-    '--log-level',
-    'warn',
+    ...daemonArgs,
     ...(args.includes('--bridge') ? [] : ['--bridge', 'none', '--iptables=false']),
     ...args,
   ];
@@ -139,32 +144,13 @@ export async function startDockerd({ args = [], netns } = {}) {
   const bin = which('dockerd');
   if (!bin) throw new Error('dockerd is not installed (bench/run.sh --with-dockerd installs it)');
   removeCgroupParentAfter('docker');
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'bd-'));
-  const socket = path.join(dir, 'docker.sock');
-  const configFile = path.join(dir, 'daemon.json');
-  writeFileSync(configFile, '{}\n'); // hermetic: never the machine's /etc/docker/daemon.json
+  const { dir, socket, daemonArgs } = daemonDir('bd-', 'docker.sock');
   const isolation = netns ? [] : ['--bridge', 'none', '--iptables=false'];
   // nsenter, not `ip netns exec`: that one remounts /sys, without the cgroup hierarchies dockerd needs.
   const [file, prefix] = netns ? [which('nsenter'), [`--net=/run/netns/${netns}`, '--', bin]] : [bin, []];
   const proc = spawn(
     file,
-    [
-      ...prefix,
-      '-H',
-      `unix://${socket}`,
-      '--data-root',
-      path.join(dir, 'data'),
-      '--exec-root',
-      path.join(dir, 'exec'),
-      '--pidfile',
-      path.join(dir, 'docker.pid'),
-      '--config-file',
-      configFile,
-      ...isolation,
-      '--log-level',
-      'warn',
-      ...args,
-    ],
+    [...prefix, ...daemonArgs, '--pidfile', path.join(dir, 'docker.pid'), ...isolation, ...args],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   const d = daemonHandle('dockerd', dir, socket, proc, tail(proc.stderr));
