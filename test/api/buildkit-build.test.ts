@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as m from '../../src/api/buildkit/proto/messages.js';
 import type { Msg } from '../../src/api/buildkit/proto/wire.js';
 import {
@@ -13,7 +13,7 @@ import {
 } from '../harness/buildkit-client.js';
 import { waitFor } from '../harness/daemon.js';
 import { useEnv } from '../harness/env.js';
-import { expectNoLeaks, type Holdings, holdings } from '../harness/leaks.js';
+import { expectNoLeaks, expectNoLeaksAcross, holdings } from '../harness/leaks.js';
 
 const ctx = useEnv();
 
@@ -231,13 +231,7 @@ describe('docker build through BuildKit', () => {
       ],
       ['a directory then a file climbing out', [stat('d', { mode: dir, size: 0n }), stat('d/..'), {}], /clean/],
     ];
-    let held: Holdings;
-    beforeAll(() => {
-      held = holdings(ctx.daemon);
-    });
-    afterAll(async () => {
-      await expectNoLeaks(ctx.daemon, held, 20_000);
-    });
+    expectNoLeaksAcross(() => ctx.daemon, 20_000);
     for (const [what, packets, error] of cases)
       it(what, async () => {
         const d = contextDir({ Dockerfile: 'FROM scratch\nCOPY . /\n' });

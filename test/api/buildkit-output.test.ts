@@ -4,7 +4,7 @@
 // behind, and a hostile receiver refused.
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as m from '../../src/api/buildkit/proto/messages.js';
 import type { Msg } from '../../src/api/buildkit/proto/wire.js';
 import {
@@ -17,7 +17,7 @@ import {
   type SeenVertex,
 } from '../harness/buildkit-client.js';
 import { useEnv } from '../harness/env.js';
-import { expectNoLeaks, type Holdings, holdings } from '../harness/leaks.js';
+import { expectNoLeaks, expectNoLeaksAcross, holdings } from '../harness/leaks.js';
 import { tarEntries } from '../harness/tar.js';
 import { scratchDir } from '../harness/tmp.js';
 
@@ -104,13 +104,7 @@ describe('--output type=local', () => {
       ['a STAT from the receiver', () => [{ type: m.PacketType.STAT, stat: { path: 'x' } }], /a packet of type 0/],
       ['an ERR from the receiver', () => [{ type: m.PacketType.ERR, data: Buffer.from('disk full') }], /disk full/],
     ];
-    let held: Holdings;
-    beforeAll(() => {
-      held = holdings(ctx.daemon);
-    });
-    afterAll(async () => {
-      await expectNoLeaks(ctx.daemon, held, 20_000);
-    });
+    expectNoLeaksAcross(() => ctx.daemon, 20_000);
     for (const [what, packets, error] of cases)
       it(what, async () => {
         const dir = scratchDir('bk-out-');

@@ -6,6 +6,7 @@
 import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Database from '../../src/engine/store/sqlite.js';
+import { afterAll, beforeAll } from 'vitest';
 import type { Daemon } from './daemon.js';
 
 export interface Holdings {
@@ -227,4 +228,18 @@ export async function expectNoLeaks(d: Daemon, before: Holdings, timeoutMs = 10_
     if (Date.now() > deadline) throw new Error(`berthd still holds what it held not before:\n  ${left.join('\n  ')}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * In a describe: what the daemon holds when its tests begin is all it holds
+ * once they have ended (given `timeoutMs` to let go of it).
+ */
+export function expectNoLeaksAcross(daemon: () => Daemon, timeoutMs?: number): void {
+  let held: Holdings;
+  beforeAll(() => {
+    held = holdings(daemon());
+  });
+  afterAll(async () => {
+    await expectNoLeaks(daemon(), held, timeoutMs);
+  });
 }
