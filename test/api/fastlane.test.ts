@@ -3,10 +3,10 @@
 // send it (the lane's) and with a `Content-Length: 0` header, which the lane
 // leaves to Fastify's route. What a client reads must be the same bytes: status
 // line, header names, their case, order and values, and the body.
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Daemon } from '../harness/daemon.js';
 import { useEnv, type Env } from '../harness/env.js';
+import { blankDate, rawExchange } from '../harness/raw-http.js';
 
 const ctx = useEnv();
 let env: Env;
@@ -16,22 +16,10 @@ let created: string;
 let imageId: string;
 
 /** One request on a connection of its own; the whole answer as text, its Date header blanked. */
-function raw(method: string, path: string, extra = ''): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const sock = net.connect(d.socket);
-    const chunks: Buffer[] = [];
-    sock.on('data', (c: Buffer) => chunks.push(c));
-    sock.on('end', () =>
-      resolve(
-        Buffer.concat(chunks)
-          .toString('utf8')
-          .replace(/\r\nDate: [^\r]*\r\n/, '\r\nDate: -\r\n'),
-      ),
-    );
-    sock.on('error', reject);
-    sock.write(`${method} ${path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n${extra}\r\n`);
-  });
-}
+const raw = (method: string, path: string, extra = ''): Promise<string> =>
+  rawExchange(d.socket, `${method} ${path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n${extra}\r\n`).then(
+    blankDate,
+  );
 
 /** A finished container's age in `docker ps` ("Exited (0) 3 seconds ago") may change between two answers. */
 const ageless = (text: string) => text.replace(/"(Exited \(\d+\)) [^"]* ago"/g, '"$1 … ago"');

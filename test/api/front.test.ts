@@ -4,11 +4,11 @@
 // its requests as soon as the socket appears, as a client polling for it does.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BERTHD, hermeticArgs, request, waitFor } from '../harness/daemon.js';
+import { blankDate, rawExchange } from '../harness/raw-http.js';
 
 let proc: ChildProcess | undefined;
 let dir: string | undefined;
@@ -32,23 +32,11 @@ async function startAndWaitForSocket(): Promise<string> {
   return socket;
 }
 
-/** Writes `text` on a connection of its own and resolves with all it reads until the daemon closes it. */
-function exchange(socket: string, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const sock = net.connect(socket);
-    const chunks: Buffer[] = [];
-    sock.on('connect', () => sock.write(text));
-    sock.on('data', (c: Buffer) => chunks.push(c));
-    sock.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    sock.on('error', reject);
-  });
-}
-
 /** Connects until the socket accepts: it exists a moment before it listens. */
 async function firstExchange(socket: string, text: string): Promise<string> {
   return waitFor(
     () =>
-      exchange(socket, text).catch((e: NodeJS.ErrnoException) =>
+      rawExchange(socket, text).catch((e: NodeJS.ErrnoException) =>
         e.code === 'ECONNREFUSED' ? false : Promise.reject(e),
       ),
     'the first answer',
@@ -57,15 +45,13 @@ async function firstExchange(socket: string, text: string): Promise<string> {
   );
 }
 
-const blankDate = (answer: string) => answer.replace(/\r\nDate: [^\r]*\r\n/, '\r\nDate: -\r\n');
-
 describe('a starting berthd', () => {
   it('answers /_ping at once, byte for byte as its API does later', async () => {
     const socket = await startAndWaitForSocket();
     const ping = 'GET /v1.41/_ping HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n';
     const first = await firstExchange(socket, ping);
     // A Content-Length makes even the fast lane leave /_ping to Fastify's route.
-    const later = await exchange(socket, ping.replace('\r\n\r\n', '\r\nContent-Length: 0\r\n\r\n'));
+    const later = await rawExchange(socket, ping.replace('\r\n\r\n', '\r\nContent-Length: 0\r\n\r\n'));
     expect(first).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
     expect(first).toMatch(/\r\n\r\nOK$/);
     expect(blankDate(first)).toBe(blankDate(later));
